@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * @file btrfsimg.h
+ * libbtrfsimg: read btrfs filesystems straight from image files.
+ *
+ * No mount, no root, no kernel module; images are never written.
+ *
+ * Error model: every function that can fail returns 0 (or a documented
+ * non-negative value) on success and a negative errno on failure:
+ *   -EUCLEAN     corrupt metadata (a check on on-disk data failed)
+ *   -EIO         I/O error or checksum mismatch on every copy
+ *   -EOPNOTSUPP  unsupported feature (the message names it)
+ *   -ENOENT      not found
+ *   -ENOMEM      out of memory
+ *   -EINVAL      misuse of the API (bad argument, wrong state)
+ * After a failure, btrfsimg_errmsg() on the handle gives a readable message
+ * saying what and where, for example
+ *   "corrupt leaf: root=5 block=30425088 slot=3, item data past end, have 16400 expect <= 16384".
+ *
+ * Threads: no global state. Separate handles may be used from separate
+ * threads concurrently; one handle must not be used by two threads at once.
+ */
+#ifndef BTRFSIMG_H
+#define BTRFSIMG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(BTRFSIMG_BUILDING)
+#define BTRFSIMG_API __attribute__((visibility("default")))
+#else
+#define BTRFSIMG_API
+#endif
+
+/** An open (or opening) filesystem. Opaque. */
+typedef struct btrfsimg_fs btrfsimg_fs;
+
+/* ------------------------------------------------------------------ */
+/** @name Opening */
+
+/** Flags for btrfsimg_open_opts.flags. */
+enum btrfsimg_open_flags {
+	/** Do not verify data checksums when reading file contents. */
+	BTRFSIMG_OPEN_NO_DATA_VERIFY = 1u << 0,
+	/** Show the last committed state; do not replay the log tree. */
+	BTRFSIMG_OPEN_NO_LOG_REPLAY = 1u << 1,
+};
+
+/** Options for btrfsimg_fs_new(). Zero-initialise, then set what you need. */
+struct btrfsimg_open_opts {
+	/** Superblock copy to use: 0 primary, 1 (64 MiB), 2 (256 GiB);
+	 *  -1 (or any negative) = the newest valid copy. A zeroed struct
+	 *  means "primary"; use btrfsimg_open_opts_init() for the default. */
+	int super_mirror;
+	/** 1-based partition number inside whole-disk images; 0 = automatic
+	 *  (the image itself if it holds btrfs, else the only btrfs partition). */
+	int partition;
+	/** Byte offset of the filesystem inside every image; -1 = automatic. */
+	int64_t offset;
+	/** Bytes of verified tree blocks to keep cached; 0 = default (64 MiB). */
+	uint64_t cache_bytes;
+	/** enum btrfsimg_open_flags */
+	unsigned flags;
+};
+
+/** Fill @p o with the defaults: newest valid superblock, automatic
+ *  partition and offset, default cache, no flags. */
+BTRFSIMG_API void btrfsimg_open_opts_init(struct btrfsimg_open_opts *o);
+
+/**
+ * Create an empty handle. @p opts may be NULL (defaults). On success *out
+ * owns a handle to release with btrfsimg_fs_free(). Returns 0, -ENOMEM or
+ * -EINVAL.
+ */
+BTRFSIMG_API int btrfsimg_fs_new(btrfsimg_fs **out, const struct btrfsimg_open_opts *opts);
+
+/** Release a handle and everything it owns. Accepts NULL. */
+BTRFSIMG_API void btrfsimg_fs_free(btrfsimg_fs *fs);
+
+/**
+ * Add one device image by path (opened read-only). Devices of one
+ * filesystem may be added in any order; they are matched by fsid and devid
+ * in btrfsimg_open().
+ */
+BTRFSIMG_API int btrfsimg_add_device_file(btrfsimg_fs *fs, const char *path);
+
+/**
+ * Add one device image held in memory. The buffer is borrowed: it must stay
+ * valid and unchanged until btrfsimg_fs_free(). @p name is copied and used
+ * in messages (may be NULL).
+ */
+BTRFSIMG_API int btrfsimg_add_device_mem(btrfsimg_fs *fs, const void *data, size_t len,
+					 const char *name);
+
+/**
+ * Read callback for btrfsimg_add_device_io(): copy @p len bytes at @p off
+ * into @p buf. Return 0 on success or a negative errno.
+ */
+typedef int (*btrfsimg_read_fn)(void *ctx, uint64_t off, void *buf, size_t len);
+
+/** Add a device read through a callback; @p size is its length in bytes. */
+BTRFSIMG_API int btrfsimg_add_device_io(btrfsimg_fs *fs, btrfsimg_read_fn read, void *ctx,
+					uint64_t size, const char *name);
+
+/**
+ * Open the filesystem made of the devices added so far: pick the
+ * superblock, match devices, build the chunk map, read the root tree.
+ * Missing devices are accepted when the chunk profiles still hold every
+ * copy needed (see btrfsimg_missing_devices()).
+ */
+BTRFSIMG_API int btrfsimg_open(btrfsimg_fs *fs);
+
+/**
+ * The last error message on this handle ("" if none). Borrowed: valid until
+ * the next call on the handle.
+ */
+BTRFSIMG_API const char *btrfsimg_errmsg(const btrfsimg_fs *fs);
+
+/**
+ * Log callback: the library never prints. Damage that was worked around
+ * (a bad superblock mirror, a tree block read from its second copy, a
+ * missing device) is reported here with @p damage true.
+ */
+typedef void (*btrfsimg_log_fn)(void *ctx, bool damage, const char *msg);
+BTRFSIMG_API void btrfsimg_set_log(btrfsimg_fs *fs, btrfsimg_log_fn fn, void *ctx);
+
+/** How many damage events were seen so far (worked around or not). */
+BTRFSIMG_API uint64_t btrfsimg_damage_count(const btrfsimg_fs *fs);
+
+/** Number of devices the superblock names that were not supplied. */
+BTRFSIMG_API uint64_t btrfsimg_missing_devices(const btrfsimg_fs *fs);
+
+/* ------------------------------------------------------------------ */
+/** @name Partitions */
+
+/** One partition found in a whole-disk image. */
+struct btrfsimg_partition {
+	int number;		/**< 1-based as in the table */
+	uint64_t offset;	/**< byte offset in the image */
+	uint64_t size;		/**< bytes */
+	bool is_btrfs;		/**< a btrfs superblock magic is at offset + 64 KiB */
+	bool gpt;		/**< from a GPT (else MBR) */
+};
+
+/**
+ * List the partitions of an image file (MBR or GPT). Writes up to @p max
+ * entries to @p out and returns how many partitions exist (may exceed
+ * @p max), 0 if there is no partition table, or a negative errno. @p err
+ * (may be NULL) receives a message on failure.
+ */
+BTRFSIMG_API int btrfsimg_list_partitions(const char *path, struct btrfsimg_partition *out,
+					  size_t max, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ */
+/** @name Superblock */
+
+enum btrfsimg_csum_type {
+	BTRFSIMG_CSUM_CRC32C = 0,
+	BTRFSIMG_CSUM_XXHASH64 = 1,
+	BTRFSIMG_CSUM_SHA256 = 2,
+	BTRFSIMG_CSUM_BLAKE2B = 3,
+};
+
+/** Name of a checksum type ("crc32c", "xxhash64", "sha256", "blake2b"), or NULL. */
+BTRFSIMG_API const char *btrfsimg_csum_name(int csum_type);
+
+/** State of one superblock copy on one device. */
+enum btrfsimg_mirror_state {
+	BTRFSIMG_MIRROR_ABSENT = 0,	/**< device too small to hold it */
+	BTRFSIMG_MIRROR_VALID = 1,
+	BTRFSIMG_MIRROR_BAD_MAGIC = 2,
+	BTRFSIMG_MIRROR_BAD_BYTENR = 3,
+	BTRFSIMG_MIRROR_BAD_CSUM = 4,
+	BTRFSIMG_MIRROR_BAD_FIELDS = 5,	/**< sanity check failed */
+	BTRFSIMG_MIRROR_OTHER_FS = 6,	/**< valid, but another fsid */
+	BTRFSIMG_MIRROR_IO_ERROR = 7,
+};
+
+struct btrfsimg_super_mirror {
+	int index;			/**< 0, 1, 2 */
+	uint64_t bytenr;		/**< byte offset on the device */
+	enum btrfsimg_mirror_state state;
+	uint64_t generation;		/**< 0 unless the magic matched */
+};
+
+/** The superblock in use, decoded. */
+struct btrfsimg_super_info {
+	uint8_t fsid[16];
+	uint8_t metadata_uuid[16];	/**< equals fsid unless METADATA_UUID is set */
+	char label[257];
+	uint64_t generation;
+	uint64_t root, chunk_root, log_root;
+	uint8_t root_level, chunk_root_level, log_root_level;
+	uint16_t csum_type;		/**< enum btrfsimg_csum_type */
+	uint32_t nodesize, sectorsize, stripesize;
+	uint64_t num_devices;
+	uint64_t total_bytes, bytes_used;
+	uint64_t root_dir_objectid;
+	uint64_t compat_flags, compat_ro_flags, incompat_flags;
+	uint64_t cache_generation, uuid_tree_generation;
+	uint64_t devid;			/**< devid of the device the copy came from */
+	int mirror_used;		/**< 0..2 */
+	struct btrfsimg_super_mirror mirrors[3];	/**< of that device */
+};
+
+/** Fill @p out with the superblock in use. */
+BTRFSIMG_API int btrfsimg_super(btrfsimg_fs *fs, struct btrfsimg_super_info *out);
+
+/* ------------------------------------------------------------------ */
+/** @name Subvolumes */
+
+/** One subvolume or snapshot (or the top level, id 5). */
+struct btrfsimg_subvol {
+	uint64_t id;
+	uint64_t parent_id;		/**< 0 for 5 and for unreachable ones */
+	uint64_t dirid;			/**< directory in the parent holding it */
+	char *path;			/**< from the top level ("" for 5); NULL if unreachable */
+	uint8_t uuid[16], parent_uuid[16], received_uuid[16];
+	uint64_t generation;		/**< root_item.generation */
+	uint64_t cgen;			/**< creation generation (otransid) */
+	uint64_t ctransid;
+	int64_t otime_sec;
+	uint32_t otime_nsec;
+	uint64_t flags;			/**< root_item.flags */
+	bool readonly;
+	bool deleted;			/**< deleted, not yet cleaned */
+	uint64_t bytenr;		/**< tree root block */
+	uint8_t level;
+};
+
+/**
+ * List every subvolume, id 5 first, then ascending id. On success *out is
+ * an array of *n entries owned by the caller; free it with
+ * btrfsimg_subvols_free().
+ */
+BTRFSIMG_API int btrfsimg_subvols(btrfsimg_fs *fs, struct btrfsimg_subvol **out, size_t *n);
+BTRFSIMG_API void btrfsimg_subvols_free(struct btrfsimg_subvol *v, size_t n);
+
+/** The default subvolume (what a plain mount shows): its id, or a negative errno. */
+BTRFSIMG_API int btrfsimg_default_subvol(btrfsimg_fs *fs, uint64_t *id);
+
+/* ------------------------------------------------------------------ */
+/** @name Raw tree access */
+
+struct btrfsimg_key {
+	uint64_t objectid;
+	uint8_t type;
+	uint64_t offset;
+};
+
+/**
+ * Called for each item of a tree in key order between two keys (both
+ * inclusive). @p data is borrowed for the duration of the call. Return 0 to
+ * go on, a positive value to stop (btrfsimg_tree_walk returns it), or a
+ * negative errno to fail.
+ */
+typedef int (*btrfsimg_item_fn)(void *ctx, const struct btrfsimg_key *key,
+				const uint8_t *data, uint32_t size);
+
+/**
+ * Walk the items of tree @p tree_id (1 root, 3 chunk, 2 extent, 4 dev,
+ * 5 or a subvolume id, 7 csum, 9 uuid, 8 quota, 10 free space, ...)
+ * between @p min and @p max. Every block is verified.
+ */
+BTRFSIMG_API int btrfsimg_tree_walk(btrfsimg_fs *fs, uint64_t tree_id,
+				    const struct btrfsimg_key *min,
+				    const struct btrfsimg_key *max,
+				    btrfsimg_item_fn fn, void *ctx);
+
+/** Read @p len bytes of logical address space (any copy that reads). */
+BTRFSIMG_API int btrfsimg_read_logical(btrfsimg_fs *fs, uint64_t logical, void *buf, size_t len);
+
+/* ------------------------------------------------------------------ */
+/** @name Inodes, directories, files */
+
+struct btrfsimg_timespec {
+	int64_t sec;
+	uint32_t nsec;
+};
+
+/** An INODE_ITEM, decoded. */
+struct btrfsimg_inode {
+	uint64_t subvol;		/**< the fs tree it lives in */
+	uint64_t objectid;
+	uint64_t generation;		/**< creation generation (i_generation = low 32 bits) */
+	uint64_t transid;
+	uint64_t size;
+	uint64_t nbytes;
+	uint64_t rdev;			/**< encoded as the kernel stores it (new_encode_dev) */
+	uint64_t flags;
+	uint64_t sequence;
+	uint32_t nlink, uid, gid, mode;
+	struct btrfsimg_timespec atime, mtime, ctime, otime;
+};
+
+/** Read one inode. -ENOENT if the tree has no INODE_ITEM for it. */
+BTRFSIMG_API int btrfsimg_inode_get(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				    struct btrfsimg_inode *out);
+
+/** Where a directory entry points. */
+enum btrfsimg_target_kind {
+	BTRFSIMG_TARGET_INODE = 0,	/**< an inode in the same subvolume */
+	BTRFSIMG_TARGET_SUBVOL = 1,	/**< the root directory of another subvolume */
+	BTRFSIMG_TARGET_STUB = 2,	/**< a subvolume entry with no matching ROOT_REF:
+					     the kernel shows an empty directory, ino 2 */
+};
+
+/** One directory entry (DIR_INDEX), as readdir sees it. */
+struct btrfsimg_dirent {
+	const uint8_t *name;		/**< borrowed: valid during the callback only */
+	size_t name_len;
+	uint64_t index;			/**< DIR_INDEX key offset (readdir order) */
+	uint64_t location_objectid;	/**< readdir's d_ino today: the child subvolume id for
+					     subvolume entries */
+	uint8_t location_type;		/**< key type: 1 INODE_ITEM or 132 ROOT_ITEM */
+	uint8_t file_type;		/**< BTRFS_FT_*: 1 reg, 2 dir, 3 chr, 4 blk, 5 fifo,
+					     6 sock, 7 symlink */
+	/** What stat() on the entry reaches (filled by btrfsimg_readdir). */
+	enum btrfsimg_target_kind kind;
+	uint64_t target_subvol;		/**< subvolume of the target (containing one for stubs) */
+	uint64_t target_objectid;	/**< 256 for subvolume roots, 2 for stubs */
+};
+
+/**
+ * Called for each entry of a directory in DIR_INDEX order. Return 0 to go
+ * on, > 0 to stop (returned by btrfsimg_readdir), < 0 to fail.
+ */
+typedef int (*btrfsimg_dirent_fn)(void *ctx, const struct btrfsimg_dirent *e);
+
+/** List directory @p dir of subvolume @p subvol. */
+BTRFSIMG_API int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+				  btrfsimg_dirent_fn fn, void *ctx);
+
+/**
+ * Look a name up in a directory through its DIR_ITEM (name hash), as the
+ * kernel's lookup does. *out's name points into @p name. -ENOENT if absent.
+ */
+BTRFSIMG_API int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+				 const void *name, size_t name_len, struct btrfsimg_dirent *out);
+
+/**
+ * Resolve a '/'-separated path from the root directory of @p subvol
+ * (crossing into subvolumes as the kernel does). "" is that root.
+ */
+BTRFSIMG_API int btrfsimg_path_lookup(btrfsimg_fs *fs, uint64_t subvol, const char *path,
+				      struct btrfsimg_dirent *out);
+
+/** Symlink target: *out is malloc'd (caller frees), *len its length. */
+BTRFSIMG_API int btrfsimg_readlink(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				   uint8_t **out, size_t *len);
+
+/** Called for each xattr; buffers are borrowed for the call. */
+typedef int (*btrfsimg_xattr_fn)(void *ctx, const uint8_t *name, size_t name_len,
+				 const uint8_t *value, size_t value_len);
+BTRFSIMG_API int btrfsimg_xattrs(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				 btrfsimg_xattr_fn fn, void *ctx);
+
+/** Called for each name of an inode (INODE_REF and INODE_EXTREF). */
+typedef int (*btrfsimg_name_fn)(void *ctx, uint64_t parent_dir, uint64_t index,
+				const uint8_t *name, size_t name_len);
+BTRFSIMG_API int btrfsimg_inode_names(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				      btrfsimg_name_fn fn, void *ctx);
+
+/**
+ * Read up to @p len bytes of a regular file from @p offset (holes,
+ * prealloc and bytes past the last extent read as zeros; data checksums
+ * are verified unless BTRFSIMG_OPEN_NO_DATA_VERIFY). *got receives the
+ * bytes read (short only at end of file).
+ */
+BTRFSIMG_API int btrfsimg_file_read(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				    uint64_t offset, void *buf, size_t len, size_t *got);
+
+/**
+ * The bytes name_to_handle_at() returns for an object, as the kernel
+ * encodes them (struct btrfs_fid, little-endian). With @p connectable
+ * false: type 0x4d, 20 bytes. With true (AT_HANDLE_CONNECTABLE): the
+ * parent directory is encoded for non-directories (type 0x1004e, 32 bytes)
+ * and directories get type 0x1004d | 0x20000 (FILEID_IS_DIR) as Linux
+ * 6.18 does. @p parent_* are ignored for directories. Returns the length.
+ */
+BTRFSIMG_API int btrfsimg_file_handle(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				      uint64_t parent_subvol, uint64_t parent_objectid,
+				      bool connectable, uint32_t *type, uint8_t out[40]);
+
+/* ------------------------------------------------------------------ */
+/** @name Inode-number schemes (the 2021 proposals; pure functions) */
+
+/** swab64: byte-reverse a 64-bit value. */
+BTRFSIMG_API uint64_t btrfsimg_swab64(uint64_t v);
+
+/**
+ * inumbits overlay of a subvolume: 0 if @p inumbits is 0 or @p subvol is 5,
+ * else swab64(subvol) >> (64 - inumbits). @p inumbits is 0 or 32..64;
+ * other values give 0.
+ */
+BTRFSIMG_API uint64_t btrfsimg_overlay(uint64_t subvol, unsigned inumbits);
+
+/** objectid if it equals @p v, else objectid XOR @p v. */
+BTRFSIMG_API uint64_t btrfsimg_presented(uint64_t objectid, uint64_t v);
+
+/** nfsd ino_uniquifier: 0 for subvolume 5, else swab64(subvol). */
+BTRFSIMG_API uint64_t btrfsimg_uniquifier(uint64_t subvol);
+
+/* ------------------------------------------------------------------ */
+/** @name Library */
+
+/** Version string, e.g. "0.1.0". */
+BTRFSIMG_API const char *btrfsimg_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BTRFSIMG_H */

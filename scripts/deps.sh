@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install everything btrfsimg needs to build, test and fuzz (Debian 12).
+# Runs apt-get only when a package is missing. Needs root (or sudo).
+set -euo pipefail
+pkgs=(build-essential meson ninja-build pkg-config python3
+      libzstd-dev zlib1g-dev liblzo2-dev libxxhash-dev libsodium-dev libisal-dev
+      libcmocka-dev
+      btrfs-progs zstd fdisk util-linux
+      clang libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

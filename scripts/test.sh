@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The whole test suite: install dependencies, build, run every test (unit,
+# kernel-view image tests, fuzz regression corpora), then the same suite
+# under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer
+# target for a bounded time when clang is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+
+setup() { # dir, options...
+  local dir=$1; shift
+  if [ -d "$dir" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null
+  else meson setup "$dir" "$@" >/dev/null; fi
+}
+
+echo "== build and test (release-like)"
+setup build
+ninja -C build
+meson test -C build --print-errorlogs --num-processes 2
+
+echo "== ASan + UBSan"
+setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
+
+if command -v clang >/dev/null; then
+  echo "== libFuzzer, ${FUZZ_SECONDS:-10} s per target"
+  CC=clang setup build-fuzz -Dfuzzing=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false
+  ninja -C build-fuzz
+  for f in build-fuzz/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    t=${f##*/fuzz_}
+    work=$(mktemp -d)
+    [ -d "fuzz/corpus/$t" ] && cp -r "fuzz/corpus/$t/." "$work/"
+    dict=(); [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
+    rc=0
+    "$f" "${dict[@]}" -max_total_time="${FUZZ_SECONDS:-10}" -rss_limit_mb=2048 \
+      -print_final_stats=1 "$work" >"$work.log" 2>&1 || rc=$?
+    grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)' "$work.log" \
+      | sed "s/^/fuzz_$t: /" || true
+    [ "$rc" -eq 0 ] || tail -n 60 "$work.log"
+    rm -f "$work.log"
+    rm -rf "$work"
+    if [ "$rc" -ne 0 ]; then echo "fuzz_$t found a failure (exit $rc)"; exit 1; fi
+  done
+fi
+echo "all tests passed"

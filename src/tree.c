@@ -1,0 +1,669 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tree blocks: read, verify, cache, iterate.
+ *
+ * Every block is checked once, when it is read from the image, in three
+ * layers (as the kernel's tree-checker does): the header (bytenr, fsid,
+ * level, nritems bounds), the item or pointer table (every item's data
+ * inside the block, after the table and not overlapping another item; keys
+ * strictly ascending), then the checksum. What the parent expects (level,
+ * generation, first key) is checked on every read, cached or not, because
+ * the same block can be reached from different parents.
+ *
+ *   leaf:  | header 101 | item 0 | item 1 | ... |   free   | data 1 | data 0 |
+ *   node:  | header 101 | key ptr 0 | key ptr 1 | ...                       |
+ *
+ * Item offsets count from the end of the header. A failed check on one copy
+ * falls back to the next copy (mirror, or RAID5/6 rebuild); the error names
+ * the block, the copy, the check, and have vs expected.
+ *
+ * Iteration keeps one verified block per level. Because each child's first
+ * key must equal its parent pointer's key and the iterator requires keys to
+ * increase strictly across leaves, a block reached twice (a loop or a shared
+ * subtree inside one tree) is an error, not a hang: the work is bounded by
+ * the number of distinct blocks.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ------------------------------------------------------------------ keys */
+
+int bi_key_cmp(const bi_key *a, const bi_key *b)
+{
+	if (a->objectid != b->objectid)
+		return a->objectid < b->objectid ? -1 : 1;
+	if (a->type != b->type)
+		return a->type < b->type ? -1 : 1;
+	if (a->offset != b->offset)
+		return a->offset < b->offset ? -1 : 1;
+	return 0;
+}
+
+void bi_key_read(const uint8_t *p, bi_key *k)
+{
+	k->objectid = bi_le64(p);
+	k->type = p[8];
+	k->offset = bi_le64(p + 9);
+}
+
+static const char *block_kind(int level)
+{
+	return level == 0 ? "leaf" : "node";
+}
+
+/* --------------------------------------------------------------- checker */
+
+#define FAIL(...) (snprintf(why, whylen, __VA_ARGS__), -EUCLEAN)
+
+static int check_header(const uint8_t *blk, uint32_t nodesize, uint64_t bytenr,
+			const uint8_t fsid[16], const struct bi_expect *e, char *why,
+			size_t whylen)
+{
+	uint64_t have_bytenr = bi_le64(blk + HDR_BYTENR);
+	if (have_bytenr != bytenr)
+		return FAIL("bad bytenr, have %llu expect %llu", (unsigned long long)have_bytenr,
+			    (unsigned long long)bytenr);
+	if (memcmp(blk + HDR_FSID, fsid, 16) != 0) {
+		char h[37], w[37];
+		bi_uuid_str(blk + HDR_FSID, h);
+		bi_uuid_str(fsid, w);
+		return FAIL("bad fsid, have %s expect %s", h, w);
+	}
+	uint8_t level = blk[HDR_LEVEL];
+	if (level >= MAX_LEVEL)
+		return FAIL("bad level, have %u expect < %d", level, MAX_LEVEL);
+	if (e && e->level >= 0 && level != e->level)
+		return FAIL("bad level, have %u expect %d", level, e->level);
+	uint64_t gen = bi_le64(blk + HDR_GENERATION);
+	if (e && e->generation && gen != e->generation)
+		return FAIL("bad generation, have %llu expect %llu", (unsigned long long)gen,
+			    (unsigned long long)e->generation);
+	uint32_t n = bi_le32(blk + HDR_NRITEMS);
+	uint32_t per = level ? KP_SIZE : ITEM_SIZE;
+	uint32_t max = (nodesize - HDR_SIZE) / per;
+	if (n > max)
+		return FAIL("bad nritems, have %u expect <= %u", n, max);
+	if (level && n == 0)
+		return FAIL("bad nritems, have 0 expect > 0 in a node");
+	return 0;
+}
+
+static int check_order(const bi_key *prev, const bi_key *k, uint32_t slot, char *why,
+		       size_t whylen)
+{
+	if (slot == 0 || bi_key_cmp(prev, k) < 0)
+		return 0;
+	return FAIL("slot %u: bad key order, have (%llu %u %llu) after (%llu %u %llu)", slot,
+		    (unsigned long long)k->objectid, k->type, (unsigned long long)k->offset,
+		    (unsigned long long)prev->objectid, prev->type,
+		    (unsigned long long)prev->offset);
+}
+
+static int check_leaf_items(const uint8_t *blk, uint32_t nodesize, uint32_t n, char *why,
+			    size_t whylen)
+{
+	const uint32_t data_size = nodesize - HDR_SIZE;
+	const uint32_t table_end = n * ITEM_SIZE;
+	uint32_t lowest = data_size; /* items are packed downwards from the end */
+	bi_key prev = { 0 }, k;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *it = blk + HDR_SIZE + (size_t)i * ITEM_SIZE;
+		bi_key_read(it, &k);
+		int rc = check_order(&prev, &k, i, why, whylen);
+		if (rc)
+			return rc;
+		uint32_t off = bi_le32(it + ITEM_OFFSET), size = bi_le32(it + ITEM_DSIZE);
+		if (!bi_fits(data_size, off, size))
+			return FAIL("slot %u: item data past end, have %llu expect <= %u", i,
+				    (unsigned long long)off + size, data_size);
+		if (off < table_end)
+			return FAIL("slot %u: item data overlaps the item table, have offset %u expect >= %u",
+				    i, off, table_end);
+		if (off + size > lowest)
+			return FAIL("slot %u: item data overlaps slot %u, have end %u expect <= %u",
+				    i, i - 1, off + size, lowest);
+		lowest = off;
+		prev = k;
+	}
+	return 0;
+}
+
+static int check_node_ptrs(const uint8_t *blk, uint32_t n, char *why, size_t whylen)
+{
+	bi_key prev = { 0 }, k;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *kp = blk + HDR_SIZE + (size_t)i * KP_SIZE;
+		bi_key_read(kp, &k);
+		int rc = check_order(&prev, &k, i, why, whylen);
+		if (rc)
+			return rc;
+		if (bi_le64(kp + KP_BLOCKPTR) == 0)
+			return FAIL("slot %u: null block pointer", i);
+		if (bi_le64(kp + KP_GENERATION) == 0)
+			return FAIL("slot %u: pointer generation 0", i);
+		prev = k;
+	}
+	return 0;
+}
+
+int bi_block_check(const uint8_t *blk, uint32_t nodesize, uint64_t bytenr,
+		   const uint8_t fsid[16], const struct bi_expect *e, char *why, size_t whylen)
+{
+	if (nodesize < HDR_SIZE + KP_SIZE)
+		return FAIL("nodesize %u too small", nodesize);
+	int rc = check_header(blk, nodesize, bytenr, fsid, e, why, whylen);
+	if (rc)
+		return rc;
+	uint32_t n = bi_le32(blk + HDR_NRITEMS);
+	rc = blk[HDR_LEVEL] ? check_node_ptrs(blk, n, why, whylen)
+			    : check_leaf_items(blk, nodesize, n, why, whylen);
+	if (rc || !e || !e->first_key || n == 0)
+		return rc;
+	bi_key first;
+	bi_key_read(blk + HDR_SIZE, &first);
+	if (bi_key_cmp(&first, e->first_key) != 0)
+		return FAIL("bad first key, have (%llu %u %llu) expect (%llu %u %llu)",
+			    (unsigned long long)first.objectid, first.type,
+			    (unsigned long long)first.offset,
+			    (unsigned long long)e->first_key->objectid, e->first_key->type,
+			    (unsigned long long)e->first_key->offset);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ cache */
+
+struct bi_cache {
+	struct bi_block **buckets;
+	size_t nbuckets;
+	struct bi_block lru;	/* sentinel: lru.lru_next is the most recent */
+	uint64_t bytes, max_bytes;
+};
+
+struct bi_cache *bi_cache_new(uint64_t max_bytes)
+{
+	struct bi_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->nbuckets = 4096;
+	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+	if (!c->buckets) {
+		free(c);
+		return NULL;
+	}
+	c->lru.lru_next = c->lru.lru_prev = &c->lru;
+	c->max_bytes = max_bytes;
+	return c;
+}
+
+static size_t bucket_of(const struct bi_cache *c, uint64_t bytenr)
+{
+	return (size_t)((bytenr >> 12) * 0x9E3779B97F4A7C15ull >> 40) & (c->nbuckets - 1);
+}
+
+static void lru_unlink(struct bi_block *b)
+{
+	b->lru_prev->lru_next = b->lru_next;
+	b->lru_next->lru_prev = b->lru_prev;
+	b->lru_next = b->lru_prev = b;
+}
+
+static void lru_push_front(struct bi_cache *c, struct bi_block *b)
+{
+	b->lru_next = c->lru.lru_next;
+	b->lru_prev = &c->lru;
+	c->lru.lru_next->lru_prev = b;
+	c->lru.lru_next = b;
+}
+
+static void block_free(struct bi_block *b)
+{
+	if (b) {
+		free(b->data);
+		free(b);
+	}
+}
+
+static void hash_remove(struct bi_cache *c, struct bi_block *b)
+{
+	struct bi_block **pp = &c->buckets[bucket_of(c, b->bytenr)];
+	while (*pp && *pp != b)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = b->hnext;
+}
+
+/* Drop unreferenced blocks from the cold end until under budget. */
+static void cache_trim(struct bi_cache *c)
+{
+	struct bi_block *b = c->lru.lru_prev;
+	while (c->bytes > c->max_bytes && b != &c->lru) {
+		struct bi_block *prev = b->lru_prev;
+		if (b->refs == 0) {
+			lru_unlink(b);
+			hash_remove(c, b);
+			c->bytes -= b->size;
+			block_free(b);
+		}
+		b = prev;
+	}
+}
+
+void bi_cache_free(struct bi_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct bi_block *b = c->buckets[i];
+		while (b) {
+			struct bi_block *next = b->hnext;
+			block_free(b);
+			b = next;
+		}
+	}
+	free(c->buckets);
+	free(c);
+}
+
+static struct bi_block *cache_get(struct bi_cache *c, uint64_t bytenr)
+{
+	for (struct bi_block *b = c->buckets[bucket_of(c, bytenr)]; b; b = b->hnext)
+		if (b->bytenr == bytenr) {
+			lru_unlink(b);
+			lru_push_front(c, b);
+			b->refs++;
+			return b;
+		}
+	return NULL;
+}
+
+static void cache_put_new(struct bi_cache *c, struct bi_block *b)
+{
+	size_t h = bucket_of(c, b->bytenr);
+	b->hnext = c->buckets[h];
+	c->buckets[h] = b;
+	lru_push_front(c, b);
+	c->bytes += b->size;
+	cache_trim(c);
+}
+
+/* Forget a cached block that failed what a parent expects, so the next
+ * read goes back to the image and tries every copy. */
+static void cache_evict(struct bi_cache *c, struct bi_block *b)
+{
+	lru_unlink(b);
+	hash_remove(c, b);
+	c->bytes -= b->size;
+	block_free(b);
+}
+
+void bi_block_put(struct btrfsimg_fs *fs, struct bi_block *b)
+{
+	if (!b)
+		return;
+	if (b->uncached) {
+		if (--b->refs == 0)
+			block_free(b);
+		return;
+	}
+	if (b->refs)
+		b->refs--;
+	if (b->refs == 0 && fs->cache->bytes > fs->cache->max_bytes)
+		cache_trim(fs->cache);
+}
+
+/* ------------------------------------------------------------------ reads */
+
+static int verify_copy(struct btrfsimg_fs *fs, const uint8_t *buf, uint64_t bytenr,
+		       const struct bi_expect *e, char *why, size_t whylen)
+{
+	uint8_t sum[CSUM_SIZE_MAX];
+	bi_csum(fs->csum_type, buf + HDR_FSID, fs->nodesize - HDR_FSID, sum);
+	if (memcmp(sum, buf, fs->csum_size) != 0) {
+		uint64_t have = 0, want = 0;
+		memcpy(&have, buf, fs->csum_size < 8 ? fs->csum_size : 8);
+		memcpy(&want, sum, fs->csum_size < 8 ? fs->csum_size : 8);
+		snprintf(why, whylen, "%s checksum mismatch, have 0x%llx expect 0x%llx",
+			 btrfsimg_csum_name(fs->csum_type), (unsigned long long)have,
+			 (unsigned long long)want);
+		return -EIO;
+	}
+	return bi_block_check(buf, fs->nodesize, bytenr, fs->meta_fsid, e, why, whylen);
+}
+
+static int block_error(struct btrfsimg_fs *fs, int rc, uint64_t bytenr, int level,
+		       const struct bi_expect *e, int copy, int ncopies, const char *why)
+{
+	return bi_err(fs, rc, "%s %s: root=%llu block=%llu copy=%d/%d, %s",
+		      rc == -EIO ? "bad" : "corrupt", block_kind(level),
+		      (unsigned long long)(e ? e->owner : 0), (unsigned long long)bytenr,
+		      copy + 1, ncopies, why);
+}
+
+static struct bi_block *block_new(const uint8_t *buf, uint32_t size, uint64_t bytenr)
+{
+	struct bi_block *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	b->data = malloc(size);
+	if (!b->data) {
+		free(b);
+		return NULL;
+	}
+	memcpy(b->data, buf, size);
+	b->bytenr = bytenr;
+	b->size = size;
+	b->level = buf[HDR_LEVEL];
+	b->nritems = bi_le32(buf + HDR_NRITEMS);
+	b->generation = bi_le64(buf + HDR_GENERATION);
+	b->owner = bi_le64(buf + HDR_OWNER);
+	b->refs = 1;
+	b->lru_next = b->lru_prev = b;
+	return b;
+}
+
+/* Try every copy; keep the first error for the message. */
+static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expect *e,
+			   struct bi_block **out)
+{
+	uint8_t *buf = malloc(fs->nodesize);
+	if (!buf)
+		return bi_err(fs, -ENOMEM, "out of memory reading block %llu",
+			      (unsigned long long)bytenr);
+	int ncopies = bi_num_copies(fs, bytenr), first_rc = 0, good = -1;
+	char first_msg[sizeof(fs->err)] = "";
+	for (int copy = 0; copy < ncopies && good < 0; copy++) {
+		char why[384];
+		int rc = bi_read_copy(fs, bytenr, buf, fs->nodesize, copy);
+		if (rc < 0)
+			snprintf(why, sizeof(why), "read failed: %.300s", fs->err);
+		else
+			rc = verify_copy(fs, buf, bytenr, e, why, sizeof(why));
+		if (rc == 0) {
+			good = copy;
+			break;
+		}
+		if (!first_rc) {
+			first_rc = rc;
+			block_error(fs, rc, bytenr, buf[HDR_LEVEL], e, copy, ncopies, why);
+			memcpy(first_msg, fs->err, sizeof(first_msg));
+		} else {
+			block_error(fs, rc, bytenr, buf[HDR_LEVEL], e, copy, ncopies, why);
+		}
+		if (copy + 1 < ncopies)
+			bi_damage(fs, "%s; trying the next copy", fs->err);
+	}
+	int rc = 0;
+	if (good < 0) {
+		rc = bi_err(fs, first_rc ? first_rc : -EIO, "%s", first_msg);
+	} else {
+		*out = block_new(buf, fs->nodesize, bytenr);
+		if (!*out)
+			rc = bi_err(fs, -ENOMEM, "out of memory caching block %llu",
+				    (unsigned long long)bytenr);
+	}
+	free(buf);
+	return rc;
+}
+
+/* A cached block was verified when read; re-check what this parent expects. */
+static bool cached_matches(const struct bi_block *b, const struct bi_expect *e)
+{
+	if (!e)
+		return true;
+	if (e->level >= 0 && b->level != e->level)
+		return false;
+	if (e->generation && b->generation != e->generation)
+		return false;
+	if (e->first_key && b->nritems) {
+		bi_key first;
+		bi_key_read(b->data + HDR_SIZE, &first);
+		if (bi_key_cmp(&first, e->first_key) != 0)
+			return false;
+	}
+	return true;
+}
+
+int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expect *e,
+		  struct bi_block **out)
+{
+	*out = NULL;
+	bool held = false;
+	struct bi_block *b = cache_get(fs->cache, bytenr);
+	if (b) {
+		if (cached_matches(b, e)) {
+			*out = b;
+			return 0;
+		}
+		/* Another parent expects something else: re-read every copy. */
+		if (--b->refs == 0)
+			cache_evict(fs->cache, b);
+		else
+			held = true;
+	}
+	int rc = read_from_image(fs, bytenr, e, &b);
+	if (rc < 0)
+		return rc;
+	if (held)
+		b->uncached = true; /* the cached one is in use; keep this private */
+	else
+		cache_put_new(fs->cache, b);
+	*out = b;
+	return 0;
+}
+
+void bi_leaf_item(const struct bi_block *b, uint32_t slot, bi_key *k, const uint8_t **data,
+		  uint32_t *size)
+{
+	const uint8_t *it = b->data + HDR_SIZE + (size_t)slot * ITEM_SIZE;
+	bi_key_read(it, k);
+	*data = b->data + HDR_SIZE + bi_le32(it + ITEM_OFFSET);
+	*size = bi_le32(it + ITEM_DSIZE);
+}
+
+void bi_node_ptr(const struct bi_block *b, uint32_t slot, bi_key *k, uint64_t *blockptr,
+		 uint64_t *gen)
+{
+	const uint8_t *kp = b->data + HDR_SIZE + (size_t)slot * KP_SIZE;
+	bi_key_read(kp, k);
+	*blockptr = bi_le64(kp + KP_BLOCKPTR);
+	*gen = bi_le64(kp + KP_GENERATION);
+}
+
+/* -------------------------------------------------------------- iteration */
+
+/* Last pointer whose key is <= target (slot 0 if target is before all). */
+static uint32_t node_slot(const struct bi_block *b, const bi_key *target)
+{
+	uint32_t lo = 0, hi = b->nritems;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		bi_key k;
+		bi_key_read(b->data + HDR_SIZE + (size_t)mid * KP_SIZE, &k);
+		if (bi_key_cmp(&k, target) <= 0)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* First item whose key is >= target (nritems if none). */
+static uint32_t leaf_slot(const struct bi_block *b, const bi_key *target)
+{
+	uint32_t lo = 0, hi = b->nritems;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		bi_key k;
+		bi_key_read(b->data + HDR_SIZE + (size_t)mid * ITEM_SIZE, &k);
+		if (bi_key_cmp(&k, target) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Replace path[level-1] with the child behind path[level]'s slot. */
+static int descend(struct bi_iter *it, int level)
+{
+	bi_key k;
+	uint64_t ptr, gen;
+	bi_node_ptr(it->path[level], it->slot[level], &k, &ptr, &gen);
+	struct bi_expect e = { it->root.id, gen, level - 1, &k };
+	struct bi_block *child;
+	int rc = bi_block_read(it->fs, ptr, &e, &child);
+	if (rc < 0)
+		return rc;
+	bi_block_put(it->fs, it->path[level - 1]);
+	it->path[level - 1] = child;
+	return 0;
+}
+
+int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_root *root,
+		  const bi_key *min, const bi_key *max)
+{
+	memset(it, 0, sizeof(*it));
+	it->fs = fs;
+	it->root = *root;
+	it->min = *min;
+	it->max = *max;
+	struct bi_expect e = { root->id, root->generation, root->level, NULL };
+	struct bi_block *b;
+	int rc = bi_block_read(fs, root->bytenr, &e, &b);
+	if (rc < 0) {
+		it->done = true;
+		return rc;
+	}
+	it->top = b->level;
+	it->path[it->top] = b;
+	for (int lvl = it->top; lvl > 0; lvl--) {
+		it->slot[lvl] = node_slot(it->path[lvl], min);
+		rc = descend(it, lvl);
+		if (rc < 0) {
+			bi_iter_end(it);
+			return rc;
+		}
+	}
+	it->slot[0] = leaf_slot(it->path[0], min);
+	return 0;
+}
+
+/* Move to the next leaf. 1: moved; 0: the tree (or range) is exhausted. */
+static int next_leaf(struct bi_iter *it)
+{
+	int lvl = 1;
+	while (lvl <= it->top && it->slot[lvl] + 1 >= it->path[lvl]->nritems)
+		lvl++;
+	if (lvl > it->top)
+		return 0;
+	it->slot[lvl]++;
+	bi_key k;
+	uint64_t ptr, gen;
+	bi_node_ptr(it->path[lvl], it->slot[lvl], &k, &ptr, &gen);
+	if (bi_key_cmp(&k, &it->max) > 0)
+		return 0;
+	for (; lvl > 0; lvl--) {
+		int rc = descend(it, lvl);
+		if (rc < 0)
+			return rc;
+		it->slot[lvl - 1] = 0;
+	}
+	return 1;
+}
+
+int bi_iter_next(struct bi_iter *it, struct bi_item *out)
+{
+	while (!it->done) {
+		struct bi_block *leaf = it->path[0];
+		if (it->slot[0] >= leaf->nritems) {
+			int rc = next_leaf(it);
+			if (rc <= 0) {
+				it->done = true;
+				return rc;
+			}
+			continue;
+		}
+		bi_leaf_item(leaf, it->slot[0], &out->key, &out->data, &out->size);
+		if (bi_key_cmp(&out->key, &it->max) > 0)
+			break;
+		if (it->started && bi_key_cmp(&out->key, &it->last) <= 0) {
+			it->done = true;
+			return bi_err(it->fs, -EUCLEAN,
+				      "corrupt leaf: root=%llu block=%llu slot=%u, key (%llu %u %llu) not after the previous leaf's (%llu %u %llu)",
+				      (unsigned long long)it->root.id,
+				      (unsigned long long)leaf->bytenr, it->slot[0],
+				      (unsigned long long)out->key.objectid, out->key.type,
+				      (unsigned long long)out->key.offset,
+				      (unsigned long long)it->last.objectid, it->last.type,
+				      (unsigned long long)it->last.offset);
+		}
+		it->started = true;
+		it->last = out->key;
+		out->block = leaf->bytenr;
+		out->slot = it->slot[0]++;
+		return 1;
+	}
+	it->done = true;
+	return 0;
+}
+
+void bi_iter_end(struct bi_iter *it)
+{
+	if (!it->fs)
+		return;
+	for (int lvl = 0; lvl < MAX_LEVEL; lvl++) {
+		bi_block_put(it->fs, it->path[lvl]);
+		it->path[lvl] = NULL;
+	}
+	it->done = true;
+}
+
+int bi_tree_get(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key *key,
+		uint8_t **data, uint32_t *size)
+{
+	struct bi_iter it;
+	struct bi_item item;
+	int rc = bi_iter_start(fs, &it, root, key, key);
+	if (rc < 0)
+		return rc;
+	rc = bi_iter_next(&it, &item);
+	if (rc == 0)
+		rc = -ENOENT;
+	if (rc > 0) {
+		rc = 0;
+		if (size)
+			*size = item.size;
+		if (data) {
+			*data = malloc(item.size ? item.size : 1);
+			if (*data)
+				memcpy(*data, item.data, item.size);
+			else
+				rc = bi_err(fs, -ENOMEM, "out of memory");
+		}
+	}
+	bi_iter_end(&it);
+	return rc;
+}
+
+int btrfsimg_tree_walk(btrfsimg_fs *fs, uint64_t tree_id, const struct btrfsimg_key *min,
+		       const struct btrfsimg_key *max, btrfsimg_item_fn fn, void *ctx)
+{
+	if (!fs || !min || !max || !fn)
+		return -EINVAL;
+	if (!fs->opened)
+		return bi_err(fs, -EINVAL, "btrfsimg_tree_walk: filesystem not open");
+	struct bi_root root;
+	int rc = bi_root_find(fs, tree_id, &root);
+	if (rc < 0)
+		return rc;
+	struct bi_iter it;
+	struct bi_item item;
+	rc = bi_iter_start(fs, &it, &root, min, max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0)
+		rc = fn(ctx, &item.key, item.data, item.size);
+	bi_iter_end(&it);
+	return rc;
+}

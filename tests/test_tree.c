@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tree block checker and key order. Blocks are built here byte by byte
+ * from the on-disk layout (header 101 bytes, items of 25 bytes whose data
+ * offsets count from the end of the header and pack down from the end),
+ * then damaged one field at a time; each damage must be caught with a
+ * message naming the check and have vs expected.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "internal.h"
+
+#define NS 4096u
+#define BYTENR 30408704ull
+
+static const uint8_t fsid[16] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_key(uint8_t *p, uint64_t obj, uint8_t type, uint64_t off)
+{
+	put64(p, obj);
+	p[8] = type;
+	put64(p + 9, off);
+}
+
+static void header(uint8_t *b, uint8_t level, uint32_t n)
+{
+	memset(b, 0, NS);
+	memcpy(b + 32, fsid, 16);
+	put64(b + 48, BYTENR);
+	put64(b + 80, 7);	/* generation */
+	put64(b + 88, 5);	/* owner */
+	put32(b + 96, n);
+	b[100] = level;
+}
+
+/* A leaf with items (256,1,0) (256,12,256) (257,1,0), sizes 160, 14, 160. */
+static void good_leaf(uint8_t *b)
+{
+	static const uint32_t size[3] = { 160, 14, 160 };
+	static const uint64_t obj[3] = { 256, 256, 257 };
+	static const uint8_t type[3] = { 1, 12, 1 };
+	static const uint64_t off[3] = { 0, 256, 0 };
+	header(b, 0, 3);
+	uint32_t end = NS - 101;
+	for (int i = 0; i < 3; i++) {
+		uint8_t *it = b + 101 + 25 * i;
+		put_key(it, obj[i], type[i], off[i]);
+		end -= size[i];
+		put32(it + 17, end);
+		put32(it + 21, size[i]);
+	}
+}
+
+static void good_node(uint8_t *b)
+{
+	header(b, 1, 2);
+	put_key(b + 101, 256, 1, 0);
+	put64(b + 101 + 17, 1 << 20);
+	put64(b + 101 + 25, 6);
+	put_key(b + 101 + 33, 300, 1, 0);
+	put64(b + 101 + 33 + 17, 2 << 20);
+	put64(b + 101 + 33 + 25, 6);
+}
+
+static char why[512];
+
+static int check(const uint8_t *b, const struct bi_expect *e)
+{
+	why[0] = '\0';
+	return bi_block_check(b, NS, BYTENR, fsid, e, why, sizeof(why));
+}
+
+static void expect_fail(const uint8_t *b, const struct bi_expect *e, const char *msg)
+{
+	assert_int_equal(check(b, e), -EUCLEAN);
+	if (!strstr(why, msg))
+		fail_msg("message '%s' lacks '%s'", why, msg);
+}
+
+static void test_valid_blocks(void **state)
+{
+	(void)state;
+	uint8_t b[NS];
+	good_leaf(b);
+	bi_key first = { 256, 1, 0 };
+	struct bi_expect e = { 5, 7, 0, &first };
+	assert_int_equal(check(b, &e), 0);
+	assert_int_equal(check(b, NULL), 0);
+	good_node(b);
+	e.level = 1;
+	assert_int_equal(check(b, &e), 0);
+	header(b, 0, 0);	/* an empty leaf (an empty tree's root) is valid */
+	assert_int_equal(check(b, NULL), 0);
+}
+
+static void test_header_checks(void **state)
+{
+	(void)state;
+	uint8_t b[NS];
+	good_leaf(b);
+	put64(b + 48, BYTENR + 4096);
+	expect_fail(b, NULL, "bad bytenr, have 30412800 expect 30408704");
+	good_leaf(b);
+	b[32] ^= 1;
+	expect_fail(b, NULL, "bad fsid, have dfadbeef-");
+	good_leaf(b);
+	b[100] = 8;
+	expect_fail(b, NULL, "bad level, have 8 expect < 8");
+	good_leaf(b);
+	struct bi_expect e = { 5, 0, 1, NULL };
+	expect_fail(b, &e, "bad level, have 0 expect 1");
+	e = (struct bi_expect){ 5, 9, -1, NULL };
+	expect_fail(b, &e, "bad generation, have 7 expect 9");
+	good_leaf(b);
+	put32(b + 96, (NS - 101) / 25 + 1);	/* 160 items cannot fit in 3995 bytes */
+	expect_fail(b, NULL, "bad nritems, have 160 expect <= 159");
+	header(b, 1, 0);
+	expect_fail(b, NULL, "have 0 expect > 0 in a node");
+	good_node(b);
+	put32(b + 96, (NS - 101) / 33 + 1);
+	expect_fail(b, NULL, "bad nritems, have 122 expect <= 121");
+}
+
+static void test_item_checks(void **state)
+{
+	(void)state;
+	uint8_t b[NS];
+	good_leaf(b);
+	put32(b + 101 + 21, 161);	/* slot 0 grows past the end of the block */
+	expect_fail(b, NULL, "slot 0: item data past end, have 3996 expect <= 3995");
+	good_leaf(b);
+	put32(b + 101 + 25 + 21, 15);	/* slot 1 runs into slot 0's data */
+	expect_fail(b, NULL, "slot 1: item data overlaps slot 0");
+	good_leaf(b);
+	put32(b + 101 + 50 + 17, 10);	/* slot 2's data inside the item table */
+	expect_fail(b, NULL, "slot 2: item data overlaps the item table, have offset 10 expect >= 75");
+	good_leaf(b);
+	put32(b + 101 + 17, UINT32_MAX - 5);	/* offset + size overflows 32 bits */
+	expect_fail(b, NULL, "slot 0: item data past end");
+	good_leaf(b);
+	put_key(b + 101 + 50, 256, 12, 256);	/* slot 2 repeats slot 1's key */
+	expect_fail(b, NULL, "slot 2: bad key order, have (256 12 256) after (256 12 256)");
+	good_leaf(b);
+	put_key(b + 101 + 25, 255, 200, 0);	/* slot 1 goes backwards */
+	expect_fail(b, NULL, "slot 1: bad key order");
+}
+
+static void test_node_checks(void **state)
+{
+	(void)state;
+	uint8_t b[NS];
+	good_node(b);
+	put64(b + 101 + 33 + 17, 0);
+	expect_fail(b, NULL, "slot 1: null block pointer");
+	good_node(b);
+	put64(b + 101 + 25, 0);
+	expect_fail(b, NULL, "slot 0: pointer generation 0");
+	good_node(b);
+	put_key(b + 101 + 33, 256, 1, 0);
+	expect_fail(b, NULL, "slot 1: bad key order");
+	good_node(b);
+	bi_key first = { 256, 1, 1 };
+	struct bi_expect e = { 5, 0, -1, &first };
+	expect_fail(b, &e, "bad first key, have (256 1 0) expect (256 1 1)");
+}
+
+static void test_key_order(void **state)
+{
+	(void)state;
+	bi_key a = { 256, 1, 0 }, b = { 256, 1, 1 }, c = { 256, 12, 0 }, d = { 257, 0, 0 };
+	bi_key big = { UINT64_MAX, 255, UINT64_MAX };
+	assert_true(bi_key_cmp(&a, &b) < 0);
+	assert_true(bi_key_cmp(&b, &c) < 0);	/* type before offset */
+	assert_true(bi_key_cmp(&c, &d) < 0);	/* objectid first */
+	assert_true(bi_key_cmp(&d, &big) < 0);
+	assert_true(bi_key_cmp(&big, &a) > 0);
+	assert_int_equal(bi_key_cmp(&c, &c), 0);
+	uint8_t raw[17];
+	put_key(raw, 0x0102030405060708ull, 0x54, 0x1112131415161718ull);
+	bi_key k;
+	bi_key_read(raw, &k);
+	assert_true(k.objectid == 0x0102030405060708ull && k.type == 0x54 &&
+		    k.offset == 0x1112131415161718ull);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_valid_blocks),  cmocka_unit_test(test_header_checks),
+		cmocka_unit_test(test_item_checks),   cmocka_unit_test(test_node_checks),
+		cmocka_unit_test(test_key_order),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
