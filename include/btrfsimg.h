@@ -302,6 +302,28 @@ struct btrfsimg_inode {
 BTRFSIMG_API int btrfsimg_inode_get(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				    struct btrfsimg_inode *out);
 
+/** One inode with one of its paths, as btrfsimg_inodes() reports it. */
+struct btrfsimg_inode_entry {
+	struct btrfsimg_inode inode;
+	/** One path from the top level (borrowed for the callback); NULL when
+	 *  no directory leads to it (orphans, deleted subvolumes). */
+	const char *path;
+	/** false for inodes no directory leads to, or with nlink 0 */
+	bool reachable;
+};
+
+typedef int (*btrfsimg_inode_entry_fn)(void *ctx, const struct btrfsimg_inode_entry *e);
+
+/**
+ * Every inode (objectid 256 and up with an INODE_ITEM) of subvolume
+ * @p subvol, or of every subvolume when @p subvol is 0 (ascending subvolume
+ * id, then objectid). With @p subvol 0 a subvolume that cannot be read is
+ * reported as damage and skipped. @p fn returning non-zero stops the walk
+ * and that value is returned.
+ */
+BTRFSIMG_API int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn,
+				 void *ctx);
+
 /** Where a directory entry points. */
 enum btrfsimg_target_kind {
 	BTRFSIMG_TARGET_INODE = 0,	/**< an inode in the same subvolume */

@@ -2,8 +2,8 @@
 # Install everything btrfsimg needs to build, test and fuzz (Debian 12).
 # Runs apt-get only when a package is missing. Needs root (or sudo).
 set -euo pipefail
-pkgs=(build-essential meson ninja-build pkg-config python3
-      libzstd-dev zlib1g-dev liblzo2-dev libxxhash-dev libsodium-dev libisal-dev
+pkgs=(build-essential meson ninja-build pkg-config python3 time
+      libzstd-dev zlib1g-dev liblzo2-dev libxxhash-dev libsodium-dev libisal-dev libssl-dev
       libcmocka-dev
       btrfs-progs zstd fdisk util-linux
       clang libclang-rt-14-dev)

@@ -159,9 +159,11 @@ void bi_zctx_free(struct bi_zctx *z);
 
 /* Decompress one extent's bytes (btrfs compression type 1 zlib, 2 lzo,
  * 3 zstd) into at most @dstlen bytes. *outlen receives the bytes produced
- * (may be < dstlen: the caller zero-fills the rest). Never reads past
- * @srclen or writes past @dstlen. @sectorsize is the LZO segment unit.
- * Returns 0, -EUCLEAN (corrupt stream, @why says where) or -EOPNOTSUPP. */
+ * (may be < dstlen: on success the rest of dst is zeroed; on failure dst
+ * holds garbage). Never reads past @srclen or writes past @dstlen.
+ * @sectorsize is the LZO segment unit (a power of 2 in [4K, 64K], else
+ * -EINVAL). Returns 0, -EUCLEAN (corrupt stream, @why says where),
+ * -EOPNOTSUPP (type not 1..3), -ENOMEM or -EINVAL (NULL arguments). */
 int bi_decompress(struct bi_zctx *z, int type, const uint8_t *src, size_t srclen, uint8_t *dst,
 		  size_t dstlen, uint32_t sectorsize, size_t *outlen, char *why, size_t whylen);
 
@@ -306,6 +308,45 @@ void bi_iter_end(struct bi_iter *it);
  * into *data (malloc'd, caller frees) when @data is not NULL. */
 int bi_tree_get(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key *key,
 		uint8_t **data, uint32_t *size);
+
+/* ================= scan.c: fast whole-tree scans ================= */
+
+/* A directory entry naming a subvolume (location type ROOT_ITEM). */
+struct bi_subent {
+	uint64_t dir;		/* directory objectid */
+	uint64_t index;		/* DIR_INDEX offset */
+	uint64_t child;		/* subvolume id the entry names */
+	uint16_t name_len;
+	uint8_t name[255];
+};
+typedef int (*bi_subent_fn)(void *ctx, const struct bi_subent *e);
+
+/* The sorted objectids of every INODE_ITEM (256..LAST_FREE) of one tree.
+ * Shared by every tree with the same leaves; reference counted. */
+struct bi_idset {
+	uint64_t *ids;
+	size_t n;
+	void **leaves;		/* identity of the leaf sequence */
+	size_t nleaves;
+	uint64_t hash;
+	uint32_t refs;
+};
+void bi_idset_put(struct bi_idset *set);
+
+struct bi_scan;
+struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs);
+void bi_scan_free(struct bi_scan *s);
+/* Scan tree @r: *out (may be NULL) gets its inode set (a reference: put it),
+ * @fn (may be NULL) is called for each subvolume entry in key order. Each
+ * distinct leaf is decoded once per bi_scan. */
+int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
+		 bi_subent_fn fn, void *ctx);
+
+/* ================= inodes.c: inode enumeration ================= */
+
+/* Decode an INODE_ITEM (size >= 160, else -EUCLEAN). */
+int bi_inode_decode(const uint8_t *d, uint32_t size, uint64_t subvol, uint64_t objectid,
+		    struct btrfsimg_inode *out);
 
 /* ================= root.c: the root tree ================= */
 

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Benchmarks (root + loop devices): build large images with the real kernel,
+# then print btrfsimg's time and peak memory beside btrfs-progs' dump-tree
+# and the kernel (find -printf %i, and a stat walk) on the same trees.
+#
+#   bash bench/run.sh [--files N] [--snapshots N] [--subvols N] [--keep DIR]
+#
+# Defaults are the issue's sizes: one subvolume of 1,000,000 files in 1,000
+# directories plus 100 snapshots of it (every 10th diverging by a few hundred
+# files), and an image of 2,000 subvolumes of 500 files. Images are cached in
+# --keep DIR (default /var/tmp/btrfsimg-bench) and rebuilt only when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FILES=1000000 SNAPS=100 SUBVOLS=2000 PER_SUBVOL=500 KEEP=/var/tmp/btrfsimg-bench BUILD_ONLY=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --files) FILES=$2; shift 2;; --snapshots) SNAPS=$2; shift 2;;
+    --subvols) SUBVOLS=$2; shift 2;; --keep) KEEP=$2; shift 2;;
+    --build-only) BUILD_ONLY=1; shift;;
+    *) echo "unknown option $1" >&2; exit 2;;
+  esac
+done
+BIN=${BTRFSIMG:-build/tools/btrfsimg}
+[ "$BUILD_ONLY" = 1 ] || [ -x "$BIN" ] || { echo "build first: $BIN missing" >&2; exit 2; }
+mkdir -p "$KEEP"
+MNT=$(mktemp -d /mnt/bench.XXXXXX)
+cleanup() { mountpoint -q "$MNT" && umount "$MNT"; rmdir "$MNT"; }
+trap cleanup EXIT
+
+make_files() { # dir count: COUNT files spread over 1000 (or fewer) directories
+  python3 - "$1" "$2" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+ndirs = min(1000, max(1, n // 100))
+per = -(-n // ndirs)
+made = 0
+for d in range(ndirs):
+    p = os.path.join(root, "d%04d" % d)
+    os.mkdir(p)
+    for f in range(per):
+        if made == n: break
+        os.close(os.open(os.path.join(p, "f%06d" % f), os.O_CREAT | os.O_WRONLY, 0o644))
+        made += 1
+PY
+}
+
+build_snap_image() {
+  local img=$KEEP/snap-$FILES-$SNAPS.img
+  [ -f "$img" ] && { echo "$img"; return; }
+  truncate -s 8G "$img.tmp"; mkfs.btrfs -q -f "$img.tmp" >/dev/null
+  mount -o loop "$img.tmp" "$MNT"
+  btrfs -q subvolume create "$MNT/data"
+  make_files "$MNT/data" "$FILES"
+  mkdir "$MNT/snaps"
+  for i in $(seq 1 "$SNAPS"); do
+    btrfs -q subvolume snapshot "$MNT/data" "$MNT/snaps/s$i"
+    if [ $((i % 10)) -eq 0 ]; then mkdir "$MNT/snaps/s$i/new"; make_files "$MNT/snaps/s$i/new" 300; fi
+  done
+  umount "$MNT"; mv "$img.tmp" "$img"; echo "$img"
+}
+
+build_subvol_image() {
+  local img=$KEEP/subvols-$SUBVOLS-$PER_SUBVOL.img
+  [ -f "$img" ] && { echo "$img"; return; }
+  truncate -s 8G "$img.tmp"; mkfs.btrfs -q -f "$img.tmp" >/dev/null
+  mount -o loop "$img.tmp" "$MNT"
+  for i in $(seq 1 "$SUBVOLS"); do
+    btrfs -q subvolume create "$MNT/v$i"
+    make_files "$MNT/v$i" "$PER_SUBVOL"
+  done
+  umount "$MNT"; mv "$img.tmp" "$img"; echo "$img"
+}
+
+# time + peak RSS of a command, output discarded: "seconds MiB"
+measure() {
+  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+  /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/tmp/bench.time.$$ || true
+  tail -n 1 /tmp/bench.time.$$ | awk '{printf "%8.2f s %8.0f MiB", $1, $2/1024}'
+  rm -f /tmp/bench.time.$$
+}
+
+row() { printf "%-58s %s\n" "$1" "$(shift; measure "$@")"; }
+
+echo "building images (cached in $KEEP) ..."
+SNAPIMG=$(build_snap_image)
+SUBIMG=$(build_subvol_image)
+[ "$BUILD_ONLY" = 1 ] && { echo "built $SNAPIMG $SUBIMG"; exit 0; }
+DATA_ID=256
+echo
+echo "== 1 subvolume of $FILES files (+ $SNAPS snapshots): $SNAPIMG"
+row "btrfsimg inodes --json --subvol $DATA_ID"  "$BIN" inodes --json --subvol $DATA_ID "$SNAPIMG"
+row "btrfs inspect-internal dump-tree -t $DATA_ID" btrfs inspect-internal dump-tree -t $DATA_ID "$SNAPIMG"
+mount -o loop,ro "$SNAPIMG" "$MNT"
+row "kernel: find -printf %i (cold cache)" find "$MNT/data" -printf '%i\n'
+row "kernel: stat walk (python os.lstat, cold cache)" python3 -c "
+import os,sys
+for d,ds,fs in os.walk(sys.argv[1]):
+    for f in fs: os.lstat(os.path.join(d,f))" "$MNT/data"
+umount "$MNT"
+row "btrfsimg collisions ($((SNAPS+1)) subvolumes)" "$BIN" collisions --json "$SNAPIMG"
+row "btrfsimg collisions (human report)" "$BIN" collisions "$SNAPIMG"
+echo
+echo "== $SUBVOLS subvolumes of $PER_SUBVOL files: $SUBIMG"
+row "btrfsimg collisions" "$BIN" collisions --json "$SUBIMG"
+row "btrfsimg inodes --json (all subvolumes)" "$BIN" inodes --json "$SUBIMG"
+row "btrfs inspect-internal dump-tree (all trees)" btrfs inspect-internal dump-tree "$SUBIMG"

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Whole-tree scans that must stay fast when hundreds of snapshots share
+ * one large fs tree.
+ *
+ * Snapshots share leaves. Each distinct leaf (by bytenr and generation) is
+ * decoded once into a summary: the objectids of its INODE_ITEMs (sorted,
+ * because keys are) and its directory entries that name subvolumes. A
+ * subvolume's inode set is then the concatenation of its leaves' summaries
+ * in tree order, found by walking only its internal nodes. Subvolumes whose
+ * leaf sequences are identical (snapshots that have not diverged) share one
+ * materialized set, so memory grows with the distinct data, not with the
+ * number of snapshots.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct leafsum {
+	uint64_t bytenr, generation;
+	uint64_t *ids;
+	uint32_t nids;
+	struct bi_subent *subents;
+	uint32_t nsub;
+};
+
+struct bi_scan {
+	struct btrfsimg_fs *fs;
+	struct leafsum **slots;	/* open addressing by bytenr */
+	size_t nslots, used;
+	struct bi_idset **sets;	/* distinct materialized sets */
+	size_t nsets, capsets;
+};
+
+struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs)
+{
+	struct bi_scan *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->fs = fs;
+	s->nslots = 1024;
+	s->slots = calloc(s->nslots, sizeof(*s->slots));
+	if (!s->slots) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void bi_idset_put(struct bi_idset *set)
+{
+	if (set && --set->refs == 0) {
+		free(set->ids);
+		free(set->leaves);
+		free(set);
+	}
+}
+
+void bi_scan_free(struct bi_scan *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nslots; i++)
+		if (s->slots[i]) {
+			free(s->slots[i]->ids);
+			free(s->slots[i]->subents);
+			free(s->slots[i]);
+		}
+	for (size_t i = 0; i < s->nsets; i++)
+		bi_idset_put(s->sets[i]);
+	free(s->sets);
+	free(s->slots);
+	free(s);
+}
+
+static size_t slot_of(uint64_t bytenr, size_t nslots)
+{
+	return (size_t)((bytenr >> 12) * 0x9E3779B97F4A7C15ull >> 32) & (nslots - 1);
+}
+
+static struct leafsum *memo_get(struct bi_scan *s, uint64_t bytenr)
+{
+	for (size_t i = slot_of(bytenr, s->nslots);; i = (i + 1) & (s->nslots - 1)) {
+		if (!s->slots[i])
+			return NULL;
+		if (s->slots[i]->bytenr == bytenr)
+			return s->slots[i];
+	}
+}
+
+static int memo_grow(struct bi_scan *s)
+{
+	size_t n = s->nslots * 2;
+	struct leafsum **v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t k = 0; k < s->nslots; k++) {
+		if (!s->slots[k])
+			continue;
+		size_t i = slot_of(s->slots[k]->bytenr, n);
+		while (v[i])
+			i = (i + 1) & (n - 1);
+		v[i] = s->slots[k];
+	}
+	free(s->slots);
+	s->slots = v;
+	s->nslots = n;
+	return 0;
+}
+
+static int memo_put(struct bi_scan *s, struct leafsum *l)
+{
+	if ((s->used + 1) * 2 > s->nslots && memo_grow(s) < 0)
+		return -ENOMEM;
+	size_t i = slot_of(l->bytenr, s->nslots);
+	while (s->slots[i])
+		i = (i + 1) & (s->nslots - 1);
+	s->slots[i] = l;
+	s->used++;
+	return 0;
+}
+
+static bool is_inode_objectid(uint64_t id)
+{
+	return id >= OBJ_FIRST_FREE && id <= OBJ_LAST_FREE;
+}
+
+/* A DIR_INDEX entry whose location is a ROOT_ITEM: a subvolume (or stub). */
+static int add_subent(struct btrfsimg_fs *fs, struct leafsum *l, const struct bi_block *b,
+		      uint32_t slot, const bi_key *k, const uint8_t *d, uint32_t size)
+{
+	struct bi_cur c = bi_cur_make(d, size);
+	uint16_t nlen = bi_u16(&c, DI_NAME_LEN);
+	const uint8_t *name = bi_bytes(&c, DI_SIZE, nlen);
+	if (c.bad || nlen == 0 || nlen > 255)
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt dir index: block=%llu slot=%u, name length %u, item size %u",
+			      (unsigned long long)b->bytenr, slot, nlen, size);
+	struct bi_subent *e = &l->subents[l->nsub++];
+	e->dir = k->objectid;
+	e->index = k->offset;
+	e->child = bi_le64(d + DI_LOCATION);
+	e->name_len = nlen;
+	memcpy(e->name, name, nlen);
+	return 0;
+}
+
+static int summarize_leaf(struct bi_scan *s, const struct bi_block *b, struct leafsum **out)
+{
+	struct leafsum *l = calloc(1, sizeof(*l));
+	uint32_t nids = 0, nsub = 0;
+	if (!l)
+		return bi_err(s->fs, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < b->nritems; i++) {
+		bi_key k;
+		const uint8_t *d;
+		uint32_t size;
+		bi_leaf_item(b, i, &k, &d, &size);
+		nids += k.type == KT_INODE_ITEM && is_inode_objectid(k.objectid);
+		nsub += k.type == KT_DIR_INDEX && size > DI_LOCATION + 8 &&
+			d[DI_LOCATION + 8] == KT_ROOT_ITEM;
+	}
+	l->bytenr = b->bytenr;
+	l->generation = b->generation;
+	l->ids = malloc((nids ? nids : 1) * sizeof(*l->ids));
+	l->subents = nsub ? calloc(nsub, sizeof(*l->subents)) : NULL;
+	int rc = (!l->ids || (nsub && !l->subents)) ? bi_err(s->fs, -ENOMEM, "out of memory") : 0;
+	for (uint32_t i = 0; rc == 0 && i < b->nritems; i++) {
+		bi_key k;
+		const uint8_t *d;
+		uint32_t size;
+		bi_leaf_item(b, i, &k, &d, &size);
+		if (k.type == KT_INODE_ITEM && is_inode_objectid(k.objectid))
+			l->ids[l->nids++] = k.objectid;
+		else if (k.type == KT_DIR_INDEX && size > DI_LOCATION + 8 &&
+			 d[DI_LOCATION + 8] == KT_ROOT_ITEM)
+			rc = add_subent(s->fs, l, b, i, &k, d, size);
+	}
+	if (rc == 0)
+		rc = memo_put(s, l) < 0 ? bi_err(s->fs, -ENOMEM, "out of memory") : 0;
+	if (rc < 0) {
+		free(l->ids);
+		free(l->subents);
+		free(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+/* The list of leaf summaries of one tree, in key order. */
+struct leaflist {
+	struct leafsum **v;
+	size_t n, cap;
+};
+
+static int leaflist_add(struct btrfsimg_fs *fs, struct leaflist *ll, struct leafsum *l)
+{
+	if (ll->n == ll->cap) {
+		size_t cap = ll->cap ? ll->cap * 2 : 256;
+		void *v = realloc(ll->v, cap * sizeof(*ll->v));
+		if (!v)
+			return bi_err(fs, -ENOMEM, "out of memory");
+		ll->v = v;
+		ll->cap = cap;
+	}
+	ll->v[ll->n++] = l;
+	return 0;
+}
+
+/* Depth-first over internal nodes; leaves come from the memo when known.
+ * The parent's expectations (level, generation, first key) are checked on
+ * every block read, so a pointer loop cannot recurse: levels decrease. */
+static int walk_nodes(struct bi_scan *s, uint64_t treeid, uint64_t bytenr,
+		      const struct bi_expect *e, struct leaflist *ll)
+{
+	struct leafsum *l = e->level == 0 ? memo_get(s, bytenr) : NULL;
+	if (l && l->generation == e->generation)
+		return leaflist_add(s->fs, ll, l);
+	struct bi_block *b;
+	int rc = bi_block_read(s->fs, bytenr, e, &b);
+	if (rc < 0)
+		return rc;
+	if (b->level == 0) {
+		rc = l ? bi_err(s->fs, -EUCLEAN, "leaf %llu read with two generations",
+				(unsigned long long)bytenr)
+		       : summarize_leaf(s, b, &l);
+		if (rc == 0)
+			rc = leaflist_add(s->fs, ll, l);
+		bi_block_put(s->fs, b);
+		return rc;
+	}
+	for (uint32_t i = 0; rc == 0 && i < b->nritems; i++) {
+		bi_key k;
+		uint64_t ptr, gen;
+		bi_node_ptr(b, i, &k, &ptr, &gen);
+		struct bi_expect ce = { treeid, gen, b->level - 1, &k };
+		rc = walk_nodes(s, treeid, ptr, &ce, ll);
+	}
+	bi_block_put(s->fs, b);
+	return rc;
+}
+
+static bool same_leaves(const struct bi_idset *set, const struct leaflist *ll)
+{
+	return set->nleaves == ll->n && !memcmp(set->leaves, ll->v, ll->n * sizeof(*ll->v));
+}
+
+static uint64_t leaves_hash(const struct leaflist *ll)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < ll->n; i++)
+		h = (h ^ ll->v[i]->bytenr) * 1099511628211ull;
+	return h;
+}
+
+/* Concatenate the leaves' ids; keys ascend across leaves, so does this. */
+static int materialize(struct bi_scan *s, struct leaflist *ll, uint64_t hash,
+		       struct bi_idset **out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ll->n; i++)
+		n += ll->v[i]->nids;
+	struct bi_idset *set = calloc(1, sizeof(*set));
+	if (!set || !(set->ids = malloc((n ? n : 1) * sizeof(uint64_t)))) {
+		free(set);
+		return bi_err(s->fs, -ENOMEM, "out of memory for %zu inode numbers", n);
+	}
+	for (size_t i = 0; i < ll->n; i++) {
+		memcpy(set->ids + set->n, ll->v[i]->ids, ll->v[i]->nids * sizeof(uint64_t));
+		set->n += ll->v[i]->nids;
+	}
+	set->leaves = (void **)ll->v;
+	set->nleaves = ll->n;
+	set->hash = hash;
+	set->refs = 1;
+	ll->v = NULL;
+	*out = set;
+	return 0;
+}
+
+static int remember_set(struct bi_scan *s, struct bi_idset *set)
+{
+	if (s->nsets == s->capsets) {
+		size_t cap = s->capsets ? s->capsets * 2 : 16;
+		void *v = realloc(s->sets, cap * sizeof(*s->sets));
+		if (!v)
+			return bi_err(s->fs, -ENOMEM, "out of memory");
+		s->sets = v;
+		s->capsets = cap;
+	}
+	s->sets[s->nsets++] = set;
+	set->refs++;
+	return 0;
+}
+
+int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
+		 bi_subent_fn fn, void *ctx)
+{
+	struct leaflist ll = { 0 };
+	struct bi_expect e = { r->id, r->generation, r->level, NULL };
+	int rc = walk_nodes(s, r->id, r->bytenr, &e, &ll);
+	for (size_t i = 0; rc == 0 && fn && i < ll.n; i++)
+		for (uint32_t k = 0; rc == 0 && k < ll.v[i]->nsub; k++)
+			rc = fn(ctx, &ll.v[i]->subents[k]);
+	if (rc < 0 || !out) {
+		free(ll.v);
+		return rc;
+	}
+	uint64_t h = leaves_hash(&ll);
+	for (size_t i = 0; i < s->nsets; i++)
+		if (s->sets[i]->hash == h && same_leaves(s->sets[i], &ll)) {
+			free(ll.v);
+			s->sets[i]->refs++;
+			*out = s->sets[i];
+			return 0;
+		}
+	rc = materialize(s, &ll, h, out);
+	if (rc == 0 && (rc = remember_set(s, *out)) < 0)
+		bi_idset_put(*out);
+	free(ll.v);
+	return rc;
+}
