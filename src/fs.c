@@ -48,6 +48,7 @@ void btrfsimg_fs_free(btrfsimg_fs *fs)
 	if (!fs)
 		return;
 	bi_devs_close(fs);
+	bi_overlays_free(fs);
 	bi_chunk_map_free(fs->chunks);
 	bi_cache_free(fs->cache);
 	free(fs);

@@ -70,6 +70,7 @@ struct btrfsimg_fs {
 	struct bi_chunk_map *chunks;
 	struct bi_cache *cache;
 	struct bi_root root_tree, chunk_tree;
+	struct bi_overlay *overlays;	/* replayed log, per subvolume (logtree.c) */
 };
 
 /* Set the handle's message and return @code (a negative errno). */
@@ -288,6 +289,28 @@ struct bi_item {
 	uint32_t slot;
 };
 
+/* Items that replace or hide a tree's own (the log tree replayed in
+ * memory). Puts are sorted by key and unique; dels are sorted,
+ * non-overlapping inclusive ranges. Owned by the handle (fs->overlays). */
+struct bi_ovl_put {
+	bi_key key;
+	uint8_t *data;
+	uint32_t size;
+};
+struct bi_ovl_del {
+	bi_key start, end;
+};
+struct bi_overlay {
+	uint64_t root;
+	struct bi_ovl_put *puts;
+	size_t nputs;
+	struct bi_ovl_del *dels;
+	size_t ndels;
+	struct bi_overlay *next;
+};
+const struct bi_overlay *bi_overlay_for(const struct btrfsimg_fs *fs, uint64_t root);
+void bi_overlays_free(struct btrfsimg_fs *fs);
+
 struct bi_iter {
 	struct btrfsimg_fs *fs;
 	struct bi_root root;
@@ -296,6 +319,11 @@ struct bi_iter {
 	uint32_t slot[MAX_LEVEL];
 	int top;		/* root level */
 	bool started, done;
+	/* merging with an overlay (tree.c) */
+	const struct bi_overlay *ovl;
+	size_t ovl_pos, del_pos;
+	struct bi_item base;
+	bool have_base, base_done;
 };
 
 int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_root *root,
@@ -348,9 +376,174 @@ int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **o
 int bi_inode_decode(const uint8_t *d, uint32_t size, uint64_t subvol, uint64_t objectid,
 		    struct btrfsimg_inode *out);
 
+/* ================= extent.c: file contents ================= */
+
+/* Where the bytes of one EXTENT_DATA item come from. */
+enum bi_extent_kind {
+	BI_EXT_ZERO = 0,	/* hole (disk_bytenr 0), prealloc, or a gap */
+	BI_EXT_INLINE = 1,	/* the item's own payload (maybe compressed) */
+	BI_EXT_DISK = 2,	/* uncompressed on-disk extent */
+	BI_EXT_COMPRESSED = 3,	/* compressed on-disk extent */
+};
+
+/* One EXTENT_DATA item (key (ino, 108, file_offset)), decoded and checked. */
+struct bi_extent {
+	uint64_t file_offset;	/* key.offset */
+	uint64_t end;		/* file offset past the bytes it describes: inline
+				   round_up(ram_bytes, sectorsize), else
+				   file_offset + num_bytes */
+	uint64_t generation, ram_bytes;
+	uint8_t type;		/* FE_TYPE_INLINE / REG / PREALLOC */
+	uint8_t compression;	/* COMPRESS_* (0..3) */
+	enum bi_extent_kind kind;
+	/* regular / prealloc only */
+	uint64_t disk_bytenr, disk_num_bytes, offset, num_bytes;
+	/* inline only: the payload inside the parsed item (borrowed) */
+	const uint8_t *inline_data;
+	uint32_t inline_size;
+};
+
+/* Decode and check one EXTENT_DATA item of @size bytes (the kernel's
+ * tree-checker rules, plus: other_encoding 0, inline ram_bytes <=
+ * sectorsize, compressed extents within 128 KiB, references inside their
+ * extent). Pure. Returns 0, -EUCLEAN with @why set, or -EINVAL for a
+ * @sectorsize that is not a power of two in [512, 64 KiB]. */
+int bi_extent_parse(const uint8_t *item, uint32_t size, uint64_t key_offset,
+		    uint32_t sectorsize, struct bi_extent *out, char *why, size_t whylen);
+
+/* A run of file bytes and where they come from. */
+struct bi_piece {
+	uint64_t pos, len;	/* file range */
+	enum bi_extent_kind kind;
+	uint64_t src;		/* DISK: logical address; INLINE / COMPRESSED: index
+				   into the decoded data (ram_bytes long) */
+};
+
+/* The pieces of [pos, end) that extent @e serves, given that the inode's
+ * next EXTENT_DATA item starts at @next (UINT64_MAX if none): first the gap
+ * [pos, e->file_offset) as zeros, then e's bytes up to min(e->end, @next)
+ * (an item is cut where the next begins: the later key wins, as the
+ * kernel's lookup takes the last item at or before an offset), inline
+ * bytes past ram_bytes as zeros. Writes at most 3 pieces, contiguous from
+ * @pos; returns how many. Pure. */
+size_t bi_extent_pieces(const struct bi_extent *e, uint64_t next, uint64_t pos, uint64_t end,
+			struct bi_piece out[3]);
+
+/* An open regular file: random-access reads that keep their place in the
+ * extent items, the checksum item in use and the last decompressed extent,
+ * so sequential reads cost one tree walk, not one search per call. */
+struct bi_file;
+/* Open inode @ino of subvolume @subvol (not a directory: -EINVAL).
+ * *out is released with bi_file_close(). */
+int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct bi_file **out);
+void bi_file_close(struct bi_file *f);
+/* i_size of the open file. */
+uint64_t bi_file_size(const struct bi_file *f);
+/* Read like btrfsimg_file_read: *got < len only at end of file. */
+int bi_file_pread(struct bi_file *f, uint64_t offset, void *buf, size_t len, size_t *got);
+
+/* Called with consecutive chunks (at most 1 MiB each) of a file; @offset is
+ * the file offset of @data. Return 0 to go on, > 0 to stop, < 0 to fail. */
+typedef int (*bi_data_fn)(void *ctx, uint64_t offset, const uint8_t *data, size_t len);
+/* Stream [offset, min(offset + len, i_size)) of a file through @fn (for
+ * cat and hashing). Returns 0, @fn's positive value, or a negative errno. */
+int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64_t offset,
+		   uint64_t len, bi_data_fn fn, void *ctx);
+
 /* ================= root.c: the root tree ================= */
 
 /* Locate tree @id: 1 and 3 from the superblock, others by ROOT_ITEM. */
 int bi_root_find(struct btrfsimg_fs *fs, uint64_t id, struct bi_root *out);
+
+/* ================= inode.c / dir.c: inodes, names, directories ================= */
+
+/*
+ * Pure item parsers (no handle, no I/O; fuzzed by fuzz_inode, fuzz_refs,
+ * fuzz_dir, fuzz_xattr). They check what the kernel's tree-checker checks,
+ * plus: every name is 1..255 bytes. Variable-length entries are walked
+ * "header fits, then whole entry fits"; nothing outside [item, item+size)
+ * is read and every returned pointer lies inside it. On failure they
+ * return -EUCLEAN and put the failed check in @why as "<check>, have X
+ * expect Y"; the callers in inode.c/dir.c prefix it with
+ * "corrupt <item kind>: root=R block=B slot=S, ".
+ */
+
+#define BI_NAME_MAX 255u	/* BTRFS_NAME_LEN and XATTR_NAME_MAX */
+/* btrfs inode flags the kernel knows (low 32 bits; bits 0..11 and 31). */
+#define BI_INODE_FLAG_MASK 0x80000FFFull
+
+/* INODE_ITEM: exactly 160 bytes; only S_IFMT|07777 mode bits and a valid
+ * file type; a directory's nlink <= 1; no unknown flags in the low 32
+ * bits; generation and transid <= @max_gen unless @max_gen is 0 (the
+ * kernel allows superblock generation + 1). */
+int bi_inode_parse(const uint8_t *item, uint32_t size, uint64_t subvol, uint64_t objectid,
+		   uint64_t max_gen, struct btrfsimg_inode *out, char *why, size_t whylen);
+
+/* One entry of a DIR_ITEM (84), DIR_INDEX (96) or XATTR_ITEM (24) item:
+ *   +0 location key (17) +17 transid u64 +25 data_len u16 +27 name_len u16
+ *   +29 type u8 +30 name[name_len] data[data_len]
+ * name/data borrow the item. */
+struct bi_dir_entry {
+	bi_key location;
+	uint64_t transid;
+	uint8_t type;		/* FT_* with FT_ENCRYPTED masked off, as the kernel does */
+	uint16_t name_len, data_len;
+	const uint8_t *name, *data;
+	uint32_t offset;	/* where the entry starts inside the item */
+};
+
+/* Next entry at *pos (start at 0) of an item of key type @key_type.
+ * Returns 1 (entry in *e, *pos advanced), 0 at the end of the item, or
+ * -EUCLEAN (*pos unchanged). Checks: location type INODE_ITEM, ROOT_ITEM
+ * or 0 with the kernel's key rules (xattrs: an all-zero location); type
+ * 1..8 and FT_XATTR exactly for XATTR_ITEM; name 1..255 bytes; data only
+ * in xattrs. The name hash is not checked here (see bi_dir_item_check). */
+int bi_dir_item_next(const uint8_t *item, uint32_t size, uint8_t key_type, uint32_t *pos,
+		     struct bi_dir_entry *e, char *why, size_t whylen);
+
+/* Every entry of the item with key @key parses, there is at least one, and
+ * for DIR_ITEM / XATTR_ITEM each name hashes to key->offset. Returns the
+ * number of entries or -EUCLEAN. */
+int bi_dir_item_check(const uint8_t *item, uint32_t size, const bi_key *key, char *why,
+		      size_t whylen);
+
+/* One name of an inode: INODE_REF (12) entries {index u64, name_len u16,
+ * name} keyed (ino, 12, parent dir); INODE_EXTREF (13) entries {parent
+ * u64, index u64, name_len u16, name} keyed (ino, 13, extref hash). */
+struct bi_ref_entry {
+	uint64_t parent;
+	uint64_t index;
+	uint16_t name_len;
+	const uint8_t *name;	/* borrows the item */
+};
+
+/* Next entry at *pos (start at 0). 1: entry in *e; 0: end; -EUCLEAN. An
+ * INODE_REF item must hold at least one entry (the kernel rejects items of
+ * <= 10 bytes); an empty INODE_EXTREF item is accepted, as the kernel does. */
+int bi_iref_next(const uint8_t *item, uint32_t size, uint64_t key_offset, uint32_t *pos,
+		 struct bi_ref_entry *e, char *why, size_t whylen);
+int bi_extref_next(const uint8_t *item, uint32_t size, uint32_t *pos, struct bi_ref_entry *e,
+		   char *why, size_t whylen);
+
+/* ROOT_REF / ROOT_BACKREF item {dirid u64, sequence u64, name_len u16,
+ * name}: the name must fit in the item. name_len 0 is accepted (it can
+ * never match a name, as in the kernel's comparison). */
+struct bi_root_ref {
+	uint64_t dirid, sequence;
+	uint16_t name_len;
+	const uint8_t *name;
+};
+int bi_root_ref_parse(const uint8_t *item, uint32_t size, struct bi_root_ref *out, char *why,
+		      size_t whylen);
+
+/* Read INODE_ITEM (subvol, objectid) through bi_inode_parse. -ENOENT with
+ * a message if absent. */
+int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t objectid,
+		  struct btrfsimg_inode *out);
+/* What stat() on an entry of directory @dir in @subvol reaches: fills
+ * kind / target_subvol / target_objectid of @e from its location (the
+ * kernel's fixup_tree_root_location rule for subvolume entries). */
+int bi_dir_resolve(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+		   struct btrfsimg_dirent *e);
 
 #endif

@@ -16,9 +16,10 @@
 
 #include "internal.h"
 
+/* The primary is at 64 KiB; mirror i >= 1 at 16 KiB << (12 * i). */
 uint64_t bi_super_offset(int i)
 {
-	return (16384ull) << (12 * i);
+	return i == 0 ? SB_PRIMARY_OFFSET : 16384ull << (12 * i);
 }
 
 static bool is_pow2(uint64_t v)

@@ -474,6 +474,8 @@ void bi_node_ptr(const struct bi_block *b, uint32_t slot, bi_key *k, uint64_t *b
 
 /* -------------------------------------------------------------- iteration */
 
+static void ovl_start(struct bi_iter *it);
+
 /* Last pointer whose key is <= target (slot 0 if target is before all). */
 static uint32_t node_slot(const struct bi_block *b, const bi_key *target)
 {
@@ -530,6 +532,7 @@ int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_ro
 	it->root = *root;
 	it->min = *min;
 	it->max = *max;
+	ovl_start(it);
 	struct bi_expect e = { root->id, root->generation, root->level, NULL };
 	struct bi_block *b;
 	int rc = bi_block_read(fs, root->bytenr, &e, &b);
@@ -574,7 +577,7 @@ static int next_leaf(struct bi_iter *it)
 	return 1;
 }
 
-int bi_iter_next(struct bi_iter *it, struct bi_item *out)
+static int base_next(struct bi_iter *it, struct bi_item *out)
 {
 	while (!it->done) {
 		struct bi_block *leaf = it->path[0];
@@ -608,6 +611,97 @@ int bi_iter_next(struct bi_iter *it, struct bi_item *out)
 	}
 	it->done = true;
 	return 0;
+}
+
+/* ---------------------------------------------------------------- overlay */
+
+const struct bi_overlay *bi_overlay_for(const struct btrfsimg_fs *fs, uint64_t root)
+{
+	for (const struct bi_overlay *o = fs->overlays; o; o = o->next)
+		if (o->root == root)
+			return o;
+	return NULL;
+}
+
+/* Deletions are sorted, non-overlapping ranges; keys arrive ascending. */
+static bool ovl_hidden(const struct bi_overlay *o, const bi_key *k, size_t *pos)
+{
+	while (*pos < o->ndels && bi_key_cmp(&o->dels[*pos].end, k) < 0)
+		(*pos)++;
+	return *pos < o->ndels && bi_key_cmp(&o->dels[*pos].start, k) <= 0;
+}
+
+static const struct bi_ovl_put *ovl_peek(const struct bi_iter *it)
+{
+	const struct bi_overlay *o = it->ovl;
+	if (it->ovl_pos >= o->nputs || bi_key_cmp(&o->puts[it->ovl_pos].key, &it->max) > 0)
+		return NULL;
+	return &o->puts[it->ovl_pos];
+}
+
+/* The tree's items merged with the overlay's: an overlay item replaces the
+ * tree's item with the same key, and deleted ranges hide tree items. */
+int bi_iter_next(struct bi_iter *it, struct bi_item *out)
+{
+	if (!it->ovl)
+		return base_next(it, out);
+	for (;;) {
+		if (!it->have_base && !it->base_done) {
+			int rc = base_next(it, &it->base);
+			if (rc < 0)
+				return rc;
+			it->have_base = rc > 0;
+			it->base_done = rc == 0;
+		}
+		const struct bi_ovl_put *p = ovl_peek(it);
+		if (it->have_base && (ovl_hidden(it->ovl, &it->base.key, &it->del_pos) ||
+				      (p && bi_key_cmp(&p->key, &it->base.key) == 0))) {
+			it->have_base = false;
+			continue;
+		}
+		if (p && (!it->have_base || bi_key_cmp(&p->key, &it->base.key) < 0)) {
+			*out = (struct bi_item){ p->key, p->data, p->size, 0, (uint32_t)it->ovl_pos };
+			it->ovl_pos++;
+			return 1;
+		}
+		if (!it->have_base)
+			return 0;
+		*out = it->base;
+		it->have_base = false;
+		return 1;
+	}
+}
+
+void bi_overlays_free(struct btrfsimg_fs *fs)
+{
+	struct bi_overlay *o = fs->overlays;
+	while (o) {
+		struct bi_overlay *next = o->next;
+		for (size_t i = 0; i < o->nputs; i++)
+			free(o->puts[i].data);
+		free(o->puts);
+		free(o->dels);
+		free(o);
+		o = next;
+	}
+	fs->overlays = NULL;
+}
+
+static void ovl_start(struct bi_iter *it)
+{
+	const struct bi_overlay *o = bi_overlay_for(it->fs, it->root.id);
+	if (!o)
+		return;
+	it->ovl = o;
+	size_t lo = 0, hi = o->nputs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (bi_key_cmp(&o->puts[mid].key, &it->min) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	it->ovl_pos = lo;
 }
 
 void bi_iter_end(struct bi_iter *it)

@@ -23,6 +23,12 @@ struct command {
 static const struct command commands[] = {
 	{ "super", cmd_super, "the superblock in use and the state of every copy" },
 	{ "subvols", cmd_subvols, "every subvolume and snapshot" },
+	{ "walk", cmd_walk, "every path with what stat, readdir and name_to_handle_at show" },
+	{ "cat", cmd_cat, "one file's contents (--path P or --inode SUBVOL:OBJECTID)" },
+	{ "extract", cmd_extract, "restore a tree into a directory: IMAGE... DESTDIR" },
+	{ "bodyfile", cmd_bodyfile, "The Sleuth Kit body file for mactime timelines" },
+	{ "inodes", cmd_inodes, "every inode with today's and each proposal's numbers" },
+	{ "collisions", cmd_collisions, "inode-number collisions under every scheme" },
 	{ "partitions", NULL, "the partition table of a whole-disk image" },
 };
 
@@ -39,6 +45,12 @@ static void usage(FILE *out)
 		"  --offset BYTES      the filesystem starts at BYTES in every image\n"
 		"  --no-verify         do not verify data checksums\n"
 		"  --no-log-replay     show the last committed state (ignore the log tree)\n"
+		"  --subvol ID         start in subvolume ID (walk, cat, extract, bodyfile, inodes)\n"
+		"  --path P            start at path P inside it\n"
+		"  --inode S:O         cat: subvolume S, objectid O\n"
+		"  --hash              walk: sha256 of contents and xattrs; bodyfile: md5\n"
+		"  --inumbits N        inumbits for inodes/walk (0 or 32..64; default 56)\n"
+		"  --mount-subvol ID   the mounted subvolume for numdevs=2 (default: default subvolume)\n"
 		"  -v, --verbose       report damage that was worked around\n"
 		"  -h, --help          this text\n"
 		"\nexit status: 0 success, 1 results despite damage, 2 nothing readable\n");
@@ -178,6 +190,13 @@ static int parse_args(struct cli *c, int argc, char **argv)
 	}
 	c->images = argv + optind;
 	c->nimages = argc - optind;
+	if (!strcmp(c->cmd, "extract")) {
+		if (c->nimages < 2) {
+			cli_warn("extract: give IMAGE... DESTDIR");
+			return -1;
+		}
+		c->destdir = c->images[--c->nimages];
+	}
 	if (c->nimages < 1) {
 		cli_warn("%s: no image given", c->cmd);
 		return -1;

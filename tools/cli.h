@@ -39,5 +39,11 @@ int cli_status(const struct cli *c);
 
 int cmd_super(struct cli *c);
 int cmd_subvols(struct cli *c);
+int cmd_walk(struct cli *c);
+int cmd_cat(struct cli *c);
+int cmd_extract(struct cli *c);
+int cmd_bodyfile(struct cli *c);
+int cmd_inodes(struct cli *c);
+int cmd_collisions(struct cli *c);
 
 #endif

@@ -3,10 +3,32 @@
 
 #include <string.h>
 
+/* Output is hot (millions of lines): unlocked stdio and no printf. */
+static void put_u64(FILE *out, uint64_t v)
+{
+	char b[24];
+	int i = sizeof(b);
+	do {
+		b[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	fwrite_unlocked(b + i, 1, sizeof(b) - (size_t)i, out);
+}
+
+static void put_i64(FILE *out, int64_t v)
+{
+	if (v < 0) {
+		putc_unlocked('-', out);
+		put_u64(out, (uint64_t)0 - (uint64_t)v);
+	} else {
+		put_u64(out, (uint64_t)v);
+	}
+}
+
 static void sep(struct jw *w)
 {
 	if (w->need_comma)
-		fputc(',', w->out);
+		putc_unlocked(',', w->out);
 	w->need_comma = true;
 }
 
@@ -14,9 +36,9 @@ static void key(struct jw *w, const char *k)
 {
 	sep(w);
 	if (k) {
-		fputc('"', w->out);
-		jw_escape(w->out, (const uint8_t *)k, strlen(k));
-		fputs("\":", w->out);
+		putc_unlocked('"', w->out);
+		fputs_unlocked(k, w->out); /* keys are our own ASCII names */
+		fputs_unlocked("\":", w->out);
 	}
 }
 
@@ -67,13 +89,13 @@ void jw_close_arr(struct jw *w)
 void jw_u64(struct jw *w, const char *k, uint64_t v)
 {
 	key(w, k);
-	fprintf(w->out, "%llu", (unsigned long long)v);
+	put_u64(w->out, v);
 }
 
 void jw_i64(struct jw *w, const char *k, int64_t v)
 {
 	key(w, k);
-	fprintf(w->out, "%lld", (long long)v);
+	put_i64(w->out, v);
 }
 
 void jw_bool(struct jw *w, const char *k, bool v)
@@ -100,9 +122,9 @@ void jw_str(struct jw *w, const char *k, const char *s)
 void jw_strn(struct jw *w, const char *k, const void *s, size_t n)
 {
 	key(w, k);
-	fputc('"', w->out);
+	putc_unlocked('"', w->out);
 	jw_escape(w->out, s, n);
-	fputc('"', w->out);
+	putc_unlocked('"', w->out);
 }
 
 void jw_uuid(struct jw *w, const char *k, const uint8_t u[16], bool null_if_zero)
@@ -124,7 +146,11 @@ void jw_uuid(struct jw *w, const char *k, const uint8_t u[16], bool null_if_zero
 void jw_time(struct jw *w, const char *k, int64_t sec, uint32_t nsec)
 {
 	key(w, k);
-	fprintf(w->out, "[%lld,%u]", (long long)sec, nsec);
+	putc_unlocked('[', w->out);
+	put_i64(w->out, sec);
+	putc_unlocked(',', w->out);
+	put_u64(w->out, nsec);
+	putc_unlocked(']', w->out);
 }
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
@@ -161,9 +187,22 @@ static size_t utf8_len(const uint8_t *s, size_t n)
 	return len;
 }
 
+static bool plain(uint8_t c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 void jw_escape(FILE *out, const uint8_t *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {
+		size_t run = 0;
+		while (i + run < n && plain(s[i + run]))
+			run++;
+		if (run) {
+			fwrite_unlocked(s + i, 1, run, out);
+			i += run;
+			continue;
+		}
 		uint8_t c = s[i];
 		size_t len = utf8_len(s + i, n - i);
 		if (len == 0) {

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+/*
+ * btrfsimg bodyfile: The Sleuth Kit 3.x body format for mactime timelines:
+ *   MD5|name|inode|mode_as_string|UID|GID|size|atime|mtime|ctime|crtime
+ * with the inode as SUBVOL:OBJECTID (btrfs inode numbers repeat across
+ * subvolumes) and the MD5 of regular files with --hash (else 0).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "digest.h"
+#include "visit.h"
+
+static char type_char(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return 'r';
+	case S_IFDIR: return 'd';
+	case S_IFLNK: return 'l';
+	case S_IFCHR: return 'c';
+	case S_IFBLK: return 'b';
+	case S_IFIFO: return 'p';
+	case S_IFSOCK: return 'h';
+	default: return '-';
+	}
+}
+
+/* TSK's "r/rrw-r--r--": type, slash, type again and the ls-style bits. */
+static void mode_string(uint32_t mode, char out[13])
+{
+	static const char rwx[] = "rwxrwxrwx";
+	char t = type_char(mode);
+	out[0] = t;
+	out[1] = '/';
+	out[2] = t == 'r' ? '-' : t;
+	for (int i = 0; i < 9; i++)
+		out[3 + i] = (mode & (0400 >> i)) ? rwx[i] : '-';
+	if (mode & S_ISUID)
+		out[5] = (mode & 0100) ? 's' : 'S';
+	if (mode & S_ISGID)
+		out[8] = (mode & 0010) ? 's' : 'S';
+	if (mode & S_ISVTX)
+		out[11] = (mode & 0001) ? 't' : 'T';
+	out[12] = '\0';
+}
+
+/* '|' and newlines would break the format: escape them, and backslashes. */
+static void put_name(const uint8_t *p, size_t n)
+{
+	putchar('/');
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '|' || p[i] == '\\' || p[i] < 0x20)
+			printf("\\x%02x", p[i]);
+		else
+			putchar(p[i]);
+	}
+}
+
+static int on_node(void *ctx, const struct visit_node *n)
+{
+	struct cli *c = ctx;
+	const struct btrfsimg_inode *i = &n->inode;
+	char md5[33] = "0", mode[13];
+	if (c->hash && S_ISREG(i->mode) &&
+	    digest_file(c->fs, n->subvol, n->objectid, i->size, "md5", md5) < 0) {
+		cli_warn("%.*s: %s", (int)n->path_len, (const char *)n->path, btrfsimg_errmsg(c->fs));
+		c->errors++;
+	}
+	mode_string(i->mode, mode);
+	printf("%s|", md5);
+	put_name(n->path, n->path_len);
+	printf("|%" PRIu64 ":%" PRIu64 "|%s|%u|%u|%" PRIu64 "|%lld|%lld|%lld|%lld\n", n->subvol,
+	       n->objectid, mode, i->uid, i->gid, i->size, (long long)i->atime.sec,
+	       (long long)i->mtime.sec, (long long)i->ctime.sec, (long long)i->otime.sec);
+	return 0;
+}
+
+int cmd_bodyfile(struct cli *c)
+{
+	struct visit_opts o = { .subvol = c->have_subvol ? c->subvol : 5, .path = c->path };
+	int rc = visit_tree(c->fs, &o, on_node, c, &c->errors);
+	if (rc < 0)
+		return cli_fail(c, rc, "bodyfile");
+	return cli_status(c);
+}

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+/* btrfsimg cat: one file's bytes on standard output. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+#define CHUNK (1u << 20)
+
+static int parse_inode(const char *s, uint64_t *subvol, uint64_t *obj)
+{
+	char *end;
+	errno = 0;
+	*subvol = strtoull(s, &end, 10);
+	if (errno || end == s || *end != ':')
+		return -1;
+	const char *o = end + 1;
+	*obj = strtoull(o, &end, 10);
+	return (errno || end == o || *end) ? -1 : 0;
+}
+
+static int resolve(struct cli *c, uint64_t *subvol, uint64_t *obj)
+{
+	if (c->inode) {
+		if (parse_inode(c->inode, subvol, obj) < 0) {
+			cli_warn("cat: --inode wants SUBVOL:OBJECTID, got '%s'", c->inode);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (!c->path) {
+		cli_warn("cat: give --path P or --inode SUBVOL:OBJECTID");
+		return -EINVAL;
+	}
+	struct btrfsimg_dirent d;
+	int rc = btrfsimg_path_lookup(c->fs, c->have_subvol ? c->subvol : 5, c->path, &d);
+	if (rc < 0)
+		return rc;
+	*subvol = d.target_subvol;
+	*obj = d.target_objectid;
+	return 0;
+}
+
+int cmd_cat(struct cli *c)
+{
+	uint64_t subvol, obj;
+	int rc = resolve(c, &subvol, &obj);
+	if (rc == -EINVAL && !*btrfsimg_errmsg(c->fs))
+		return EXIT_FAILED;
+	struct btrfsimg_inode ino;
+	if (rc == 0)
+		rc = btrfsimg_inode_get(c->fs, subvol, obj, &ino);
+	if (rc < 0)
+		return cli_fail(c, rc, "cat");
+	if (!S_ISREG(ino.mode)) {
+		cli_warn("cat: %" PRIu64 ":%" PRIu64 " is not a regular file (mode %06o)", subvol,
+			 obj, ino.mode);
+		return EXIT_FAILED;
+	}
+	uint8_t *buf = malloc(CHUNK);
+	if (!buf)
+		return cli_fail(c, -ENOMEM, "cat");
+	for (uint64_t off = 0; off < ino.size;) {
+		size_t got = 0;
+		rc = btrfsimg_file_read(c->fs, subvol, obj, off, buf, CHUNK, &got);
+		if (rc < 0 || got == 0)
+			break;
+		if (fwrite(buf, 1, got, stdout) != got) {
+			rc = -EIO;
+			break;
+		}
+		off += got;
+	}
+	free(buf);
+	if (rc < 0)
+		return cli_fail(c, rc, "cat");
+	return cli_status(c);
+}

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+/*
+ * btrfsimg extract: restore a tree into DESTDIR.
+ *
+ * Safety: every object is created relative to a directory file descriptor
+ * this command created itself (mkdirat + O_NOFOLLOW), with O_EXCL, and a
+ * name from the image is refused if it is empty, "." or "..", or holds a
+ * '/': nothing is ever written outside DESTDIR, whatever the image says,
+ * and an existing file is never overwritten.
+ *
+ * Contents are written with holes where the file reads zeros (whole 4 KiB
+ * blocks), hard links become hard links, and modes, owners (as root),
+ * xattrs and times are applied after the contents (directories' after
+ * their children, so creating children does not disturb their mtime).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "visit.h"
+
+#define CHUNK (1u << 20)
+#define DEPTH_MAX 4097
+
+struct link_rec {
+	uint64_t subvol, objectid;
+	char *relpath;
+};
+
+struct ex_ctx {
+	struct cli *c;
+	int *dirfd;		/* per depth: the directory created for that level */
+	bool as_root;
+	uint8_t *buf;
+	struct link_rec *links;
+	size_t nlinks, caplinks;
+};
+
+static void ex_warn(struct ex_ctx *x, const struct visit_node *n, const char *what, int err)
+{
+	cli_warn("extract: %.*s: %s: %s", (int)n->path_len, (const char *)n->path, what,
+		 strerror(err));
+	x->c->errors++;
+}
+
+static bool safe_name(const uint8_t *name, size_t len)
+{
+	if (len == 0 || memchr(name, '/', len) || memchr(name, '\0', len))
+		return false;
+	return !(len == 1 && name[0] == '.') && !(len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+static void apply_times(int dirfd, const char *name, const struct btrfsimg_inode *i)
+{
+	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
+	utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW);
+}
+
+static int set_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
+		     size_t vlen)
+{
+	int fd = *(int *)ctx;
+	char n[256];
+	if (nlen >= sizeof(n))
+		return 0;
+	memcpy(n, name, nlen);
+	n[nlen] = '\0';
+	fsetxattr(fd, n, value, vlen, 0); /* best effort: namespaces may be refused */
+	return 0;
+}
+
+static void apply_meta(struct ex_ctx *x, int fd, const struct btrfsimg_inode *i, bool xattrs,
+		       uint64_t subvol, uint64_t objectid)
+{
+	if (x->as_root && fchown(fd, i->uid, i->gid) < 0)
+		x->c->errors++;
+	fchmod(fd, i->mode & 07777);
+	if (xattrs)
+		btrfsimg_xattrs(x->c->fs, subvol, objectid, set_xattr, &fd);
+	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
+	futimens(fd, ts);
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+static int write_contents(struct ex_ctx *x, int fd, const struct visit_node *n)
+{
+	uint64_t size = n->inode.size;
+	for (uint64_t off = 0; off < size;) {
+		size_t got = 0;
+		int rc = btrfsimg_file_read(x->c->fs, n->subvol, n->objectid, off, x->buf, CHUNK, &got);
+		if (rc < 0)
+			return rc;
+		if (got == 0)
+			break;
+		for (size_t b = 0; b < got; b += 4096) {
+			size_t len = got - b < 4096 ? got - b : 4096;
+			if (all_zero(x->buf + b, len))
+				continue; /* leave a hole */
+			if (pwrite(fd, x->buf + b, len, (off_t)(off + b)) != (ssize_t)len)
+				return -errno;
+		}
+		off += got;
+	}
+	return ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
+}
+
+static const struct link_rec *find_link(struct ex_ctx *x, uint64_t subvol, uint64_t obj)
+{
+	for (size_t i = 0; i < x->nlinks; i++)
+		if (x->links[i].subvol == subvol && x->links[i].objectid == obj)
+			return &x->links[i];
+	return NULL;
+}
+
+static void remember_link(struct ex_ctx *x, const struct visit_node *n)
+{
+	if (x->nlinks == x->caplinks) {
+		size_t cap = x->caplinks ? x->caplinks * 2 : 64;
+		void *v = realloc(x->links, cap * sizeof(*x->links));
+		if (!v)
+			return;
+		x->links = v;
+		x->caplinks = cap;
+	}
+	char *p = strndup((const char *)n->path, n->path_len);
+	if (p)
+		x->links[x->nlinks++] = (struct link_rec){ n->subvol, n->objectid, p };
+}
+
+static int make_file(struct ex_ctx *x, const struct visit_node *n, int dirfd, const char *name)
+{
+	const struct link_rec *l = n->inode.nlink > 1 ? find_link(x, n->subvol, n->objectid) : NULL;
+	if (l) {
+		if (linkat(x->dirfd[0], l->relpath, dirfd, name, 0) < 0)
+			ex_warn(x, n, "link", errno);
+		return 0;
+	}
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ex_warn(x, n, "create", errno);
+		return 0;
+	}
+	int rc = write_contents(x, fd, n);
+	if (rc < 0) {
+		cli_warn("extract: %.*s: %s", (int)n->path_len, (const char *)n->path,
+			 btrfsimg_errmsg(x->c->fs));
+		x->c->errors++;
+	}
+	apply_meta(x, fd, &n->inode, true, n->subvol, n->objectid);
+	close(fd);
+	if (n->inode.nlink > 1)
+		remember_link(x, n);
+	return 0;
+}
+
+static int make_symlink(struct ex_ctx *x, const struct visit_node *n, int dirfd, const char *name)
+{
+	uint8_t *t = NULL;
+	size_t len = 0;
+	if (btrfsimg_readlink(x->c->fs, n->subvol, n->objectid, &t, &len) < 0) {
+		ex_warn(x, n, "readlink", EIO);
+		return 0;
+	}
+	char *target = strndup((const char *)t, len);
+	free(t);
+	if (!target || symlinkat(target, dirfd, name) < 0)
+		ex_warn(x, n, "symlink", errno);
+	else if (x->as_root)
+		fchownat(dirfd, name, n->inode.uid, n->inode.gid, AT_SYMLINK_NOFOLLOW);
+	free(target);
+	apply_times(dirfd, name, &n->inode);
+	return 0;
+}
+
+static int make_special(struct ex_ctx *x, const struct visit_node *n, int dirfd, const char *name)
+{
+	const struct btrfsimg_inode *i = &n->inode;
+	dev_t dev = makedev((unsigned)(i->rdev >> 20), (unsigned)(i->rdev & 0xfffff));
+	if (mknodat(dirfd, name, (i->mode & S_IFMT) | 0600, dev) < 0) {
+		ex_warn(x, n, "mknod", errno);
+		return 0;
+	}
+	if (x->as_root)
+		fchownat(dirfd, name, i->uid, i->gid, AT_SYMLINK_NOFOLLOW);
+	fchmodat(dirfd, name, i->mode & 07777, 0);
+	apply_times(dirfd, name, i);
+	return 0;
+}
+
+static int make_dir(struct ex_ctx *x, const struct visit_node *n, int dirfd, const char *name)
+{
+	if (mkdirat(dirfd, name, 0700) < 0) {
+		ex_warn(x, n, "mkdir", errno);
+		return 1; /* do not descend */
+	}
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		ex_warn(x, n, "open directory", errno);
+		return 1;
+	}
+	x->dirfd[n->depth] = fd;
+	return 0;
+}
+
+static int on_node(void *ctx, const struct visit_node *n)
+{
+	struct ex_ctx *x = ctx;
+	if (n->depth == 0)
+		return S_ISDIR(n->inode.mode) ? 0 : 1;
+	if (n->depth >= DEPTH_MAX)
+		return 1;
+	if (!safe_name(n->ent.name, n->ent.name_len)) {
+		ex_warn(x, n, "unsafe name refused", EINVAL);
+		return 1;
+	}
+	char name[256];
+	memcpy(name, n->ent.name, n->ent.name_len);
+	name[n->ent.name_len] = '\0';
+	int dirfd = x->dirfd[n->depth - 1];
+	switch (n->inode.mode & S_IFMT) {
+	case S_IFDIR: return make_dir(x, n, dirfd, name);
+	case S_IFREG: return make_file(x, n, dirfd, name);
+	case S_IFLNK: return make_symlink(x, n, dirfd, name);
+	case S_IFCHR:
+	case S_IFBLK:
+	case S_IFIFO:
+	case S_IFSOCK: return make_special(x, n, dirfd, name);
+	default: ex_warn(x, n, "unknown file type", EINVAL); return 0;
+	}
+}
+
+static int after_dir(void *ctx, const struct visit_node *n)
+{
+	struct ex_ctx *x = ctx;
+	if (n->depth == 0 || n->depth >= DEPTH_MAX || x->dirfd[n->depth] < 0)
+		return 0;
+	int fd = x->dirfd[n->depth];
+	apply_meta(x, fd, &n->inode, !n->stub, n->subvol, n->objectid);
+	close(fd);
+	x->dirfd[n->depth] = -1;
+	return 0;
+}
+
+int cmd_extract(struct cli *c)
+{
+	struct ex_ctx x = { .c = c, .as_root = geteuid() == 0 };
+	x.dirfd = malloc(DEPTH_MAX * sizeof(int));
+	x.buf = malloc(CHUNK);
+	if (!x.dirfd || !x.buf) {
+		free(x.dirfd);
+		free(x.buf);
+		return cli_fail(c, -ENOMEM, "extract");
+	}
+	for (int i = 0; i < DEPTH_MAX; i++)
+		x.dirfd[i] = -1;
+	mkdir(c->destdir, 0755);
+	x.dirfd[0] = open(c->destdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+	if (x.dirfd[0] < 0) {
+		cli_warn("extract: %s: %s", c->destdir, strerror(errno));
+		rc = -errno;
+	} else {
+		struct visit_opts o = { .subvol = c->have_subvol ? c->subvol : 5, .path = c->path,
+					.post_dirs = true, .post = after_dir };
+		rc = visit_tree(c->fs, &o, on_node, &x, &c->errors);
+		close(x.dirfd[0]);
+	}
+	for (size_t i = 0; i < x.nlinks; i++)
+		free(x.links[i].relpath);
+	free(x.links);
+	free(x.dirfd);
+	free(x.buf);
+	if (rc < 0)
+		return *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
+	return cli_status(c);
+}

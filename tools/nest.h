@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* Subvolume nesting, for numdevs=2: a subvolume's device is the parity of
+ * the number of subvolume crossings between the mounted subvolume and it. */
+#ifndef BTRFSIMG_TOOLS_NEST_H
+#define BTRFSIMG_TOOLS_NEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btrfsimg.h"
+
+struct nest {
+	struct btrfsimg_subvol *v;
+	size_t n;
+	uint64_t mount;		/* the mounted subvolume */
+	int *depth;		/* crossings below the mount, -1 if not below it */
+};
+
+/* @mount 0: the filesystem's default subvolume. */
+int nest_load(btrfsimg_fs *fs, uint64_t mount, struct nest *out);
+void nest_free(struct nest *n);
+/* 0 or 1; -1 when @subvol is not visible under the mounted subvolume. */
+int nest_dev(const struct nest *n, uint64_t subvol);
+const struct btrfsimg_subvol *nest_find(const struct nest *n, uint64_t subvol);
+
+#endif
