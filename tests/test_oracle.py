@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_oracle.py: the live kernel oracle for the files layer.
+
+    test_oracle.py BTRFSIMG TESTDATA [--full] [--only NAME[,NAME]] [--keep DIR]
+
+Builds fresh images with the running kernel (testdata/gen-files.sh --small
+--raw: every feature of the committed corpus, fewer and smaller files),
+records the kernel's view of each on a fresh read-only mount, and compares
+btrfsimg with it exactly as tests/test_files.py does for the committed
+images. So it checks btrfsimg against whatever kernel and btrfs-progs this
+machine has, not only the ones that made testdata/files.
+
+Needs root, loop devices, btrfs support in the kernel, mkfs.btrfs, btrfs,
+losetup, zstd, chattr; otherwise it prints SKIP and exits 77 (meson's skip
+code). The last line is exactly "N passed, M failed".
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+
+def skip_reason():
+    if os.geteuid() != 0:
+        return "not root (needs mount and loop devices)"
+    for tool in ("mkfs.btrfs", "btrfs", "losetup", "zstd", "chattr", "bash"):
+        if not shutil.which(tool):
+            return "%s not found" % tool
+    if not os.path.exists("/dev/loop-control"):
+        return "no /dev/loop-control (loop devices unavailable)"
+    p = subprocess.run(["losetup", "--find"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        return "no free loop device (%s)" % p.stderr.decode(errors="replace").strip()
+    with open("/proc/filesystems") as f:
+        if "btrfs" not in f.read():
+            subprocess.run(["modprobe", "btrfs"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            with open("/proc/filesystems") as g:
+                if "btrfs" not in g.read():
+                    return "the kernel has no btrfs"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("cli")
+    ap.add_argument("testdata")
+    ap.add_argument("--full", action="store_true", help="the full-size corpus (slow)")
+    ap.add_argument("--only", help="comma-separated image names")
+    ap.add_argument("--keep", help="generate into this directory and keep it")
+    a = ap.parse_args()
+    why = skip_reason()
+    if why:
+        print("SKIP: live kernel oracle: %s" % why)
+        return SKIP
+    testdata = os.path.abspath(a.testdata)
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import test_files  # noqa: E402  (same directory)
+
+    tmp = None
+    if a.keep:
+        out = os.path.abspath(a.keep)
+        os.makedirs(out, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="btrfsimg-oracle.")
+        out = tmp.name
+    try:
+        cmd = ["bash", os.path.join(testdata, "gen-files.sh"), "--raw"]
+        cmd += [] if a.full else ["--small"]
+        cmd += ["--only", a.only] if a.only else []
+        print("generating with the running kernel (%s): %s" % (os.uname().release, " ".join(cmd)))
+        sys.stdout.flush()
+        p = subprocess.run(cmd + [out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=3600)
+        if p.returncode != 0:
+            print(p.stdout.decode(errors="replace")[-4000:])
+            print("FAIL gen-files.sh exit status %d" % p.returncode)
+            print("0 passed, 1 failed")
+            return 1
+        only = set(a.only.split(",")) if a.only else None
+        res = test_files.run(os.path.abspath(a.cli), testdata, out, only)
+    finally:
+        if tmp:
+            tmp.cleanup()
+    print("%d passed, %d failed" % (res.passed, res.failed))
+    return 1 if res.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
