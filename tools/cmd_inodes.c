@@ -31,6 +31,18 @@ static void switch_subvol(struct inodes_ctx *x, uint64_t subvol)
 	x->dev = nest_dev(&x->nest, subvol);
 }
 
+static size_t u64_dec(uint64_t v, char *out)
+{
+	char b[24];
+	int i = sizeof(b);
+	do {
+		b[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	memcpy(out, b + i, sizeof(b) - (size_t)i);
+	return sizeof(b) - (size_t)i;
+}
+
 static void put_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
 {
 	const struct btrfsimg_inode *i = &e->inode;
@@ -50,8 +62,12 @@ static void put_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
 		jw_null(&w, "numdevs2_dev");
 	else
 		jw_u64(&w, "numdevs2_dev", (uint64_t)x->dev);
-	snprintf(proc, sizeof(proc), "%" PRIu64 ":%" PRIu64, i->subvol, i->objectid);
-	jw_str(&w, "proc_ino", proc);
+	jw_key(&w, "proc_ino");
+	jw_raw(&w, "\"", 1);
+	jw_raw(&w, proc, u64_dec(i->subvol, proc));
+	jw_raw(&w, ":", 1);
+	jw_raw(&w, proc, u64_dec(i->objectid, proc));
+	jw_raw(&w, "\"", 1);
 	jw_u64(&w, "generation", i->generation);
 	jw_u64(&w, "mode", i->mode);
 	jw_u64(&w, "nlink", i->nlink);

@@ -67,8 +67,9 @@ static int xattr_digest(void *ctx, const uint8_t *name, size_t nlen, const uint8
 	digest_hex("sha256", value, vlen, hex);
 	/* the name is the key: write it through the escaper */
 	jw_strn(w, NULL, name, nlen);
-	fputc(':', w->out);
-	fprintf(w->out, "\"%s\"", hex);
+	jw_raw(w, ":\"", 2);
+	jw_raw(w, hex, 64);
+	jw_raw(w, "\"", 1);
 	return 0;
 }
 

@@ -1,10 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 #include "json.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-/* Output is hot (millions of lines): unlocked stdio and no printf. */
-static void put_u64(FILE *out, uint64_t v)
+static void grow_slow(struct jw *w, size_t more)
+{
+	size_t cap = w->cap ? w->cap : 512;
+	while (cap < w->len + more)
+		cap *= 2;
+	char *b = realloc(w->buf, cap);
+	if (!b) {
+		fputs("btrfsimg: out of memory formatting output\n", stderr);
+		exit(2);
+	}
+	w->buf = b;
+	w->cap = cap;
+}
+
+static inline void grow(struct jw *w, size_t more)
+{
+	if (__builtin_expect(w->len + more > w->cap, 0))
+		grow_slow(w, more);
+}
+
+void jw_raw(struct jw *w, const char *s, size_t n)
+{
+	grow(w, n);
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+}
+
+static void put_c(struct jw *w, char c)
+{
+	grow(w, 1);
+	w->buf[w->len++] = c;
+}
+
+static void put_u64(struct jw *w, uint64_t v)
 {
 	char b[24];
 	int i = sizeof(b);
@@ -12,23 +45,23 @@ static void put_u64(FILE *out, uint64_t v)
 		b[--i] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	fwrite_unlocked(b + i, 1, sizeof(b) - (size_t)i, out);
+	jw_raw(w, b + i, sizeof(b) - (size_t)i);
 }
 
-static void put_i64(FILE *out, int64_t v)
+static void put_i64(struct jw *w, int64_t v)
 {
 	if (v < 0) {
-		putc_unlocked('-', out);
-		put_u64(out, (uint64_t)0 - (uint64_t)v);
+		put_c(w, '-');
+		put_u64(w, (uint64_t)0 - (uint64_t)v);
 	} else {
-		put_u64(out, (uint64_t)v);
+		put_u64(w, (uint64_t)v);
 	}
 }
 
 static void sep(struct jw *w)
 {
 	if (w->need_comma)
-		putc_unlocked(',', w->out);
+		put_c(w, ',');
 	w->need_comma = true;
 }
 
@@ -36,23 +69,25 @@ static void key(struct jw *w, const char *k)
 {
 	sep(w);
 	if (k) {
-		putc_unlocked('"', w->out);
-		fputs_unlocked(k, w->out); /* keys are our own ASCII names */
-		fputs_unlocked("\":", w->out);
+		put_c(w, '"');
+		jw_raw(w, k, strlen(k)); /* keys are our own ASCII names */
+		jw_raw(w, "\":", 2);
 	}
 }
 
 void jw_begin(struct jw *w, FILE *out)
 {
-	w->out = out;
-	w->need_comma = false;
-	fputc('{', out);
+	*w = (struct jw){ .out = out };
+	grow(w, 1024); /* most lines fit: one allocation per line */
+	put_c(w, '{');
 }
 
 void jw_end(struct jw *w)
 {
-	fputs("}\n", w->out);
-	w->need_comma = false;
+	jw_raw(w, "}\n", 2);
+	fwrite_unlocked(w->buf, 1, w->len, w->out);
+	free(w->buf);
+	*w = (struct jw){ .out = w->out };
 }
 
 void jw_key(struct jw *w, const char *k)
@@ -63,51 +98,51 @@ void jw_key(struct jw *w, const char *k)
 void jw_open_obj(struct jw *w, const char *k)
 {
 	key(w, k);
-	fputc('{', w->out);
+	put_c(w, '{');
 	w->need_comma = false;
 }
 
 void jw_close_obj(struct jw *w)
 {
-	fputc('}', w->out);
+	put_c(w, '}');
 	w->need_comma = true;
 }
 
 void jw_open_arr(struct jw *w, const char *k)
 {
 	key(w, k);
-	fputc('[', w->out);
+	put_c(w, '[');
 	w->need_comma = false;
 }
 
 void jw_close_arr(struct jw *w)
 {
-	fputc(']', w->out);
+	put_c(w, ']');
 	w->need_comma = true;
 }
 
 void jw_u64(struct jw *w, const char *k, uint64_t v)
 {
 	key(w, k);
-	put_u64(w->out, v);
+	put_u64(w, v);
 }
 
 void jw_i64(struct jw *w, const char *k, int64_t v)
 {
 	key(w, k);
-	put_i64(w->out, v);
+	put_i64(w, v);
 }
 
 void jw_bool(struct jw *w, const char *k, bool v)
 {
 	key(w, k);
-	fputs(v ? "true" : "false", w->out);
+	v ? jw_raw(w, "true", 4) : jw_raw(w, "false", 5);
 }
 
 void jw_null(struct jw *w, const char *k)
 {
 	key(w, k);
-	fputs("null", w->out);
+	jw_raw(w, "null", 4);
 }
 
 void jw_str(struct jw *w, const char *k, const char *s)
@@ -122,9 +157,9 @@ void jw_str(struct jw *w, const char *k, const char *s)
 void jw_strn(struct jw *w, const char *k, const void *s, size_t n)
 {
 	key(w, k);
-	putc_unlocked('"', w->out);
-	jw_escape(w->out, s, n);
-	putc_unlocked('"', w->out);
+	put_c(w, '"');
+	jw_escape(w, s, n);
+	put_c(w, '"');
 }
 
 void jw_uuid(struct jw *w, const char *k, const uint8_t u[16], bool null_if_zero)
@@ -137,20 +172,22 @@ void jw_uuid(struct jw *w, const char *k, const uint8_t u[16], bool null_if_zero
 		return;
 	}
 	key(w, k);
-	fprintf(w->out,
-		"\"%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\"", u[0],
-		u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-		u[14], u[15]);
+	char b[40];
+	snprintf(b, sizeof(b),
+		 "\"%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\"", u[0],
+		 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+	jw_raw(w, b, 38);
 }
 
 void jw_time(struct jw *w, const char *k, int64_t sec, uint32_t nsec)
 {
 	key(w, k);
-	putc_unlocked('[', w->out);
-	put_i64(w->out, sec);
-	putc_unlocked(',', w->out);
-	put_u64(w->out, nsec);
-	putc_unlocked(']', w->out);
+	put_c(w, '[');
+	put_i64(w, sec);
+	put_c(w, ',');
+	put_u64(w, nsec);
+	put_c(w, ']');
 }
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
@@ -192,42 +229,45 @@ static bool plain(uint8_t c)
 	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
 
-void jw_escape(FILE *out, const uint8_t *s, size_t n)
+void jw_escape(struct jw *w, const uint8_t *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {
 		size_t run = 0;
 		while (i + run < n && plain(s[i + run]))
 			run++;
 		if (run) {
-			fwrite_unlocked(s + i, 1, run, out);
+			jw_raw(w, (const char *)s + i, run);
 			i += run;
 			continue;
 		}
 		uint8_t c = s[i];
 		size_t len = utf8_len(s + i, n - i);
 		if (len == 0) {
-			fprintf(out, "\\udc%02x", c);
+			{ char e[8]; snprintf(e, sizeof(e), "\\udc%02x", c); jw_raw(w, e, 6); }
 			i++;
 			continue;
 		}
 		if (len > 1) {
-			fwrite(s + i, 1, len, out);
+			jw_raw(w, (const char *)s + i, len);
 			i += len;
 			continue;
 		}
 		switch (c) {
-		case '"': fputs("\\\"", out); break;
-		case '\\': fputs("\\\\", out); break;
-		case '\n': fputs("\\n", out); break;
-		case '\r': fputs("\\r", out); break;
-		case '\t': fputs("\\t", out); break;
-		case '\b': fputs("\\b", out); break;
-		case '\f': fputs("\\f", out); break;
+		case '"': jw_raw(w, "\\\"", 2); break;
+		case '\\': jw_raw(w, "\\\\", 2); break;
+		case '\n': jw_raw(w, "\\n", 2); break;
+		case '\r': jw_raw(w, "\\r", 2); break;
+		case '\t': jw_raw(w, "\\t", 2); break;
+		case '\b': jw_raw(w, "\\b", 2); break;
+		case '\f': jw_raw(w, "\\f", 2); break;
 		default:
-			if (c < 0x20 || c == 0x7f)
-				fprintf(out, "\\u%04x", c);
-			else
-				fputc(c, out);
+			if (c < 0x20 || c == 0x7f) {
+				char e[8];
+				snprintf(e, sizeof(e), "\\u%04x", c);
+				jw_raw(w, e, 6);
+			} else {
+				put_c(w, (char)c);
+			}
 		}
 		i++;
 	}
