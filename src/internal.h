@@ -187,50 +187,121 @@ struct bi_stripe {
 	uint8_t dev_uuid[16];
 };
 
+/* A checked chunk. sub_stripes is the kernel's value for the profile (2
+ * for RAID10, else 1), not the on-disk field, which old mkfs left at 0. */
 struct bi_chunk {
 	uint64_t logical, length, type, stripe_len;
 	uint16_t num_stripes, sub_stripes;
 	struct bi_stripe stripes[];
 };
 
-/* Decode and check one chunk item at @logical. On success *out is a new
- * chunk (free()). @sectorsize is for alignment checks. */
+/* Decode and check one chunk item at @logical with the kernel's
+ * tree-checker rules (btrfs_check_chunk_valid): item size exactly 48 + 32
+ * per stripe, num_stripes >= 1 and valid for the profile (single 1, dup 2,
+ * raid1 2, raid1c3 3, raid1c4 4, raid0 >= 1, raid10 >= 2 with sub_stripes
+ * 2, raid5 >= 2, raid6 >= 3), at most one profile bit, at least one of
+ * data/system/metadata and no unknown bit, system not mixed with the
+ * others, stripe_len 64 KiB, the item's sector_size == @sectorsize, start
+ * and length @sectorsize-aligned, length nonzero and below 2^32 stripes,
+ * no overflow. Also: no stripe's device range overflows. Data+metadata
+ * (mixed) is left to the caller, which knows the feature flags. On success
+ * *out is a new chunk (free()). Returns 0, -EUCLEAN with @why set ("chunk
+ * at logical L: <check>, have X expect Y"), -ENOMEM, or -EINVAL for a
+ * @sectorsize that is not a power of two. */
 int bi_chunk_parse(const uint8_t *item, size_t len, uint64_t logical, uint32_t sectorsize,
 		   struct bi_chunk **out, char *why, size_t whylen);
 
+/* Bytes each stripe covers on its device: the length for mirrored
+ * profiles, else the whole rows the chunk spans times stripe_len. Every
+ * physical address the chunk maps to stripe i lies in
+ * [stripes[i].offset, stripes[i].offset + span); the sum never overflows. */
+uint64_t bi_chunk_stripe_span(const struct bi_chunk *c);
+
 struct bi_chunk_map *bi_chunk_map_new(void);
 void bi_chunk_map_free(struct bi_chunk_map *m);
-/* Take ownership of @c. An overlap with another chunk is -EUCLEAN. An
- * identical chunk (same start, length) is dropped silently (the sys array
- * and the chunk tree repeat each other). */
+/* Take ownership of @c (freed on every path but a successful insert).
+ * An overlap with another chunk is -EUCLEAN with @why set. A chunk with
+ * the same start and length as one already present is dropped: 0 if it
+ * is identical (the sys array and the chunk tree repeat each other), 1 if
+ * it differs (the first one is kept, as the kernel keeps the sys array's). */
 int bi_chunk_map_insert(struct bi_chunk_map *m, struct bi_chunk *c, char *why, size_t whylen);
+/* The chunk holding @logical, or NULL. Borrowed from the map. O(log n). */
 const struct bi_chunk *bi_chunk_lookup(const struct bi_chunk_map *m, uint64_t logical);
 size_t bi_chunk_map_count(const struct bi_chunk_map *m);
 const struct bi_chunk *bi_chunk_map_at(const struct bi_chunk_map *m, size_t i);
+/* Chunks found degraded (some stripe's device missing) while loading. */
+uint64_t bi_chunk_map_degraded(const struct bi_chunk_map *m);
 
 /* Where one piece of a logical read lands. */
 struct bi_phys {
 	uint64_t devid;
 	uint64_t physical;
-	uint64_t len;		/* bytes usable before the stripe ends */
+	uint64_t len;		/* bytes usable before the stripe (or chunk) ends */
+	uint32_t stripe;	/* index into chunk->stripes */
 };
-/* Map @logical inside @c for copy @copy (0-based) of a mirrored profile.
- * For RAID5/6 copy 0 is the data stripe itself. Pure arithmetic. */
+/* Map @logical inside @c for mirror @copy (0-based, below the profile's
+ * mirror count: num_stripes for dup and raid1 to raid1c4, 2 for raid10,
+ * else 1). RAID5/6 take copy 0 only: the data stripe itself. Pure
+ * arithmetic; -EINVAL outside the chunk or for a bad copy. */
 int bi_chunk_map_phys(const struct bi_chunk *c, uint64_t logical, int copy,
 		      struct bi_phys *out);
-/* How many ways there are to read @logical: copies for mirrored profiles;
- * for RAID5 2 (direct, rebuilt from P); RAID6 3 (direct, from P, from Q). */
+/* RAID5/6: position @pos (0..d-1 the data stripes in logical order, d P,
+ * d+1 Q) of the full stripe holding @logical, at the same offset inside
+ * the stripe. -EINVAL for other profiles or a bad position. */
+int bi_chunk_map_row(const struct bi_chunk *c, uint64_t logical, uint32_t pos,
+		     struct bi_phys *out);
+/* How many ways there are to read a block of @c, as the kernel counts
+ * them (btrfs_num_copies): the mirror count for dup, raid1 to raid1c4 and
+ * raid10; raid5 2 (direct, rebuilt from P); raid6 num_stripes (direct,
+ * from P, from Q, then from P and Q with one more data stripe distrusted,
+ * each in turn); else 1. */
 int bi_chunk_num_copies(const struct bi_chunk *c);
 
 /* Parse the superblock's sys_chunk_array into fs->chunks. */
 int bi_chunk_load_sys_array(struct btrfsimg_fs *fs);
-/* Walk the chunk tree and add every chunk. Needs tree.c. */
+/* Walk the chunk tree and add every chunk, then report (as damage) every
+ * chunk with a stripe on a missing device, saying whether it can still be
+ * read whole. A stripe's device is present when a member device has its
+ * devid and dev_uuid (as the kernel's btrfs_find_device). */
 int bi_chunk_load_tree(struct btrfsimg_fs *fs);
-/* Read @len bytes at @logical using way @copy (see bi_chunk_num_copies),
- * crossing stripe and chunk boundaries as needed. */
+/* Read @len bytes at @logical using way @copy (0 <= copy <
+ * bi_num_copies(logical), else -EINVAL), crossing stripe and chunk
+ * boundaries (a later chunk with fewer ways uses copy modulo its count).
+ * Mirrors: copy k reads mirror k (-EIO if its device is missing).
+ * RAID5/6: see bi_chunk_num_copies; copy 0 rebuilds when the data device
+ * is missing, and every rebuild also works around missing devices while
+ * at most 1 (raid5) or 2 (raid6) stripes of the row are lost. Memory: two
+ * or three buffers of at most stripe_len, whatever the stripe count. */
 int bi_read_copy(struct btrfsimg_fs *fs, uint64_t logical, void *buf, size_t len, int copy);
 /* Number of ways to read @logical (1 if unmapped: the read will fail). */
 int bi_num_copies(struct btrfsimg_fs *fs, uint64_t logical);
+
+/* raid.c: rebuilding one data block of a RAID5/6 row (pure; see raid.c).
+ * Positions: 0..ndata-1 data in logical order, ndata P, ndata+1 Q. */
+struct bi_raid_plan {
+	uint32_t ndata, nparity, x, y;	/* x: the block to rebuild; y: a second
+					   lost data block or UINT32_MAX */
+	bool use_p, use_q;
+};
+/* Plan the rebuild of data block @x when the positions in @lost (x among
+ * them; duplicates allowed) cannot be used. -EINVAL if that is impossible
+ * (more lost than @nparity, or two data blocks sharing a Q coefficient). */
+int bi_raid_plan(struct bi_raid_plan *p, uint32_t ndata, uint32_t nparity, uint32_t x,
+		 const uint32_t *lost, uint32_t nlost);
+/* Whether the plan needs the block at @pos. */
+bool bi_raid_uses(const struct bi_raid_plan *p, uint32_t pos);
+/* Fold the block at @pos (one the plan uses) into @pacc / @qacc (@len
+ * bytes each, zeroed before the first fold; @qacc only read if use_q). */
+void bi_raid_fold(const struct bi_raid_plan *p, uint32_t pos, const uint8_t *blk, uint8_t *pacc,
+		  uint8_t *qacc, size_t len);
+/* Write data block x into @out (which may be @pacc) once every used block
+ * was folded. Clobbers the accumulators. */
+void bi_raid_solve(const struct bi_raid_plan *p, uint8_t *pacc, uint8_t *qacc, size_t len,
+		   uint8_t *out);
+/* The same over in-memory blocks @blk[pos] (NULL where absent; every block
+ * the plan uses must be there, else -EINVAL). 0, -EINVAL or -ENOMEM. */
+int bi_raid_rebuild(const uint8_t *const *blk, uint32_t ndata, uint32_t nparity, uint32_t x,
+		    const uint32_t *lost, uint32_t nlost, size_t len, uint8_t *out);
 
 /* ================= tree.c: verified tree blocks ================= */
 
@@ -545,5 +616,75 @@ int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t obje
  * kernel's fixup_tree_root_location rule for subvolume entries). */
 int bi_dir_resolve(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 		   struct btrfsimg_dirent *e);
+
+/* ================= logtree.c: log tree replay, in memory ================= */
+
+/*
+ * Replay the log tree (superblock log_root != 0: a crash after fsync) into
+ * overlays on fs->overlays, so every reader sees what the kernel shows
+ * after mounting. Nothing is written. Does nothing with
+ * BTRFSIMG_OPEN_NO_LOG_REPLAY or log_root 0. A log the kernel could not
+ * replay either (corrupt, or an operation the kernel would abort on) is
+ * reported as damage and the last committed state is shown; returns a
+ * negative errno only for -ENOMEM. Call once, at the end of the open
+ * sequence, before any overlay exists.
+ */
+int bi_log_replay(struct btrfsimg_fs *fs);
+
+/* A read-only sorted item source: a tree, or (tests, fuzzing) an array.
+ * first/last give the first/last item with min <= key <= max: 1 with *key,
+ * *data (malloc'd copy, caller frees; never NULL) and *size set, 0 if none,
+ * or a negative errno (message in the source's own way). */
+struct bi_lr_src {
+	int (*first)(void *ctx, const bi_key *min, const bi_key *max, bi_key *key,
+		     uint8_t **data, uint32_t *size);
+	int (*last)(void *ctx, const bi_key *min, const bi_key *max, bi_key *key,
+		    uint8_t **data, uint32_t *size);
+	void *ctx;
+};
+
+/* One item of an in-memory item array (data borrowed). */
+struct bi_lr_item {
+	bi_key key;
+	const uint8_t *data;
+	uint32_t size;
+};
+
+/* An array source: @items sorted by key, keys unique (not checked here). */
+struct bi_lr_array {
+	const struct bi_lr_item *items;
+	size_t n;
+};
+void bi_lr_src_array(struct bi_lr_src *src, struct bi_lr_array *arr);
+
+/* The log tree of one subvolume, and that subvolume's fs tree. */
+struct bi_lr_log {
+	uint64_t root;			/* subvolume id (the log ROOT_ITEM's offset) */
+	const struct bi_lr_item *items;	/* the log tree's items, sorted, unique */
+	size_t n;
+	struct bi_lr_src base;		/* its fs tree; first == NULL: no such
+					   subvolume, the log is skipped as the
+					   kernel skips it */
+};
+
+struct bi_lr_params {
+	uint64_t transid;		/* the replay transaction: generation + 1 */
+	uint32_t sectorsize, nodesize, csum_size;
+	bool no_holes, extended_iref;	/* incompat NO_HOLES, EXTENDED_IREF */
+	uint64_t max_bytes;		/* overlay memory limit (0: 256 MiB) */
+	uint64_t max_steps;		/* item lookups/updates limit (0: 2^27) */
+};
+
+/* The pure replay: apply @logs (any order; replayed in the kernel's order)
+ * to their fs trees and to the csum tree @csum. On success *out is a list
+ * of overlays (one per changed fs tree, plus root 7 for the csum tree) that
+ * the caller owns (free with bi_lr_overlays_free, or hang on fs->overlays).
+ * Errors: -EUCLEAN (a corrupt log or tree, or an operation the kernel's
+ * replay would abort on), -ENOMEM (allocation failed or max_bytes
+ * exceeded), -E2BIG (max_steps exceeded), -EINVAL (bad params), or a
+ * source's error; @why says what and where. */
+int bi_lr_replay(const struct bi_lr_params *p, const struct bi_lr_log *logs, size_t nlogs,
+		 const struct bi_lr_src *csum, struct bi_overlay **out, char *why, size_t whylen);
+void bi_lr_overlays_free(struct bi_overlay *list);
 
 #endif
