@@ -291,16 +291,36 @@ struct btrfsimg_inode {
 	uint64_t transid;
 	uint64_t size;
 	uint64_t nbytes;
-	uint64_t rdev;			/**< encoded as the kernel stores it (new_encode_dev) */
+	uint64_t rdev;			/**< as stored: the kernel's internal dev_t,
+					     major << 20 | minor (chr 1:3 is 0x100003) */
 	uint64_t flags;
 	uint64_t sequence;
 	uint32_t nlink, uid, gid, mode;
 	struct btrfsimg_timespec atime, mtime, ctime, otime;
 };
 
-/** Read one inode. -ENOENT if the tree has no INODE_ITEM for it. */
+/**
+ * Read one inode. -ENOENT if the tree has no INODE_ITEM for it, which is
+ * always the case for objectid 2: the stub directory (BTRFSIMG_TARGET_STUB)
+ * exists only in the kernel's memory; use btrfsimg_stub_inode() for it.
+ * -EUCLEAN if the item fails the kernel's checks (size 160, valid mode and
+ * file type, directory nlink <= 1, known flags, generation and transid <=
+ * superblock generation + 1).
+ */
 BTRFSIMG_API int btrfsimg_inode_get(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				    struct btrfsimg_inode *out);
+
+/**
+ * The inode the kernel builds for a stub directory (objectid 2) reached
+ * from directory @p parent_dir of @p subvol (new_simple_dir): mode
+ * S_IFDIR|0755, nlink 1, size 0, generation 0, uid, gid and atime of the
+ * parent, subvol = @p subvol, every other field 0. The kernel reports the
+ * time of the lookup as mtime and ctime and no btime; those are not
+ * reproducible and are left 0 here. -ENOTDIR if @p parent_dir is not a
+ * directory.
+ */
+BTRFSIMG_API int btrfsimg_stub_inode(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent_dir,
+				     struct btrfsimg_inode *out);
 
 /** One inode with one of its paths, as btrfsimg_inodes() reports it. */
 struct btrfsimg_inode_entry {
@@ -332,11 +352,19 @@ enum btrfsimg_target_kind {
 					     the kernel shows an empty directory, ino 2 */
 };
 
-/** One directory entry (DIR_INDEX), as readdir sees it. */
+/** One directory entry (DIR_INDEX), as readdir sees it. Where an entry
+ *  leads: an INODE_ITEM location is (same subvolume, objectid). A ROOT_ITEM
+ *  location is the child's root directory (child, root_dirid = 256) only if
+ *  the root tree has ROOT_REF (subvol, 156, child) whose dirid is the
+ *  directory and whose name is the entry's, and the child's ROOT_ITEM
+ *  exists with refs > 0; otherwise (snapshots of subvolumes that held
+ *  nested ones, deleted children) it is a stub: (same subvolume, 2). */
 struct btrfsimg_dirent {
 	const uint8_t *name;		/**< borrowed: valid during the callback only */
 	size_t name_len;
-	uint64_t index;			/**< DIR_INDEX key offset (readdir order) */
+	uint64_t index;			/**< DIR_INDEX key offset (readdir order; getdents64's
+					     d_off of the previous entry). 0 from lookups:
+					     DIR_ITEM does not record it */
 	uint64_t location_objectid;	/**< readdir's d_ino today: the child subvolume id for
 					     subvolume entries */
 	uint8_t location_type;		/**< key type: 1 INODE_ITEM or 132 ROOT_ITEM */
@@ -354,35 +382,66 @@ struct btrfsimg_dirent {
  */
 typedef int (*btrfsimg_dirent_fn)(void *ctx, const struct btrfsimg_dirent *e);
 
-/** List directory @p dir of subvolume @p subvol. */
+/**
+ * List directory @p dir of subvolume @p subvol as the kernel's readdir
+ * does: DIR_INDEX items from index 2 upwards, the first entry of each, "."
+ * and ".." not included. Targets are resolved from the DIR_INDEX location
+ * (the DIR_ITEM's on a consistent image). A stub directory (@p dir 2) is
+ * empty. -ENOTDIR if @p dir is not a directory; -EUCLEAN (listing stops)
+ * at an entry that fails the kernel's checks.
+ */
 BTRFSIMG_API int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 				  btrfsimg_dirent_fn fn, void *ctx);
 
 /**
  * Look a name up in a directory through its DIR_ITEM (name hash), as the
- * kernel's lookup does. *out's name points into @p name. -ENOENT if absent.
+ * kernel's lookup does; entries whose names share the hash are compared
+ * byte by byte. *out's name points into @p name; its index is 0. -ENOENT
+ * if absent (also for names over 255 bytes, "." and "..", and in a stub
+ * directory), -ENOTDIR if @p dir is not a directory, -EINVAL for an empty
+ * name.
  */
 BTRFSIMG_API int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 				 const void *name, size_t name_len, struct btrfsimg_dirent *out);
 
 /**
  * Resolve a '/'-separated path from the root directory of @p subvol
- * (crossing into subvolumes as the kernel does). "" is that root.
+ * (crossing into subvolumes as the kernel does). Empty components and "."
+ * are skipped; ".." goes back to the directory the walk came from (the
+ * kernel's dcache parent: out of a subvolume root into the directory
+ * holding it, out of a stub into its parent) and stays put at the start
+ * root, like "/.." does. Symlinks are not followed. "" (or "/") is the
+ * start root: name "" (length 0), location (256, INODE_ITEM), FT_DIR, kind
+ * INODE, target (@p subvol, 256). Otherwise *out describes the last
+ * component as btrfsimg_lookup() does, its name pointing into @p path.
+ * -ENOENT if a component is missing, -ENOTDIR if a non-directory is
+ * walked through (or a trailing '/' follows one).
  */
 BTRFSIMG_API int btrfsimg_path_lookup(btrfsimg_fs *fs, uint64_t subvol, const char *path,
 				      struct btrfsimg_dirent *out);
 
-/** Symlink target: *out is malloc'd (caller frees), *len its length. */
+/**
+ * Symlink target, as readlink(2) shows it: the first i_size bytes of the
+ * file (an inline extent, decompressed if need be), at most 4095 (PAGE_SIZE
+ * - 1, where the kernel cuts). *out is malloc'd with a NUL after the *len
+ * bytes (caller frees). -EINVAL if the inode is not a symlink.
+ */
 BTRFSIMG_API int btrfsimg_readlink(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				   uint8_t **out, size_t *len);
 
-/** Called for each xattr; buffers are borrowed for the call. */
+/** Called for each xattr; buffers are borrowed for the call. Every
+ *  xattr of the inode in listxattr(2) order (XATTR_ITEM key order, then
+ *  entry order inside an item: names sharing a hash share an item), every
+ *  namespace included. -ENOENT if the inode does not exist. */
 typedef int (*btrfsimg_xattr_fn)(void *ctx, const uint8_t *name, size_t name_len,
 				 const uint8_t *value, size_t value_len);
 BTRFSIMG_API int btrfsimg_xattrs(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				 btrfsimg_xattr_fn fn, void *ctx);
 
-/** Called for each name of an inode (INODE_REF and INODE_EXTREF). */
+/** Called for each name of an inode: INODE_REF entries (ascending parent
+ *  directory), then INODE_EXTREF entries (ascending hash), each item's
+ *  entries in order. A subvolume's root directory (256) has one stored
+ *  name: "..", parent 256, index 0. -ENOENT if the inode does not exist. */
 typedef int (*btrfsimg_name_fn)(void *ctx, uint64_t parent_dir, uint64_t index,
 				const uint8_t *name, size_t name_len);
 BTRFSIMG_API int btrfsimg_inode_names(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
@@ -403,7 +462,10 @@ BTRFSIMG_API int btrfsimg_file_read(btrfsimg_fs *fs, uint64_t subvol, uint64_t o
  * false: type 0x4d, 20 bytes. With true (AT_HANDLE_CONNECTABLE): the
  * parent directory is encoded for non-directories (type 0x1004e, 32 bytes)
  * and directories get type 0x1004d | 0x20000 (FILEID_IS_DIR) as Linux
- * 6.18 does. @p parent_* are ignored for directories. Returns the length.
+ * 6.18 does. @p parent_* are ignored for directories. A parent in another
+ * subvolume gives type 0x1004f and 40 bytes (btrfs_encode_fh; not reachable
+ * through name_to_handle_at). A stub (objectid 2) encodes root = @p subvol
+ * and generation 0. Returns the length.
  */
 BTRFSIMG_API int btrfsimg_file_handle(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				      uint64_t parent_subvol, uint64_t parent_objectid,

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inodes: INODE_ITEM (key (ino, 1, 0), 160 bytes), their names
+ * (INODE_REF (ino, 12, parent dir) and INODE_EXTREF (ino, 13, hash)),
+ * xattrs (XATTR_ITEM (ino, 24, name hash), dir-item layout), symlink
+ * targets, the kernel's in-memory stub directory and file handles.
+ *
+ * Every item is checked as the kernel's tree-checker checks it before a
+ * field is used; names are 1..255 bytes. A name or value handed to a
+ * caller always lies inside the item it came from.
+ *
+ * INODE_REF item, several entries back to back:
+ *   +0 index u64 | +8 name_len u16 | +10 name ...  | next entry ...
+ * INODE_EXTREF item, several entries back to back (hash collisions):
+ *   +0 parent u64 | +8 index u64 | +16 name_len u16 | +18 name ... | next
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+typedef unsigned long long ull;
+
+#define SYMLINK_MAX 4095	/* the kernel's page_get_link keeps PAGE_SIZE - 1 bytes */
+
+/* File handle types (include/linux/exportfs.h) and flags name_to_handle_at
+ * ORs in (FILEID_IS_CONNECTABLE, FILEID_IS_DIR). */
+#define FH_WITHOUT_PARENT 0x4d
+#define FH_WITH_PARENT 0x4e
+#define FH_WITH_PARENT_ROOT 0x4f
+#define FH_IS_CONNECTABLE 0x10000u
+#define FH_IS_DIR 0x20000u
+
+static int fail(char *why, size_t whylen, const char *fmt, ...) BI_PRINTF(3, 4);
+static int fail(char *why, size_t whylen, const char *fmt, ...)
+{
+	if (why && whylen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return -EUCLEAN;
+}
+
+/* ---------------------------------------------------------- pure parsers */
+
+static void read_time(const uint8_t *p, struct btrfsimg_timespec *t)
+{
+	t->sec = (int64_t)bi_le64(p);
+	t->nsec = bi_le32(p + 8);
+}
+
+static bool valid_file_type(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFSOCK: case S_IFLNK: case S_IFREG: case S_IFBLK:
+	case S_IFDIR: case S_IFCHR: case S_IFIFO:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void inode_fields(const uint8_t *d, struct btrfsimg_inode *o)
+{
+	o->generation = bi_le64(d + INODE_GENERATION);
+	o->transid = bi_le64(d + INODE_TRANSID);
+	o->size = bi_le64(d + INODE_SIZE_OFF);
+	o->nbytes = bi_le64(d + INODE_NBYTES);
+	o->nlink = bi_le32(d + INODE_NLINK);
+	o->uid = bi_le32(d + INODE_UID);
+	o->gid = bi_le32(d + INODE_GID);
+	o->mode = bi_le32(d + INODE_MODE);
+	o->rdev = bi_le64(d + INODE_RDEV);
+	o->flags = bi_le64(d + INODE_FLAGS);
+	o->sequence = bi_le64(d + INODE_SEQUENCE);
+	read_time(d + INODE_ATIME, &o->atime);
+	read_time(d + INODE_CTIME, &o->ctime);
+	read_time(d + INODE_MTIME, &o->mtime);
+	read_time(d + INODE_OTIME, &o->otime);
+}
+
+int bi_inode_parse(const uint8_t *item, uint32_t size, uint64_t subvol, uint64_t objectid,
+		   uint64_t max_gen, struct btrfsimg_inode *out, char *why, size_t whylen)
+{
+	if (!item || size != INODE_ITEM_SIZE)
+		return fail(why, whylen, "invalid inode item size, have %u expect %u", size,
+			    INODE_ITEM_SIZE);
+	struct btrfsimg_inode o = { .subvol = subvol, .objectid = objectid };
+	inode_fields(item, &o);
+	if (max_gen && o.generation > max_gen)
+		return fail(why, whylen, "invalid inode generation, have %llu expect <= %llu",
+			    (ull)o.generation, (ull)max_gen);
+	if (max_gen && o.transid > max_gen)
+		return fail(why, whylen, "invalid inode transid, have %llu expect <= %llu",
+			    (ull)o.transid, (ull)max_gen);
+	if (o.mode & ~(uint32_t)(S_IFMT | 07777))
+		return fail(why, whylen, "unknown mode bits, have 0%o expect none outside 0%o",
+			    o.mode, (unsigned)(S_IFMT | 07777));
+	if (!valid_file_type(o.mode))
+		return fail(why, whylen, "invalid file type in mode, have 0%o", o.mode & S_IFMT);
+	if (S_ISDIR(o.mode) && o.nlink > 1)
+		return fail(why, whylen, "invalid nlink for a directory, have %u expect <= 1",
+			    o.nlink);
+	if ((o.flags & 0xffffffffull) & ~BI_INODE_FLAG_MASK)
+		return fail(why, whylen, "unknown inode flags, have 0x%llx expect mask 0x%llx",
+			    (ull)(o.flags & 0xffffffffull), (ull)BI_INODE_FLAG_MASK);
+	*out = o;
+	return 0;
+}
+
+/* Shared walk of INODE_REF / INODE_EXTREF entries of @hdr header bytes with
+ * the name length at @nlen_off: header fits, name length valid, name fits. */
+static int ref_next(const uint8_t *item, uint32_t size, uint32_t *pos, uint32_t hdr,
+		    uint32_t nlen_off, const char *kind, const uint8_t **entry, uint16_t *nlen,
+		    char *why, size_t whylen)
+{
+	if (*pos >= size)
+		return 0;
+	if (!bi_fits(size, *pos, hdr))
+		return fail(why, whylen, "%s header crosses item boundary, have %llu expect <= %u",
+			    kind, (ull)*pos + hdr, size);
+	const uint8_t *p = item + *pos;
+	uint16_t n = bi_le16(p + nlen_off);
+	if (n == 0 || n > BI_NAME_MAX)
+		return fail(why, whylen, "invalid %s name length, have %u expect 1..%u", kind, n,
+			    BI_NAME_MAX);
+	if (!bi_fits(size, (size_t)*pos + hdr, n))
+		return fail(why, whylen, "%s name crosses item boundary, have %llu expect <= %u",
+			    kind, (ull)*pos + hdr + n, size);
+	*entry = p;
+	*nlen = n;
+	*pos += hdr + n;
+	return 1;
+}
+
+int bi_iref_next(const uint8_t *item, uint32_t size, uint64_t key_offset, uint32_t *pos,
+		 struct bi_ref_entry *e, char *why, size_t whylen)
+{
+	if (*pos == 0 && size <= IREF_SIZE)
+		return fail(why, whylen, "invalid inode ref item size, have %u expect > %u", size,
+			    IREF_SIZE);
+	const uint8_t *p;
+	uint16_t n;
+	int rc = ref_next(item, size, pos, IREF_SIZE, IREF_NAME_LEN, "inode ref", &p, &n, why,
+			  whylen);
+	if (rc <= 0)
+		return rc;
+	e->parent = key_offset;
+	e->index = bi_le64(p + IREF_INDEX);
+	e->name_len = n;
+	e->name = p + IREF_SIZE;
+	return 1;
+}
+
+int bi_extref_next(const uint8_t *item, uint32_t size, uint32_t *pos, struct bi_ref_entry *e,
+		   char *why, size_t whylen)
+{
+	const uint8_t *p;
+	uint16_t n;
+	int rc = ref_next(item, size, pos, EXTREF_SIZE, EXTREF_NAME_LEN, "inode extref", &p, &n,
+			  why, whylen);
+	if (rc <= 0)
+		return rc;
+	e->parent = bi_le64(p + EXTREF_PARENT);
+	e->index = bi_le64(p + EXTREF_INDEX);
+	e->name_len = n;
+	e->name = p + EXTREF_SIZE;
+	return 1;
+}
+
+int bi_root_ref_parse(const uint8_t *item, uint32_t size, struct bi_root_ref *out, char *why,
+		      size_t whylen)
+{
+	if (!item || size < RR_SIZE)
+		return fail(why, whylen, "invalid root ref item size, have %u expect >= %u", size,
+			    RR_SIZE);
+	uint16_t n = bi_le16(item + RR_NAME_LEN);
+	if (!bi_fits(size, RR_SIZE, n))
+		return fail(why, whylen, "root ref name crosses item boundary, have %u expect <= %u",
+			    RR_SIZE + n, size);
+	out->dirid = bi_le64(item + RR_DIRID);
+	out->sequence = bi_le64(item + RR_SEQUENCE);
+	out->name_len = n;
+	out->name = item + RR_SIZE;
+	return 0;
+}
+
+/* ------------------------------------------------------------- inodes */
+
+static int check_open(struct btrfsimg_fs *fs, const char *fn)
+{
+	if (!fs->opened)
+		return bi_err(fs, -EINVAL, "%s: filesystem not open", fn);
+	return 0;
+}
+
+int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t objectid,
+		  struct btrfsimg_inode *out)
+{
+	bi_key k = { objectid, KT_INODE_ITEM, 0 };
+	struct bi_iter it;
+	struct bi_item item;
+	char why[192];
+	int rc = bi_iter_start(fs, &it, r, &k, &k);
+	if (rc == 0)
+		rc = bi_iter_next(&it, &item);
+	if (rc == 0)
+		rc = bi_err(fs, -ENOENT, "no inode %llu in subvolume %llu", (ull)objectid,
+			    (ull)r->id);
+	if (rc > 0) {
+		rc = bi_inode_parse(item.data, item.size, r->id, objectid,
+				    fs->sb.info.generation + 1, out, why, sizeof(why));
+		if (rc < 0)
+			rc = bi_err(fs, rc, "corrupt inode item: root=%llu block=%llu slot=%u, %s",
+				    (ull)r->id, (ull)item.block, item.slot, why);
+	}
+	bi_iter_end(&it);
+	return rc;
+}
+
+/* The root of @subvol, refusing objectid 2 (no INODE_ITEM exists for it). */
+static int inode_root(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+		      struct bi_root *r)
+{
+	if (objectid == OBJ_EMPTY_SUBVOL_DIR)
+		return bi_err(fs, -ENOENT,
+			      "subvolume %llu objectid 2 is the kernel's in-memory stub directory (no inode item); see btrfsimg_stub_inode()",
+			      (ull)subvol);
+	return bi_root_find(fs, subvol, r);
+}
+
+int btrfsimg_inode_get(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+		       struct btrfsimg_inode *out)
+{
+	if (!fs || !out)
+		return -EINVAL;
+	struct bi_root r;
+	int rc = check_open(fs, "btrfsimg_inode_get");
+	if (rc == 0)
+		rc = inode_root(fs, subvol, objectid, &r);
+	if (rc == 0)
+		rc = bi_inode_read(fs, &r, objectid, out);
+	return rc;
+}
+
+int btrfsimg_stub_inode(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent_dir,
+			struct btrfsimg_inode *out)
+{
+	if (!fs || !out)
+		return -EINVAL;
+	struct bi_root r;
+	struct btrfsimg_inode p;
+	int rc = check_open(fs, "btrfsimg_stub_inode");
+	if (rc == 0)
+		rc = inode_root(fs, subvol, parent_dir, &r);
+	if (rc == 0)
+		rc = bi_inode_read(fs, &r, parent_dir, &p);
+	if (rc == 0 && !S_ISDIR(p.mode))
+		rc = bi_err(fs, -ENOTDIR, "inode %llu of subvolume %llu is not a directory",
+			    (ull)parent_dir, (ull)subvol);
+	if (rc < 0)
+		return rc;
+	/* new_simple_dir(): only these come from disk (the parent's); mtime,
+	 * ctime and btime are the time of the lookup, left 0 here. */
+	memset(out, 0, sizeof(*out));
+	out->subvol = subvol;
+	out->objectid = OBJ_EMPTY_SUBVOL_DIR;
+	out->mode = S_IFDIR | 0755;
+	out->nlink = 1;
+	out->uid = p.uid;
+	out->gid = p.gid;
+	out->atime = p.atime;
+	return 0;
+}
+
+/* -------------------------------------------------------------- names */
+
+static int names_item(struct btrfsimg_fs *fs, const struct bi_item *it, uint64_t subvol,
+		      btrfsimg_name_fn fn, void *ctx, size_t *count)
+{
+	bool ext = it->key.type == KT_INODE_EXTREF;
+	struct bi_ref_entry e;
+	uint32_t pos = 0;
+	char why[192];
+	int rc;
+	for (;;) {
+		rc = ext ? bi_extref_next(it->data, it->size, &pos, &e, why, sizeof(why))
+			 : bi_iref_next(it->data, it->size, it->key.offset, &pos, &e, why,
+					sizeof(why));
+		if (rc <= 0)
+			break;
+		(*count)++;
+		if ((rc = fn(ctx, e.parent, e.index, e.name, e.name_len)) != 0)
+			return rc;
+	}
+	if (rc < 0)
+		return bi_err(fs, rc, "corrupt inode %s: root=%llu block=%llu slot=%u, %s",
+			      ext ? "extref" : "ref", (ull)subvol, (ull)it->block, it->slot, why);
+	return 0;
+}
+
+int btrfsimg_inode_names(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+			 btrfsimg_name_fn fn, void *ctx)
+{
+	if (!fs || !fn)
+		return -EINVAL;
+	struct bi_root r;
+	int rc = check_open(fs, "btrfsimg_inode_names");
+	if (rc == 0)
+		rc = inode_root(fs, subvol, objectid, &r);
+	if (rc < 0)
+		return rc;
+	bi_key min = { objectid, KT_INODE_REF, 0 }, max = { objectid, KT_INODE_EXTREF, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	size_t count = 0;
+	rc = bi_iter_start(fs, &it, &r, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0)
+		rc = names_item(fs, &item, subvol, fn, ctx, &count);
+	bi_iter_end(&it);
+	if (rc == 0 && count == 0) {
+		struct btrfsimg_inode ino; /* no names: say -ENOENT if no such inode */
+		rc = bi_inode_read(fs, &r, objectid, &ino);
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------- xattrs */
+
+static int xattr_item(struct btrfsimg_fs *fs, const struct bi_item *it, uint64_t subvol,
+		      btrfsimg_xattr_fn fn, void *ctx, size_t *count)
+{
+	char why[192];
+	struct bi_dir_entry e;
+	uint32_t pos = 0;
+	int rc = bi_dir_item_check(it->data, it->size, &it->key, why, sizeof(why));
+	if (rc < 0)
+		return bi_err(fs, rc, "corrupt xattr item: root=%llu block=%llu slot=%u, %s",
+			      (ull)subvol, (ull)it->block, it->slot, why);
+	/* bi_dir_item_check accepted every entry: the walk cannot fail. */
+	while (bi_dir_item_next(it->data, it->size, KT_XATTR_ITEM, &pos, &e, NULL, 0) > 0) {
+		(*count)++;
+		if ((rc = fn(ctx, e.name, e.name_len, e.data, e.data_len)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+int btrfsimg_xattrs(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, btrfsimg_xattr_fn fn,
+		    void *ctx)
+{
+	if (!fs || !fn)
+		return -EINVAL;
+	struct bi_root r;
+	int rc = check_open(fs, "btrfsimg_xattrs");
+	if (rc == 0)
+		rc = inode_root(fs, subvol, objectid, &r);
+	if (rc < 0)
+		return rc;
+	bi_key min = { objectid, KT_XATTR_ITEM, 0 }, max = { objectid, KT_XATTR_ITEM, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	size_t count = 0;
+	rc = bi_iter_start(fs, &it, &r, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0)
+		rc = xattr_item(fs, &item, subvol, fn, ctx, &count);
+	bi_iter_end(&it);
+	if (rc == 0 && count == 0) {
+		struct btrfsimg_inode ino; /* none: say -ENOENT if no such inode */
+		rc = bi_inode_read(fs, &r, objectid, &ino);
+	}
+	return rc;
+}
+
+/* ----------------------------------------------------------- symlinks */
+
+int btrfsimg_readlink(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint8_t **out,
+		      size_t *len)
+{
+	if (!fs || !out || !len)
+		return -EINVAL;
+	*out = NULL;
+	*len = 0;
+	struct bi_root r;
+	struct btrfsimg_inode ino;
+	int rc = check_open(fs, "btrfsimg_readlink");
+	if (rc == 0)
+		rc = inode_root(fs, subvol, objectid, &r);
+	if (rc == 0)
+		rc = bi_inode_read(fs, &r, objectid, &ino);
+	if (rc == 0 && !S_ISLNK(ino.mode))
+		rc = bi_err(fs, -EINVAL, "inode %llu of subvolume %llu is not a symlink (mode 0%o)",
+			    (ull)objectid, (ull)subvol, ino.mode);
+	if (rc < 0)
+		return rc;
+	/* The target is the file's first i_size bytes (an inline extent, maybe
+	 * compressed: bi_file_pread decodes it), cut at PAGE_SIZE - 1. */
+	size_t want = ino.size < SYMLINK_MAX ? (size_t)ino.size : SYMLINK_MAX, got = 0;
+	uint8_t *buf = malloc(want + 1);
+	struct bi_file *f = NULL;
+	if (!buf)
+		return bi_err(fs, -ENOMEM, "out of memory reading a symlink");
+	rc = bi_file_open(fs, subvol, objectid, &f);
+	if (rc == 0)
+		rc = bi_file_pread(f, 0, buf, want, &got);
+	bi_file_close(f);
+	if (rc == 0 && got != want)
+		rc = bi_err(fs, -EUCLEAN, "symlink %llu of subvolume %llu: read %zu bytes, expect %zu",
+			    (ull)objectid, (ull)subvol, got, want);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	buf[want] = '\0';
+	*out = buf;
+	*len = want;
+	return 0;
+}
+
+/* -------------------------------------------------------- file handles */
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* i_generation and mode of an object; the stub (2) has generation 0. */
+static int handle_inode(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+			uint32_t *gen, uint32_t *mode)
+{
+	struct bi_root r;
+	int rc = bi_root_find(fs, subvol, &r);
+	if (rc < 0)
+		return rc;
+	if (objectid == OBJ_EMPTY_SUBVOL_DIR) {
+		*gen = 0;
+		*mode = S_IFDIR | 0755;
+		return 0;
+	}
+	struct btrfsimg_inode ino;
+	if ((rc = bi_inode_read(fs, &r, objectid, &ino)) < 0)
+		return rc;
+	*gen = (uint32_t)ino.generation; /* i_generation is 32 bits */
+	*mode = ino.mode;
+	return 0;
+}
+
+/*
+ * struct btrfs_fid (packed, little-endian):
+ *   +0 objectid u64 | +8 root u64 | +16 gen u32 | +20 parent objectid u64
+ *   +28 parent gen u32 | +32 parent root u64 | +40
+ * 20 bytes without a parent, 32 with one in the same root, 40 otherwise.
+ */
+int btrfsimg_file_handle(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+			 uint64_t parent_subvol, uint64_t parent_objectid, bool connectable,
+			 uint32_t *type, uint8_t out[40])
+{
+	if (!fs || !type || !out)
+		return -EINVAL;
+	uint32_t gen = 0, mode = 0, pgen = 0, pmode = 0;
+	int rc = check_open(fs, "btrfsimg_file_handle");
+	if (rc == 0)
+		rc = handle_inode(fs, subvol, objectid, &gen, &mode);
+	if (rc < 0)
+		return rc;
+	put64(out, objectid);
+	put64(out + 8, subvol);
+	put32(out + 16, gen);
+	*type = FH_WITHOUT_PARENT;
+	if (!connectable)
+		return 20;
+	/* exportfs encodes a parent only for non-directories. */
+	*type |= FH_IS_CONNECTABLE;
+	if (S_ISDIR(mode)) {
+		*type |= FH_IS_DIR;
+		return 20;
+	}
+	if ((rc = handle_inode(fs, parent_subvol, parent_objectid, &pgen, &pmode)) < 0)
+		return rc;
+	put64(out + 20, parent_objectid);
+	put32(out + 28, pgen);
+	if (parent_subvol == subvol) {
+		*type = FH_IS_CONNECTABLE | FH_WITH_PARENT;
+		return 32;
+	}
+	put64(out + 32, parent_subvol);
+	*type = FH_IS_CONNECTABLE | FH_WITH_PARENT_ROOT;
+	return 40;
+}
