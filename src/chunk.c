@@ -1,177 +1,238 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The chunk map: logical addresses to device offsets.
+ * The chunk map: logical addresses to device offsets, for every profile.
  *
  * Chunks come from the superblock's sys_chunk_array (enough to read the
- * chunk tree) and then from the chunk tree. Each is checked when decoded
- * (bi_chunk_parse) so the mapping arithmetic never meets an impossible
- * layout. Profiles, with off = logical - chunk start, SL = stripe_len,
+ * chunk tree) and then from the chunk tree. Each is checked once, when it
+ * is decoded (bi_chunk_parse, the kernel's tree-checker rules), so the
+ * mapping arithmetic never meets an impossible layout: stripe_len is
+ * 64 KiB, stripe numbers fit in 32 bits, every stripe's device range fits
+ * in 64 bits. With off = logical - chunk start, SL = stripe_len,
  * nr = off / SL, so = off % SL, n = num_stripes:
  *
- *   SINGLE DUP RAID1 RAID1C3 RAID1C4   copy k: stripe[k].offset + off
- *   RAID0    stripe[nr % n].offset + (nr / n) * SL + so
- *   RAID10   f = n / sub; stripe[(nr % f) * sub + k] at row nr / f
- *   RAID5/6  d = n - 1 (or n - 2) data stripes per full stripe:
- *            full = nr / d, di = nr % d; position p of the full stripe
- *            (data 0..d-1, P = d, Q = d + 1) lives on device index
- *            (full + p) % n at stripe[..].offset + full * SL + so
+ *   single dup raid1 raid1c3 raid1c4   mirror k: stripe[k] + off
+ *   raid0     stripe[nr % n] + (nr / n) * SL + so
+ *   raid10    f = n / 2; mirror k: stripe[(nr % f) * 2 + k] + (nr / f) * SL + so
+ *   raid5/6   d = n - 1 (n - 2) data stripes; full = nr / d; the full
+ *             stripe's position p (data 0..d-1 in logical order, P = d,
+ *             Q = d + 1) is on stripe[(full + p) % n] + full * SL + so
  *
- *      RAID5, n = 3:  full 0: D0 D1 P     full 1: P  D0 D1    full 2: D1 P  D0
+ *      raid5, n = 3     dev0  dev1  dev2
+ *        full 0          D0    D1    P
+ *        full 1          P     D0    D1      (parity rotates one device
+ *        full 2          D1    P     D0       per full stripe)
  *
- * Ways to read RAID5/6 data ("copies"): 0 reads the data stripe (rebuilt
- * when its device is missing), 1 rebuilds it from P and the other data,
- * 2 (RAID6) from Q, and 3.. (RAID6) from P and Q together, treating one
- * more data stripe as bad as well: so any two bad stripes are survivable.
- * Q follows the Linux RAID-6 definition: GF(2^8) with polynomial 0x11d,
- * Q = sum g^i * D_i with g = 2 and i the data position. The field
- * arithmetic is ISA-L's (gf_mul, gf_inv).
+ * All of this was checked against images the kernel wrote
+ * (testdata/chunk/, tests/test_chunk.c).
+ *
+ * Reads pick a "copy" as the kernel numbers them: a mirror, or for
+ * RAID5/6 a way to rebuild the data (see bi_chunk_num_copies and raid.c).
+ * A stripe whose device was not supplied is read around where the profile
+ * allows it.
  */
-#include <isa-l/erasure_code.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-#define STRIPE_LEN 65536u	/* the only stripe length the kernel accepts */
-#define STRIPES_MAX 256u	/* bounds the per-row rebuild buffers */
+typedef unsigned long long ull;
+
+/* BTRFS_STRIPE_LEN: the only stripe length the kernel accepts. It also
+ * bounds the buffers of a RAID5/6 rebuild. */
+#define STRIPE_LEN 65536u
+/* The kernel caps a chunk so that stripe numbers fit in 32 bits. */
+#define LENGTH_LIMIT ((uint64_t)UINT32_MAX * STRIPE_LEN)
+#define RAID56 (BG_RAID5 | BG_RAID6)
+#define MIRRORED (BG_DUP | BG_RAID1 | BG_RAID1C3 | BG_RAID1C4)
 
 struct bi_chunk_map {
-	struct bi_chunk **v;
+	struct bi_chunk **v;	/* sorted by start, never overlapping */
 	size_t n, cap;
+	uint64_t degraded;
 };
 
-#define WHY(...) (snprintf(why, whylen, __VA_ARGS__), -EUCLEAN)
+/* ------------------------------------------------------------ parsing */
 
-static int popcount64(uint64_t v)
+/* Stripe counts the kernel accepts per profile (btrfs_raid_array). */
+struct profile {
+	uint64_t bit;
+	const char *name;
+	uint16_t min, max;	/* max 0: no limit */
+};
+
+static const struct profile profiles[] = {
+	{ 0, "single", 1, 1 },		{ BG_DUP, "dup", 2, 2 },
+	{ BG_RAID0, "raid0", 1, 0 },	{ BG_RAID1, "raid1", 2, 2 },
+	{ BG_RAID1C3, "raid1c3", 3, 3 }, { BG_RAID1C4, "raid1c4", 4, 4 },
+	{ BG_RAID10, "raid10", 2, 0 },	{ BG_RAID5, "raid5", 2, 0 },
+	{ BG_RAID6, "raid6", 3, 0 },
+};
+
+static const struct profile *profile_of(uint64_t type)
 {
-	return __builtin_popcountll(v);
+	for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+		if ((type & BG_PROFILE_MASK) == profiles[i].bit)
+			return &profiles[i];
+	return NULL;
 }
 
-/* Stripes a profile needs: *min and *max (0 = no max), *exact_even. */
-static int profile_stripes(uint64_t profile, uint16_t n, uint16_t sub, char *why, size_t whylen)
+static uint64_t profile(const struct bi_chunk *c)
 {
-	switch (profile) {
-	case 0:
-		return n == 1 ? 0 : WHY("single profile with %u stripes, expect 1", n);
-	case BG_DUP:
-	case BG_RAID1:
-		return n == 2 ? 0 : WHY("dup/raid1 profile with %u stripes, expect 2", n);
-	case BG_RAID1C3:
-		return n == 3 ? 0 : WHY("raid1c3 profile with %u stripes, expect 3", n);
-	case BG_RAID1C4:
-		return n == 4 ? 0 : WHY("raid1c4 profile with %u stripes, expect 4", n);
-	case BG_RAID0:
-		return n >= 1 ? 0 : WHY("raid0 profile with 0 stripes");
-	case BG_RAID10:
-		if (sub != 2 || n < 2 || n % 2)
-			return WHY("raid10 profile with %u stripes, sub_stripes %u, expect an even count >= 2 and 2",
-				   n, sub);
-		return 0;
-	case BG_RAID5:
-		return n >= 2 ? 0 : WHY("raid5 profile with %u stripes, expect >= 2", n);
-	case BG_RAID6:
-		return n >= 3 ? 0 : WHY("raid6 profile with %u stripes, expect >= 3", n);
-	default:
-		return WHY("bad profile bits 0x%llx", (unsigned long long)profile);
-	}
+	return c->type & BG_PROFILE_MASK;
 }
 
-/* Data stripes per full stripe (the divisor of the chunk length). */
+/* Data stripes per row. */
 static uint32_t data_stripes(const struct bi_chunk *c)
 {
-	uint64_t p = c->type & BG_PROFILE_MASK;
-	if (p == BG_RAID0)
+	switch (profile(c)) {
+	case BG_RAID0:
 		return c->num_stripes;
-	if (p == BG_RAID10)
-		return c->num_stripes / c->sub_stripes;
-	if (p == BG_RAID5)
+	case BG_RAID10:
+		return c->num_stripes / 2u;
+	case BG_RAID5:
 		return c->num_stripes - 1u;
-	if (p == BG_RAID6)
+	case BG_RAID6:
 		return c->num_stripes - 2u;
-	return 1;
+	default:
+		return 1;
+	}
 }
 
-static int check_chunk(const struct bi_chunk *c, uint32_t sectorsize, char *why, size_t whylen)
+static uint32_t nparity(const struct bi_chunk *c)
 {
-	uint64_t profile = c->type & BG_PROFILE_MASK;
-	if (c->length == 0 || c->length % sectorsize)
-		return WHY("length %llu not a nonzero multiple of sectorsize %u",
-			   (unsigned long long)c->length, sectorsize);
-	if (c->logical % sectorsize)
-		return WHY("start not aligned to sectorsize %u", sectorsize);
+	return profile(c) == BG_RAID6 ? 2 : profile(c) == BG_RAID5 ? 1 : 0;
+}
+
+uint64_t bi_chunk_stripe_span(const struct bi_chunk *c)
+{
+	if (!(profile(c) & (BG_RAID0 | BG_RAID10 | RAID56)))
+		return c->length;
+	uint64_t row = (uint64_t)data_stripes(c) * c->stripe_len;
+	return (c->length / row + (c->length % row != 0)) * c->stripe_len;
+}
+
+BI_PRINTF(4, 5)
+static int why_chunk(char *why, size_t whylen, uint64_t logical, const char *fmt, ...)
+{
+	char msg[224];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(why, whylen, "chunk at logical %llu: %s", (ull)logical, msg);
+	return -EUCLEAN;
+}
+#define WHY(...) why_chunk(why, whylen, c->logical, __VA_ARGS__)
+
+/* Geometry and type, in the kernel's order (btrfs_check_chunk_valid). */
+static int check_geometry(const struct bi_chunk *c, uint32_t chunk_ss, uint32_t ss, char *why,
+			  size_t whylen)
+{
 	uint64_t end;
+	if (c->logical % ss)
+		return WHY("start not aligned, have %llu expect a multiple of sectorsize %u",
+			   (ull)c->logical, ss);
+	if (chunk_ss != ss)
+		return WHY("bad sector_size, have %u expect %u", chunk_ss, ss);
+	if (c->length == 0 || c->length % ss)
+		return WHY("bad length, have %llu expect a nonzero multiple of %u",
+			   (ull)c->length, ss);
 	if (!bi_add_ok(c->logical, c->length, &end))
-		return WHY("start + length overflows");
+		return WHY("start + length overflows, length %llu", (ull)c->length);
 	if (c->stripe_len != STRIPE_LEN)
-		return WHY("bad stripe_len, have %llu expect %u", (unsigned long long)c->stripe_len,
-			   STRIPE_LEN);
-	if (!(c->type & BG_TYPE_MASK))
-		return WHY("type 0x%llx has none of data/system/metadata",
-			   (unsigned long long)c->type);
-	if (c->type & ~(BG_TYPE_MASK | BG_PROFILE_MASK))
-		return WHY("unknown type bits 0x%llx",
-			   (unsigned long long)(c->type & ~(BG_TYPE_MASK | BG_PROFILE_MASK)));
-	if (popcount64(profile) > 1)
-		return WHY("several profile bits 0x%llx", (unsigned long long)profile);
-	int rc = profile_stripes(profile, c->num_stripes, c->sub_stripes, why, whylen);
-	if (rc)
-		return rc;
-	uint32_t d = data_stripes(c);
-	if (profile & (BG_RAID0 | BG_RAID10 | BG_RAID5 | BG_RAID6)) {
-		if (c->length % ((uint64_t)d * STRIPE_LEN))
-			return WHY("length %llu not a multiple of %u data stripes of %u",
-				   (unsigned long long)c->length, d, STRIPE_LEN);
-	}
-	uint64_t per_dev = c->length / d, tmp;
-	for (uint16_t i = 0; i < c->num_stripes; i++)
-		if (!bi_add_ok(c->stripes[i].offset, per_dev, &tmp))
-			return WHY("stripe %u: offset %llu + %llu overflows", i,
-				   (unsigned long long)c->stripes[i].offset,
-				   (unsigned long long)per_dev);
+		return WHY("bad stripe_len, have %llu expect %u", (ull)c->stripe_len, STRIPE_LEN);
+	if (c->length >= LENGTH_LIMIT)
+		return WHY("length too large, have %llu expect < %llu", (ull)c->length,
+			   (ull)LENGTH_LIMIT);
 	return 0;
+}
+
+static int check_type(const struct bi_chunk *c, char *why, size_t whylen)
+{
+	uint64_t t = c->type, unknown = t & ~(BG_TYPE_MASK | BG_PROFILE_MASK);
+	if (unknown)
+		return WHY("unknown type bits 0x%llx in type 0x%llx", (ull)unknown, (ull)t);
+	if (__builtin_popcountll(t & BG_PROFILE_MASK) > 1)
+		return WHY("several profile bits, have 0x%llx expect 0 or 1 bit set",
+			   (ull)(t & BG_PROFILE_MASK));
+	if (!(t & BG_TYPE_MASK))
+		return WHY("no type bit, have 0x%llx expect one of data/system/metadata", (ull)t);
+	if ((t & BG_SYSTEM) && (t & (BG_DATA | BG_METADATA)))
+		return WHY("system chunk also data or metadata, type 0x%llx", (ull)t);
+	return 0;
+}
+
+static int check_stripes(const struct bi_chunk *c, uint16_t sub, char *why, size_t whylen)
+{
+	const struct profile *p = profile_of(c->type);
+	uint16_t n = c->num_stripes;
+	if (n < p->min || (p->max && n > p->max))
+		return WHY("bad num_stripes for %s, have %u expect %s%u", p->name, n,
+			   p->max ? "" : ">= ", p->min);
+	if (p->bit == BG_RAID10 && sub != 2)
+		return WHY("bad sub_stripes for raid10, have %u expect 2", sub);
+	uint64_t span = bi_chunk_stripe_span(c), end;
+	for (uint16_t i = 0; i < n; i++)
+		if (!bi_add_ok(c->stripes[i].offset, span, &end))
+			return WHY("stripe %u: device range overflows, offset %llu + %llu", i,
+				   (ull)c->stripes[i].offset, (ull)span);
+	return 0;
+}
+#undef WHY
+
+static void decode(struct bi_cur *cur, struct bi_chunk *c, uint64_t logical, uint16_t n)
+{
+	c->logical = logical;
+	c->length = bi_u64(cur, CHUNK_LENGTH);
+	c->stripe_len = bi_u64(cur, CHUNK_STRIPE_LEN);
+	c->type = bi_u64(cur, CHUNK_TYPE);
+	c->num_stripes = n;
+	c->sub_stripes = (c->type & BG_RAID10) ? 2 : 1;
+	for (uint16_t i = 0; i < n; i++) {
+		size_t at = CHUNK_SIZE + (size_t)i * STRIPE_SIZE;
+		c->stripes[i].devid = bi_u64(cur, at + STRIPE_DEVID);
+		c->stripes[i].offset = bi_u64(cur, at + STRIPE_OFFSET);
+		bi_copy(cur, at + STRIPE_DEV_UUID, c->stripes[i].dev_uuid, 16);
+	}
 }
 
 int bi_chunk_parse(const uint8_t *item, size_t len, uint64_t logical, uint32_t sectorsize,
 		   struct bi_chunk **out, char *why, size_t whylen)
 {
-	struct bi_cur c = bi_cur_make(item, len);
-	uint16_t n = bi_u16(&c, CHUNK_NUM_STRIPES);
-	if (c.bad)
-		return WHY("chunk item at logical %llu: size %zu, expect >= %u",
-			   (unsigned long long)logical, len, CHUNK_SIZE);
-	if (n == 0 || n > STRIPES_MAX)
-		return WHY("chunk at logical %llu: num_stripes %u, expect 1..%u",
-			   (unsigned long long)logical, n, STRIPES_MAX);
-	if (len != CHUNK_SIZE + (size_t)n * STRIPE_SIZE)
-		return WHY("chunk at logical %llu: item size %zu, expect %zu for %u stripes",
-			   (unsigned long long)logical, len, CHUNK_SIZE + (size_t)n * STRIPE_SIZE, n);
-	struct bi_chunk *ch = calloc(1, sizeof(*ch) + n * sizeof(struct bi_stripe));
-	if (!ch)
+	if (!out || (!item && len) || !sectorsize || (sectorsize & (sectorsize - 1)))
+		return -EINVAL;
+	*out = NULL;
+	struct bi_cur cur = bi_cur_make(item, len);
+	uint16_t n = bi_u16(&cur, CHUNK_NUM_STRIPES);
+	if (cur.bad)
+		return why_chunk(why, whylen, logical, "item too small, have %zu expect >= %u",
+				 len, CHUNK_SIZE);
+	if (n == 0)
+		return why_chunk(why, whylen, logical, "bad num_stripes, have 0 expect >= 1");
+	size_t want = CHUNK_SIZE + (size_t)n * STRIPE_SIZE;
+	if (len != want)
+		return why_chunk(why, whylen, logical,
+				 "bad item size for %u stripes, have %zu expect %zu", n, len, want);
+	struct bi_chunk *c = calloc(1, sizeof(*c) + n * sizeof(c->stripes[0]));
+	if (!c)
 		return -ENOMEM;
-	ch->logical = logical;
-	ch->length = bi_u64(&c, CHUNK_LENGTH);
-	ch->stripe_len = bi_u64(&c, CHUNK_STRIPE_LEN);
-	ch->type = bi_u64(&c, CHUNK_TYPE);
-	ch->num_stripes = n;
-	ch->sub_stripes = bi_u16(&c, CHUNK_SUB_STRIPES);
-	for (uint16_t i = 0; i < n; i++) {
-		size_t at = CHUNK_SIZE + (size_t)i * STRIPE_SIZE;
-		ch->stripes[i].devid = bi_u64(&c, at + STRIPE_DEVID);
-		ch->stripes[i].offset = bi_u64(&c, at + STRIPE_OFFSET);
-		bi_copy(&c, at + STRIPE_DEV_UUID, ch->stripes[i].dev_uuid, 16);
+	decode(&cur, c, logical, n);
+	int rc = check_geometry(c, bi_u32(&cur, CHUNK_SECTOR_SIZE), sectorsize, why, whylen);
+	if (rc == 0)
+		rc = check_type(c, why, whylen);
+	if (rc == 0)
+		rc = check_stripes(c, bi_u16(&cur, CHUNK_SUB_STRIPES), why, whylen);
+	if (rc < 0) {
+		free(c);
+		return rc;
 	}
-	char inner[200];
-	int rc = check_chunk(ch, sectorsize, inner, sizeof(inner));
-	if (rc) {
-		free(ch);
-		return WHY("chunk at logical %llu: %s", (unsigned long long)logical, inner);
-	}
-	*out = ch;
+	*out = c;
 	return 0;
 }
 
-/* ------------------------------------------------------------------ map */
+/* ---------------------------------------------------------------- map */
 
 struct bi_chunk_map *bi_chunk_map_new(void)
 {
@@ -188,7 +249,7 @@ void bi_chunk_map_free(struct bi_chunk_map *m)
 	free(m);
 }
 
-/* First chunk whose start is > logical. */
+/* Index of the first chunk starting after @logical. */
 static size_t upper(const struct bi_chunk_map *m, uint64_t logical)
 {
 	size_t lo = 0, hi = m->n;
@@ -202,39 +263,62 @@ static size_t upper(const struct bi_chunk_map *m, uint64_t logical)
 	return lo;
 }
 
+static bool same_chunk(const struct bi_chunk *a, const struct bi_chunk *b)
+{
+	return a->length == b->length && a->type == b->type && a->num_stripes == b->num_stripes &&
+	       !memcmp(a->stripes, b->stripes, a->num_stripes * sizeof(a->stripes[0]));
+}
+
+static bool overlaps(const struct bi_chunk *a, const struct bi_chunk *b)
+{
+	return a->logical < b->logical + b->length && b->logical < a->logical + a->length;
+}
+
+static int map_grow(struct bi_chunk_map *m)
+{
+	if (m->n < m->cap)
+		return 0;
+	size_t cap = m->cap ? m->cap * 2 : 16;
+	struct bi_chunk **v = realloc(m->v, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	m->v = v;
+	m->cap = cap;
+	return 0;
+}
+
 int bi_chunk_map_insert(struct bi_chunk_map *m, struct bi_chunk *c, char *why, size_t whylen)
 {
+	int rc = 0;
+	if (!m || !c) {
+		rc = -EINVAL;
+		goto out;
+	}
 	size_t at = upper(m, c->logical);
 	const struct bi_chunk *prev = at ? m->v[at - 1] : NULL;
 	const struct bi_chunk *next = at < m->n ? m->v[at] : NULL;
 	if (prev && prev->logical == c->logical && prev->length == c->length) {
-		free(c); /* the sys array and the chunk tree repeat each other */
-		return 0;
+		rc = same_chunk(prev, c) ? 0 : 1;
+		goto out;
 	}
-	if ((prev && prev->logical + prev->length > c->logical) ||
-	    (next && c->logical + c->length > next->logical)) {
-		const struct bi_chunk *o = (prev && prev->logical + prev->length > c->logical) ? prev
-											  : next;
-		int rc = WHY("chunk [%llu, +%llu) overlaps chunk [%llu, +%llu)",
-			     (unsigned long long)c->logical, (unsigned long long)c->length,
-			     (unsigned long long)o->logical, (unsigned long long)o->length);
-		free(c);
-		return rc;
+	const struct bi_chunk *o = prev && overlaps(prev, c) ? prev
+				   : next && overlaps(next, c) ? next : NULL;
+	if (o) {
+		rc = why_chunk(why, whylen, c->logical,
+			       "range [%llu, %llu) overlaps chunk [%llu, %llu)", (ull)c->logical,
+			       (ull)(c->logical + c->length), (ull)o->logical,
+			       (ull)(o->logical + o->length));
+		goto out;
 	}
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 64;
-		void *v = realloc(m->v, cap * sizeof(*m->v));
-		if (!v) {
-			free(c);
-			return -ENOMEM;
-		}
-		m->v = v;
-		m->cap = cap;
-	}
+	if ((rc = map_grow(m)) < 0)
+		goto out;
 	memmove(m->v + at + 1, m->v + at, (m->n - at) * sizeof(*m->v));
 	m->v[at] = c;
 	m->n++;
 	return 0;
+out:
+	free(c);
+	return rc;
 }
 
 const struct bi_chunk *bi_chunk_lookup(const struct bi_chunk_map *m, uint64_t logical)
@@ -258,222 +342,240 @@ const struct bi_chunk *bi_chunk_map_at(const struct bi_chunk_map *m, size_t i)
 	return m && i < m->n ? m->v[i] : NULL;
 }
 
-/* -------------------------------------------------------------- mapping */
-
-static bool is_raid56(const struct bi_chunk *c)
+uint64_t bi_chunk_map_degraded(const struct bi_chunk_map *m)
 {
-	return c->type & (BG_RAID5 | BG_RAID6);
+	return m ? m->degraded : 0;
 }
 
-static uint32_t parity_stripes(const struct bi_chunk *c)
+/* ------------------------------------------------------------ mapping */
+
+/* Mirrors map_phys accepts (RAID5/6: 1, the data stripe). */
+static int mirrors(const struct bi_chunk *c)
 {
-	return (c->type & BG_RAID6) ? 2 : (c->type & BG_RAID5) ? 1 : 0;
+	if (profile(c) & MIRRORED)
+		return c->num_stripes;
+	return profile(c) == BG_RAID10 ? 2 : 1;
 }
 
 int bi_chunk_num_copies(const struct bi_chunk *c)
 {
-	uint64_t p = c->type & BG_PROFILE_MASK;
-	if (p == BG_DUP || p == BG_RAID1 || p == BG_RAID1C3 || p == BG_RAID1C4)
-		return c->num_stripes;
-	if (p == BG_RAID10)
-		return c->sub_stripes;
-	if (p == BG_RAID5)
+	if (profile(c) == BG_RAID5)
 		return 2;
-	if (p == BG_RAID6)
-		return 3 + (int)data_stripes(c) - 1;
-	return 1;
+	if (profile(c) == BG_RAID6)
+		return c->num_stripes;
+	return mirrors(c);
 }
 
-/* Device index holding position @pos (data 0..d-1, P, Q) of full stripe @full. */
-static uint32_t raid56_dev(const struct bi_chunk *c, uint64_t full, uint32_t pos)
+/* @off is inside the chunk, @copy < mirrors(c). */
+static void map_off(const struct bi_chunk *c, uint64_t off, uint32_t copy, struct bi_phys *out)
 {
-	return (uint32_t)((full + pos) % c->num_stripes);
+	uint64_t sl = c->stripe_len, nr = off / sl, so = off % sl, row;
+	uint32_t n = c->num_stripes, idx, f, d;
+	switch (profile(c)) {
+	case BG_RAID0:
+		idx = (uint32_t)(nr % n);
+		row = nr / n;
+		break;
+	case BG_RAID10:
+		f = n / 2u;
+		idx = (uint32_t)(nr % f) * 2u + copy;
+		row = nr / f;
+		break;
+	case BG_RAID5:
+	case BG_RAID6:
+		d = data_stripes(c);
+		row = nr / d;
+		idx = (uint32_t)((row + nr % d) % n);
+		break;
+	default: /* single, dup, raid1*: every mirror holds the chunk as is */
+		*out = (struct bi_phys){ c->stripes[copy].devid, c->stripes[copy].offset + off,
+					 c->length - off, copy };
+		return;
+	}
+	uint64_t left = c->length - off;
+	*out = (struct bi_phys){ c->stripes[idx].devid, c->stripes[idx].offset + row * sl + so,
+				 sl - so < left ? sl - so : left, idx };
+}
+
+static bool inside(const struct bi_chunk *c, uint64_t logical)
+{
+	return c && logical >= c->logical && logical - c->logical < c->length;
 }
 
 int bi_chunk_map_phys(const struct bi_chunk *c, uint64_t logical, int copy,
 		      struct bi_phys *out)
 {
-	if (logical < c->logical || logical - c->logical >= c->length || copy < 0)
+	if (!inside(c, logical) || !out || copy < 0 || copy >= mirrors(c))
 		return -EINVAL;
-	uint64_t off = logical - c->logical, sl = c->stripe_len;
-	uint64_t nr = off / sl, so = off % sl;
-	uint64_t p = c->type & BG_PROFILE_MASK;
-	uint32_t idx;
-	uint64_t row;
-	switch (p) {
-	case 0: case BG_DUP: case BG_RAID1: case BG_RAID1C3: case BG_RAID1C4:
-		if (copy >= c->num_stripes)
-			return -EINVAL;
-		*out = (struct bi_phys){ c->stripes[copy].devid, c->stripes[copy].offset + off,
-					 c->length - off };
-		return 0;
-	case BG_RAID0:
-		if (copy)
-			return -EINVAL;
-		idx = (uint32_t)(nr % c->num_stripes);
-		row = nr / c->num_stripes;
-		break;
-	case BG_RAID10: {
-		uint32_t f = c->num_stripes / c->sub_stripes;
-		if (copy >= c->sub_stripes)
-			return -EINVAL;
-		idx = (uint32_t)(nr % f) * c->sub_stripes + (uint32_t)copy;
-		row = nr / f;
-		break;
-	}
-	default: { /* RAID5/6: the data stripe itself, whatever the copy */
-		uint32_t d = data_stripes(c);
-		row = nr / d;
-		idx = raid56_dev(c, row, (uint32_t)(nr % d));
-		break;
-	}
-	}
-	*out = (struct bi_phys){ c->stripes[idx].devid, c->stripes[idx].offset + row * sl + so,
-				 sl - so };
+	map_off(c, logical - c->logical, (uint32_t)copy, out);
 	return 0;
 }
 
-/* ---------------------------------------------------------------- reads */
-
-static int read_stripe(struct btrfsimg_fs *fs, uint64_t devid, uint64_t phys, void *buf,
-		       size_t len)
+int bi_chunk_map_row(const struct bi_chunk *c, uint64_t logical, uint32_t pos,
+		     struct bi_phys *out)
 {
-	struct bi_dev *d = bi_dev_by_id(fs, devid);
+	if (!inside(c, logical) || !out || !(profile(c) & RAID56) || pos >= c->num_stripes)
+		return -EINVAL;
+	uint64_t off = logical - c->logical, sl = c->stripe_len, so = off % sl;
+	uint64_t full = off / sl / data_stripes(c), left = c->length - off;
+	uint32_t idx = (uint32_t)((full + pos) % c->num_stripes);
+	*out = (struct bi_phys){ c->stripes[idx].devid, c->stripes[idx].offset + full * sl + so,
+				 sl - so < left ? sl - so : left, idx };
+	return 0;
+}
+
+/* -------------------------------------------------------------- reads */
+
+/* The member device of stripe @idx: same devid and dev_uuid, as the
+ * kernel's btrfs_find_device. NULL when it was not supplied. */
+static struct bi_dev *stripe_dev(struct btrfsimg_fs *fs, const struct bi_chunk *c, uint32_t idx)
+{
+	const struct bi_stripe *s = &c->stripes[idx];
+	struct bi_dev *d = bi_dev_by_id(fs, s->devid);
+	return d && !memcmp(d->dev_uuid, s->dev_uuid, 16) ? d : NULL;
+}
+
+static int read_stripe(struct btrfsimg_fs *fs, const struct bi_chunk *c, const struct bi_phys *ph,
+		       void *buf, size_t len)
+{
+	struct bi_dev *d = stripe_dev(fs, c, ph->stripe);
 	if (!d)
-		return bi_err(fs, -EIO, "devid %llu is missing (needed at physical %llu)",
-			      (unsigned long long)devid, (unsigned long long)phys);
-	return bi_dev_read(fs, d, phys, buf, len);
+		return bi_err(fs, -EIO,
+			      "chunk %llu stripe %u: devid %llu is missing (%zu bytes at physical %llu)",
+			      (ull)c->logical, ph->stripe, (ull)ph->devid, len, (ull)ph->physical);
+	return bi_dev_read(fs, d, ph->physical, buf, len);
 }
 
-/* GF(2^8) helpers over ISA-L's field (polynomial 0x11d). */
-static uint8_t gf_pow2(uint32_t e)
-{
-	uint8_t r = 1;
-	while (e--)
-		r = gf_mul(r, 2);
-	return r;
-}
-
-static void gf_scale(uint8_t *dst, const uint8_t *src, size_t len, uint8_t c)
-{
-	uint8_t t[256];
-	for (int i = 0; i < 256; i++)
-		t[i] = gf_mul((unsigned char)i, c);
-	for (size_t i = 0; i < len; i++)
-		dst[i] = t[src[i]];
-}
-
-static void xor_into(uint8_t *dst, const uint8_t *src, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		dst[i] ^= src[i];
-}
-
+/* One piece of a RAID5/6 read: position x of a row, inside one stripe. */
 struct row {
 	const struct bi_chunk *c;
-	uint64_t full, so;	/* full stripe number, offset inside the stripe */
-	uint32_t d;		/* data stripes */
+	uint64_t logical;
+	uint32_t d, np, x;
 	size_t len;
 };
 
 static bool pos_missing(struct btrfsimg_fs *fs, const struct row *r, uint32_t pos)
 {
-	return !bi_dev_by_id(fs, r->c->stripes[raid56_dev(r->c, r->full, pos)].devid);
+	struct bi_phys ph;
+	bi_chunk_map_row(r->c, r->logical, pos, &ph);
+	return !stripe_dev(fs, r->c, ph.stripe);
 }
 
-static int read_pos(struct btrfsimg_fs *fs, const struct row *r, uint32_t pos, uint8_t *buf)
+static int pos_read(struct btrfsimg_fs *fs, const struct row *r, uint32_t pos, uint8_t *buf)
 {
-	const struct bi_stripe *s = &r->c->stripes[raid56_dev(r->c, r->full, pos)];
-	return read_stripe(fs, s->devid, s->offset + r->full * r->c->stripe_len + r->so, buf,
-			   r->len);
+	struct bi_phys ph;
+	bi_chunk_map_row(r->c, r->logical, pos, &ph);
+	return read_stripe(fs, r->c, &ph, buf, r->len);
 }
 
-/*
- * Rebuild data position @x into @out. @bad is a bitmap of positions not to
- * use (x is in it); use_p/use_q say which parities may be used. Handles
- * one bad data stripe with P or with Q, and two with P and Q.
- */
-static int rebuild(struct btrfsimg_fs *fs, const struct row *r, uint32_t x, const bool *bad,
-		   bool use_p, bool use_q, uint8_t *out)
+/* The kernel's extra distrusted stripe for RAID6 copy >= 2
+ * (set_rbio_raid6_extra_error): P for copy 2, then the other data stripes
+ * from the last one down. */
+static uint32_t extra_lost(uint32_t n, uint32_t x, int copy)
 {
-	uint32_t d = r->d, y = UINT32_MAX;
-	for (uint32_t i = 0; i < d; i++)
-		if (i != x && bad[i]) {
-			if (y != UINT32_MAX)
-				return bi_err(fs, -EIO, "raid%s: more than two stripes lost at row %llu",
-					      parity_stripes(r->c) == 2 ? "6" : "5",
-					      (unsigned long long)r->full);
-			y = i;
-		}
-	use_p = use_p && !bad[d];
-	use_q = use_q && parity_stripes(r->c) == 2 && !bad[d + 1];
-	if (!use_p && !use_q)
-		return bi_err(fs, -EIO, "raid: no parity usable at row %llu", (unsigned long long)r->full);
-	if (y != UINT32_MAX && !(use_p && use_q))
-		return bi_err(fs, -EIO, "raid: two stripes lost at row %llu and a parity too",
-			      (unsigned long long)r->full);
-	uint8_t *tmp = malloc(r->len), *pacc = calloc(1, r->len), *qacc = calloc(1, r->len);
-	int rc = (tmp && pacc && qacc) ? 0 : bi_err(fs, -ENOMEM, "out of memory rebuilding");
-	/* pacc = P ^ sum(other data); qacc = Q ^ sum(g^i * other data) */
-	for (uint32_t i = 0; rc == 0 && i < d; i++) {
-		if (i == x || i == y)
+	uint32_t f = n - (uint32_t)copy;
+	return f <= x ? f - 1 : f;
+}
+
+static int rebuild(struct btrfsimg_fs *fs, const struct row *r, const struct bi_raid_plan *p,
+		   uint8_t *out)
+{
+	uint8_t *tmp = malloc(r->len), *pacc = calloc(1, r->len), *qacc = NULL;
+	if (p->use_q)
+		qacc = calloc(1, r->len);
+	int rc = 0;
+	if (!tmp || !pacc || (p->use_q && !qacc)) {
+		rc = bi_err(fs, -ENOMEM, "out of memory rebuilding logical %llu",
+			    (ull)r->logical);
+		goto out;
+	}
+	for (uint32_t pos = 0; pos < r->d + r->np && rc == 0; pos++) {
+		if (!bi_raid_uses(p, pos))
 			continue;
-		rc = read_pos(fs, r, i, tmp);
-		if (rc == 0 && use_p)
-			xor_into(pacc, tmp, r->len);
-		if (rc == 0 && use_q) {
-			gf_scale(tmp, tmp, r->len, gf_pow2(i));
-			xor_into(qacc, tmp, r->len);
-		}
+		rc = pos_read(fs, r, pos, tmp);
+		if (rc == 0)
+			bi_raid_fold(p, pos, tmp, pacc, qacc, r->len);
 	}
-	if (rc == 0 && use_p && (rc = read_pos(fs, r, d, tmp)) == 0)
-		xor_into(pacc, tmp, r->len);
-	if (rc == 0 && use_q && (rc = read_pos(fs, r, d + 1, tmp)) == 0)
-		xor_into(qacc, tmp, r->len);
-	if (rc == 0 && y == UINT32_MAX && use_p) {
-		memcpy(out, pacc, r->len); /* D_x = P ^ others */
-	} else if (rc == 0 && y == UINT32_MAX) {
-		gf_scale(out, qacc, r->len, gf_inv(gf_pow2(x))); /* D_x = Q' / g^x */
-	} else if (rc == 0) {
-		/* P' = Dx ^ Dy, Q' = gx Dx ^ gy Dy  =>  Dx = (Q' ^ gy P') / (gx ^ gy) */
-		uint8_t gx = gf_pow2(x), gy = gf_pow2(y);
-		gf_scale(tmp, pacc, r->len, gy);
-		xor_into(tmp, qacc, r->len);
-		gf_scale(out, tmp, r->len, gf_inv(gx ^ gy));
-	}
+	if (rc == 0)
+		bi_raid_solve(p, pacc, qacc, r->len, out);
+out:
 	free(tmp);
 	free(pacc);
 	free(qacc);
 	return rc;
 }
 
-/* One piece of a RAID5/6 read, within one stripe. */
+static int lost_error(struct btrfsimg_fs *fs, const struct row *r, const uint32_t *lost,
+		      uint32_t nlost, int copy)
+{
+	char list[200] = "";
+	size_t at = 0;
+	for (uint32_t i = 0; i < nlost && at < sizeof(list); i++) {
+		struct bi_phys ph;
+		bi_chunk_map_row(r->c, r->logical, lost[i], &ph);
+		char what[16] = "P";
+		if (lost[i] < r->d)
+			snprintf(what, sizeof(what), "data %u", lost[i]);
+		else if (lost[i] > r->d)
+			what[0] = 'Q';
+		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s on devid %llu (%s)",
+				       i ? ", " : "", what, (ull)ph.devid,
+				       pos_missing(fs, r, lost[i]) ? "missing" : "distrusted");
+	}
+	return bi_err(fs, -EIO,
+		      "raid%c chunk %llu: cannot rebuild logical %llu (copy %d): %s%s unusable, "
+		      "parity rebuilds at most %u",
+		      r->np == 2 ? '6' : '5', (ull)r->c->logical, (ull)r->logical, copy, list,
+		      nlost >= 4 ? ", ..." : "", r->np);
+}
+
 static int read_raid56(struct btrfsimg_fs *fs, const struct bi_chunk *c, uint64_t logical,
 		       uint8_t *buf, size_t len, int copy)
 {
-	uint64_t off = logical - c->logical, nr = off / c->stripe_len;
-	struct row r = { c, 0, off % c->stripe_len, data_stripes(c), len };
-	r.full = nr / r.d;
-	uint32_t x = (uint32_t)(nr % r.d);
-	bool bad[STRIPES_MAX] = { false };
-	for (uint32_t p = 0; p < r.d + parity_stripes(c); p++)
-		bad[p] = pos_missing(fs, &r, p);
-	if (copy == 0 && !bad[x])
-		return read_pos(fs, &r, x, buf);
-	bad[x] = true;
-	if (copy == 0)
-		return rebuild(fs, &r, x, bad, true, true, buf);
-	if (copy == 1)
-		return rebuild(fs, &r, x, bad, true, false, buf);
-	if (copy == 2)
-		return rebuild(fs, &r, x, bad, false, true, buf);
-	/* copy 3..: also distrust the (copy-3)th other data stripe */
-	uint32_t k = (uint32_t)copy - 3, y = k < x ? k : k + 1;
-	if (y >= r.d)
-		return bi_err(fs, -EINVAL, "no copy %d of logical %llu", copy,
-			      (unsigned long long)logical);
-	bad[y] = true;
-	return rebuild(fs, &r, x, bad, true, true, buf);
+	uint64_t nr = (logical - c->logical) / c->stripe_len;
+	struct row r = { c, logical, data_stripes(c), nparity(c), 0, len };
+	r.x = (uint32_t)(nr % r.d);
+	if (copy == 0 && !pos_missing(fs, &r, r.x)) {
+		struct bi_phys ph;
+		bi_chunk_map_row(c, logical, r.x, &ph);
+		return read_stripe(fs, c, &ph, buf, len);
+	}
+	uint32_t lost[4] = { r.x }, nlost = 1;
+	if (copy >= 2)
+		lost[nlost++] = extra_lost(c->num_stripes, r.x, copy);
+	for (uint32_t pos = 0; pos < c->num_stripes && nlost < 4; pos++)
+		if (pos != lost[0] && (nlost < 2 || pos != lost[1]) && pos_missing(fs, &r, pos))
+			lost[nlost++] = pos;
+	struct bi_raid_plan p;
+	if (bi_raid_plan(&p, r.d, r.np, r.x, lost, nlost) < 0)
+		return lost_error(fs, &r, lost, nlost, copy);
+	return rebuild(fs, &r, &p, buf);
+}
+
+/* [logical, +len) inside chunk @c, way @copy (< its count). */
+static int read_in_chunk(struct btrfsimg_fs *fs, const struct bi_chunk *c, uint64_t logical,
+			 uint8_t *buf, size_t len, int copy)
+{
+	bool raid56 = profile(c) & RAID56;
+	while (len) {
+		struct bi_phys ph;
+		map_off(c, logical - c->logical, raid56 ? 0 : (uint32_t)copy, &ph);
+		size_t n = len < ph.len ? len : (size_t)ph.len;
+		int rc = raid56 ? read_raid56(fs, c, logical, buf, n, copy)
+				: read_stripe(fs, c, &ph, buf, n);
+		if (rc < 0)
+			return rc;
+		buf += n;
+		len -= n;
+		logical += n;
+	}
+	return 0;
+}
+
+static int unmapped(struct btrfsimg_fs *fs, uint64_t logical, size_t len)
+{
+	return bi_err(fs, -EIO, "logical %llu is not in any chunk (reading %zu bytes)",
+		      (ull)logical, len);
 }
 
 int bi_num_copies(struct btrfsimg_fs *fs, uint64_t logical)
@@ -485,24 +587,24 @@ int bi_num_copies(struct btrfsimg_fs *fs, uint64_t logical)
 int bi_read_copy(struct btrfsimg_fs *fs, uint64_t logical, void *buf, size_t len, int copy)
 {
 	uint8_t *p = buf;
+	bool first = true;
 	while (len) {
 		const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);
 		if (!c)
-			return bi_err(fs, -EIO, "logical %llu is not in any chunk",
-				      (unsigned long long)logical);
-		if (copy >= bi_chunk_num_copies(c))
-			return bi_err(fs, -EINVAL, "logical %llu has no copy %d",
-				      (unsigned long long)logical, copy);
-		struct bi_phys ph;
-		bi_chunk_map_phys(c, logical, is_raid56(c) ? 0 : copy, &ph);
-		size_t n = len < ph.len ? len : (size_t)ph.len;
-		int rc = is_raid56(c) ? read_raid56(fs, c, logical, p, n, copy)
-				      : read_stripe(fs, ph.devid, ph.physical, p, n);
+			return unmapped(fs, logical, len);
+		int ways = bi_chunk_num_copies(c);
+		if (copy < 0 || (first && copy >= ways))
+			return bi_err(fs, -EINVAL, "logical %llu has %d copies, not copy %d",
+				      (ull)logical, ways, copy);
+		uint64_t left = c->logical + c->length - logical;
+		size_t n = len < left ? len : (size_t)left;
+		int rc = read_in_chunk(fs, c, logical, p, n, copy % ways);
 		if (rc < 0)
 			return rc;
 		p += n;
 		len -= n;
 		logical += n;
+		first = false;
 	}
 	return 0;
 }
@@ -513,96 +615,166 @@ int btrfsimg_read_logical(btrfsimg_fs *fs, uint64_t logical, void *buf, size_t l
 		return -EINVAL;
 	if (!fs->opened)
 		return bi_err(fs, -EINVAL, "btrfsimg_read_logical: filesystem not open");
-	int n = bi_num_copies(fs, logical), rc = -EIO;
-	for (int copy = 0; copy < n; copy++)
-		if ((rc = bi_read_copy(fs, logical, buf, len, copy)) == 0)
-			return 0;
-	return rc;
+	uint8_t *p = buf;
+	while (len) {
+		const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);
+		if (!c)
+			return unmapped(fs, logical, len);
+		uint64_t left = c->logical + c->length - logical;
+		size_t n = len < left ? len : (size_t)left;
+		int rc = -EIO, ways = bi_chunk_num_copies(c);
+		for (int copy = 0; copy < ways && rc < 0; copy++)
+			rc = read_in_chunk(fs, c, logical, p, n, copy);
+		if (rc < 0)
+			return rc;
+		p += n;
+		len -= n;
+		logical += n;
+	}
+	return 0;
 }
 
-/* ---------------------------------------------------------------- load */
+/* ------------------------------------------------------------- loading */
 
 static int add_chunk(struct btrfsimg_fs *fs, const uint8_t *item, size_t len, uint64_t logical,
 		     const char *where)
 {
-	char why[256];
+	char why[320];
 	struct bi_chunk *c;
 	int rc = bi_chunk_parse(item, len, logical, fs->sectorsize, &c, why, sizeof(why));
+	if (rc == 0 && !(fs->sb.info.incompat_flags & INCOMPAT_MIXED_GROUPS) &&
+	    (c->type & BG_DATA) && (c->type & BG_METADATA)) {
+		snprintf(why, sizeof(why),
+			 "chunk at logical %llu: data and metadata in one chunk (type 0x%llx) "
+			 "without the mixed-groups feature", (ull)logical, (ull)c->type);
+		free(c);
+		rc = -EUCLEAN;
+	}
 	if (rc == 0)
 		rc = bi_chunk_map_insert(fs->chunks, c, why, sizeof(why));
+	if (rc == 1)
+		bi_damage(fs, "%s: chunk at logical %llu differs from the copy already loaded "
+			      "(same range); keeping the first, as the kernel does", where,
+			  (ull)logical);
 	if (rc == -ENOMEM)
 		return bi_err(fs, rc, "out of memory loading chunks");
 	if (rc < 0)
-		return bi_err(fs, rc, "corrupt %s: %s", where, why);
+		return bi_err(fs, rc, "corrupt %s, %s", where, why);
 	return 0;
+}
+
+#define SYS_ERR(...) bi_err(fs, -EUCLEAN, "corrupt sys_chunk_array: " __VA_ARGS__)
+
+/* One {disk key, chunk item} entry at *pos; the kernel's checks
+ * (btrfs_read_sys_array). */
+static int sys_entry(struct btrfsimg_fs *fs, struct bi_cur *cur, uint32_t *pos)
+{
+	uint32_t at = *pos, size = (uint32_t)cur->len;
+	if (!bi_fits(size, at, KEY_SIZE + CHUNK_SIZE + STRIPE_SIZE))
+		return SYS_ERR("entry at offset %u: too short, have %u bytes expect >= %u", at,
+			       size - at, KEY_SIZE + CHUNK_SIZE + STRIPE_SIZE);
+	uint64_t objectid = bi_u64(cur, at), logical = bi_u64(cur, at + 9);
+	uint8_t type = bi_u8(cur, at + 8);
+	if (type != KT_CHUNK_ITEM)
+		return SYS_ERR("entry at offset %u: bad key type, have %u expect %u", at, type,
+			       KT_CHUNK_ITEM);
+	at += KEY_SIZE;
+	uint16_t n = bi_u16(cur, at + CHUNK_NUM_STRIPES);
+	uint64_t ctype = bi_u64(cur, at + CHUNK_TYPE);
+	if (n == 0)
+		return SYS_ERR("chunk at offset %u: bad num_stripes, have 0 expect >= 1", at);
+	if (!(ctype & BG_SYSTEM))
+		return SYS_ERR("chunk at offset %u (logical %llu): not a system chunk, type 0x%llx",
+			       at, (ull)logical, (ull)ctype);
+	uint32_t len = CHUNK_SIZE + (uint32_t)n * STRIPE_SIZE;
+	if (!bi_fits(size, at, len))
+		return SYS_ERR("chunk at offset %u: %u stripes need %u bytes, have %u", at, n, len,
+			       size - at);
+	if (objectid != OBJ_FIRST_CHUNK_TREE)
+		bi_damage(fs, "sys_chunk_array: key at offset %u has objectid %llu, expect %llu",
+			  *pos, (ull)objectid, (ull)OBJ_FIRST_CHUNK_TREE);
+	char where[64];
+	snprintf(where, sizeof(where), "sys_chunk_array offset %u", at);
+	*pos = at + len;
+	return add_chunk(fs, cur->p + at, len, logical, where);
 }
 
 int bi_chunk_load_sys_array(struct btrfsimg_fs *fs)
 {
-	const uint8_t *a = fs->sb.raw + SB_SYS_CHUNK_ARRAY;
 	uint32_t size = fs->sb.sys_array_size, pos = 0;
+	if (size > SB_SYS_CHUNK_ARRAY_MAX)
+		return SYS_ERR("size %u, expect <= %u", size, SB_SYS_CHUNK_ARRAY_MAX);
+	if (size == 0)
+		return SYS_ERR("empty: no chunk maps the chunk tree");
+	struct bi_cur cur = bi_cur_make(fs->sb.raw + SB_SYS_CHUNK_ARRAY, size);
 	while (pos < size) {
-		if (size - pos < KEY_SIZE + CHUNK_SIZE)
-			return bi_err(fs, -EUCLEAN,
-				      "corrupt sys_chunk_array: entry at offset %u: %u bytes left, expect >= %u",
-				      pos, size - pos, KEY_SIZE + CHUNK_SIZE);
-		bi_key k;
-		bi_key_read(a + pos, &k);
-		if (k.type != KT_CHUNK_ITEM)
-			return bi_err(fs, -EUCLEAN,
-				      "corrupt sys_chunk_array: entry at offset %u: key type %u, expect %u",
-				      pos, k.type, KT_CHUNK_ITEM);
-		pos += KEY_SIZE;
-		uint32_t n = bi_le16(a + pos + CHUNK_NUM_STRIPES);
-		uint32_t len = CHUNK_SIZE + n * STRIPE_SIZE;
-		if (n == 0 || len > size - pos)
-			return bi_err(fs, -EUCLEAN,
-				      "corrupt sys_chunk_array: chunk at offset %u: %u stripes need %u bytes, %u left",
-				      pos, n, len, size - pos);
-		int rc = add_chunk(fs, a + pos, len, k.offset, "sys_chunk_array");
+		int rc = sys_entry(fs, &cur, &pos);
 		if (rc < 0)
 			return rc;
-		pos += len;
 	}
 	return 0;
 }
 
-/* Report chunks that cannot be read whole because devices are missing. */
-static void report_degraded(struct btrfsimg_fs *fs)
+/* Whether every byte of @c can still be read with the devices present. */
+static bool readable(struct btrfsimg_fs *fs, const struct bi_chunk *c, uint32_t nmissing)
 {
-	for (size_t i = 0; i < bi_chunk_map_count(fs->chunks); i++) {
-		const struct bi_chunk *c = bi_chunk_map_at(fs->chunks, i);
-		uint32_t missing = 0;
-		for (uint16_t s = 0; s < c->num_stripes; s++)
-			missing += !bi_dev_by_id(fs, c->stripes[s].devid);
-		if (!missing)
-			continue;
-		uint64_t p = c->type & BG_PROFILE_MASK;
-		uint32_t tolerated = (p == BG_RAID1 || p == BG_DUP) ? 1
-				     : p == BG_RAID1C3 ? 2 : p == BG_RAID1C4 ? 3
-				     : p == BG_RAID5 ? 1 : p == BG_RAID6 ? 2 : p == BG_RAID10 ? 1 : 0;
-		if (missing > tolerated)
-			bi_damage(fs, "chunk [%llu, +%llu): %u of %u stripes on missing devices: parts cannot be read",
-				  (unsigned long long)c->logical, (unsigned long long)c->length,
-				  missing, c->num_stripes);
-	}
+	uint64_t p = profile(c);
+	if (p & MIRRORED)
+		return nmissing < c->num_stripes;
+	if (p & RAID56)
+		return nmissing <= nparity(c);
+	if (p != BG_RAID10)
+		return nmissing == 0;
+	for (uint32_t i = 0; i + 1 < c->num_stripes; i += 2)
+		if (!stripe_dev(fs, c, i) && !stripe_dev(fs, c, i + 1))
+			return false;
+	return true;
+}
+
+static void report_degraded(struct btrfsimg_fs *fs, const struct bi_chunk *c)
+{
+	uint32_t nmissing = 0, first = 0;
+	for (uint32_t i = c->num_stripes; i-- > 0;)
+		if (!stripe_dev(fs, c, i)) {
+			nmissing++;
+			first = i;
+		}
+	if (!nmissing)
+		return;
+	fs->chunks->degraded++;
+	const struct bi_stripe *s = &c->stripes[first];
+	char uuid[37];
+	bi_uuid_str(s->dev_uuid, uuid);
+	bi_damage(fs,
+		  "chunk [%llu, %llu) %s: %u of %u stripes on missing devices (first: stripe %u, "
+		  "devid %llu, dev_uuid %s)%s",
+		  (ull)c->logical, (ull)(c->logical + c->length), profile_of(c->type)->name,
+		  nmissing, c->num_stripes, first, (ull)s->devid, uuid,
+		  readable(fs, c, nmissing) ? "; still readable from the other stripes"
+					    : "; parts of it cannot be read");
 }
 
 int bi_chunk_load_tree(struct btrfsimg_fs *fs)
 {
-	bi_key min = { OBJ_FIRST_CHUNK_TREE, KT_CHUNK_ITEM, 0 };
-	bi_key max = { OBJ_FIRST_CHUNK_TREE, KT_CHUNK_ITEM, UINT64_MAX };
+	/* the kernel takes every CHUNK_ITEM, whatever its objectid */
+	bi_key min = { 0, 0, 0 }, max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
 	struct bi_iter it;
 	struct bi_item item;
 	int rc = bi_iter_start(fs, &it, &fs->chunk_tree, &min, &max);
 	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
+		if (item.key.type != KT_CHUNK_ITEM) {
+			rc = 0;
+			continue;
+		}
 		char where[96];
-		snprintf(where, sizeof(where), "chunk tree block %llu slot %u",
-			 (unsigned long long)item.block, item.slot);
+		snprintf(where, sizeof(where), "chunk tree leaf: block=%llu slot=%u",
+			 (ull)item.block, item.slot);
 		rc = add_chunk(fs, item.data, item.size, item.key.offset, where);
 	}
 	bi_iter_end(&it);
-	if (rc == 0 && fs->missing_devs)
-		report_degraded(fs);
-	return rc;
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < fs->chunks->n; i++)
+		report_degraded(fs, fs->chunks->v[i]);
+	return 0;
 }
