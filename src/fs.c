@@ -190,6 +190,8 @@ int btrfsimg_open(btrfsimg_fs *fs)
 	rc = open_chunks(fs);
 	if (rc == 0)
 		rc = open_root_tree(fs);
+	if (rc == 0)
+		rc = bi_log_replay(fs);
 	if (rc < 0)
 		return rc;
 	fs->opened = true;

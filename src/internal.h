@@ -521,6 +521,86 @@ typedef int (*bi_data_fn)(void *ctx, uint64_t offset, const uint8_t *data, size_
 int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64_t offset,
 		   uint64_t len, bi_data_fn fn, void *ctx);
 
+/* ================= collide.c: exact collision counting ================= */
+
+#define BTRFSIMG_EXAMPLES_MAX 10
+#define BTRFSIMG_GROUP_MEMBERS_MAX 16
+struct btrfsimg_collision_member {
+	uint64_t subvol;
+	uint64_t objectid;
+};
+struct btrfsimg_collision_group {
+	uint64_t value;
+	int dev;
+	size_t n, total;
+	struct btrfsimg_collision_member members[BTRFSIMG_GROUP_MEMBERS_MAX];
+};
+
+/* Subvolumes sharing one inode set and one XOR constant on one device. */
+struct bi_member {
+	const struct bi_idset *set;
+	uint64_t c;
+	uint32_t weight;		/* how many subvolumes */
+	const uint64_t *subvols;	/* their ids (weight entries) */
+};
+struct bi_collide_result {
+	uint64_t groups, inodes;
+	size_t nexamples;
+	struct btrfsimg_collision_group examples[BTRFSIMG_EXAMPLES_MAX];
+};
+/* Count presented numbers shared by >= 2 inodes among @m plus @nstubs stub
+ * directories (all presenting 2). */
+int bi_collide_count(const struct bi_member *m, size_t n, uint64_t nstubs,
+		     struct bi_collide_result *out);
+/* Largest b with every constant's c >> b distinct (64 for < 2 constants,
+ * -1 if two are equal). */
+int bi_collide_free_bits(const uint64_t *c, size_t n);
+
+/* The engine behind btrfsimg_collide() (helper hs; also implements the two
+ * functions above). */
+/* x in @s (NULL = empty); O(log n). */
+bool bi_cset_has(const struct btrfsimg_idset *s, uint64_t x);
+/* a in base + add - del of @s. */
+bool bi_csubvol_has(const struct btrfsimg_csubvol *s, uint64_t a);
+/* The constant c_s a scheme XORs in: 0, the overlay or the uniquifier. */
+uint64_t bi_scheme_const(const struct btrfsimg_scheme *s, uint64_t subvol);
+
+/* Bit-range headroom (schemes.c). A constant on a device: a subvolume's
+ * (c = c_s, id = subvol) or a fixed number's (c = the number, e.g. 2). */
+struct bi_cconst {
+	uint64_t dev, c, id;
+};
+enum { BI_LIM_NONE, BI_LIM_PAIR, BI_LIM_SAME, BI_LIM_FIXED, BI_LIM_FIXED2 };
+/* What bounds objbits: a pair of subvolumes (a, b), a fixed number a and
+ * subvolume b, or two fixed numbers a on one device. */
+struct bi_limit {
+	unsigned bits;
+	int kind;
+	uint64_t a, b, dev;
+};
+/* Largest bits such that objectids in [256, 2^bits) cannot collide: every
+ * two constants of a device differ at bit >= bits, and no fixed number can
+ * be met. Sorts both tables. O((n + nfx) log n). */
+void bi_objbits(struct bi_cconst *t, size_t n, struct bi_cconst *fx, size_t nfx,
+		struct bi_limit *l);
+/* Smallest x > @lo with (x & @mask) == @want (@want inside @mask); false if
+ * none below 2^64. O(64). */
+bool bi_next_masked(uint64_t lo, uint64_t mask, uint64_t want, uint64_t *out);
+enum { BI_CLASH_NONE, BI_CLASH_SUBVOL, BI_CLASH_NEW, BI_CLASH_FIXED };
+struct bi_clash {
+	uint64_t at;		/* the first new id that may collide */
+	uint64_t with;		/* the subvolume, earlier new id, or fixed number */
+	int kind;
+};
+/* The first new subvolume id > @lo (ids are allocated upwards) whose
+ * constant (inumbits @nbits; 64 for the uniquifier, 0 for none) agrees above
+ * bit @k0 with a constant of @t, a fixed number of @fx, or an earlier new id:
+ * where objectids < 2^k0 stop being provably apart. Devices ignored (a new
+ * subvolume may land anywhere). O((n + nfx) 64). */
+struct bi_clash bi_first_clash(unsigned nbits, unsigned k0, uint64_t lo,
+			       const struct bi_cconst *t, size_t n, const struct bi_cconst *fx,
+			       size_t nfx);
+
 /* ================= root.c: the root tree ================= */
 
 /* Locate tree @id: 1 and 3 from the superblock, others by ROOT_ITEM. */
@@ -625,9 +705,9 @@ int bi_dir_resolve(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
  * after mounting. Nothing is written. Does nothing with
  * BTRFSIMG_OPEN_NO_LOG_REPLAY or log_root 0. A log the kernel could not
  * replay either (corrupt, or an operation the kernel would abort on) is
- * reported as damage and the last committed state is shown; returns a
- * negative errno only for -ENOMEM. Call once, at the end of the open
- * sequence, before any overlay exists.
+ * reported as damage (bi_damage) and the last committed state is shown, so
+ * this returns 0 except for misuse (-EINVAL: overlays exist already). Call
+ * once, at the end of the open sequence.
  */
 int bi_log_replay(struct btrfsimg_fs *fs);
 
@@ -675,16 +755,25 @@ struct bi_lr_params {
 	uint64_t max_steps;		/* item lookups/updates limit (0: 2^27) */
 };
 
+/* The global trees replay reads: the csum tree (changed: logged data's
+ * checksums go in, freed extents' go out) and the extent tree (read only,
+ * for the reference counts that decide which extents replay frees). */
+struct bi_lr_trees {
+	struct bi_lr_src csum, extent;
+};
+
 /* The pure replay: apply @logs (any order; replayed in the kernel's order)
- * to their fs trees and to the csum tree @csum. On success *out is a list
- * of overlays (one per changed fs tree, plus root 7 for the csum tree) that
+ * to their fs trees and to the csum tree. On success *out is a list of
+ * overlays (one per changed fs tree, plus root 7 for the csum tree) that
  * the caller owns (free with bi_lr_overlays_free, or hang on fs->overlays).
  * Errors: -EUCLEAN (a corrupt log or tree, or an operation the kernel's
  * replay would abort on), -ENOMEM (allocation failed or max_bytes
  * exceeded), -E2BIG (max_steps exceeded), -EINVAL (bad params), or a
  * source's error; @why says what and where. */
 int bi_lr_replay(const struct bi_lr_params *p, const struct bi_lr_log *logs, size_t nlogs,
-		 const struct bi_lr_src *csum, struct bi_overlay **out, char *why, size_t whylen);
+		 const struct bi_lr_trees *trees, struct bi_overlay **out, char *why,
+		 size_t whylen);
 void bi_lr_overlays_free(struct bi_overlay *list);
+
 
 #endif

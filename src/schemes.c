@@ -14,6 +14,8 @@
  * high bits of the inode number, where objectids (allocated from 256 up)
  * do not reach for a long time.
  */
+#include <stdlib.h>
+
 #include "internal.h"
 
 uint64_t btrfsimg_swab64(uint64_t v)
@@ -44,4 +46,200 @@ uint64_t btrfsimg_presented(uint64_t objectid, uint64_t v)
 uint64_t btrfsimg_uniquifier(uint64_t subvol)
 {
 	return subvol == OBJ_FS_TREE ? 0 : btrfsimg_swab64(subvol);
+}
+
+/* ------------------------------------------------------------------ */
+/*
+ * Bit-range arguments (used by collide.c for headroom).
+ *
+ * Subvolume s presents objectid a as a ^ c_s (or c_s when a == c_s). With
+ * every objectid in [256, 2^k), two subvolumes on one device cannot meet if
+ * c_s ^ c_t >= 2^k, i.e. k <= msb(c_s ^ c_t): then a ^ b < 2^k never equals
+ * c_s ^ c_t, a == c_s presents c_s = b ^ c_t only for b >= 2^k, and two
+ * exceptions need c_s == c_t. Inside one subvolume only objectid 0 could meet
+ * the exception. A fixed number e (a stub's 2) meets s only through objectid
+ * e ^ c_s (>= 256 needed) or objectid c_s == e.
+ */
+
+static unsigned msb64(uint64_t v)
+{
+	return 63u - (unsigned)__builtin_clzll(v);
+}
+
+static int cconst_cmp(const void *a, const void *b)
+{
+	const struct bi_cconst *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->c < y->c ? -1 : x->c > y->c;
+}
+
+static void tighten(struct bi_limit *l, unsigned bits, int kind, uint64_t a, uint64_t b,
+		    uint64_t dev)
+{
+	if (bits < l->bits)
+		*l = (struct bi_limit){ bits, kind, a, b, dev };
+}
+
+/* First entry >= (dev, c) of the sorted table. */
+static size_t cconst_lower(const struct bi_cconst *t, size_t n, uint64_t dev, uint64_t c)
+{
+	struct bi_cconst key = { dev, c, 0 };
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (cconst_cmp(&t[mid], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Constants inside e's 256-block give objectids < 256 (no constraint) except
+ * c == e; outside it, the nearest constant on each side differs lowest. */
+static void fixed_limit(const struct bi_cconst *t, size_t n, const struct bi_cconst *e,
+			struct bi_limit *l)
+{
+	size_t i = cconst_lower(t, n, e->dev, e->c & ~0xffull);
+
+	if (i > 0 && t[i - 1].dev == e->dev)
+		tighten(l, msb64(e->c ^ t[i - 1].c), BI_LIM_FIXED, e->c, t[i - 1].id, e->dev);
+	for (; i < n && t[i].dev == e->dev && t[i].c <= (e->c | 0xff); i++)
+		if (t[i].c == e->c && e->c >= 256)
+			tighten(l, msb64(e->c), BI_LIM_FIXED, e->c, t[i].id, e->dev);
+	if (i < n && t[i].dev == e->dev)
+		tighten(l, msb64(e->c ^ t[i].c), BI_LIM_FIXED, e->c, t[i].id, e->dev);
+}
+
+void bi_objbits(struct bi_cconst *t, size_t n, struct bi_cconst *fx, size_t nfx,
+		struct bi_limit *l)
+{
+	*l = (struct bi_limit){ 64, BI_LIM_NONE, 0, 0, 0 };
+	qsort(t, n, sizeof(*t), cconst_cmp);
+	/* the closest pair in sorted order has the lowest differing bit */
+	for (size_t i = 1; i < n; i++) {
+		if (t[i].dev != t[i - 1].dev)
+			continue;
+		if (t[i].c == t[i - 1].c)
+			tighten(l, 0, BI_LIM_SAME, t[i - 1].id, t[i].id, t[i].dev);
+		else
+			tighten(l, msb64(t[i].c ^ t[i - 1].c), BI_LIM_PAIR, t[i - 1].id, t[i].id,
+				t[i].dev);
+	}
+	for (size_t i = 0; i < nfx; i++)
+		fixed_limit(t, n, &fx[i], l);
+	qsort(fx, nfx, sizeof(*fx), cconst_cmp);
+	for (size_t i = 1; i < nfx; i++)
+		if (cconst_cmp(&fx[i], &fx[i - 1]) == 0) {
+			/* a collision whatever the objectids: it overrides */
+			*l = (struct bi_limit){ 0, BI_LIM_FIXED2, fx[i].c, 0, fx[i].dev };
+			break;
+		}
+}
+
+bool bi_next_masked(uint64_t lo, uint64_t mask, uint64_t want, uint64_t *out)
+{
+	if (lo == UINT64_MAX)
+		return false;
+	uint64_t y = lo + 1;
+	if ((y & mask) == want) {
+		*out = y;
+		return true;
+	}
+	/* agree with y above bit p, set p where y has 0, fill below minimally;
+	 * the lowest such p gives the smallest x */
+	for (unsigned p = 0; p < 64; p++) {
+		uint64_t bit = 1ull << p, above = p == 63 ? 0 : ~0ull << (p + 1);
+		if ((y & bit) || ((mask & bit) && !(want & bit)))
+			continue;
+		if ((y & mask & above) != (want & above))
+			continue;
+		*out = (y & above) | bit | (want & (bit - 1));
+		return true;
+	}
+	return false;
+}
+
+/*
+ * A new subvolume x has c_x >> k0 = swab64(x) >> j, j = 64 - N + k0: it
+ * depends on the id bits that swab64 moves to positions >= j (@mask).
+ */
+struct idbits {
+	unsigned j;
+	uint64_t mask;
+};
+
+static struct idbits id_bits(unsigned nbits, unsigned k0)
+{
+	struct idbits b = { 64 - nbits + k0, 0 };
+
+	if (b.j < 64)
+		b.mask = btrfsimg_swab64(~0ull << b.j);
+	return b;
+}
+
+/* Id bits a new subvolume needs so that c_x >> k0 == @g; false if none can. */
+static bool id_target(struct idbits b, uint64_t g, uint64_t *want)
+{
+	*want = 0;
+	if (b.j >= 64)
+		return g == 0;
+	if (b.j > 0 && (g >> (64 - b.j)) != 0)
+		return false;
+	*want = btrfsimg_swab64(g << b.j);
+	return true;
+}
+
+/* Keep the earliest clash: the first x > @lo with (x & mask) == want. */
+static void clash_min(struct bi_clash *c, uint64_t lo, uint64_t mask, uint64_t want,
+		      uint64_t with, int kind)
+{
+	uint64_t at;
+
+	if (bi_next_masked(lo, mask, want, &at) && (!c->kind || at < c->at))
+		*c = (struct bi_clash){ at, with, kind };
+}
+
+static uint64_t shr(uint64_t v, unsigned k)
+{
+	return k >= 64 ? 0 : v >> k;
+}
+
+/*
+ * Between new ids: x repeats t's kept bits at t + 2^l0 at the earliest
+ * (l0 = the lowest dropped bit; the bits below it are kept). For t past
+ * the first t* > lo with bit l0 clear the repeat comes after t* + 2^l0, and
+ * the ids in (lo, t*) share their dropped bits, so their repeats come in
+ * the order of the ids: only t = lo + 1 and t* are candidates.
+ */
+static void new_new(struct idbits b, uint64_t lo, struct bi_clash *c)
+{
+	uint64_t t[2] = { lo + 1, 0 };
+
+	if (b.mask == ~0ull || lo == UINT64_MAX)
+		return;
+	uint64_t l0 = 1ull << __builtin_ctzll(~b.mask);
+	int nt = bi_next_masked(lo, l0, 0, &t[1]) ? 2 : 1;
+	for (int k = 0; k < nt; k++)
+		clash_min(c, t[k], b.mask, t[k] & b.mask, t[k], BI_CLASH_NEW);
+}
+
+struct bi_clash bi_first_clash(unsigned nbits, unsigned k0, uint64_t lo,
+			       const struct bi_cconst *t, size_t n, const struct bi_cconst *fx,
+			       size_t nfx)
+{
+	struct idbits b = id_bits(nbits, k0);
+	struct bi_clash c = { 0, 0, BI_CLASH_NONE };
+	uint64_t want;
+
+	for (size_t i = 0; i < n; i++)
+		if (id_target(b, shr(t[i].c, k0), &want))
+			clash_min(&c, lo, b.mask, want, t[i].id, BI_CLASH_SUBVOL);
+	for (size_t i = 0; i < nfx; i++)
+		if (id_target(b, shr(fx[i].c, k0), &want))
+			clash_min(&c, lo, b.mask, want, fx[i].c, BI_CLASH_FIXED);
+	new_new(b, lo, &c);
+	return c;
 }

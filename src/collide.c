@@ -1,0 +1,1186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Exact collision counting of presented inode numbers over an abstract set
+ * of inodes, without expanding shared sets.
+ *
+ * Model. Subvolume s holds objectids S_s (base + add - del) and presents
+ * a as P_s(a) = a ^ c_s, except a == c_s which presents c_s (c_s: 0, the
+ * inumbits overlay or the nfsd uniquifier). Extras (stubs) present a fixed
+ * number. A group is a presented number held by >= 2 inodes of one device.
+ *
+ * Multiset of signed pieces. Everything one device presents is a sum of
+ * "pieces" (sorted array slice A, constant c, weight m): the multiset
+ * { a ^ c : a in A } with multiplicity m. A subvolume gives base(+1),
+ * add(+1), del(-1); the exception a == c_s gives {0}(-1) and {c_s}(+1);
+ * an extra gives {ino}(+1). Pieces with the same slice and constant are
+ * merged first (snapshots sharing a tree under the same constant become one
+ * piece of weight k: counted in O(1)).
+ *
+ * XOR trie over the value bits, high to low. At a node for bit b all values
+ * share the bits above b, and so does every piece's slice (its elements
+ * share the bits above b), so a slice splits at bit b by one binary search:
+ *
+ *      slice (bit b of a):  [ 0 0 0 0 | 1 1 1 ]
+ *      value bit b = a_b ^ c_b  ->  child c_b  |  child !c_b
+ *
+ * A node holding one piece has no collision unless m >= 2 (then all its
+ * values collide); a node whose pieces total <= MAT_MAX elements is
+ * materialised and sorted. This is the bit-range argument made exact and
+ * local: pieces whose constants differ above the top bit of their sets
+ * part at the first differing bit and are never compared element by element.
+ *
+ * Cost with P pieces after merging and n the largest slice: each piece
+ * walks at most 64 levels while it shares a node, O(64 P log n) for pieces
+ * separated by bit ranges; deltas cost O(64 |delta| log n) (the base is cut
+ * only along their paths); genuinely overlapping images cost O(T log
+ * MAT_MAX) for T overlapping elements (inherent: each is its own group).
+ * Memory: O(P) plus O(64 P) worst case for the DFS piece stack.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAT_MAX 256
+#define MAT_SHORT 8		/* average slice length worth splitting */
+#define DEFAULT_MEMBERS 16
+
+static const uint64_t zero_value;	/* the image of the exception a == c */
+
+struct piece {
+	const uint64_t *v;
+	size_t n;
+	uint64_t c;
+	int64_t m;
+};
+
+struct vm {
+	uint64_t v;
+	int64_t m;
+};
+
+/* One device's counting pass. */
+struct run {
+	struct piece *stack;		/* DFS piece stack; indices, it may move */
+	size_t used, cap;
+	uint64_t dev;
+	uint64_t groups, inodes;
+	struct btrfsimg_cgroup *ex;	/* the result's example array */
+	size_t *nex, maxex;
+	struct vm *mat;			/* materialise scratch */
+	size_t matcap;
+};
+
+static void set_err(char *err, size_t len, const char *fmt, ...) BI_PRINTF(3, 4);
+static void set_err(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+bool bi_cset_has(const struct btrfsimg_idset *s, uint64_t x)
+{
+	size_t lo = 0, hi = s ? s->n : 0;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return s && lo < s->n && s->v[lo] == x;
+}
+
+bool bi_csubvol_has(const struct btrfsimg_csubvol *s, uint64_t a)
+{
+	if (bi_cset_has(s->add, a))
+		return true;
+	return bi_cset_has(s->base, a) && !bi_cset_has(s->del, a);
+}
+
+uint64_t bi_scheme_const(const struct btrfsimg_scheme *s, uint64_t subvol)
+{
+	if (s->uniquifier)
+		return btrfsimg_uniquifier(subvol);
+	return btrfsimg_overlay(subvol, s->inumbits);
+}
+
+/* Device of subvols[i] (extras: see btrfsimg_cextra). */
+static uint64_t subvol_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_csubvol *v,
+			   size_t i)
+{
+	if (s->numdevs == BTRFSIMG_NUMDEVS_2)
+		return v->parity;
+	if (s->numdevs == BTRFSIMG_NUMDEVS_MANY)
+		return (uint64_t)i + 1;
+	return 0;
+}
+
+static uint64_t extra_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_cextra *e)
+{
+	return s->numdevs == BTRFSIMG_NUMDEVS_2 ? e->parity : 0;
+}
+
+/* ---------------------------- the trie ---------------------------- */
+
+static int stack_reserve(struct run *r, size_t more)
+{
+	if (more <= r->cap - r->used)
+		return 0;
+	size_t cap = r->cap ? r->cap : 64;
+	while (cap - r->used < more) {
+		if (cap > SIZE_MAX / 2 / sizeof(struct piece))
+			return -ENOMEM;
+		cap *= 2;
+	}
+	struct piece *p = realloc(r->stack, cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	r->stack = p;
+	r->cap = cap;
+	return 0;
+}
+
+static bool want_examples(const struct run *r)
+{
+	return *r->nex < r->maxex;
+}
+
+static void example(struct run *r, uint64_t value, int64_t m)
+{
+	if (want_examples(r)) {
+		struct btrfsimg_cgroup *g = &r->ex[(*r->nex)++];
+		g->device = r->dev;
+		g->ino = value;
+		g->size = (uint64_t)m;
+	}
+}
+
+static void record(struct run *r, uint64_t value, int64_t m)
+{
+	if (m < 2)
+		return;
+	r->groups++;
+	r->inodes += (uint64_t)m;
+	example(r, value, m);
+}
+
+static int vm_cmp(const void *a, const void *b)
+{
+	const struct vm *x = a, *y = b;
+	return x->v < y->v ? -1 : x->v > y->v;
+}
+
+/*
+ * A trie node: the values lo .. lo + 2^(b+1) - 1. Pieces whose slice
+ * covers all of them (positive weight, 2^(b+1) elements: dense objectid
+ * ranges) are folded into @base, the inodes every value of the node holds.
+ */
+struct nd {
+	int b;
+	uint64_t lo;
+	int64_t base;
+};
+
+static int mat_reserve(struct run *r, size_t n)
+{
+	if (n > r->matcap) {
+		if (n > SIZE_MAX / sizeof(*r->mat))
+			return -ENOMEM;
+		struct vm *m = realloc(r->mat, n * sizeof(*m));
+		if (!m)
+			return -ENOMEM;
+		r->mat = m;
+		r->matcap = n;
+	}
+	return 0;
+}
+
+/* Dense node: weights summed in a table indexed by value - lo. */
+static void tally(struct run *r, const struct piece *p, size_t np, const struct nd *d)
+{
+	size_t size = (size_t)1 << (d->b + 1);
+
+	for (size_t i = 0; i < size; i++)
+		r->mat[i].m = 0;
+	for (size_t i = 0; i < np; i++)
+		for (size_t j = 0; j < p[i].n; j++)
+			r->mat[(p[i].v[j] ^ p[i].c) - d->lo].m += p[i].m;
+	for (size_t i = 0; i < size; i++)
+		if (r->mat[i].m)
+			record(r, d->lo + i, r->mat[i].m + d->base);
+}
+
+/* Few elements left, or pieces so short that splitting them costs more
+ * than sorting (base <= 1, so uncovered values are no groups): list them,
+ * sort (or tally, when they fill much of the node), sum equal values. */
+static int materialise(struct run *r, const struct piece *p, size_t np, size_t total,
+		       const struct nd *d)
+{
+	size_t k = 0;
+	bool dense = d->b < 40 && ((size_t)1 << (d->b + 1)) <= 2 * total;
+	int rc = mat_reserve(r, dense ? (size_t)1 << (d->b + 1) : total);
+
+	if (rc)
+		return rc;
+	if (dense) {
+		tally(r, p, np, d);
+		return 0;
+	}
+	for (size_t i = 0; i < np; i++)
+		for (size_t j = 0; j < p[i].n; j++)
+			r->mat[k++] = (struct vm){ p[i].v[j] ^ p[i].c, p[i].m };
+	qsort(r->mat, k, sizeof(r->mat[0]), vm_cmp);
+	for (size_t i = 0; i < k;) {
+		int64_t m = d->base;
+		size_t j = i;
+		for (; j < k && r->mat[j].v == r->mat[i].v; j++)
+			m += r->mat[j].m;
+		record(r, r->mat[i].v, m);
+		i = j;
+	}
+	return 0;
+}
+
+/* Index of the first element >= x (or with bit b set, see split_at). */
+static size_t lower(const uint64_t *v, size_t n, uint64_t x)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* First index whose bit b is set: the slice shares the bits above b, so
+ * bit b reads 0...0 1...1 along it. */
+static size_t split_at(const struct piece *p, int b)
+{
+	uint64_t bit = 1ull << b;
+	return lower(p->v, p->n, (p->v[0] & ~(bit - 1) & ~bit) | bit);
+}
+
+/*
+ * Jump over the levels where nothing splits: when every piece's first and
+ * last images agree above bit b', so do all images, and the levels above
+ * b' each send everything to one child. (A piece covering a skipped level
+ * would differ there, so no fold into base is missed.)
+ */
+static void skip_levels(const struct piece *p, size_t np, struct nd *d)
+{
+	uint64_t x0, diff = 0;
+
+	/* with base >= 2 the skipped siblings would be groups */
+	if (!np || d->b < 0 || d->base >= 2)
+		return;
+	x0 = p[0].v[0] ^ p[0].c;
+	for (size_t i = 0; i < np; i++)
+		diff |= (p[i].v[0] ^ p[i].c ^ x0) | (p[i].v[p[i].n - 1] ^ p[i].c ^ x0);
+	int b = diff ? 63 - __builtin_clzll(diff) : -1;
+	if (b >= d->b)
+		return;
+	d->b = b;
+	d->lo = b < 0 ? x0 : x0 & ~((2ull << b) - 1);
+}
+
+/* Fold the pieces covering the whole node into its base. */
+static size_t absorb_full(struct piece *p, size_t np, struct nd *d)
+{
+	size_t k = 0;
+
+	if (d->b >= 62)
+		return np;
+	for (size_t i = 0; i < np; i++) {
+		if (p[i].m > 0 && p[i].n == (size_t)1 << (d->b + 1))
+			d->base += p[i].m;
+		else
+			p[k++] = p[i];
+	}
+	return k;
+}
+
+/* Every value of the node holds >= 2 inodes: count them all; examples are
+ * the first values, each weighed by the pieces that hold it. */
+static void bulk(struct run *r, const struct piece *p, size_t np, const struct nd *d)
+{
+	uint64_t size = 1ull << (d->b + 1);
+
+	r->groups += size;
+	r->inodes += (uint64_t)d->base * size;
+	for (size_t i = 0; i < np; i++)
+		r->inodes += (uint64_t)((int64_t)p[i].n * p[i].m);
+	for (uint64_t v = d->lo; want_examples(r) && v - d->lo < size; v++) {
+		int64_t m = d->base;
+		for (size_t i = 0; i < np; i++) {
+			size_t k = lower(p[i].v, p[i].n, v ^ p[i].c);
+			m += k < p[i].n && p[i].v[k] == (v ^ p[i].c) ? p[i].m : 0;
+		}
+		example(r, v, m);
+	}
+}
+
+/* A node that needs no split: 1 if it was settled, 0 if not, or -ENOMEM. */
+static int settle(struct run *r, const struct piece *p, size_t np, const struct nd *d)
+{
+	int64_t neg = 0;
+	size_t total = 0;
+
+	for (size_t i = 0; i < np; i++) {
+		neg += p[i].m < 0 ? p[i].m : 0;
+		total += p[i].n;
+	}
+	if (d->base + neg >= 2) {
+		bulk(r, p, np, d);
+		return true;
+	}
+	if (np == 0)
+		return true;	/* every value holds base <= 1 */
+	if (np == 1 && (!want_examples(r) || (d->base + p->m < 2 && d->base < 2))) {
+		/* covered values hold base + m, the others base (then m < 0) */
+		if (d->base + p->m >= 2) {
+			r->groups += p->n;
+			r->inodes += (uint64_t)((int64_t)p->n * (d->base + p->m));
+		}
+		if (d->base >= 2) {
+			uint64_t rest = (1ull << (d->b + 1)) - p->n;
+			r->groups += rest;
+			r->inodes += rest * (uint64_t)d->base;
+		}
+		return true;
+	}
+	if (d->b < 0) {		/* one value; every piece holds it once */
+		int64_t m = d->base;
+		for (size_t i = 0; i < np; i++)
+			m += p[i].m;
+		record(r, d->lo, m);
+		return true;
+	}
+	if (d->base <= 1 && (total <= MAT_MAX || total <= MAT_SHORT * np)) {
+		int rc = materialise(r, p, np, total, d);
+		return rc ? rc : 1;
+	}
+	return 0;
+}
+
+/*
+ * Pieces stack[first, first+np) at node @d. Child 0 (value bit 0) is pushed
+ * on the stack and counted first, so groups come out in value order; child
+ * 1 is compacted in place and handled by the loop.
+ */
+static int node(struct run *r, size_t first, size_t np, struct nd d)
+{
+	for (;; d.b--) {
+		skip_levels(r->stack + first, np, &d);
+		np = absorb_full(r->stack + first, np, &d);
+		int rc = settle(r, r->stack + first, np, &d);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		rc = stack_reserve(r, np);
+		if (rc)
+			return rc;
+		struct piece *p = r->stack + first, *c0 = r->stack + r->used;
+		size_t n0 = 0, n1 = 0;
+		for (size_t i = 0; i < np; i++) {
+			struct piece q = p[i];
+			size_t k = split_at(&q, d.b);
+			bool flip = (q.c >> d.b) & 1;
+			/* low part: value bit = c_b; high part: !c_b */
+			struct piece lo = { q.v, k, q.c, q.m }, hi = { q.v + k, q.n - k, q.c, q.m };
+			struct piece *to0 = flip ? &hi : &lo, *to1 = flip ? &lo : &hi;
+			if (to0->n)
+				c0[n0++] = *to0;
+			if (to1->n)
+				p[n1++] = *to1;
+		}
+		r->used += n0;
+		rc = node(r, r->used - n0, n0, (struct nd){ d.b - 1, d.lo, d.base });
+		r->used -= n0;
+		if (rc)
+			return rc;
+		d.lo |= 1ull << d.b;
+		np = n1;
+	}
+}
+
+/* Count every group of the pieces on the stack (one device). */
+static int count_pieces(struct run *r, size_t np)
+{
+	return node(r, 0, np, (struct nd){ 63, 0, 0 });
+}
+
+static int piece_cmp(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+	if (x->v != y->v)
+		return (uintptr_t)x->v < (uintptr_t)y->v ? -1 : 1;
+	if (x->n != y->n)
+		return x->n < y->n ? -1 : 1;
+	return x->c < y->c ? -1 : x->c > y->c;
+}
+
+/* Merge pieces with the same slice and constant; drop weight 0. */
+static size_t merge_pieces(struct piece *p, size_t np)
+{
+	size_t k = 0;
+
+	qsort(p, np, sizeof(*p), piece_cmp);
+	for (size_t i = 0; i < np; i++) {
+		if (k && piece_cmp(&p[k - 1], &p[i]) == 0)
+			p[k - 1].m += p[i].m;
+		else
+			p[k++] = p[i];
+		if (k && p[k - 1].m == 0 && (i + 1 == np || piece_cmp(&p[k - 1], &p[i + 1])))
+			k--;
+	}
+	return k;
+}
+
+/* ------------------------- one device, one scheme ------------------------- */
+
+/* What one scheme run shares between devices. */
+struct ctx {
+	const struct btrfsimg_cinput *in;
+	const struct btrfsimg_scheme *s;
+	uint64_t *c;			/* per-subvolume constant */
+	size_t *order;			/* subvolume indices grouped by device */
+	size_t max_members;
+	struct btrfsimg_cresult *out;
+	struct run run;
+	struct piece *pieces;		/* root pieces of the current device */
+};
+
+static void add_piece(struct piece *p, size_t *np, const struct btrfsimg_idset *set,
+		      uint64_t c, int64_t m)
+{
+	if (set && set->n)
+		p[(*np)++] = (struct piece){ set->v, set->n, c, m };
+}
+
+static void add_value(struct piece *p, size_t *np, const uint64_t *v, int64_t m)
+{
+	p[(*np)++] = (struct piece){ v, 1, 0, m };
+}
+
+/* Root pieces of subvolumes order[lo, hi) and of the extras on @dev. */
+static size_t device_pieces(struct ctx *x, size_t lo, size_t hi, uint64_t dev, bool extras)
+{
+	size_t np = 0;
+
+	for (size_t k = lo; k < hi; k++) {
+		size_t i = x->order[k];
+		const struct btrfsimg_csubvol *v = &x->in->subvols[i];
+		uint64_t c = x->c[i];
+		add_piece(x->pieces, &np, v->base, c, 1);
+		add_piece(x->pieces, &np, v->add, c, 1);
+		add_piece(x->pieces, &np, v->del, c, -1);
+		if (c && bi_csubvol_has(v, c)) {
+			/* a == c presents c, not c ^ c = 0 */
+			add_value(x->pieces, &np, &zero_value, -1);
+			add_value(x->pieces, &np, &x->c[i], 1);
+		}
+	}
+	for (size_t i = 0; extras && i < x->in->nextras; i++)
+		if (extra_dev(x->s, &x->in->extras[i]) == dev)
+			add_value(x->pieces, &np, &x->in->extras[i].ino, 1);
+	return merge_pieces(x->pieces, np);
+}
+
+static int add_member(struct ctx *x, struct btrfsimg_cgroup *g, uint64_t subvol,
+		      uint64_t obj, bool extra)
+{
+	if (!g->members) {
+		size_t n = g->size < x->max_members ? (size_t)g->size : x->max_members;
+		g->members = calloc(n ? n : 1, sizeof(*g->members));
+		if (!g->members)
+			return -ENOMEM;
+	}
+	if (g->nmembers < x->max_members)
+		g->members[g->nmembers++] = (struct btrfsimg_cmember){ subvol, obj, extra };
+	return 0;
+}
+
+/* Fill the members of example @g by asking each inode of its device. */
+static int fill_members(struct ctx *x, struct btrfsimg_cgroup *g, size_t lo, size_t hi,
+			bool extras)
+{
+	int rc = 0;
+
+	for (size_t k = lo; k < hi && !rc; k++) {
+		size_t i = x->order[k];
+		const struct btrfsimg_csubvol *v = &x->in->subvols[i];
+		uint64_t c = x->c[i], a = g->ino ^ c;
+		/* a = ino ^ c presents ino unless a == c (ino == 0) */
+		if ((c == 0 || a != c) && bi_csubvol_has(v, a))
+			rc = add_member(x, g, v->id, a, false);
+		if (!rc && c && g->ino == c && bi_csubvol_has(v, c))
+			rc = add_member(x, g, v->id, c, false);
+	}
+	for (size_t i = 0; extras && !rc && i < x->in->nextras; i++) {
+		const struct btrfsimg_cextra *e = &x->in->extras[i];
+		if (extra_dev(x->s, e) == g->device && e->ino == g->ino)
+			rc = add_member(x, g, e->subvol, e->ino, true);
+	}
+	return rc;
+}
+
+/* Count device @dev: subvolumes order[lo, hi), extras if @extras. */
+static int count_device(struct ctx *x, size_t lo, size_t hi, uint64_t dev, bool extras)
+{
+	size_t np = device_pieces(x, lo, hi, dev, extras), ex0 = x->out->nexamples;
+	struct run *r = &x->run;
+
+	r->dev = dev;
+	r->used = 0;
+	int rc = stack_reserve(r, np);
+	if (rc)
+		return rc;
+	memcpy(r->stack, x->pieces, np * sizeof(*r->stack));
+	r->used = np;
+	rc = count_pieces(r, np);
+	for (size_t i = ex0; !rc && i < x->out->nexamples; i++)
+		rc = fill_members(x, &x->out->examples[i], lo, hi, extras);
+	return rc;
+}
+
+/* Group subvolume indices by device (parity 0 first under numdevs=2),
+ * keeping input order within one; returns where device 1 starts. */
+static size_t order_by_device(struct ctx *x)
+{
+	size_t n = x->in->nsubvols, k = 0, split = n;
+
+	for (unsigned p = 0; p < 2; p++) {
+		if (p == 1)
+			split = k;
+		for (size_t i = 0; i < n; i++)
+			if (x->s->numdevs != BTRFSIMG_NUMDEVS_2 ? p == 0
+							       : x->in->subvols[i].parity == p)
+				x->order[k++] = i;
+	}
+	return split;
+}
+
+static int count_all(struct ctx *x)
+{
+	size_t n = x->in->nsubvols, split = order_by_device(x);
+	int rc;
+
+	if (x->s->numdevs == BTRFSIMG_NUMDEVS_MANY) {
+		/* the superblock's device holds only the extras */
+		rc = count_device(x, 0, 0, 0, true);
+		for (size_t i = 0; !rc && i < n; i++)
+			rc = count_device(x, i, i + 1, (uint64_t)i + 1, false);
+		return rc;
+	}
+	rc = count_device(x, 0, split, 0, true);
+	if (!rc && x->s->numdevs == BTRFSIMG_NUMDEVS_2)
+		rc = count_device(x, split, n, 1, true);
+	return rc;
+}
+
+/* ----------------------------- headroom ----------------------------- */
+
+/* Facts about the input shared by every scheme. */
+struct stats {
+	uint64_t maxobj, minobj;	/* over every set (minobj UINT64_MAX if none) */
+	uint64_t maxid;
+	uint64_t total;			/* inodes counted with base and add */
+	bool any;
+};
+
+struct text {
+	char *buf;
+	size_t len, at;
+};
+
+static void put(struct text *t, const char *fmt, ...) BI_PRINTF(2, 3);
+static void put(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->at >= t->len)
+		return;
+	va_start(ap, fmt);
+	int k = vsnprintf(t->buf + t->at, t->len - t->at, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		t->at += (size_t)k;
+}
+
+#define ULL(v) ((unsigned long long)(v))
+
+static void say_limit(struct text *t, const struct bi_limit *l, int numdevs)
+{
+	switch (l->kind) {
+	case BI_LIM_NONE:
+		put(t, numdevs == BTRFSIMG_NUMDEVS_MANY ? "one device per subvolume"
+							: "no two constants share a device");
+		break;
+	case BI_LIM_PAIR:
+		put(t, "constants of subvolumes %llu and %llu (device %llu) first differ at bit %u",
+		    ULL(l->a), ULL(l->b), ULL(l->dev), l->bits);
+		break;
+	case BI_LIM_SAME:
+		put(t, "subvolumes %llu and %llu share device %llu and constant %s", ULL(l->a),
+		    ULL(l->b), ULL(l->dev), "(any common objectid collides)");
+		break;
+	case BI_LIM_FIXED:
+		put(t, "extra ino %llu meets subvolume %llu (device %llu) through objectid >= 2^%u",
+		    ULL(l->a), ULL(l->b), ULL(l->dev), l->bits);
+		break;
+	default:
+		put(t, "two extras present %llu on device %llu", ULL(l->a), ULL(l->dev));
+	}
+	if (l->bits)
+		put(t, ", so objectids < 2^%u cannot collide", l->bits);
+}
+
+static void say_clash(struct text *t, const struct btrfsimg_cresult *o,
+		      const struct bi_clash *c, unsigned k0)
+{
+	static const char *const what[] = { "", "subvolume", "new subvolume", "extra ino" };
+
+	if (!o->clash_subvol) {
+		put(t, "; no new subvolume id can collide");
+		return;
+	}
+	put(t, "; new subvolume ids up to %llu keep constants apart above bit %u (%llu would "
+	    "meet %s %llu)", ULL(o->max_subvol), k0, ULL(c->at), what[c->kind], ULL(c->with));
+}
+
+static unsigned bitlen(uint64_t v)
+{
+	return v ? 64u - (unsigned)__builtin_clzll(v) : 0;
+}
+
+/* Constant tables of the current scheme: subvolumes and extras. */
+static int constants(struct ctx *x, struct bi_cconst **t, struct bi_cconst **fx)
+{
+	size_t n = x->in->nsubvols, ne = x->in->nextras;
+
+	*t = calloc(n + 1, sizeof(**t));
+	*fx = calloc(ne + 1, sizeof(**fx));
+	if (!*t || !*fx)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		(*t)[i] = (struct bi_cconst){ subvol_dev(x->s, &x->in->subvols[i], i), x->c[i],
+					      x->in->subvols[i].id };
+	for (size_t i = 0; i < ne; i++)
+		(*fx)[i] = (struct bi_cconst){ extra_dev(x->s, &x->in->extras[i]),
+					       x->in->extras[i].ino, x->in->extras[i].subvol };
+	return 0;
+}
+
+static void verdict(struct text *t, const struct btrfsimg_cresult *o, const struct stats *st,
+		    unsigned k0)
+{
+	if (o->groups)
+		put(t, "; %llu numbers are shared by %llu inodes", ULL(o->groups), ULL(o->inodes));
+	else if (!o->proven)
+		put(t, "; no collision now only because of these sets (objectids %llu..%llu)",
+		    ULL(st->any ? st->minobj : 0), ULL(st->maxobj));
+	else
+		put(t, "; largest objectid %llu < 2^%u: proven", ULL(st->maxobj), k0);
+}
+
+static int headroom(struct ctx *x, const struct stats *st)
+{
+	struct btrfsimg_cresult *o = x->out;
+	struct text txt = { o->reason, sizeof(o->reason), 0 };
+	struct bi_cconst *t = NULL, *fx = NULL;
+	unsigned k0 = bitlen(st->maxobj);
+	struct bi_limit l;
+	struct bi_clash c = { 0, 0, BI_CLASH_NONE };
+	int rc = constants(x, &t, &fx);
+
+	if (rc)
+		goto out;
+	bi_objbits(t, x->in->nsubvols, fx, x->in->nextras, &l);
+	o->objbits = l.bits;
+	o->max_objectid = l.bits >= 64 ? OBJ_LAST_FREE : (1ull << l.bits) - 1;
+	if (o->max_objectid > OBJ_LAST_FREE)
+		o->max_objectid = OBJ_LAST_FREE;
+	o->proven = l.kind != BI_LIM_FIXED2 && k0 <= l.bits && (!st->any || st->minobj >= 256);
+	say_limit(&txt, &l, x->s->numdevs);
+	verdict(&txt, o, st, k0);
+	if (!o->proven)
+		goto out;
+	if (x->s->numdevs != BTRFSIMG_NUMDEVS_MANY)
+		c = bi_first_clash(x->s->uniquifier ? 64 : x->s->inumbits, k0,
+				   st->maxid > 255 ? st->maxid : 255, t, x->in->nsubvols, fx,
+				   x->in->nextras);
+	o->max_subvol = OBJ_LAST_FREE;
+	if (c.kind && c.at <= OBJ_LAST_FREE) {
+		o->max_subvol = c.at - 1;
+		o->clash_subvol = c.at;
+		o->clash_with = c.with;
+	}
+	say_clash(&txt, o, &c, k0);
+out:
+	free(t);
+	free(fx);
+	return rc;
+}
+
+/* ----------------------------- validation ----------------------------- */
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int set_ok(const struct btrfsimg_idset *s, const char *what, uint64_t id, char *err,
+		  size_t len)
+{
+	if (s && s->n && !s->v) {
+		set_err(err, len, "subvolume %llu: %s set has %zu entries and no array", ULL(id),
+			what, s->n);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Every distinct slice strictly increasing: each array is checked once. */
+static int slices_sorted(const struct btrfsimg_cinput *in, char *err, size_t len)
+{
+	size_t n = 0, cap = in->nsubvols * 3;
+	struct piece *p = calloc(cap ? cap : 1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	for (size_t i = 0; i < in->nsubvols; i++) {
+		add_piece(p, &n, in->subvols[i].base, 0, 1);
+		add_piece(p, &n, in->subvols[i].add, 0, 1);
+		add_piece(p, &n, in->subvols[i].del, 0, 1);
+	}
+	qsort(p, n, sizeof(*p), piece_cmp);
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (i && p[i].v == p[i - 1].v && p[i].n == p[i - 1].n)
+			continue;
+		for (size_t j = 1; j < p[i].n && !rc; j++)
+			if (p[i].v[j] <= p[i].v[j - 1]) {
+				set_err(err, len, "objectid set not strictly increasing at index %zu: "
+					"have %llu after %llu", j, ULL(p[i].v[j]), ULL(p[i].v[j - 1]));
+				rc = -EINVAL;
+			}
+	}
+	free(p);
+	return rc;
+}
+
+static void stat_set(struct stats *st, const struct btrfsimg_idset *s)
+{
+	if (!s || !s->n)
+		return;
+	st->any = true;
+	if (s->v[0] < st->minobj)
+		st->minobj = s->v[0];
+	if (s->v[s->n - 1] > st->maxobj)
+		st->maxobj = s->v[s->n - 1];
+}
+
+/* add disjoint from base, del inside base; totals fit in 64 bits. */
+static int deltas_ok(const struct btrfsimg_csubvol *v, uint64_t *total, char *err, size_t len)
+{
+	for (size_t j = 0; v->add && j < v->add->n; j++)
+		if (bi_cset_has(v->base, v->add->v[j])) {
+			set_err(err, len, "subvolume %llu: added objectid %llu is already in the base",
+				ULL(v->id), ULL(v->add->v[j]));
+			return -EINVAL;
+		}
+	for (size_t j = 0; v->del && j < v->del->n; j++)
+		if (!bi_cset_has(v->base, v->del->v[j])) {
+			set_err(err, len, "subvolume %llu: deleted objectid %llu is not in the base",
+				ULL(v->id), ULL(v->del->v[j]));
+			return -EINVAL;
+		}
+	if (!bi_add_ok(*total, v->base ? v->base->n : 0, total) ||
+	    !bi_add_ok(*total, v->add ? v->add->n : 0, total)) {
+		set_err(err, len, "more than 2^64 inodes");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int subvols_ok(const struct btrfsimg_cinput *in, struct stats *st, uint64_t *total,
+		      char *err, size_t len)
+{
+	for (size_t i = 0; i < in->nsubvols; i++) {
+		const struct btrfsimg_csubvol *v = &in->subvols[i];
+		if (v->parity > 1) {
+			set_err(err, len, "subvolume %llu: parity %u, expected 0 or 1", ULL(v->id),
+				v->parity);
+			return -EINVAL;
+		}
+		int rc = set_ok(v->base, "base", v->id, err, len);
+		if (!rc)
+			rc = set_ok(v->add, "add", v->id, err, len);
+		if (!rc)
+			rc = set_ok(v->del, "del", v->id, err, len);
+		if (rc)
+			return rc;
+		if (v->id > st->maxid)
+			st->maxid = v->id;
+		stat_set(st, v->base);
+		stat_set(st, v->add);
+	}
+	int rc = slices_sorted(in, err, len);
+	for (size_t i = 0; !rc && i < in->nsubvols; i++)
+		rc = deltas_ok(&in->subvols[i], total, err, len);
+	return rc;
+}
+
+static int ids_unique(const struct btrfsimg_cinput *in, char *err, size_t len)
+{
+	uint64_t *ids = calloc(in->nsubvols ? in->nsubvols : 1, sizeof(*ids));
+	int rc = 0;
+
+	if (!ids)
+		return -ENOMEM;
+	for (size_t i = 0; i < in->nsubvols; i++)
+		ids[i] = in->subvols[i].id;
+	qsort(ids, in->nsubvols, sizeof(*ids), u64_cmp);
+	for (size_t i = 1; i < in->nsubvols && !rc; i++)
+		if (ids[i] == ids[i - 1]) {
+			set_err(err, len, "subvolume %llu listed twice", ULL(ids[i]));
+			rc = -EINVAL;
+		}
+	free(ids);
+	return rc;
+}
+
+static int input_ok(const struct btrfsimg_cinput *in, struct stats *st, char *err, size_t len)
+{
+	uint64_t total = 0;
+
+	*st = (struct stats){ 0, UINT64_MAX, 0, 0, false };
+	if (!in || (in->nsubvols && !in->subvols) || (in->nextras && !in->extras)) {
+		set_err(err, len, "no input, or a count without its array");
+		return -EINVAL;
+	}
+	if (in->nsubvols > SIZE_MAX / 8 / sizeof(struct piece)) {
+		set_err(err, len, "too many subvolumes: %zu", in->nsubvols);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < in->nextras; i++)
+		if (in->extras[i].parity > 1) {
+			set_err(err, len, "extra %zu (subvolume %llu): parity %u, expected 0 or 1", i,
+				ULL(in->extras[i].subvol), in->extras[i].parity);
+			return -EINVAL;
+		}
+	int rc = ids_unique(in, err, len);
+	if (!rc)
+		rc = subvols_ok(in, st, &total, err, len);
+	if (!rc && !bi_add_ok(total, in->nextras, &total)) {
+		set_err(err, len, "more than 2^64 inodes");
+		rc = -EINVAL;
+	}
+	st->total = total;
+	return rc;
+}
+
+static int scheme_ok(const struct btrfsimg_scheme *s, char *err, size_t len)
+{
+	if (!s || (s->inumbits && (s->inumbits < 32 || s->inumbits > 64)) ||
+	    (s->uniquifier && s->inumbits) || s->numdevs < 1 || s->numdevs > 3) {
+		set_err(err, len, "bad scheme: inumbits %u (0 or 32..64), uniquifier %d (needs "
+			"inumbits 0), numdevs %d (1, 2 or 3)", s ? s->inumbits : 0,
+			s ? s->uniquifier : 0, s ? s->numdevs : 0);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ------------------- the interface analyze.c uses ------------------- */
+
+static const uint64_t stub_value = OBJ_EMPTY_SUBVOL_DIR;
+
+static bool ids_have(const uint64_t *v, size_t n, uint64_t x)
+{
+	struct btrfsimg_idset s = { v, n };
+	return bi_cset_has(&s, x);
+}
+
+static bool member_has(const struct bi_member *m, uint64_t a)
+{
+	return m->set && ids_have(m->set->ids, m->set->n, a);
+}
+
+static void list_member(struct btrfsimg_collision_group *g, uint64_t subvol, uint64_t obj)
+{
+	if (g->n < BTRFSIMG_GROUP_MEMBERS_MAX)
+		g->members[g->n++] = (struct btrfsimg_collision_member){ subvol, obj };
+}
+
+/* Members of the group presenting g->value, as fill_members() does. */
+static void list_members(struct btrfsimg_collision_group *g, const struct bi_member *m,
+			 size_t n, uint64_t nstubs)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t c = m[i].c, a = g->value ^ c;
+		bool plain = (c == 0 || a != c) && member_has(&m[i], a);
+		bool self = c && g->value == c && member_has(&m[i], c);
+		for (uint32_t k = 0; k < m[i].weight; k++) {
+			if (plain)
+				list_member(g, m[i].subvols[k], a);
+			if (self)
+				list_member(g, m[i].subvols[k], c);
+		}
+	}
+	for (uint64_t k = 0; g->value == stub_value && k < nstubs; k++)
+		list_member(g, 0, stub_value);
+}
+
+static size_t member_pieces(struct piece *p, const struct bi_member *m, size_t n,
+			    const uint64_t *nstubs)
+{
+	size_t np = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (m[i].set && m[i].set->n)
+			p[np++] = (struct piece){ m[i].set->ids, m[i].set->n, m[i].c, m[i].weight };
+		if (m[i].c && member_has(&m[i], m[i].c)) {
+			add_value(p, &np, &zero_value, -(int64_t)m[i].weight);
+			add_value(p, &np, &m[i].c, m[i].weight);
+		}
+	}
+	if (*nstubs)
+		add_value(p, &np, &stub_value, (int64_t)*nstubs);
+	return merge_pieces(p, np);
+}
+
+int bi_collide_count(const struct bi_member *m, size_t n, uint64_t nstubs,
+		     struct bi_collide_result *out)
+{
+	struct btrfsimg_cgroup ex[BTRFSIMG_EXAMPLES_MAX];
+	struct run *r = calloc(1, sizeof(*r));
+	struct piece *p = calloc(3 * n + 2, sizeof(*p));
+	int rc = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	if (!r || !p || nstubs > INT64_MAX)
+		goto out;
+	size_t np = member_pieces(p, m, n, &nstubs);
+	*r = (struct run){ .ex = ex, .nex = &out->nexamples, .maxex = BTRFSIMG_EXAMPLES_MAX };
+	rc = stack_reserve(r, np);
+	if (rc)
+		goto out;
+	memcpy(r->stack, p, np * sizeof(*p));
+	r->used = np;
+	rc = count_pieces(r, np);
+	out->groups = r->groups;
+	out->inodes = r->inodes;
+	for (size_t i = 0; i < out->nexamples; i++) {
+		struct btrfsimg_collision_group *g = &out->examples[i];
+		*g = (struct btrfsimg_collision_group){ .value = ex[i].ino, .total = ex[i].size };
+		list_members(g, m, n, nstubs);
+	}
+out:
+	if (r) {
+		free(r->stack);
+		free(r->mat);
+	}
+	free(r);
+	free(p);
+	return rc;
+}
+
+int bi_collide_free_bits(const uint64_t *c, size_t n)
+{
+	struct bi_cconst *t = calloc(n + 1, sizeof(*t));
+	struct bi_limit l = { 64, BI_LIM_NONE, 0, 0, 0 };
+
+	if (!t) {	/* no memory: the quadratic way */
+		int best = 64;
+		for (size_t i = 0; i < n; i++)
+			for (size_t j = i + 1; j < n; j++) {
+				if (c[i] == c[j])
+					return -1;
+				int b = 63 - __builtin_clzll(c[i] ^ c[j]);
+				best = b < best ? b : best;
+			}
+		return best;
+	}
+	for (size_t i = 0; i < n; i++)
+		t[i] = (struct bi_cconst){ 0, c[i], i };
+	bi_objbits(t, n, NULL, 0, &l);
+	free(t);
+	return l.kind == BI_LIM_SAME ? -1 : (int)l.bits;
+}
+
+/* ----------------------------- public API ----------------------------- */
+
+int btrfsimg_scheme_name(const struct btrfsimg_scheme *s, char *buf, size_t len)
+{
+	static const char *const devs[] = { "", "1", "2", "many" };
+	const char *d = s && s->numdevs >= 1 && s->numdevs <= 3 ? devs[s->numdevs] : "?";
+
+	if (!s)
+		return snprintf(buf, len, "?");
+	if (s->uniquifier)
+		return snprintf(buf, len, "nfsd-uniquifier");
+	if (!s->inumbits && s->numdevs == BTRFSIMG_NUMDEVS_1)
+		return snprintf(buf, len, "nfsd");
+	if (!s->inumbits)
+		return snprintf(buf, len, "numdevs=%s", d);
+	return snprintf(buf, len, "inumbits=%u,numdevs=%s", s->inumbits, d);
+}
+
+void btrfsimg_cresult_clear(struct btrfsimg_cresult *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; r->examples && i < r->nexamples; i++)
+		free(r->examples[i].members);
+	free(r->examples);
+	r->examples = NULL;
+	r->nexamples = 0;
+}
+
+static void ctx_free(struct ctx *x)
+{
+	free(x->c);
+	free(x->order);
+	free(x->pieces);
+	free(x->run.stack);
+	free(x->run.mat);
+}
+
+/* Count one scheme over validated input. */
+static int run_one(const struct btrfsimg_cinput *in, const struct btrfsimg_scheme *s,
+		   const struct btrfsimg_copts *o, const struct stats *st,
+		   struct btrfsimg_cresult *out)
+{
+	size_t n = in->nsubvols, maxex = o ? o->max_examples : 0;
+	struct ctx x = { .in = in, .s = s, .out = out };
+	int rc = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	out->scheme = *s;
+	x.max_members = o && o->max_members ? o->max_members : DEFAULT_MEMBERS;
+	if (maxex > st->total / 2)	/* each group holds >= 2 inodes */
+		maxex = (size_t)(st->total / 2);
+	x.c = calloc(n + 1, sizeof(*x.c));
+	x.order = calloc(n + 1, sizeof(*x.order));
+	x.pieces = calloc(5 * n + in->nextras + 1, sizeof(*x.pieces));
+	out->examples = calloc(maxex + 1, sizeof(*out->examples));
+	if (!x.c || !x.order || !x.pieces || !out->examples)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		x.c[i] = bi_scheme_const(s, in->subvols[i].id);
+	x.run.ex = out->examples;
+	x.run.nex = &out->nexamples;
+	x.run.maxex = maxex;
+	rc = count_all(&x);
+	out->groups = x.run.groups;
+	out->inodes = x.run.inodes;
+	if (!rc)
+		rc = headroom(&x, st);
+out:
+	ctx_free(&x);
+	return rc;
+}
+
+int btrfsimg_collide(const struct btrfsimg_cinput *in, const struct btrfsimg_scheme *s,
+		     const struct btrfsimg_copts *o, struct btrfsimg_cresult *out, char *err,
+		     size_t errlen)
+{
+	struct stats st;
+
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	int rc = scheme_ok(s, err, errlen);
+	if (!rc)
+		rc = input_ok(in, &st, err, errlen);
+	if (!rc)
+		rc = run_one(in, s, o, &st, out);
+	if (rc == -ENOMEM)
+		set_err(err, errlen, "out of memory counting collisions");
+	return rc;
+}
+
+void btrfsimg_creport_free(struct btrfsimg_creport *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; r->results && i < r->nresults; i++)
+		btrfsimg_cresult_clear(&r->results[i]);
+	free(r->results);
+	free(r);
+}
+
+/* The i-th scheme of a report (see btrfsimg_creport). */
+static struct btrfsimg_scheme report_scheme(size_t i)
+{
+	if (i == 0)
+		return (struct btrfsimg_scheme){ 0, false, BTRFSIMG_NUMDEVS_1 };
+	if (i == 1)
+		return (struct btrfsimg_scheme){ 0, true, BTRFSIMG_NUMDEVS_1 };
+	if (i < 2 + 33)
+		return (struct btrfsimg_scheme){ (unsigned)(32 + i - 2), false, BTRFSIMG_NUMDEVS_1 };
+	if (i < 2 + 66)
+		return (struct btrfsimg_scheme){ (unsigned)(32 + i - 35), false, BTRFSIMG_NUMDEVS_2 };
+	return (struct btrfsimg_scheme){ 0, false, BTRFSIMG_NUMDEVS_MANY };
+}
+
+static void summarise(struct btrfsimg_creport *r)
+{
+	for (size_t i = 2; i < 2 + 66; i++) {
+		const struct btrfsimg_cresult *x = &r->results[i];
+		bool two = x->scheme.numdevs == BTRFSIMG_NUMDEVS_2;
+		unsigned *fr = two ? &r->min_free_n2 : &r->min_free_n1;
+		unsigned *pr = two ? &r->min_proven_n2 : &r->min_proven_n1;
+		if (!x->groups && !*fr)
+			*fr = x->scheme.inumbits;
+		if (x->proven && !*pr)
+			*pr = x->scheme.inumbits;
+	}
+}
+
+int btrfsimg_collide_all(const struct btrfsimg_cinput *in, const struct btrfsimg_copts *o,
+			 struct btrfsimg_creport **out, char *err, size_t errlen)
+{
+	struct btrfsimg_creport *r = NULL;
+	struct stats st;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	rc = input_ok(in, &st, err, errlen);
+	if (rc)
+		return rc;
+	rc = -ENOMEM;
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->results = calloc(BTRFSIMG_CREPORT_SCHEMES, sizeof(*r->results))))
+		goto out;
+	for (size_t i = 0; i < BTRFSIMG_CREPORT_SCHEMES; i++) {
+		struct btrfsimg_scheme s = report_scheme(i);
+		r->nresults = i + 1;
+		rc = run_one(in, &s, o, &st, &r->results[i]);
+		if (rc)
+			goto out;
+	}
+	summarise(r);
+	*out = r;
+	r = NULL;
+out:
+	if (rc == -ENOMEM)
+		set_err(err, errlen, "out of memory counting collisions");
+	btrfsimg_creport_free(r);
+	return rc;
+}
