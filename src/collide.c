@@ -172,10 +172,49 @@ static void record(struct run *r, uint64_t value, int64_t m)
 	example(r, value, m);
 }
 
-static int vm_cmp(const void *a, const void *b)
+static void vm_swap(struct vm *a, struct vm *b)
 {
-	const struct vm *x = a, *y = b;
-	return x->v < y->v ? -1 : x->v > y->v;
+	struct vm t = *a;
+	*a = *b;
+	*b = t;
+}
+
+/* Sort by value: quicksort with a median-of-three pivot, recursing into
+ * the smaller side (depth <= log2 n), insertion sort for short runs.
+ * qsort's indirect comparisons cost more than the whole trie. */
+static void sort_vm(struct vm *a, size_t n)
+{
+	while (n > 16) {
+		size_t mid = n / 2, i = 0, j = n - 1;
+		if (a[mid].v < a[0].v)
+			vm_swap(&a[mid], &a[0]);
+		if (a[n - 1].v < a[0].v)
+			vm_swap(&a[n - 1], &a[0]);
+		if (a[n - 1].v < a[mid].v)
+			vm_swap(&a[n - 1], &a[mid]);
+		uint64_t pivot = a[mid].v;
+		for (;;) {		/* Hoare partition */
+			while (a[i].v < pivot)
+				i++;
+			while (a[j].v > pivot)
+				j--;
+			if (i >= j)
+				break;
+			vm_swap(&a[i++], &a[j--]);
+		}
+		size_t left = j + 1;	/* [0, left) <= pivot <= [left, n) */
+		if (left < n - left) {
+			sort_vm(a, left);
+			a += left;
+			n -= left;
+		} else {
+			sort_vm(a + left, n - left);
+			n = left;
+		}
+	}
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && a[j].v < a[j - 1].v; j--)
+			vm_swap(&a[j], &a[j - 1]);
 }
 
 /*
@@ -237,7 +276,7 @@ static int materialise(struct run *r, const struct piece *p, size_t np, size_t t
 	for (size_t i = 0; i < np; i++)
 		for (size_t j = 0; j < p[i].n; j++)
 			r->mat[k++] = (struct vm){ p[i].v[j] ^ p[i].c, p[i].m };
-	qsort(r->mat, k, sizeof(r->mat[0]), vm_cmp);
+	sort_vm(r->mat, k);
 	for (size_t i = 0; i < k;) {
 		int64_t m = d->base;
 		size_t j = i;
@@ -546,7 +585,8 @@ static int count_device(struct ctx *x, size_t lo, size_t hi, uint64_t dev, bool 
 	int rc = stack_reserve(r, np);
 	if (rc)
 		return rc;
-	memcpy(r->stack, x->pieces, np * sizeof(*r->stack));
+	if (np)
+		memcpy(r->stack, x->pieces, np * sizeof(*r->stack));
 	r->used = np;
 	rc = count_pieces(r, np);
 	for (size_t i = ex0; !rc && i < x->out->nexamples; i++)

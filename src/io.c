@@ -726,6 +726,21 @@ static int pick_numbered(struct btrfsimg_fs *fs, struct bi_dev *d,
 		      n ? "not in its partition table" : "it has no partition table");
 }
 
+static int locate_at(struct btrfsimg_fs *fs, struct bi_dev *d, uint64_t off);
+
+/* A superblock magic at the 64 MiB or 256 GiB mirror of the whole image. */
+static bool mirror_magic(struct btrfsimg_fs *fs, const struct bi_dev *d)
+{
+	for (int i = 1; i < SB_MIRROR_MAX; i++) {
+		uint64_t at = bi_super_offset(i) + SB_MAGIC_OFF;
+		uint8_t m[8];
+		if (bi_fits64(d->raw_size, at, sizeof(m)) &&
+		    bi_dev_read_raw(fs, d, at, m, sizeof(m)) == 0 && bi_le64(m) == SB_MAGIC)
+			return true;
+	}
+	return false;
+}
+
 static int pick_auto(struct btrfsimg_fs *fs, struct bi_dev *d,
 		     const struct btrfsimg_partition *p, int n)
 {
@@ -748,10 +763,12 @@ static int pick_auto(struct btrfsimg_fs *fs, struct bi_dev *d,
 			      "image '%s' holds %d btrfs partitions (%s): choose one with "
 			      "--partition N",
 			      d->name, hits, list);
+	if (n == 0 && mirror_magic(fs, d))
+		return locate_at(fs, d, 0); /* primary destroyed, a mirror survives */
 	if (n == 0)
 		return bi_err(fs, -EUCLEAN,
-			      "no btrfs superblock found: image '%s' has no magic at byte %llu "
-			      "and no partition table", d->name, (ull)MAGIC_AT);
+			      "no btrfs superblock found: image '%s' has no magic at byte %llu, "
+			      "nor at the mirrors, and no partition table", d->name, (ull)MAGIC_AT);
 	return bi_err(fs, -EUCLEAN,
 		      "no btrfs superblock found: image '%s' has no magic at byte %llu and "
 		      "none of its %d partitions holds one", d->name, (ull)MAGIC_AT, n);
