@@ -787,11 +787,13 @@ int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct b
 	if (rc < 0)
 		return rc;
 	struct btrfsimg_inode inode;
-	rc = bi_inode_decode(data, size, subvol, ino, &inode);
+	char why[160];
+	rc = bi_inode_parse(data, size, subvol, ino, fs->sb.info.generation + 1, &inode, why,
+			    sizeof(why));
 	free(data);
 	if (rc < 0)
-		return bi_err(fs, -EUCLEAN, "corrupt inode item: root=%llu ino=%llu, size %u expect >= %u",
-			      (ull)subvol, (ull)ino, size, INODE_ITEM_SIZE);
+		return bi_err(fs, -EUCLEAN, "corrupt inode item: root=%llu ino=%llu, %s", (ull)subvol,
+			      (ull)ino, why);
 	if (S_ISDIR(inode.mode))
 		return bi_err(fs, -EINVAL, "inode %llu of subvolume %llu is a directory", (ull)ino,
 			      (ull)subvol);

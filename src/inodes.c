@@ -42,37 +42,6 @@ static void ilist_free(struct ilist *l)
 	free(l->names);
 }
 
-static void decode_time(const uint8_t *p, struct btrfsimg_timespec *t)
-{
-	t->sec = (int64_t)bi_le64(p);
-	t->nsec = bi_le32(p + 8);
-}
-
-int bi_inode_decode(const uint8_t *d, uint32_t size, uint64_t subvol, uint64_t objectid,
-		    struct btrfsimg_inode *out)
-{
-	if (size < INODE_ITEM_SIZE)
-		return -EUCLEAN;
-	out->subvol = subvol;
-	out->objectid = objectid;
-	out->generation = bi_le64(d + INODE_GENERATION);
-	out->transid = bi_le64(d + INODE_TRANSID);
-	out->size = bi_le64(d + INODE_SIZE_OFF);
-	out->nbytes = bi_le64(d + INODE_NBYTES);
-	out->nlink = bi_le32(d + INODE_NLINK);
-	out->uid = bi_le32(d + INODE_UID);
-	out->gid = bi_le32(d + INODE_GID);
-	out->mode = bi_le32(d + INODE_MODE);
-	out->rdev = bi_le64(d + INODE_RDEV);
-	out->flags = bi_le64(d + INODE_FLAGS);
-	out->sequence = bi_le64(d + INODE_SEQUENCE);
-	decode_time(d + INODE_ATIME, &out->atime);
-	decode_time(d + INODE_CTIME, &out->ctime);
-	decode_time(d + INODE_MTIME, &out->mtime);
-	decode_time(d + INODE_OTIME, &out->otime);
-	return 0;
-}
-
 static int add_inode(struct btrfsimg_fs *fs, struct ilist *l, uint64_t subvol,
 		     const struct bi_item *it)
 {
@@ -87,11 +56,14 @@ static int add_inode(struct btrfsimg_fs *fs, struct ilist *l, uint64_t subvol,
 	}
 	struct irec *r = &l->v[l->n];
 	memset(r, 0, sizeof(*r));
-	if (bi_inode_decode(it->data, it->size, subvol, it->key.objectid, &r->ino) < 0)
-		return bi_err(fs, -EUCLEAN,
-			      "corrupt inode item: root=%llu block=%llu slot=%u, size %u expect >= %u",
-			      (unsigned long long)subvol, (unsigned long long)it->block, it->slot,
-			      it->size, INODE_ITEM_SIZE);
+	char why[160];
+	if (bi_inode_parse(it->data, it->size, subvol, it->key.objectid,
+			   fs->sb.info.generation + 1, &r->ino, why, sizeof(why)) < 0) {
+		/* one bad inode is skipped and reported; the others still count */
+		bi_damage(fs, "corrupt inode item: root=%llu block=%llu slot=%u, %s",
+			  (unsigned long long)subvol, (unsigned long long)it->block, it->slot, why);
+		return 0;
+	}
 	l->n++;
 	return 0;
 }

@@ -441,12 +441,6 @@ void bi_scan_free(struct bi_scan *s);
 int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
 		 bi_subent_fn fn, void *ctx);
 
-/* ================= inodes.c: inode enumeration ================= */
-
-/* Decode an INODE_ITEM (size >= 160, else -EUCLEAN). */
-int bi_inode_decode(const uint8_t *d, uint32_t size, uint64_t subvol, uint64_t objectid,
-		    struct btrfsimg_inode *out);
-
 /* ================= extent.c: file contents ================= */
 
 /* Where the bytes of one EXTENT_DATA item come from. */
