@@ -82,16 +82,7 @@ void bi_zctx_free(struct bi_zctx *z)
 	free(z);
 }
 
-BI_PRINTF(3, 4) static int corrupt(char *why, size_t whylen, const char *fmt, ...)
-{
-	if (why && whylen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return -EUCLEAN;
-}
+#define corrupt bi_why
 
 /* ---------------------------------------------------------------- zlib */
 

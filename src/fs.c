@@ -91,6 +91,17 @@ int bi_err(struct btrfsimg_fs *fs, int code, const char *fmt, ...)
 	return code;
 }
 
+int bi_why(char *why, size_t whylen, const char *fmt, ...)
+{
+	if (why && whylen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return -EUCLEAN;
+}
+
 static void bi_log(struct btrfsimg_fs *fs, bool damage, const char *fmt, va_list ap)
 {
 	if (!fs->log)

@@ -34,17 +34,7 @@ typedef unsigned long long ull;
 #define FH_IS_CONNECTABLE 0x10000u
 #define FH_IS_DIR 0x20000u
 
-static int fail(char *why, size_t whylen, const char *fmt, ...) BI_PRINTF(3, 4);
-static int fail(char *why, size_t whylen, const char *fmt, ...)
-{
-	if (why && whylen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return -EUCLEAN;
-}
+#define fail bi_why
 
 /* ---------------------------------------------------------- pure parsers */
 

@@ -75,6 +75,8 @@ struct btrfsimg_fs {
 
 /* Set the handle's message and return @code (a negative errno). */
 int bi_err(struct btrfsimg_fs *fs, int code, const char *fmt, ...) BI_PRINTF(3, 4);
+/* Format a parser's reason into @why (may be NULL) and return -EUCLEAN. */
+int bi_why(char *why, size_t whylen, const char *fmt, ...) BI_PRINTF(3, 4);
 /* Report damage that was worked around; counts it and logs it. */
 void bi_damage(struct btrfsimg_fs *fs, const char *fmt, ...) BI_PRINTF(2, 3);
 /* Informational log line (not damage). */
@@ -594,6 +596,19 @@ struct bi_clash {
 struct bi_clash bi_first_clash(unsigned nbits, unsigned k0, uint64_t lo,
 			       const struct bi_cconst *t, size_t n, const struct bi_cconst *fx,
 			       size_t nfx);
+/* What the headroom argument needs to know about an input. */
+struct bi_cstats {
+	uint64_t maxobj, minobj;	/* over every set (minobj UINT64_MAX if none) */
+	uint64_t maxid;			/* largest subvolume id */
+	uint64_t total;			/* inodes counted with base and add */
+	bool any;			/* some set is not empty */
+};
+/* Fill @o's objbits, max_objectid, proven, max_subvol, clash_* and reason
+ * (o->groups and o->inodes already counted) for scheme @s from the
+ * subvolume constants @t and the fixed numbers @fx (both get sorted). */
+void bi_headroom(const struct btrfsimg_scheme *s, struct bi_cconst *t, size_t n,
+		 struct bi_cconst *fx, size_t nfx, const struct bi_cstats *st,
+		 struct btrfsimg_cresult *o);
 
 /* ================= root.c: the root tree ================= */
 
