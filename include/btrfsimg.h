@@ -493,8 +493,6 @@ BTRFSIMG_API uint64_t btrfsimg_uniquifier(uint64_t subvol);
 /* ------------------------------------------------------------------ */
 /** @name Inode-number collisions (collide.c)
  *
- * NEW SECTION (helper "hs"), proposed for the lead to review.
- *
  * An exact count of presented inode numbers that clash on one device, under
  * each scheme, over an abstract set of inodes. No image is needed: a reader
  * (or a test) describes every subvolume by its objectid set. Sets are

@@ -8,33 +8,39 @@
  * inumbits overlay or the nfsd uniquifier). Extras (stubs) present a fixed
  * number. A group is a presented number held by >= 2 inodes of one device.
  *
- * Multiset of signed pieces. Everything one device presents is a sum of
- * "pieces" (sorted array slice A, constant c, weight m): the multiset
- * { a ^ c : a in A } with multiplicity m. A subvolume gives base(+1),
- * add(+1), del(-1); the exception a == c_s gives {0}(-1) and {c_s}(+1);
- * an extra gives {ino}(+1). Pieces with the same slice and constant are
- * merged first (snapshots sharing a tree under the same constant become one
- * piece of weight k: counted in O(1)).
+ * Signed pieces. Everything a device presents is a sum of pieces (sorted
+ * slice A, constant c, weight m): the multiset { a ^ c : a in A }, m times.
+ * A subvolume gives base(+1), add(+1), del(-1); the exception a == c_s
+ * gives {0}(-1) and {c_s}(+1); an extra gives {ino}(+1). Pieces with the
+ * same slice and constant merge first: k snapshots sharing a tree under one
+ * constant are one piece of weight k.
  *
- * XOR trie over the value bits, high to low. At a node for bit b all values
- * share the bits above b, and so does every piece's slice (its elements
- * share the bits above b), so a slice splits at bit b by one binary search:
+ * XOR trie over the value bits, high to low. At the node for bit b (values
+ * lo .. lo + 2^(b+1) - 1) every piece's elements share the bits above b, so
+ * a slice splits at bit b with one binary search:
  *
  *      slice (bit b of a):  [ 0 0 0 0 | 1 1 1 ]
  *      value bit b = a_b ^ c_b  ->  child c_b  |  child !c_b
  *
- * A node holding one piece has no collision unless m >= 2 (then all its
- * values collide); a node whose pieces total <= MAT_MAX elements is
- * materialised and sorted. This is the bit-range argument made exact and
- * local: pieces whose constants differ above the top bit of their sets
- * part at the first differing bit and are never compared element by element.
+ * What makes it fast:
+ *  - levels where every image sits on one side are jumped over at once;
+ *    pieces whose constants differ above their sets' top bit part at the
+ *    first differing bit (the bit-range argument, made exact and local);
+ *  - a slice holding all 2^(b+1) objectids of its prefix (dense objectid
+ *    ranges) covers the whole node: it is folded into the node's base
+ *    weight, and a node whose base (minus any deletions) is >= 2 is all
+ *    groups, counted in O(pieces);
+ *  - one piece alone: its values are groups iff base + m >= 2;
+ *  - small nodes, or nodes of very short slices, are listed and sorted (or
+ *    tallied in a table when they fill the node).
  *
- * Cost with P pieces after merging and n the largest slice: each piece
- * walks at most 64 levels while it shares a node, O(64 P log n) for pieces
- * separated by bit ranges; deltas cost O(64 |delta| log n) (the base is cut
- * only along their paths); genuinely overlapping images cost O(T log
- * MAT_MAX) for T overlapping elements (inherent: each is its own group).
- * Memory: O(P) plus O(64 P) worst case for the DFS piece stack.
+ * Cost, with P pieces after merging and n the longest slice: O(P log P) to
+ * merge, then each piece is touched at most once per trie level it shares
+ * with another (<= 64), O(64 P log n); deltas cost O(64 |delta| log n), as
+ * the base is cut only along their paths; dense shared ranges cost O(64)
+ * per range boundary. Images that genuinely interleave cost O(T log T) in
+ * small sorted batches for the T interleaved elements (every one may be a
+ * group of its own). Memory: O(P) plus the DFS piece stack, <= 64 P.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +51,7 @@
 #define MAT_MAX 256
 #define MAT_SHORT 8		/* average slice length worth splitting */
 #define DEFAULT_MEMBERS 16
+#define ULL(v) ((unsigned long long)(v))
 
 static const uint64_t zero_value;	/* the image of the exception a == c */
 
@@ -84,20 +91,6 @@ static void set_err(char *err, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-bool bi_cset_has(const struct btrfsimg_idset *s, uint64_t x)
-{
-	size_t lo = 0, hi = s ? s->n : 0;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return s && lo < s->n && s->v[lo] == x;
-}
-
 bool bi_csubvol_has(const struct btrfsimg_csubvol *s, uint64_t a)
 {
 	if (bi_cset_has(s->add, a))
@@ -132,7 +125,7 @@ static uint64_t extra_dev(const struct btrfsimg_scheme *s, const struct btrfsimg
 
 static int stack_reserve(struct run *r, size_t more)
 {
-	if (more <= r->cap - r->used)
+	if (r->stack && more <= r->cap - r->used)
 		return 0;
 	size_t cap = r->cap ? r->cap : 64;
 	while (cap - r->used < more) {
@@ -301,6 +294,12 @@ static size_t lower(const uint64_t *v, size_t n, uint64_t x)
 			hi = mid;
 	}
 	return lo;
+}
+
+bool bi_cset_has(const struct btrfsimg_idset *s, uint64_t x)
+{
+	size_t k = s ? lower(s->v, s->n, x) : 0;
+	return s && k < s->n && s->v[k] == x;
 }
 
 /* First index whose bit b is set: the slice shares the bits above b, so
@@ -631,79 +630,6 @@ static int count_all(struct ctx *x)
 
 /* ----------------------------- headroom ----------------------------- */
 
-/* Facts about the input shared by every scheme. */
-struct stats {
-	uint64_t maxobj, minobj;	/* over every set (minobj UINT64_MAX if none) */
-	uint64_t maxid;
-	uint64_t total;			/* inodes counted with base and add */
-	bool any;
-};
-
-struct text {
-	char *buf;
-	size_t len, at;
-};
-
-static void put(struct text *t, const char *fmt, ...) BI_PRINTF(2, 3);
-static void put(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (t->at >= t->len)
-		return;
-	va_start(ap, fmt);
-	int k = vsnprintf(t->buf + t->at, t->len - t->at, fmt, ap);
-	va_end(ap);
-	if (k > 0)
-		t->at += (size_t)k;
-}
-
-#define ULL(v) ((unsigned long long)(v))
-
-static void say_limit(struct text *t, const struct bi_limit *l, int numdevs)
-{
-	switch (l->kind) {
-	case BI_LIM_NONE:
-		put(t, numdevs == BTRFSIMG_NUMDEVS_MANY ? "one device per subvolume"
-							: "no two constants share a device");
-		break;
-	case BI_LIM_PAIR:
-		put(t, "constants of subvolumes %llu and %llu (device %llu) first differ at bit %u",
-		    ULL(l->a), ULL(l->b), ULL(l->dev), l->bits);
-		break;
-	case BI_LIM_SAME:
-		put(t, "subvolumes %llu and %llu share device %llu and constant %s", ULL(l->a),
-		    ULL(l->b), ULL(l->dev), "(any common objectid collides)");
-		break;
-	case BI_LIM_FIXED:
-		put(t, "extra ino %llu meets subvolume %llu (device %llu) through objectid >= 2^%u",
-		    ULL(l->a), ULL(l->b), ULL(l->dev), l->bits);
-		break;
-	default:
-		put(t, "two extras present %llu on device %llu", ULL(l->a), ULL(l->dev));
-	}
-	if (l->bits)
-		put(t, ", so objectids < 2^%u cannot collide", l->bits);
-}
-
-static void say_clash(struct text *t, const struct btrfsimg_cresult *o,
-		      const struct bi_clash *c, unsigned k0)
-{
-	static const char *const what[] = { "", "subvolume", "new subvolume", "extra ino" };
-
-	if (!o->clash_subvol) {
-		put(t, "; no new subvolume id can collide");
-		return;
-	}
-	put(t, "; new subvolume ids up to %llu keep constants apart above bit %u (%llu would "
-	    "meet %s %llu)", ULL(o->max_subvol), k0, ULL(c->at), what[c->kind], ULL(c->with));
-}
-
-static unsigned bitlen(uint64_t v)
-{
-	return v ? 64u - (unsigned)__builtin_clzll(v) : 0;
-}
-
 /* Constant tables of the current scheme: subvolumes and extras. */
 static int constants(struct ctx *x, struct bi_cconst **t, struct bi_cconst **fx)
 {
@@ -722,52 +648,13 @@ static int constants(struct ctx *x, struct bi_cconst **t, struct bi_cconst **fx)
 	return 0;
 }
 
-static void verdict(struct text *t, const struct btrfsimg_cresult *o, const struct stats *st,
-		    unsigned k0)
+static int headroom(struct ctx *x, const struct bi_cstats *st)
 {
-	if (o->groups)
-		put(t, "; %llu numbers are shared by %llu inodes", ULL(o->groups), ULL(o->inodes));
-	else if (!o->proven)
-		put(t, "; no collision now only because of these sets (objectids %llu..%llu)",
-		    ULL(st->any ? st->minobj : 0), ULL(st->maxobj));
-	else
-		put(t, "; largest objectid %llu < 2^%u: proven", ULL(st->maxobj), k0);
-}
-
-static int headroom(struct ctx *x, const struct stats *st)
-{
-	struct btrfsimg_cresult *o = x->out;
-	struct text txt = { o->reason, sizeof(o->reason), 0 };
 	struct bi_cconst *t = NULL, *fx = NULL;
-	unsigned k0 = bitlen(st->maxobj);
-	struct bi_limit l;
-	struct bi_clash c = { 0, 0, BI_CLASH_NONE };
 	int rc = constants(x, &t, &fx);
 
-	if (rc)
-		goto out;
-	bi_objbits(t, x->in->nsubvols, fx, x->in->nextras, &l);
-	o->objbits = l.bits;
-	o->max_objectid = l.bits >= 64 ? OBJ_LAST_FREE : (1ull << l.bits) - 1;
-	if (o->max_objectid > OBJ_LAST_FREE)
-		o->max_objectid = OBJ_LAST_FREE;
-	o->proven = l.kind != BI_LIM_FIXED2 && k0 <= l.bits && (!st->any || st->minobj >= 256);
-	say_limit(&txt, &l, x->s->numdevs);
-	verdict(&txt, o, st, k0);
-	if (!o->proven)
-		goto out;
-	if (x->s->numdevs != BTRFSIMG_NUMDEVS_MANY)
-		c = bi_first_clash(x->s->uniquifier ? 64 : x->s->inumbits, k0,
-				   st->maxid > 255 ? st->maxid : 255, t, x->in->nsubvols, fx,
-				   x->in->nextras);
-	o->max_subvol = OBJ_LAST_FREE;
-	if (c.kind && c.at <= OBJ_LAST_FREE) {
-		o->max_subvol = c.at - 1;
-		o->clash_subvol = c.at;
-		o->clash_with = c.with;
-	}
-	say_clash(&txt, o, &c, k0);
-out:
+	if (!rc)
+		bi_headroom(x->s, t, x->in->nsubvols, fx, x->in->nextras, st, x->out);
 	free(t);
 	free(fx);
 	return rc;
@@ -821,7 +708,7 @@ static int slices_sorted(const struct btrfsimg_cinput *in, char *err, size_t len
 	return rc;
 }
 
-static void stat_set(struct stats *st, const struct btrfsimg_idset *s)
+static void stat_set(struct bi_cstats *st, const struct btrfsimg_idset *s)
 {
 	if (!s || !s->n)
 		return;
@@ -855,7 +742,7 @@ static int deltas_ok(const struct btrfsimg_csubvol *v, uint64_t *total, char *er
 	return 0;
 }
 
-static int subvols_ok(const struct btrfsimg_cinput *in, struct stats *st, uint64_t *total,
+static int subvols_ok(const struct btrfsimg_cinput *in, struct bi_cstats *st, uint64_t *total,
 		      char *err, size_t len)
 {
 	for (size_t i = 0; i < in->nsubvols; i++) {
@@ -902,11 +789,11 @@ static int ids_unique(const struct btrfsimg_cinput *in, char *err, size_t len)
 	return rc;
 }
 
-static int input_ok(const struct btrfsimg_cinput *in, struct stats *st, char *err, size_t len)
+static int input_ok(const struct btrfsimg_cinput *in, struct bi_cstats *st, char *err, size_t len)
 {
 	uint64_t total = 0;
 
-	*st = (struct stats){ 0, UINT64_MAX, 0, 0, false };
+	*st = (struct bi_cstats){ 0, UINT64_MAX, 0, 0, false };
 	if (!in || (in->nsubvols && !in->subvols) || (in->nextras && !in->extras)) {
 		set_err(err, len, "no input, or a count without its array");
 		return -EINVAL;
@@ -946,119 +833,27 @@ static int scheme_ok(const struct btrfsimg_scheme *s, char *err, size_t len)
 
 /* ------------------- the interface analyze.c uses ------------------- */
 
-static const uint64_t stub_value = OBJ_EMPTY_SUBVOL_DIR;
-
-static bool ids_have(const uint64_t *v, size_t n, uint64_t x)
+static void ctx_free(struct ctx *x)
 {
-	struct btrfsimg_idset s = { v, n };
-	return bi_cset_has(&s, x);
+	free(x->c);
+	free(x->order);
+	free(x->pieces);
+	free(x->run.stack);
+	free(x->run.mat);
 }
 
-static bool member_has(const struct bi_member *m, uint64_t a)
+static int ctx_alloc(struct ctx *x, size_t n, size_t nextras, size_t maxex)
 {
-	return m->set && ids_have(m->set->ids, m->set->n, a);
-}
-
-static void list_member(struct btrfsimg_collision_group *g, uint64_t subvol, uint64_t obj)
-{
-	if (g->n < BTRFSIMG_GROUP_MEMBERS_MAX)
-		g->members[g->n++] = (struct btrfsimg_collision_member){ subvol, obj };
-}
-
-/* Members of the group presenting g->value, as fill_members() does. */
-static void list_members(struct btrfsimg_collision_group *g, const struct bi_member *m,
-			 size_t n, uint64_t nstubs)
-{
-	for (size_t i = 0; i < n; i++) {
-		uint64_t c = m[i].c, a = g->value ^ c;
-		bool plain = (c == 0 || a != c) && member_has(&m[i], a);
-		bool self = c && g->value == c && member_has(&m[i], c);
-		for (uint32_t k = 0; k < m[i].weight; k++) {
-			if (plain)
-				list_member(g, m[i].subvols[k], a);
-			if (self)
-				list_member(g, m[i].subvols[k], c);
-		}
-	}
-	for (uint64_t k = 0; g->value == stub_value && k < nstubs; k++)
-		list_member(g, 0, stub_value);
-}
-
-static size_t member_pieces(struct piece *p, const struct bi_member *m, size_t n,
-			    const uint64_t *nstubs)
-{
-	size_t np = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (m[i].set && m[i].set->n)
-			p[np++] = (struct piece){ m[i].set->ids, m[i].set->n, m[i].c, m[i].weight };
-		if (m[i].c && member_has(&m[i], m[i].c)) {
-			add_value(p, &np, &zero_value, -(int64_t)m[i].weight);
-			add_value(p, &np, &m[i].c, m[i].weight);
-		}
-	}
-	if (*nstubs)
-		add_value(p, &np, &stub_value, (int64_t)*nstubs);
-	return merge_pieces(p, np);
-}
-
-int bi_collide_count(const struct bi_member *m, size_t n, uint64_t nstubs,
-		     struct bi_collide_result *out)
-{
-	struct btrfsimg_cgroup ex[BTRFSIMG_EXAMPLES_MAX];
-	struct run *r = calloc(1, sizeof(*r));
-	struct piece *p = calloc(3 * n + 2, sizeof(*p));
-	int rc = -ENOMEM;
-
-	memset(out, 0, sizeof(*out));
-	if (!r || !p || nstubs > INT64_MAX)
-		goto out;
-	size_t np = member_pieces(p, m, n, &nstubs);
-	*r = (struct run){ .ex = ex, .nex = &out->nexamples, .maxex = BTRFSIMG_EXAMPLES_MAX };
-	rc = stack_reserve(r, np);
-	if (rc)
-		goto out;
-	memcpy(r->stack, p, np * sizeof(*p));
-	r->used = np;
-	rc = count_pieces(r, np);
-	out->groups = r->groups;
-	out->inodes = r->inodes;
-	for (size_t i = 0; i < out->nexamples; i++) {
-		struct btrfsimg_collision_group *g = &out->examples[i];
-		*g = (struct btrfsimg_collision_group){ .value = ex[i].ino, .total = ex[i].size };
-		list_members(g, m, n, nstubs);
-	}
-out:
-	if (r) {
-		free(r->stack);
-		free(r->mat);
-	}
-	free(r);
-	free(p);
-	return rc;
-}
-
-int bi_collide_free_bits(const uint64_t *c, size_t n)
-{
-	struct bi_cconst *t = calloc(n + 1, sizeof(*t));
-	struct bi_limit l = { 64, BI_LIM_NONE, 0, 0, 0 };
-
-	if (!t) {	/* no memory: the quadratic way */
-		int best = 64;
-		for (size_t i = 0; i < n; i++)
-			for (size_t j = i + 1; j < n; j++) {
-				if (c[i] == c[j])
-					return -1;
-				int b = 63 - __builtin_clzll(c[i] ^ c[j]);
-				best = b < best ? b : best;
-			}
-		return best;
-	}
-	for (size_t i = 0; i < n; i++)
-		t[i] = (struct bi_cconst){ 0, c[i], i };
-	bi_objbits(t, n, NULL, 0, &l);
-	free(t);
-	return l.kind == BI_LIM_SAME ? -1 : (int)l.bits;
+	if (n > SIZE_MAX / 8 / sizeof(struct piece) || nextras > SIZE_MAX / 8 / sizeof(struct piece))
+		return -ENOMEM;
+	x->c = calloc(n + 1, sizeof(*x->c));
+	x->order = calloc(n + 1, sizeof(*x->order));
+	x->pieces = calloc(5 * n + nextras + 1, sizeof(*x->pieces));
+	x->out->examples = calloc(maxex + 1, sizeof(*x->out->examples));
+	x->run.ex = x->out->examples;
+	x->run.nex = &x->out->nexamples;
+	x->run.maxex = maxex;
+	return x->c && x->order && x->pieces && x->out->examples ? 0 : -ENOMEM;
 }
 
 /* ----------------------------- public API ----------------------------- */
@@ -1090,18 +885,9 @@ void btrfsimg_cresult_clear(struct btrfsimg_cresult *r)
 	r->nexamples = 0;
 }
 
-static void ctx_free(struct ctx *x)
-{
-	free(x->c);
-	free(x->order);
-	free(x->pieces);
-	free(x->run.stack);
-	free(x->run.mat);
-}
-
 /* Count one scheme over validated input. */
 static int run_one(const struct btrfsimg_cinput *in, const struct btrfsimg_scheme *s,
-		   const struct btrfsimg_copts *o, const struct stats *st,
+		   const struct btrfsimg_copts *o, const struct bi_cstats *st,
 		   struct btrfsimg_cresult *out)
 {
 	size_t n = in->nsubvols, maxex = o ? o->max_examples : 0;
@@ -1113,17 +899,10 @@ static int run_one(const struct btrfsimg_cinput *in, const struct btrfsimg_schem
 	x.max_members = o && o->max_members ? o->max_members : DEFAULT_MEMBERS;
 	if (maxex > st->total / 2)	/* each group holds >= 2 inodes */
 		maxex = (size_t)(st->total / 2);
-	x.c = calloc(n + 1, sizeof(*x.c));
-	x.order = calloc(n + 1, sizeof(*x.order));
-	x.pieces = calloc(5 * n + in->nextras + 1, sizeof(*x.pieces));
-	out->examples = calloc(maxex + 1, sizeof(*out->examples));
-	if (!x.c || !x.order || !x.pieces || !out->examples)
+	if (ctx_alloc(&x, n, in->nextras, maxex))
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		x.c[i] = bi_scheme_const(s, in->subvols[i].id);
-	x.run.ex = out->examples;
-	x.run.nex = &out->nexamples;
-	x.run.maxex = maxex;
 	rc = count_all(&x);
 	out->groups = x.run.groups;
 	out->inodes = x.run.inodes;
@@ -1138,7 +917,7 @@ int btrfsimg_collide(const struct btrfsimg_cinput *in, const struct btrfsimg_sch
 		     const struct btrfsimg_copts *o, struct btrfsimg_cresult *out, char *err,
 		     size_t errlen)
 {
-	struct stats st;
+	struct bi_cstats st;
 
 	if (!out)
 		return -EINVAL;
@@ -1195,7 +974,7 @@ int btrfsimg_collide_all(const struct btrfsimg_cinput *in, const struct btrfsimg
 			 struct btrfsimg_creport **out, char *err, size_t errlen)
 {
 	struct btrfsimg_creport *r = NULL;
-	struct stats st;
+	struct bi_cstats st;
 	int rc;
 
 	if (!out)

@@ -519,41 +519,7 @@ int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64
 
 /* ================= collide.c: exact collision counting ================= */
 
-#define BTRFSIMG_EXAMPLES_MAX 10
-#define BTRFSIMG_GROUP_MEMBERS_MAX 16
-struct btrfsimg_collision_member {
-	uint64_t subvol;
-	uint64_t objectid;
-};
-struct btrfsimg_collision_group {
-	uint64_t value;
-	int dev;
-	size_t n, total;
-	struct btrfsimg_collision_member members[BTRFSIMG_GROUP_MEMBERS_MAX];
-};
-
-/* Subvolumes sharing one inode set and one XOR constant on one device. */
-struct bi_member {
-	const struct bi_idset *set;
-	uint64_t c;
-	uint32_t weight;		/* how many subvolumes */
-	const uint64_t *subvols;	/* their ids (weight entries) */
-};
-struct bi_collide_result {
-	uint64_t groups, inodes;
-	size_t nexamples;
-	struct btrfsimg_collision_group examples[BTRFSIMG_EXAMPLES_MAX];
-};
-/* Count presented numbers shared by >= 2 inodes among @m plus @nstubs stub
- * directories (all presenting 2). */
-int bi_collide_count(const struct bi_member *m, size_t n, uint64_t nstubs,
-		     struct bi_collide_result *out);
-/* Largest b with every constant's c >> b distinct (64 for < 2 constants,
- * -1 if two are equal). */
-int bi_collide_free_bits(const uint64_t *c, size_t n);
-
-/* The engine behind btrfsimg_collide() (helper hs; also implements the two
- * functions above). */
+/* The engine behind btrfsimg_collide(). */
 /* x in @s (NULL = empty); O(log n). */
 bool bi_cset_has(const struct btrfsimg_idset *s, uint64_t x);
 /* a in base + add - del of @s. */

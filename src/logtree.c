@@ -1519,7 +1519,7 @@ static int replay_inode(struct lr_ctx *cx, const struct bi_lr_item *li)
 	if (rc == 0 && is_reg(mode)) {
 		/* extents past i_size go now: prealloc past EOF is logged
 		 * and replayed after this */
-		struct lr_inode *in;
+		struct lr_inode *in = NULL;
 		uint64_t found, ss = cx->p->sectorsize;
 		rc = iget_must(cx, ino, &in);
 		if (rc == 0)

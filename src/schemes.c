@@ -13,7 +13,13 @@
  * Byte reversal puts the subvolume id's fast-changing low bytes into the
  * high bits of the inode number, where objectids (allocated from 256 up)
  * do not reach for a long time.
+ *
+ * Below the formulas: the bit-range arguments built on them (how large
+ * objectids and subvolume ids may grow before two inodes can present the
+ * same number) and their wording, for collide.c's results.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -117,7 +123,8 @@ void bi_objbits(struct bi_cconst *t, size_t n, struct bi_cconst *fx, size_t nfx,
 		struct bi_limit *l)
 {
 	*l = (struct bi_limit){ 64, BI_LIM_NONE, 0, 0, 0 };
-	qsort(t, n, sizeof(*t), cconst_cmp);
+	if (n)
+		qsort(t, n, sizeof(*t), cconst_cmp);
 	/* the closest pair in sorted order has the lowest differing bit */
 	for (size_t i = 1; i < n; i++) {
 		if (t[i].dev != t[i - 1].dev)
@@ -130,7 +137,8 @@ void bi_objbits(struct bi_cconst *t, size_t n, struct bi_cconst *fx, size_t nfx,
 	}
 	for (size_t i = 0; i < nfx; i++)
 		fixed_limit(t, n, &fx[i], l);
-	qsort(fx, nfx, sizeof(*fx), cconst_cmp);
+	if (nfx)
+		qsort(fx, nfx, sizeof(*fx), cconst_cmp);
 	for (size_t i = 1; i < nfx; i++)
 		if (cconst_cmp(&fx[i], &fx[i - 1]) == 0) {
 			/* a collision whatever the objectids: it overrides */
@@ -242,4 +250,116 @@ struct bi_clash bi_first_clash(unsigned nbits, unsigned k0, uint64_t lo,
 			clash_min(&c, lo, b.mask, want, fx[i].c, BI_CLASH_FIXED);
 	new_new(b, lo, &c);
 	return c;
+}
+
+/* ------------------------------------------------------------------ */
+/* The headroom of one scheme, in numbers and in words. */
+
+struct text {
+	char *buf;
+	size_t len, at;
+};
+
+static void put(struct text *t, const char *fmt, ...) BI_PRINTF(2, 3);
+static void put(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->at >= t->len)
+		return;
+	va_start(ap, fmt);
+	int k = vsnprintf(t->buf + t->at, t->len - t->at, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		t->at += (size_t)k;
+}
+
+#define ULL(v) ((unsigned long long)(v))
+
+static void say_limit(struct text *t, const struct bi_limit *l, int numdevs)
+{
+	switch (l->kind) {
+	case BI_LIM_NONE:
+		put(t, numdevs == BTRFSIMG_NUMDEVS_MANY ? "one device per subvolume"
+							: "no two constants share a device");
+		break;
+	case BI_LIM_PAIR:
+		put(t, "constants of subvolumes %llu and %llu (device %llu) first differ at bit %u",
+		    ULL(l->a), ULL(l->b), ULL(l->dev), l->bits);
+		break;
+	case BI_LIM_SAME:
+		put(t, "subvolumes %llu and %llu share device %llu and constant %s", ULL(l->a),
+		    ULL(l->b), ULL(l->dev), "(any common objectid collides)");
+		break;
+	case BI_LIM_FIXED:
+		put(t, "extra ino %llu meets subvolume %llu (device %llu) through objectid >= 2^%u",
+		    ULL(l->a), ULL(l->b), ULL(l->dev), l->bits);
+		break;
+	default:
+		put(t, "two extras present %llu on device %llu", ULL(l->a), ULL(l->dev));
+	}
+	if (l->bits)
+		put(t, ", so objectids < 2^%u cannot collide", l->bits);
+}
+
+static void say_clash(struct text *t, const struct btrfsimg_cresult *o,
+		      const struct bi_clash *c, unsigned k0)
+{
+	static const char *const what[] = { "", "subvolume", "new subvolume", "extra ino" };
+
+	if (!o->clash_subvol) {
+		put(t, "; no new subvolume id can collide");
+		return;
+	}
+	put(t, "; new subvolume ids up to %llu keep constants apart above bit %u (%llu would "
+	    "meet %s %llu)", ULL(o->max_subvol), k0, ULL(c->at), what[c->kind], ULL(c->with));
+}
+
+static unsigned bitlen(uint64_t v)
+{
+	return v ? msb64(v) + 1 : 0;
+}
+
+static void verdict(struct text *t, const struct btrfsimg_cresult *o, const struct bi_cstats *st,
+		    unsigned k0)
+{
+	if (o->groups)
+		put(t, "; %llu numbers are shared by %llu inodes", ULL(o->groups), ULL(o->inodes));
+	else if (!o->proven)
+		put(t, "; no collision now only because of these sets (objectids %llu..%llu)",
+		    ULL(st->any ? st->minobj : 0), ULL(st->maxobj));
+	else
+		put(t, "; largest objectid %llu < 2^%u: proven", ULL(st->maxobj), k0);
+}
+
+void bi_headroom(const struct btrfsimg_scheme *s, struct bi_cconst *t, size_t n,
+		 struct bi_cconst *fx, size_t nfx, const struct bi_cstats *st,
+		 struct btrfsimg_cresult *o)
+{
+	struct text txt = { o->reason, sizeof(o->reason), 0 };
+	unsigned k0 = bitlen(st->maxobj);
+	struct bi_clash c = { 0, 0, BI_CLASH_NONE };
+	struct bi_limit l;
+
+	bi_objbits(t, n, fx, nfx, &l);
+	o->objbits = l.bits;
+	o->max_objectid = l.bits >= 64 ? OBJ_LAST_FREE : (1ull << l.bits) - 1;
+	if (o->max_objectid > OBJ_LAST_FREE)
+		o->max_objectid = OBJ_LAST_FREE;
+	/* objectids below 256 (never inodes) fall outside the argument */
+	o->proven = l.kind != BI_LIM_FIXED2 && k0 <= l.bits && (!st->any || st->minobj >= 256);
+	say_limit(&txt, &l, s->numdevs);
+	verdict(&txt, o, st, k0);
+	if (!o->proven)
+		return;
+	if (s->numdevs != BTRFSIMG_NUMDEVS_MANY)
+		c = bi_first_clash(s->uniquifier ? 64 : s->inumbits, k0,
+				   st->maxid > 255 ? st->maxid : 255, t, n, fx, nfx);
+	o->max_subvol = OBJ_LAST_FREE;
+	if (c.kind && c.at <= OBJ_LAST_FREE) {
+		o->max_subvol = c.at - 1;
+		o->clash_subvol = c.at;
+		o->clash_with = c.with;
+	}
+	say_clash(&txt, o, &c, k0);
 }

@@ -329,6 +329,22 @@ static void test_deltas(void **state)
 	assert_int_equal(r.inodes, 41);
 	btrfsimg_cresult_clear(&r);
 	cfg_free(c);
+
+	/* One array as one subvolume's deletion and another's addition (the
+	 * weights cancel when merged): A = {256..265} - {260}, C = ({256..265}
+	 * - {260}) + {260}. nfsd: 260 has 1 inode, the 9 others 2: 9 groups,
+	 * 18 inodes. */
+	c = cfg_new();
+	base = cfg_range(c, 256, 266);
+	del = cfg_set(c, d, 1);
+	uint64_t y[] = { 256, 257, 258, 259, 261, 262, 263, 264, 265 };
+	cfg_subvol(c, 256, 0, base, NULL, del);
+	cfg_subvol(c, 257, 0, cfg_set(c, y, 9), del, NULL);
+	check_one(c, scheme(0, false, 1), 20, 0, &r);
+	assert_int_equal(r.groups, 9);
+	assert_int_equal(r.inodes, 18);
+	btrfsimg_cresult_clear(&r);
+	cfg_free(c);
 }
 
 /* 5 and 256..356 with objectids up to 1000255 < 2^20 (bit length 20). */
@@ -546,6 +562,67 @@ static void test_random_dense(void **state)
 	}
 }
 
+/* Dense aligned blocks shared by several subvolumes (folded into a node's
+ * base: whole trie levels counted at once), with deletions inside them
+ * (negative weights under a base >= 2) and additions next to them. */
+static struct btrfsimg_idset *block_set(uint64_t *rs, struct cfg *c)
+{
+	uint64_t *v = malloc(8192 * sizeof(*v));
+	size_t n = 0;
+	assert_non_null(v);
+	for (int r = 0, nr = 1 + (int)(rnd(rs) % 4); r < nr; r++) {
+		uint64_t len = rnd(rs) % 2 ? 1ull << (rnd(rs) % 11) : 1 + rnd(rs) % 1500;
+		uint64_t at = 256 + (rnd(rs) % 64) * (rnd(rs) % 2 ? 1024 : 64);
+		if (rnd(rs) % 5 == 0)
+			at += 0x10000;
+		for (uint64_t x = at; x < at + len && n < 8192; x++)
+			v[n++] = x;
+	}
+	struct btrfsimg_idset *s = cfg_set(c, v, n);
+	free(v);
+	return s;
+}
+
+static void test_random_blocks(void **state)
+{
+	(void)state;
+	uint64_t rs = 8086;
+	for (int trial = 0; trial < 40; trial++) {
+		struct cfg *c = cfg_new();
+		struct btrfsimg_idset *sets[3];
+		size_t nsets = 1 + rnd(&rs) % 3;
+		for (size_t i = 0; i < nsets; i++)
+			sets[i] = block_set(&rs, c);
+		for (uint64_t j = 0, ns = 2 + rnd(&rs) % 8; j < ns; j++) {
+			/* small constants under N = 32..35: 0x10000 + 256 k, (1 + k) << 16 */
+			uint64_t id = j == 0 ? 5 : rnd(&rs) % 2 ? 256 + j * 65536 : 256 * (1 + j);
+			const struct btrfsimg_idset *b = sets[rnd(&rs) % nsets], *add = NULL, *del = NULL;
+			if (rnd(&rs) % 3 == 0) {
+				uint64_t x[40];
+				size_t k = 0, from = rnd(&rs) % b->n, len = 1 + rnd(&rs) % 40;
+				for (size_t q = from; q < b->n && k < len; q++)
+					x[k++] = b->v[q];
+				del = cfg_set(c, x, k);
+			}
+			if (rnd(&rs) % 3 == 0) {
+				uint64_t x[8];
+				size_t k = 0;
+				for (int q = 0; q < 8; q++) {
+					uint64_t y = 256 + rnd(&rs) % 0x20000;
+					if (!bi_cset_has(b, y))
+						x[k++] = y;
+				}
+				add = cfg_set(c, x, k);
+			}
+			cfg_subvol(c, id, rnd(&rs) % 2, b, add, del);
+		}
+		if (rnd(&rs) % 2)
+			cfg_extra(c, 5, 2, 0);
+		btrfsimg_creport_free(check_all(c, 1 + trial % 7, 4));
+		cfg_free(c);
+	}
+}
+
 /* ------------------------------ headroom ------------------------------ */
 
 static void test_next_masked(void **state)
@@ -717,61 +794,6 @@ static void test_subvol_bound_built(void **state)
 	}
 }
 
-/* ------------------------- the analyze.c interface ------------------------- */
-
-static void test_member_interface(void **state)
-{
-	(void)state;
-	uint64_t rs = 2024;
-	for (int trial = 0; trial < 2000; trial++) {
-		struct cfg *c = random_cfg(&rs, 8, 20);
-		struct btrfsimg_scheme s = bf_scheme(rnd(&rs) % 68);
-		s.numdevs = 1;
-		struct bi_idset sets[MAXS];
-		struct bi_member m[MAXS];
-		uint64_t ids[MAXS];
-		size_t n = 0;
-		/* one member per subvolume with a base and no delta */
-		for (size_t i = 0; i < c->in.nsubvols; i++) {
-			struct btrfsimg_csubvol *v = &c->sv[i];
-			v->add = v->del = NULL;
-			memset(&sets[n], 0, sizeof(sets[n]));
-			sets[n].ids = v->base ? (uint64_t *)v->base->v : NULL;
-			sets[n].n = v->base ? v->base->n : 0;
-			ids[n] = v->id;
-			m[n] = (struct bi_member){ &sets[n], bi_scheme_const(&s, v->id), 1, &ids[n] };
-			n++;
-		}
-		uint64_t nstubs = c->in.nextras;
-		for (size_t i = 0; i < c->in.nextras; i++)
-			c->ex[i] = (struct btrfsimg_cextra){ 0, 2, 0 };
-		struct bi_collide_result got;
-		struct bf_result *want = malloc(sizeof(*want));
-		assert_non_null(want);
-		assert_int_equal(bi_collide_count(m, n, nstubs, &got), 0);
-		assert_int_equal(bf_count(&c->in, &s, BTRFSIMG_EXAMPLES_MAX, 16, want), 0);
-		assert_true(got.groups == want->groups);
-		assert_true(got.inodes == want->inodes);
-		assert_int_equal(got.nexamples, want->nexamples);
-		for (size_t i = 0; i < got.nexamples; i++) {
-			assert_true(got.examples[i].value == want->ex[i].ino);
-			assert_true(got.examples[i].total == want->ex[i].size);
-			assert_int_equal(got.examples[i].n, want->ex[i].nmembers);
-			for (size_t k = 0; k < got.examples[i].n; k++) {
-				assert_true(got.examples[i].members[k].subvol == want->mem[i][k].subvol);
-				assert_true(got.examples[i].members[k].objectid == want->mem[i][k].objectid);
-			}
-		}
-		free(want);
-		cfg_free(c);
-	}
-	/* free bits: 0x10000 and 0x11000 differ first at bit 12; equal -> -1 */
-	uint64_t cs[] = { 0x11000, 0, 0x10000 }, eq[] = { 7, 7 };
-	assert_int_equal(bi_collide_free_bits(cs, 3), 12);
-	assert_int_equal(bi_collide_free_bits(eq, 2), -1);
-	assert_int_equal(bi_collide_free_bits(cs, 1), 64);
-}
-
 /* ------------------------------ validation ------------------------------ */
 
 static void expect_einval(const struct cfg *c, const char *needle)
@@ -936,11 +958,11 @@ int main(void)
 		cmocka_unit_test(test_headroom_hand),
 		cmocka_unit_test(test_random_small),
 		cmocka_unit_test(test_random_dense),
+		cmocka_unit_test(test_random_blocks),
 		cmocka_unit_test(test_next_masked),
 		cmocka_unit_test(test_first_clash_scan),
 		cmocka_unit_test(test_objbits_tight),
 		cmocka_unit_test(test_subvol_bound_built),
-		cmocka_unit_test(test_member_interface),
 		cmocka_unit_test(test_validation),
 		cmocka_unit_test(test_scale_snapshots),
 		cmocka_unit_test(test_scale_many),
