@@ -29,7 +29,7 @@ if command -v clang >/dev/null; then
   CC=clang setup build-fuzz -Dfuzzing=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false
   ninja -C build-fuzz
   for f in build-fuzz/fuzz/fuzz_*; do
-    [ -x "$f" ] || continue
+    [ -f "$f" ] && [ -x "$f" ] || continue
     t=${f##*/fuzz_}
     work=$(mktemp -d)
     [ -d "fuzz/corpus/$t" ] && cp -r "fuzz/corpus/$t/." "$work/"

@@ -242,9 +242,9 @@ int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn
 		return -EINVAL;
 	if (!fs->opened)
 		return bi_err(fs, -EINVAL, "btrfsimg_inodes: filesystem not open");
-	struct btrfsimg_subvol *v;
-	size_t n;
-	int rc = btrfsimg_subvols(fs, &v, &n), failed = 0;
+	struct btrfsimg_subvol *v = NULL;
+	size_t n = 0;
+	int rc = btrfsimg_subvols(fs, &v, &n);
 	bool found = false;
 	for (size_t i = 0; rc >= 0 && i < n; i++) {
 		if (subvol && v[i].id != subvol)
@@ -254,13 +254,11 @@ int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn
 		if (rc < 0 && rc != -ENOMEM && !subvol) {
 			/* one damaged subvolume must not hide the others */
 			bi_damage(fs, "subvolume %llu: %s", (unsigned long long)v[i].id, fs->err);
-			failed = rc;
 			rc = 0;
 		}
 	}
 	if (rc >= 0 && subvol && !found)
 		rc = bi_err(fs, -ENOENT, "no subvolume %llu", (unsigned long long)subvol);
 	btrfsimg_subvols_free(v, n);
-	(void)failed; /* counted as damage: the caller sees btrfsimg_damage_count() */
 	return rc;
 }

@@ -314,6 +314,8 @@ int btrfsimg_subvols(btrfsimg_fs *fs, struct btrfsimg_subvol **out, size_t *n)
 {
 	if (!fs || !out || !n)
 		return -EINVAL;
+	*out = NULL; /* so that freeing after a failure is always safe */
+	*n = 0;
 	if (!fs->opened)
 		return bi_err(fs, -EINVAL, "btrfsimg_subvols: filesystem not open");
 	struct sv_list l = { 0 };
