@@ -92,21 +92,6 @@ static int path_push(struct walker *w, const uint8_t *name, size_t len, size_t *
 	return 0;
 }
 
-/* The kernel's stub directory: an in-memory inode built from the parent. */
-static void synth_stub(const struct btrfsimg_inode *parent, struct btrfsimg_inode *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->subvol = parent->subvol;
-	out->objectid = 2;
-	out->mode = S_IFDIR | 0755;
-	out->nlink = 1;
-	out->uid = parent->uid;
-	out->gid = parent->gid;
-	out->atime = parent->atime;
-	/* mtime/ctime/btime are the lookup time in the kernel: not reproducible */
-	out->mtime = out->ctime = out->otime = parent->atime;
-}
-
 static bool is_ancestor(const struct walker *w, size_t depth, uint64_t subvol, uint64_t obj)
 {
 	for (size_t i = 0; i < depth; i++)
@@ -138,8 +123,10 @@ static int visit_children(struct walker *w, struct visit_node *dir)
 					.dir_tree_subvol = dir->subvol };
 		rc = 0;
 		if (c.stub)
-			synth_stub(&dir->inode, &c.inode);
-		else if ((rc = btrfsimg_inode_get(w->fs, c.subvol, c.objectid, &c.inode)) < 0)
+			rc = btrfsimg_stub_inode(w->fs, dir->subvol, dir->objectid, &c.inode);
+		else
+			rc = btrfsimg_inode_get(w->fs, c.subvol, c.objectid, &c.inode);
+		if (rc < 0)
 			report(w, "inode", rc);
 		if (rc == 0)
 			rc = visit_node(w, &c);
@@ -194,13 +181,20 @@ static int start_node(struct walker *w, struct visit_node *n)
 	}
 	n->dir_subvol = n->subvol;
 	n->dir_objectid = n->objectid;
-	if (n->stub) {
-		struct btrfsimg_inode parent = { 0 };
-		synth_stub(&parent, &n->inode);
-		n->inode.subvol = n->subvol;
-		return 0;
-	}
-	return btrfsimg_inode_get(w->fs, n->subvol, n->objectid, &n->inode);
+	if (!n->stub)
+		return btrfsimg_inode_get(w->fs, n->subvol, n->objectid, &n->inode);
+	/* a stub takes owner and atime from the directory holding it */
+	char *parent = strdup(path);
+	if (!parent)
+		return -ENOMEM;
+	char *slash = strrchr(parent, '/');
+	*(slash ? slash : parent) = '\0';
+	struct btrfsimg_dirent pd;
+	int rc = btrfsimg_path_lookup(w->fs, w->o->subvol, parent, &pd);
+	free(parent);
+	if (rc == 0)
+		rc = btrfsimg_stub_inode(w->fs, pd.target_subvol, pd.target_objectid, &n->inode);
+	return rc;
 }
 
 int visit_tree(btrfsimg_fs *fs, const struct visit_opts *o, visit_fn fn, void *ctx,
