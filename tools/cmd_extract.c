@@ -210,6 +210,12 @@ static int make_dir(struct ex_ctx *x, const struct visit_node *n, int dirfd, con
 		ex_warn(x, n, "open directory", errno);
 		return 1;
 	}
+	if (n->stub) {
+		/* empty, and visit_tree does not descend into it: finish it now */
+		apply_meta(x, fd, &n->inode, false, n->subvol, n->objectid);
+		close(fd);
+		return 1;
+	}
 	x->dirfd[n->depth] = fd;
 	return 0;
 }

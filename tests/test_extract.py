@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""extract, bodyfile and degraded reads against the kernel's recorded view.
+
+    test_extract.py BTRFSIMG TESTDATA
+
+- `extract` of committed files-layer images: every path the kernel shows must
+  exist in DESTDIR with the kernel's type, permission bits, owner (as root),
+  size, mtime, contents (sha256), symlink target, and hard links as links.
+- `bodyfile`: one line per path, with SUBVOL:OBJECTID, size and times as the
+  kernel reports them.
+- degraded: `walk --hash` of a RAID1 image with one device left out equals the
+  full read.
+Prints 'N passed, M failed'.
+"""
+import hashlib, json, os, shutil, stat, subprocess, sys, tempfile
+
+CLI, TESTDATA = sys.argv[1], sys.argv[2]
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok   {name}")
+    else:
+        failed += 1
+        print(f"FAIL {name}\n    {detail}")
+
+
+def fsencode(p):
+    return p.encode("utf-8", "surrogateescape")
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def test_extract(name, img, view, work):
+    dest = os.path.join(work, "x-" + name)
+    p = subprocess.run([CLI, "extract", img, dest], capture_output=True)
+    check(f"{name}: extract exit", p.returncode in (0, 1), p.stderr[-300:])
+    bad, links = [], {}
+    for r in view:
+        if not r["path"]:
+            continue
+        path = os.path.join(fsencode(dest), fsencode(r["path"]))
+        try:
+            st = os.lstat(path)
+        except OSError as e:
+            bad.append((r["path"], str(e)))
+            continue
+        if stat.S_IFMT(st.st_mode) != stat.S_IFMT(r["mode"]):
+            bad.append((r["path"], "type", oct(st.st_mode), oct(r["mode"])))
+            continue
+        if not stat.S_ISLNK(st.st_mode) and (st.st_mode & 0o7777) != (r["mode"] & 0o7777):
+            bad.append((r["path"], "mode", oct(st.st_mode), oct(r["mode"])))
+        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (r["uid"], r["gid"]):
+            bad.append((r["path"], "owner", (st.st_uid, st.st_gid), (r["uid"], r["gid"])))
+        if stat.S_ISREG(st.st_mode):
+            if st.st_size != r["size"]:
+                bad.append((r["path"], "size", st.st_size, r["size"]))
+            elif r.get("sha256") and sha256(path) != r["sha256"]:
+                bad.append((r["path"], "sha256"))
+            # the destination filesystem (ext4) stores seconds up to 2^34
+            fits = 0 <= r["mtime"][0] < 2**34
+            if fits and [st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9] != r["mtime"]:
+                bad.append((r["path"], "mtime", st.st_mtime_ns, r["mtime"]))
+            if r["nlink"] > 1:
+                links.setdefault((r["subvol"], r["ino"]), set()).add((st.st_dev, st.st_ino))
+        if stat.S_ISLNK(st.st_mode) and r.get("target") is not None:
+            if os.readlink(path) != fsencode(r["target"]):
+                bad.append((r["path"], "target"))
+    check(f"{name}: extracted tree equals the kernel's view ({len(view)} paths)", not bad,
+          str(bad[:5]))
+    split = [k for k, v in links.items() if len(v) != 1]
+    check(f"{name}: hard links extracted as links ({len(links)} inodes)", not split,
+          str(split[:5]))
+
+
+def test_bodyfile(name, img, view):
+    p = subprocess.run([CLI, "bodyfile", img], capture_output=True)
+    check(f"{name}: bodyfile exit", p.returncode in (0, 1), p.stderr[-300:])
+    lines = p.stdout.split(b"\n")[:-1]
+    check(f"{name}: bodyfile has one line per path", len(lines) == len(view),
+          f"{len(lines)} lines, {len(view)} paths")
+    bad = []
+    for line, r in zip(lines, view):
+        f = line.split(b"|")
+        if len(f) != 11:
+            bad.append((r["path"], "fields", len(f)))
+            continue
+        inode = f"{r['subvol']}:{r['ino']}".encode()
+        if r["subvol"] is not None and f[2] != inode:
+            bad.append((r["path"], "inode", f[2], inode))
+        stub = r["subvol"] is None  # its mtime is the kernel's lookup time
+        if int(f[6]) != r["size"] or (not stub and int(f[8]) != r["mtime"][0]):
+            bad.append((r["path"], "size/mtime", f[6], f[8]))
+    check(f"{name}: bodyfile inode, size and mtime equal the kernel's", not bad, str(bad[:5]))
+
+
+def test_degraded(work):
+    d = os.path.join(TESTDATA, "images", "raid1")
+    devs = []
+    for n in ("dev1", "dev2"):
+        out = os.path.join(work, n + ".img")
+        subprocess.run(["zstd", "-q", "-d", "-f", os.path.join(d, n + ".img.zst"), "-o", out],
+                       check=True)
+        devs.append(out)
+    full = subprocess.run([CLI, "walk", "--json", "--hash"] + devs, capture_output=True)
+    for keep in devs:
+        one = subprocess.run([CLI, "walk", "--json", "--hash", keep], capture_output=True)
+        check(f"raid1 with only {os.path.basename(keep)}: same walk and contents, exit 1",
+              one.stdout == full.stdout and one.returncode == 1 and full.returncode == 0,
+              f"rc {one.returncode}/{full.returncode} {one.stderr[-200:]!r}")
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="btrfsimg-extract.")
+    try:
+        for name in ("special", "subvols", "extents"):
+            src = os.path.join(TESTDATA, "files", name + ".img.zst")
+            img = os.path.join(work, name + ".img")
+            subprocess.run(["zstd", "-q", "-d", "-f", src, "-o", img], check=True)
+            with open(os.path.join(TESTDATA, "files", name + ".view.jsonl")) as f:
+                view = [json.loads(l) for l in f]
+            test_extract(name, img, view, work)
+            test_bodyfile(name, img, view)
+            os.unlink(img)
+            shutil.rmtree(os.path.join(work, "x-" + name), ignore_errors=True)
+        test_degraded(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+main()
