@@ -165,6 +165,22 @@ def case_superblock(base, work):
               f"rc {rc} {err!r}")
 
 
+def case_feature(base, work, bit, expect):
+    """incompat_flags (superblock 0xbc) gains bit @bit in every copy, checksums
+    recomputed: the open must be refused with the feature named."""
+    img = fresh(base, work, "feat.img")
+    for off in (65536, 64 << 20):
+        sb = bytearray(read(img, off, 4096))
+        flags = struct.unpack_from("<Q", sb, 0xbc)[0] | (1 << bit)
+        struct.pack_into("<Q", sb, 0xbc, flags)
+        sb[0:4] = struct.pack("<I", crc32c(bytes(sb[32:])))
+        patch(img, off, bytes(sb))
+    rc, out, err = run(["super"], img)
+    if no_signal(f"incompat bit {bit}: no crash", rc, err):
+        check(f"incompat bit {bit}: refused naming {expect}", rc == 2 and expect.encode() in err,
+              f"rc {rc} {err!r}")
+
+
 def case_truncated(base, work):
     """The image cut to 40 MiB (chunks beyond it unreadable)."""
     img = fresh(base, work, "trunc.img")
@@ -217,6 +233,9 @@ def main():
                          lambda b: b.__setitem__(slice(48, 56), struct.pack("<Q", 4096)),
                          "bad bytenr")
         case_superblock(base, work)
+        case_feature(base, work, 12, "ZONED")
+        case_feature(base, work, 14, "RAID_STRIPE_TREE")
+        case_feature(base, work, 20, "unknown bit 20")
         case_truncated(base, work)
         case_random(base, work, 1, int(os.environ.get("CORRUPT_TRIALS", "25")))
         for name in ("raid5", "raid1"):
