@@ -9,7 +9,7 @@ sample=testdata/sample.img.zst
 img=$(mktemp --suffix=.img)
 trap 'rm -f "$img"' EXIT
 zstd -q -d -f "$sample" -o "$img"
-for cmd in super subvols; do
+for cmd in super subvols collisions; do
   echo "\$ btrfsimg $cmd $sample"
   ./build/tools/btrfsimg "$cmd" "$img"
   echo
