@@ -328,6 +328,7 @@ struct btrfsimg_inode_entry {
 	/** One path from the top level (borrowed for the callback); NULL when
 	 *  no directory leads to it (orphans, deleted subvolumes). */
 	const char *path;
+	size_t path_len;		/**< strlen(path), 0 when path is NULL */
 	/** false for inodes no directory leads to, or with nlink 0 */
 	bool reachable;
 };

@@ -342,17 +342,13 @@ static int block_error(struct btrfsimg_fs *fs, int rc, uint64_t bytenr, int leve
 		      copy + 1, ncopies, why);
 }
 
-static struct bi_block *block_new(const uint8_t *buf, uint32_t size, uint64_t bytenr)
+/* Takes ownership of @buf (the verified copy, not copied again). */
+static struct bi_block *block_new(uint8_t *buf, uint32_t size, uint64_t bytenr)
 {
 	struct bi_block *b = calloc(1, sizeof(*b));
 	if (!b)
 		return NULL;
-	b->data = malloc(size);
-	if (!b->data) {
-		free(b);
-		return NULL;
-	}
-	memcpy(b->data, buf, size);
+	b->data = buf;
 	b->bytenr = bytenr;
 	b->size = size;
 	b->level = buf[HDR_LEVEL];
@@ -403,6 +399,8 @@ static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct
 		if (!*out)
 			rc = bi_err(fs, -ENOMEM, "out of memory caching block %llu",
 				    (unsigned long long)bytenr);
+		else
+			buf = NULL;
 	}
 	free(buf);
 	return rc;
@@ -554,6 +552,52 @@ int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_ro
 	return 0;
 }
 
+/* Whether the leaf behind level 1's current slot holds nothing the caller
+ * wants: its keys lie in [this pointer's key, the next pointer's key). */
+static bool leaf_skippable(const struct bi_iter *it)
+{
+	const struct bi_block *n = it->path[1];
+	uint32_t s = it->slot[1];
+	if (!it->skip || s + 1 >= n->nritems)
+		return false;
+	bi_key lo, hi;
+	bi_key_read(n->data + HDR_SIZE + (size_t)s * KP_SIZE, &lo);
+	bi_key_read(n->data + HDR_SIZE + (size_t)(s + 1) * KP_SIZE, &hi);
+	return it->skip(&lo, &hi);
+}
+
+/* Prefetch the leaves after the current one under this level-1 node,
+ * merging neighbours into one request. */
+static void prefetch_leaves(struct bi_iter *it)
+{
+	const struct bi_block *n = it->path[1];
+	if (!it->readahead || n->bytenr == it->ra_node)
+		return;
+	it->ra_node = n->bytenr;
+	uint32_t ns = it->fs->nodesize;
+	uint64_t start = 0, len = 0;
+	for (uint32_t s = it->slot[1] + 1; s < n->nritems; s++) {
+		bi_key lo, hi;
+		uint64_t ptr, gen;
+		bi_node_ptr(n, s, &lo, &ptr, &gen);
+		if (it->skip && s + 1 < n->nritems) {
+			bi_key_read(n->data + HDR_SIZE + (size_t)(s + 1) * KP_SIZE, &hi);
+			if (it->skip(&lo, &hi))
+				continue;
+		}
+		if (len && ptr == start + len && len < (1u << 20)) {
+			len += ns;
+			continue;
+		}
+		if (len)
+			bi_prefetch(it->fs, start, len);
+		start = ptr;
+		len = ns;
+	}
+	if (len)
+		bi_prefetch(it->fs, start, len);
+}
+
 /* Move to the next leaf. 1: moved; 0: the tree (or range) is exhausted. */
 static int next_leaf(struct bi_iter *it)
 {
@@ -568,13 +612,30 @@ static int next_leaf(struct bi_iter *it)
 	bi_node_ptr(it->path[lvl], it->slot[lvl], &k, &ptr, &gen);
 	if (bi_key_cmp(&k, &it->max) > 0)
 		return 0;
-	for (; lvl > 0; lvl--) {
+	for (; lvl > 1; lvl--) {
 		int rc = descend(it, lvl);
 		if (rc < 0)
 			return rc;
 		it->slot[lvl - 1] = 0;
 	}
+	while (leaf_skippable(it))
+		it->slot[1]++;
+	prefetch_leaves(it);
+	int rc = descend(it, 1);
+	if (rc < 0)
+		return rc;
+	it->slot[0] = 0;
 	return 1;
+}
+
+void bi_iter_skip_leaves(struct bi_iter *it, bool (*skip)(const bi_key *lo, const bi_key *hi))
+{
+	it->skip = skip;
+}
+
+void bi_iter_readahead(struct bi_iter *it)
+{
+	it->readahead = true;
 }
 
 static int base_next(struct bi_iter *it, struct bi_item *out)

@@ -21,60 +21,71 @@ struct inodes_ctx {
 	/* per-subvolume constants, recomputed when the subvolume changes */
 	uint64_t cur, overlay, uniq;
 	int dev;
+	struct jw w;	/* JSON line buffer, reused */
+	char head[64], mid1[128], mid2[64], mid3[96];
+	size_t head_len, mid1_len, mid2_len, mid3_len;
 };
 
+/* The fields that only depend on the subvolume, formatted once per
+ * subvolume: lines are hot (a million inodes) and most of their bytes
+ * are these constants. */
 static void switch_subvol(struct inodes_ctx *x, uint64_t subvol)
 {
 	x->cur = subvol;
 	x->overlay = btrfsimg_overlay(subvol, x->bits);
 	x->uniq = btrfsimg_uniquifier(subvol);
 	x->dev = nest_dev(&x->nest, subvol);
-}
-
-static size_t u64_dec(uint64_t v, char *out)
-{
-	char b[24];
-	int i = sizeof(b);
-	do {
-		b[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	memcpy(out, b + i, sizeof(b) - (size_t)i);
-	return sizeof(b) - (size_t)i;
+	char dev[24] = "null";
+	if (x->dev >= 0)
+		snprintf(dev, sizeof(dev), "%d", x->dev);
+	x->head_len = (size_t)snprintf(x->head, sizeof(x->head), "{\"subvol\":%" PRIu64
+				       ",\"objectid\":", subvol);
+	x->mid1_len = (size_t)snprintf(x->mid1, sizeof(x->mid1),
+				       ",\"tree_id\":%" PRIu64 ",\"inumbits\":%u,\"overlay\":%" PRIu64
+				       ",\"ino\":", subvol, x->bits, x->overlay);
+	x->mid2_len = (size_t)snprintf(x->mid2, sizeof(x->mid2),
+				       ",\"uniquifier\":%" PRIu64 ",\"nfs_fileid\":", x->uniq);
+	x->mid3_len = (size_t)snprintf(x->mid3, sizeof(x->mid3),
+				       ",\"numdevs2_dev\":%s,\"proc_ino\":\"%" PRIu64 ":", dev, subvol);
 }
 
 static void put_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
 {
 	const struct btrfsimg_inode *i = &e->inode;
-	char proc[48];
-	struct jw w;
-	jw_begin(&w, stdout);
-	jw_u64(&w, "subvol", i->subvol);
-	jw_u64(&w, "objectid", i->objectid);
-	jw_u64(&w, "st_ino", i->objectid);
-	jw_u64(&w, "tree_id", i->subvol);
-	jw_u64(&w, "inumbits", x->bits);
-	jw_u64(&w, "overlay", x->overlay);
-	jw_u64(&w, "ino", btrfsimg_presented(i->objectid, x->overlay));
-	jw_u64(&w, "uniquifier", x->uniq);
-	jw_u64(&w, "nfs_fileid", btrfsimg_presented(i->objectid, x->uniq));
-	if (x->dev < 0)
-		jw_null(&w, "numdevs2_dev");
+	struct jw *w = &x->w;
+	char obj[20];
+	size_t obj_len = jw_u64_dec(i->objectid, obj);
+	w->len = 0;
+	jw_raw(w, x->head, x->head_len);
+	jw_raw(w, obj, obj_len);
+	jw_lit(w, ",\"st_ino\":");
+	jw_raw(w, obj, obj_len);
+	jw_raw(w, x->mid1, x->mid1_len);
+	jw_num(w, btrfsimg_presented(i->objectid, x->overlay));
+	jw_raw(w, x->mid2, x->mid2_len);
+	jw_num(w, btrfsimg_presented(i->objectid, x->uniq));
+	jw_raw(w, x->mid3, x->mid3_len);
+	jw_raw(w, obj, obj_len);
+	jw_lit(w, "\",\"generation\":");
+	jw_num(w, i->generation);
+	jw_lit(w, ",\"mode\":");
+	jw_num(w, i->mode);
+	jw_lit(w, ",\"nlink\":");
+	jw_num(w, i->nlink);
+	jw_lit(w, ",\"size\":");
+	jw_num(w, i->size);
+	if (e->path) {
+		jw_lit(w, ",\"path\":\"");
+		jw_escape(w, (const uint8_t *)e->path, e->path_len);
+		jw_lit(w, "\"");
+	} else {
+		jw_lit(w, ",\"path\":null");
+	}
+	if (e->reachable)
+		jw_lit(w, ",\"reachable\":true");
 	else
-		jw_u64(&w, "numdevs2_dev", (uint64_t)x->dev);
-	jw_key(&w, "proc_ino");
-	jw_raw(&w, "\"", 1);
-	jw_raw(&w, proc, u64_dec(i->subvol, proc));
-	jw_raw(&w, ":", 1);
-	jw_raw(&w, proc, u64_dec(i->objectid, proc));
-	jw_raw(&w, "\"", 1);
-	jw_u64(&w, "generation", i->generation);
-	jw_u64(&w, "mode", i->mode);
-	jw_u64(&w, "nlink", i->nlink);
-	jw_u64(&w, "size", i->size);
-	jw_str(&w, "path", e->path);
-	jw_bool(&w, "reachable", e->reachable);
-	jw_end(&w);
+		jw_lit(w, ",\"reachable\":false");
+	jw_line_end(w);
 }
 
 static void put_text(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
@@ -102,7 +113,7 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e)
 int cmd_inodes(struct cli *c)
 {
 	struct inodes_ctx x = { .c = c, .bits = c->inumbits >= 0 ? (unsigned)c->inumbits : 56,
-				.cur = 0 };
+				.cur = 0, .w = { .out = stdout } };
 	int rc = nest_load(c->fs, c->have_mount_subvol ? c->mount_subvol : 0, &x.nest);
 	if (rc < 0)
 		return cli_fail(c, rc, "inodes");
@@ -113,6 +124,7 @@ int cmd_inodes(struct cli *c)
 		       "inumbits ino", "nfsd fileid", "path");
 	rc = btrfsimg_inodes(c->fs, c->have_subvol ? c->subvol : 0, on_inode, &x);
 	progress_done();
+	jw_line_free(&x.w);
 	nest_free(&x.nest);
 	if (rc < 0)
 		return cli_fail(c, rc, "inodes");

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void grow_slow(struct jw *w, size_t more)
+void jw_grow_slow(struct jw *w, size_t more)
 {
 	size_t cap = w->cap ? w->cap : 512;
 	while (cap < w->len + more)
@@ -18,18 +18,7 @@ static void grow_slow(struct jw *w, size_t more)
 	w->cap = cap;
 }
 
-static inline void grow(struct jw *w, size_t more)
-{
-	if (__builtin_expect(w->len + more > w->cap, 0))
-		grow_slow(w, more);
-}
-
-void jw_raw(struct jw *w, const char *s, size_t n)
-{
-	grow(w, n);
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
-}
+#define grow jw_grow
 
 static void put_c(struct jw *w, char c)
 {
@@ -37,15 +26,14 @@ static void put_c(struct jw *w, char c)
 	w->buf[w->len++] = c;
 }
 
+const char jw_digit_pairs[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
 static void put_u64(struct jw *w, uint64_t v)
 {
-	char b[24];
-	int i = sizeof(b);
-	do {
-		b[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	jw_raw(w, b + i, sizeof(b) - (size_t)i);
+	jw_num(w, v);
 }
 
 static void put_i64(struct jw *w, int64_t v)
@@ -86,6 +74,26 @@ void jw_end(struct jw *w)
 {
 	jw_raw(w, "}\n", 2);
 	fwrite_unlocked(w->buf, 1, w->len, w->out);
+	free(w->buf);
+	*w = (struct jw){ .out = w->out };
+}
+
+void jw_line_begin(struct jw *w)
+{
+	w->len = 0;
+	w->need_comma = false;
+	put_c(w, '{');
+}
+
+void jw_line_end(struct jw *w)
+{
+	jw_raw(w, "}\n", 2);
+	fwrite_unlocked(w->buf, 1, w->len, w->out);
+	w->len = 0;
+}
+
+void jw_line_free(struct jw *w)
+{
 	free(w->buf);
 	*w = (struct jw){ .out = w->out };
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* One line is built in memory and written with one fwrite at jw_end():
  * output is hot (millions of lines) and stdio per field dominated. */
@@ -24,7 +25,58 @@ struct jw {
 
 void jw_begin(struct jw *w, FILE *out);	/* starts an object: "{" */
 void jw_end(struct jw *w);			/* "}\n", written out; frees the line */
-void jw_raw(struct jw *w, const char *s, size_t n);	/* bytes as they are */
+void jw_grow_slow(struct jw *w, size_t more);
+
+static inline void jw_grow(struct jw *w, size_t more)
+{
+	if (__builtin_expect(w->len + more > w->cap, 0))
+		jw_grow_slow(w, more);
+}
+
+/* Bytes as they are. Inline: with a constant length the copy is a few moves. */
+static inline void jw_raw(struct jw *w, const char *s, size_t n)
+{
+	jw_grow(w, n);
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+}
+
+/* Decimal digits of @v into @out (no NUL), two digits per division: numbers
+ * are most of the output. */
+extern const char jw_digit_pairs[201];
+static inline size_t jw_u64_dec(uint64_t v, char out[20])
+{
+	char b[20];
+	int i = sizeof(b);
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100) * 2;
+		v /= 100;
+		b[--i] = jw_digit_pairs[d + 1];
+		b[--i] = jw_digit_pairs[d];
+	}
+	if (v >= 10) {
+		b[--i] = jw_digit_pairs[v * 2 + 1];
+		b[--i] = jw_digit_pairs[v * 2];
+	} else {
+		b[--i] = (char)('0' + v);
+	}
+	memcpy(out, b + i, sizeof(b) - (size_t)i);
+	return sizeof(b) - (size_t)i;
+}
+
+static inline void jw_num(struct jw *w, uint64_t v)
+{
+	jw_grow(w, 20);
+	w->len += jw_u64_dec(v, w->buf + w->len);
+}
+/* A writer kept across lines, for hot loops: zero it with .out set, then
+ * jw_line_begin/jw_line_end per line (the buffer is reused), jw_line_free. */
+void jw_line_begin(struct jw *w);
+void jw_line_end(struct jw *w);
+void jw_line_free(struct jw *w);
+/* A literal fragment such as ",\"size\":" (no strlen), and a bare number. */
+#define jw_lit(w, lit) jw_raw((w), "" lit, sizeof(lit) - 1)
+
 void jw_key(struct jw *w, const char *key);
 void jw_open_obj(struct jw *w, const char *key);	/* key may be NULL in arrays */
 void jw_close_obj(struct jw *w);
