@@ -6,15 +6,25 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "handoff.h"
 #include "json.h"
 #include "nest.h"
 #include "progress.h"
 
+/* What a JSON line needs of one inode, handed to the formatting thread. */
+struct irow {
+	uint64_t subvol, objectid, generation, size;
+	uint32_t mode, nlink, path_off, path_len;
+	bool has_path, reachable;
+};
+
 struct inodes_ctx {
 	struct cli *c;
+	struct handoff *h;	/* JSON lines are formatted on a second thread */
 	struct nest nest;
 	unsigned bits;
 	uint64_t count;
@@ -49,10 +59,11 @@ static void switch_subvol(struct inodes_ctx *x, uint64_t subvol)
 				       ",\"numdevs2_dev\":%s,\"proc_ino\":\"%" PRIu64 ":", dev, subvol);
 }
 
-static void put_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
+static void put_json(struct inodes_ctx *x, const struct irow *i, const char *path)
 {
-	const struct btrfsimg_inode *i = &e->inode;
 	struct jw *w = &x->w;
+	if (i->subvol != x->cur)
+		switch_subvol(x, i->subvol);
 	char obj[20];
 	size_t obj_len = jw_u64_dec(i->objectid, obj);
 	w->len = 0;
@@ -74,14 +85,14 @@ static void put_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
 	jw_num(w, i->nlink);
 	jw_lit(w, ",\"size\":");
 	jw_num(w, i->size);
-	if (e->path) {
+	if (i->has_path) {
 		jw_lit(w, ",\"path\":\"");
-		jw_escape(w, (const uint8_t *)e->path, e->path_len);
+		jw_escape(w, (const uint8_t *)path, i->path_len);
 		jw_lit(w, "\"");
 	} else {
 		jw_lit(w, ",\"path\":null");
 	}
-	if (e->reachable)
+	if (i->reachable)
 		jw_lit(w, ",\"reachable\":true");
 	else
 		jw_lit(w, ",\"reachable\":false");
@@ -97,16 +108,53 @@ static void put_text(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
 	       e->reachable || !e->path ? "" : " [nlink 0]");
 }
 
+static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
+{
+	const struct irow *r = recs;
+	for (size_t k = 0; k < n; k++)
+		put_json(ctx, &r[k], bytes + r[k].path_off);
+}
+
+static void row_of(const struct btrfsimg_inode_entry *e, struct irow *r)
+{
+	const struct btrfsimg_inode *i = &e->inode;
+	*r = (struct irow){ .subvol = i->subvol, .objectid = i->objectid,
+			    .generation = i->generation, .size = i->size, .mode = i->mode,
+			    .nlink = i->nlink, .path_len = (uint32_t)e->path_len,
+			    .has_path = e->path != NULL, .reachable = e->reachable };
+}
+
+static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
+{
+	if (x->h) {
+		char *bytes;
+		uint32_t off;
+		struct irow *r = handoff_next(x->h, e->path_len, &bytes, &off);
+		if (!r) {
+			fputs("btrfsimg: out of memory queueing output\n", stderr);
+			exit(2);
+		}
+		row_of(e, r);
+		r->path_off = off;
+		if (e->path_len)
+			memcpy(bytes, e->path, e->path_len);
+		return 0;
+	}
+	struct irow r;
+	row_of(e, &r);
+	put_json(x, &r, e->path);
+	return 0;
+}
+
 static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e)
 {
 	struct inodes_ctx *x = ctx;
-	if (e->inode.subvol != x->cur)
-		switch_subvol(x, e->inode.subvol);
 	progress_tick("inodes", ++x->count);
 	if (x->c->json)
-		put_json(x, e);
-	else
-		put_text(x, e);
+		return on_json(x, e);
+	if (e->inode.subvol != x->cur)
+		switch_subvol(x, e->inode.subvol);
+	put_text(x, e);
 	return 0;
 }
 
@@ -122,7 +170,10 @@ int cmd_inodes(struct cli *c)
 	if (!c->json)
 		printf("%6s %10s  %-22s  %-22s  %s\n", "subvol", "objectid",
 		       "inumbits ino", "nfsd fileid", "path");
+	if (c->json)
+		x.h = handoff_start(sizeof(struct irow), put_batch, &x);
 	rc = btrfsimg_inodes(c->fs, c->have_subvol ? c->subvol : 0, on_inode, &x);
+	handoff_finish(x.h);
 	progress_done();
 	jw_line_free(&x.w);
 	nest_free(&x.nest);
