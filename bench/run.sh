@@ -71,12 +71,19 @@ build_subvol_image() {
   umount "$MNT"; mv "$img.tmp" "$img"; echo "$img"
 }
 
-# time + peak RSS of a command, output discarded: "seconds MiB"
+# time + peak RSS of a command, output discarded: cold page cache (dropped
+# first), then warm (run again at once). "cold_s warm_s MiB"
+time_one() {
+  /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/tmp/bench.time.$$ || true
+  tail -n 1 /tmp/bench.time.$$
+  rm -f /tmp/bench.time.$$
+}
 measure() {
   sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-  /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/tmp/bench.time.$$ || true
-  tail -n 1 /tmp/bench.time.$$ | awk '{printf "%8.2f s %8.0f MiB", $1, $2/1024}'
-  rm -f /tmp/bench.time.$$
+  local cold warm
+  cold=$(time_one "$@")
+  warm=$(time_one "$@")
+  printf '%s %s\n' "$cold" "$warm" | awk '{printf "%8.2f s %8.2f s %8.0f MiB", $1, $3, ($2 > $4 ? $2 : $4) / 1024}'
 }
 
 row() { printf "%-58s %s\n" "$1" "$(shift; measure "$@")"; }
@@ -86,13 +93,13 @@ SNAPIMG=$(build_snap_image)
 SUBIMG=$(build_subvol_image)
 [ "$BUILD_ONLY" = 1 ] && { echo "built $SNAPIMG $SUBIMG"; exit 0; }
 DATA_ID=256
-echo
+printf "\n%-58s %10s %10s %12s\n" "" "cold" "warm" "peak RSS"
 echo "== 1 subvolume of $FILES files (+ $SNAPS snapshots): $SNAPIMG"
 row "btrfsimg inodes --json --subvol $DATA_ID"  "$BIN" inodes --json --subvol $DATA_ID "$SNAPIMG"
 row "btrfs inspect-internal dump-tree -t $DATA_ID" btrfs inspect-internal dump-tree -t $DATA_ID "$SNAPIMG"
 mount -o loop,ro "$SNAPIMG" "$MNT"
-row "kernel: find -printf %i (cold cache)" find "$MNT/data" -printf '%i\n'
-row "kernel: stat walk (python os.lstat, cold cache)" python3 -c "
+row "kernel: find -printf %i" find "$MNT/data" -printf '%i\n'
+row "kernel: stat walk (python os.lstat)" python3 -c "
 import os,sys
 for d,ds,fs in os.walk(sys.argv[1]):
     for f in fs: os.lstat(os.path.join(d,f))" "$MNT/data"
