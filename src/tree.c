@@ -566,36 +566,50 @@ static bool leaf_skippable(const struct bi_iter *it)
 	return it->skip(&lo, &hi);
 }
 
-/* Prefetch the leaves after the current one under this level-1 node,
- * merging neighbours into one request. */
+void bi_node_prefetch(struct btrfsimg_fs *fs, const struct bi_block *n, uint32_t from,
+		      bool (*want)(void *ctx, uint32_t slot), void *ctx)
+{
+	uint32_t ns = fs->nodesize;
+	uint64_t start = 0, len = 0;
+	for (uint32_t s = from; s < n->nritems; s++) {
+		bi_key k;
+		uint64_t ptr, gen;
+		bi_node_ptr(n, s, &k, &ptr, &gen);
+		if (want && !want(ctx, s))
+			continue;
+		if (len && ptr == start + len && len < (1u << 20)) {
+			len += ns;
+			continue;
+		}
+		if (len)
+			bi_prefetch(fs, start, len);
+		start = ptr;
+		len = ns;
+	}
+	if (len)
+		bi_prefetch(fs, start, len);
+}
+
+static bool leaf_wanted(void *ctx, uint32_t s)
+{
+	const struct bi_iter *it = ctx;
+	const struct bi_block *n = it->path[1];
+	if (!it->skip || s + 1 >= n->nritems)
+		return true;
+	bi_key lo, hi;
+	bi_key_read(n->data + HDR_SIZE + (size_t)s * KP_SIZE, &lo);
+	bi_key_read(n->data + HDR_SIZE + (size_t)(s + 1) * KP_SIZE, &hi);
+	return !it->skip(&lo, &hi);
+}
+
+/* Prefetch the leaves after the current one under this level-1 node. */
 static void prefetch_leaves(struct bi_iter *it)
 {
 	const struct bi_block *n = it->path[1];
 	if (!it->readahead || n->bytenr == it->ra_node)
 		return;
 	it->ra_node = n->bytenr;
-	uint32_t ns = it->fs->nodesize;
-	uint64_t start = 0, len = 0;
-	for (uint32_t s = it->slot[1] + 1; s < n->nritems; s++) {
-		bi_key lo, hi;
-		uint64_t ptr, gen;
-		bi_node_ptr(n, s, &lo, &ptr, &gen);
-		if (it->skip && s + 1 < n->nritems) {
-			bi_key_read(n->data + HDR_SIZE + (size_t)(s + 1) * KP_SIZE, &hi);
-			if (it->skip(&lo, &hi))
-				continue;
-		}
-		if (len && ptr == start + len && len < (1u << 20)) {
-			len += ns;
-			continue;
-		}
-		if (len)
-			bi_prefetch(it->fs, start, len);
-		start = ptr;
-		len = ns;
-	}
-	if (len)
-		bi_prefetch(it->fs, start, len);
+	bi_node_prefetch(it->fs, n, it->slot[1] + 1, leaf_wanted, it);
 }
 
 /* Move to the next leaf. 1: moved; 0: the tree (or range) is exhausted. */
