@@ -31,7 +31,7 @@ run_one() { # target seconds
   [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
   log="$dir/run-$(date +%Y%m%d-%H%M%S).log"
   local start=$SECONDS
-  nice -n 19 "$state/bin/fuzz_$t" "${dict[@]}" -max_total_time="$secs" -timeout=20 \
+  nice -n 19 "$state/bin/fuzz_$t" "${dict[@]}" -max_total_time="$secs" -timeout=60 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/" \
     "$dir/corpus" >"$log" 2>&1 || rc=$?
   record "$t" $((SECONDS - start)) "$log" "$rc"
@@ -55,13 +55,13 @@ merge_one() { # target: add to fuzz/corpus only the inputs that bring new covera
   local t=$1
   [ -d "$state/$t/corpus" ] || return 0
   mkdir -p "fuzz/corpus/$t"
-  "$state/bin/fuzz_$t" -merge=1 -rss_limit_mb=2048 -timeout=20 \
+  "$state/bin/fuzz_$t" -merge=1 -rss_limit_mb=2048 -timeout=60 \
     "fuzz/corpus/$t" "$state/$t/corpus" >"$state/$t/merge.log" 2>&1
   grep -E '^MERGE-OUTER: [0-9]+ new files' "$state/$t/merge.log" | sed "s/^/$t: /"
 }
 
 totals() {
-  awk -F'\t' 'NR > 1 { s[$3] += $4; e[$3] += $5; if ($9 != "0") f[$3]++ }
+  awk -F'\t' 'NR > 1 { s[$3] += $4; e[$3] += $5; split($9, w, " "); if (w[1] != "0") f[$3]++ }
     END { for (t in s) printf "%-10s %6.2f h %12d executions %3d findings\n", t, s[t] / 3600, e[t], f[t] }' \
     "$ledger" | sort
 }

@@ -217,7 +217,9 @@ BTRFSIMG_API int btrfsimg_super(btrfsimg_fs *fs, struct btrfsimg_super_info *out
 /** One subvolume or snapshot (or the top level, id 5). */
 struct btrfsimg_subvol {
 	uint64_t id;
-	uint64_t parent_id;		/**< 0 for 5 and for unreachable ones */
+	uint64_t parent_id;		/**< from its ROOT_BACKREF (as `btrfs subvolume list`
+					     shows it, even when path is NULL); 0 for 5 and
+					     for subvolumes with no backref */
 	uint64_t dirid;			/**< directory in the parent holding it */
 	char *path;			/**< from the top level ("" for 5); NULL if unreachable */
 	uint8_t uuid[16], parent_uuid[16], received_uuid[16];
