@@ -493,6 +493,41 @@ BTRFSIMG_API uint64_t btrfsimg_presented(uint64_t objectid, uint64_t v);
 /** nfsd ino_uniquifier: 0 for subvolume 5, else swab64(subvol). */
 BTRFSIMG_API uint64_t btrfsimg_uniquifier(uint64_t subvol);
 
+/**
+ * Subvolume crossings from @p mount_subvol down to @p subvol (0 for the
+ * mounted one itself), following parent_id through @p v (the list from
+ * btrfsimg_subvols(), sorted by id); -1 when @p subvol is not below the
+ * mount, is unreachable, or a parent loop is found. numdevs=2 puts a
+ * subvolume on device (depth & 1).
+ */
+BTRFSIMG_API int btrfsimg_subvol_depth(const struct btrfsimg_subvol *v, size_t n,
+				       uint64_t mount_subvol, uint64_t subvol);
+
+/** What today's kernel and each proposal present for one inode. */
+struct btrfsimg_presented {
+	uint64_t st_ino;		/**< today: the objectid */
+	uint64_t tree_id;		/**< STATX_SUBVOL: the subvolume id */
+	unsigned inumbits;		/**< N of the inumbits values below */
+	uint64_t overlay;		/**< btrfsimg_overlay(subvol, inumbits) */
+	uint64_t ino;			/**< st_ino under inumbits=N */
+	uint64_t uniquifier;		/**< btrfsimg_uniquifier(subvol) */
+	uint64_t nfs_fileid;		/**< nfsd with the uniquifier */
+	int numdevs2_dev;		/**< numdevs=2 device (0 or 1); -1 when the
+					     subvolume is not below the mounted one */
+};
+
+typedef int (*btrfsimg_presented_fn)(void *ctx, const struct btrfsimg_inode_entry *e,
+				     const struct btrfsimg_presented *p);
+
+/**
+ * btrfsimg_inodes() with each inode's presented numbers under
+ * inumbits=@p inumbits (0 or 32..64, else -EINVAL) and numdevs=2 with
+ * @p mount_subvol mounted (0: the filesystem's default subvolume).
+ */
+BTRFSIMG_API int btrfsimg_inodes_presented(btrfsimg_fs *fs, uint64_t subvol, unsigned inumbits,
+					   uint64_t mount_subvol, btrfsimg_presented_fn fn,
+					   void *ctx);
+
 /* ------------------------------------------------------------------ */
 /** @name Inode-number collisions (collide.c)
  *

@@ -55,24 +55,6 @@ static int on_subent(void *ctx, const struct bi_subent *e)
 	return 0;
 }
 
-/* Subvolume crossings from the mount down to @s; -1 if not below it. */
-static int depth_below(const struct btrfsimg_subvol *v, size_t n, uint64_t mount, size_t s)
-{
-	int d = 0;
-	for (size_t steps = 0; steps <= n; steps++) {
-		if (v[s].id == mount)
-			return d;
-		size_t p;
-		for (p = 0; p < n && v[p].id != v[s].parent_id; p++)
-			;
-		if (!v[s].parent_id || p == n)
-			return -1;
-		s = p;
-		d++;
-	}
-	return -1;
-}
-
 /* Root blocks of many subvolumes lie scattered: ask for them all at once. */
 static void prefetch_roots(struct btrfsimg_fs *fs, const struct btrfsimg_subvol *v, size_t n)
 {
@@ -105,8 +87,8 @@ static int gather(struct an *a, uint64_t mount, uint64_t *skipped)
 		s->id = v[i].id;
 		/* numdevs=2: the parity of crossings below the mount; subvolumes
 		 * outside it use their depth below the top level */
-		int d = depth_below(v, n, mount, i);
-		s->dev2 = (d < 0 ? depth_below(v, n, OBJ_FS_TREE, i) : d) & 1;
+		int d = btrfsimg_subvol_depth(v, n, mount, v[i].id);
+		s->dev2 = (d < 0 ? btrfsimg_subvol_depth(v, n, OBJ_FS_TREE, v[i].id) : d) & 1;
 		a->cur_subvol = s->id;
 		rc = bi_root_find(a->fs, s->id, &r);
 		if (rc == 0)

@@ -377,6 +377,53 @@ static int inodes_of(struct btrfsimg_fs *fs, const struct btrfsimg_subvol *sv,
 	return rc;
 }
 
+struct present {
+	btrfsimg_presented_fn fn;
+	void *ctx;
+	struct btrfsimg_subvol *v;
+	size_t n;
+	uint64_t mount;
+	struct btrfsimg_presented p;	/* constants of the current subvolume */
+	uint64_t cur;
+};
+
+static int present_one(void *ctx, const struct btrfsimg_inode_entry *e)
+{
+	struct present *x = ctx;
+	struct btrfsimg_presented *p = &x->p;
+	uint64_t sv = e->inode.subvol, obj = e->inode.objectid;
+	if (sv != x->cur) {
+		x->cur = sv;
+		p->tree_id = sv;
+		p->overlay = btrfsimg_overlay(sv, p->inumbits);
+		p->uniquifier = btrfsimg_uniquifier(sv);
+		int d = btrfsimg_subvol_depth(x->v, x->n, x->mount, sv);
+		p->numdevs2_dev = d < 0 ? -1 : d & 1;
+	}
+	p->st_ino = obj;
+	p->ino = btrfsimg_presented(obj, p->overlay);
+	p->nfs_fileid = btrfsimg_presented(obj, p->uniquifier);
+	return x->fn(x->ctx, e, p);
+}
+
+int btrfsimg_inodes_presented(btrfsimg_fs *fs, uint64_t subvol, unsigned inumbits,
+			      uint64_t mount_subvol, btrfsimg_presented_fn fn, void *ctx)
+{
+	if (!fs || !fn || (inumbits && (inumbits < 32 || inumbits > 64)))
+		return -EINVAL;
+	if (!fs->opened)
+		return bi_err(fs, -EINVAL, "btrfsimg_inodes_presented: filesystem not open");
+	struct present x = { .fn = fn, .ctx = ctx, .mount = mount_subvol,
+			     .p = { .inumbits = inumbits } };
+	int rc = mount_subvol ? 0 : btrfsimg_default_subvol(fs, &x.mount);
+	if (rc == 0)
+		rc = btrfsimg_subvols(fs, &x.v, &x.n);
+	if (rc == 0)
+		rc = btrfsimg_inodes(fs, subvol, present_one, &x);
+	btrfsimg_subvols_free(x.v, x.n);
+	return rc;
+}
+
 int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn, void *ctx)
 {
 	if (!fs || !fn)

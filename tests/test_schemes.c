@@ -126,6 +126,35 @@ static void test_scheme_const(void **state)
 	assert_true(bi_scheme_const(&n56, 257) == 0x0001010000000000ull);
 }
 
+/* A hand-drawn tree: 5 > 256 > 257, 256 > 260 (unreachable: no path),
+ * 258 <-> 259 a parent loop, 261 under a missing 300. */
+static void test_subvol_depth(void **state)
+{
+	(void)state;
+	char top[] = "", a[] = "a", b[] = "a/b", l1[] = "x", l2[] = "y", m[] = "m";
+	struct btrfsimg_subvol v[] = {
+		{ .id = 5, .parent_id = 0, .path = top },
+		{ .id = 256, .parent_id = 5, .path = a },
+		{ .id = 257, .parent_id = 256, .path = b },
+		{ .id = 258, .parent_id = 259, .path = l1 },
+		{ .id = 259, .parent_id = 258, .path = l2 },
+		{ .id = 260, .parent_id = 256, .path = NULL },
+		{ .id = 261, .parent_id = 300, .path = m },
+	};
+	size_t n = sizeof(v) / sizeof(v[0]);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 5, 5), 0);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 5, 256), 1);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 5, 257), 2);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 256, 257), 1);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 256, 256), 0);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 256, 5), -1);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 5, 258), -1);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 5, 260), -1);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 5, 261), -1);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 5, 999), -1);
+	assert_int_equal(btrfsimg_subvol_depth(v, n, 258, 258), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -135,6 +164,7 @@ int main(void)
 		cmocka_unit_test(test_presented),
 		cmocka_unit_test(test_uniquifier),
 		cmocka_unit_test(test_scheme_const),
+		cmocka_unit_test(test_subvol_depth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,25 +12,23 @@
 #include "cli.h"
 #include "handoff.h"
 #include "json.h"
-#include "nest.h"
 #include "progress.h"
 
 /* What a JSON line needs of one inode, handed to the formatting thread. */
 struct irow {
 	uint64_t subvol, objectid, generation, size;
+	uint64_t overlay, ino, uniq, nfs;
 	uint32_t mode, nlink, path_off, path_len;
+	int dev;
 	bool has_path, reachable;
 };
 
 struct inodes_ctx {
 	struct cli *c;
 	struct handoff *h;	/* JSON lines are formatted on a second thread */
-	struct nest nest;
 	unsigned bits;
 	uint64_t count;
-	/* per-subvolume constants, recomputed when the subvolume changes */
-	uint64_t cur, overlay, uniq;
-	int dev;
+	uint64_t cur;		/* the subvolume the line fragments below are for */
 	struct jw w;	/* JSON line buffer, reused */
 	char head[64], mid1[128], mid2[64], mid3[96];
 	size_t head_len, mid1_len, mid2_len, mid3_len;
@@ -39,22 +37,20 @@ struct inodes_ctx {
 /* The fields that only depend on the subvolume, formatted once per
  * subvolume: lines are hot (a million inodes) and most of their bytes
  * are these constants. */
-static void switch_subvol(struct inodes_ctx *x, uint64_t subvol)
+static void switch_subvol(struct inodes_ctx *x, const struct irow *r)
 {
+	uint64_t subvol = r->subvol;
 	x->cur = subvol;
-	x->overlay = btrfsimg_overlay(subvol, x->bits);
-	x->uniq = btrfsimg_uniquifier(subvol);
-	x->dev = nest_dev(&x->nest, subvol);
 	char dev[24] = "null";
-	if (x->dev >= 0)
-		snprintf(dev, sizeof(dev), "%d", x->dev);
+	if (r->dev >= 0)
+		snprintf(dev, sizeof(dev), "%d", r->dev);
 	x->head_len = (size_t)snprintf(x->head, sizeof(x->head), "{\"subvol\":%" PRIu64
 				       ",\"objectid\":", subvol);
 	x->mid1_len = (size_t)snprintf(x->mid1, sizeof(x->mid1),
 				       ",\"tree_id\":%" PRIu64 ",\"inumbits\":%u,\"overlay\":%" PRIu64
-				       ",\"ino\":", subvol, x->bits, x->overlay);
+				       ",\"ino\":", subvol, x->bits, r->overlay);
 	x->mid2_len = (size_t)snprintf(x->mid2, sizeof(x->mid2),
-				       ",\"uniquifier\":%" PRIu64 ",\"nfs_fileid\":", x->uniq);
+				       ",\"uniquifier\":%" PRIu64 ",\"nfs_fileid\":", r->uniq);
 	x->mid3_len = (size_t)snprintf(x->mid3, sizeof(x->mid3),
 				       ",\"numdevs2_dev\":%s,\"proc_ino\":\"%" PRIu64 ":", dev, subvol);
 }
@@ -63,7 +59,7 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 {
 	struct jw *w = &x->w;
 	if (i->subvol != x->cur)
-		switch_subvol(x, i->subvol);
+		switch_subvol(x, i);
 	char obj[20];
 	size_t obj_len = jw_u64_dec(i->objectid, obj);
 	w->len = 0;
@@ -72,9 +68,9 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	jw_lit(w, ",\"st_ino\":");
 	jw_raw(w, obj, obj_len);
 	jw_raw(w, x->mid1, x->mid1_len);
-	jw_num(w, btrfsimg_presented(i->objectid, x->overlay));
+	jw_num(w, i->ino);
 	jw_raw(w, x->mid2, x->mid2_len);
-	jw_num(w, btrfsimg_presented(i->objectid, x->uniq));
+	jw_num(w, i->nfs);
 	jw_raw(w, x->mid3, x->mid3_len);
 	jw_raw(w, obj, obj_len);
 	jw_lit(w, "\",\"generation\":");
@@ -99,12 +95,11 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	jw_line_end(w);
 }
 
-static void put_text(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
+static void put_text(const struct btrfsimg_inode_entry *e, const struct btrfsimg_presented *p)
 {
 	const struct btrfsimg_inode *i = &e->inode;
 	printf("%6" PRIu64 " %10" PRIu64 "  ino %#18" PRIx64 "  nfs %#18" PRIx64 "  %s%s\n",
-	       i->subvol, i->objectid, btrfsimg_presented(i->objectid, x->overlay),
-	       btrfsimg_presented(i->objectid, x->uniq), e->path ? e->path : "<unreachable>",
+	       i->subvol, i->objectid, p->ino, p->nfs_fileid, e->path ? e->path : "<unreachable>",
 	       e->reachable || !e->path ? "" : " [nlink 0]");
 }
 
@@ -115,16 +110,20 @@ static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
 		put_json(ctx, &r[k], bytes + r[k].path_off);
 }
 
-static void row_of(const struct btrfsimg_inode_entry *e, struct irow *r)
+static void row_of(const struct btrfsimg_inode_entry *e, const struct btrfsimg_presented *p,
+		   struct irow *r)
 {
 	const struct btrfsimg_inode *i = &e->inode;
 	*r = (struct irow){ .subvol = i->subvol, .objectid = i->objectid,
-			    .generation = i->generation, .size = i->size, .mode = i->mode,
-			    .nlink = i->nlink, .path_len = (uint32_t)e->path_len,
-			    .has_path = e->path != NULL, .reachable = e->reachable };
+			    .generation = i->generation, .size = i->size, .overlay = p->overlay,
+			    .ino = p->ino, .uniq = p->uniquifier, .nfs = p->nfs_fileid,
+			    .mode = i->mode, .nlink = i->nlink, .path_len = (uint32_t)e->path_len,
+			    .dev = p->numdevs2_dev, .has_path = e->path != NULL,
+			    .reachable = e->reachable };
 }
 
-static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
+static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
+		   const struct btrfsimg_presented *p)
 {
 	if (x->h) {
 		char *bytes;
@@ -134,27 +133,26 @@ static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e)
 			fputs("btrfsimg: out of memory queueing output\n", stderr);
 			exit(2);
 		}
-		row_of(e, r);
+		row_of(e, p, r);
 		r->path_off = off;
 		if (e->path_len)
 			memcpy(bytes, e->path, e->path_len);
 		return 0;
 	}
 	struct irow r;
-	row_of(e, &r);
+	row_of(e, p, &r);
 	put_json(x, &r, e->path);
 	return 0;
 }
 
-static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e)
+static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
+		    const struct btrfsimg_presented *p)
 {
 	struct inodes_ctx *x = ctx;
 	progress_tick("inodes", ++x->count);
 	if (x->c->json)
-		return on_json(x, e);
-	if (e->inode.subvol != x->cur)
-		switch_subvol(x, e->inode.subvol);
-	put_text(x, e);
+		return on_json(x, e, p);
+	put_text(e, p);
 	return 0;
 }
 
@@ -162,21 +160,16 @@ int cmd_inodes(struct cli *c)
 {
 	struct inodes_ctx x = { .c = c, .bits = c->inumbits >= 0 ? (unsigned)c->inumbits : 56,
 				.cur = 0, .w = { .out = stdout } };
-	int rc = nest_load(c->fs, c->have_mount_subvol ? c->mount_subvol : 0, &x.nest);
-	if (rc < 0)
-		return cli_fail(c, rc, "inodes");
-	switch_subvol(&x, 5);
-	x.cur = 0;
 	if (!c->json)
 		printf("%6s %10s  %-22s  %-22s  %s\n", "subvol", "objectid",
 		       "inumbits ino", "nfsd fileid", "path");
 	if (c->json)
 		x.h = handoff_start(sizeof(struct irow), put_batch, &x);
-	rc = btrfsimg_inodes(c->fs, c->have_subvol ? c->subvol : 0, on_inode, &x);
+	int rc = btrfsimg_inodes_presented(c->fs, c->have_subvol ? c->subvol : 0, x.bits,
+					   c->have_mount_subvol ? c->mount_subvol : 0, on_inode, &x);
 	handoff_finish(x.h);
 	progress_done();
 	jw_line_free(&x.w);
-	nest_free(&x.nest);
 	if (rc < 0)
 		return cli_fail(c, rc, "inodes");
 	return cli_status(c);

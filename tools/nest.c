@@ -19,25 +19,6 @@ const struct btrfsimg_subvol *nest_find(const struct nest *n, uint64_t id)
 	return NULL;
 }
 
-/* Crossings from the mount down to @i; bounded by the number of subvolumes
- * so a corrupt parent loop ends. */
-static int depth_of(const struct nest *n, size_t i)
-{
-	int d = 0;
-	const struct btrfsimg_subvol *s = &n->v[i];
-	for (size_t steps = 0; steps <= n->n; steps++) {
-		if (s->id == n->mount)
-			return d;
-		if (!s->parent_id || !s->path)
-			return -1;
-		s = nest_find(n, s->parent_id);
-		if (!s)
-			return -1;
-		d++;
-	}
-	return -1;
-}
-
 int nest_load(btrfsimg_fs *fs, uint64_t mount, struct nest *out)
 {
 	out->v = NULL;
@@ -56,7 +37,7 @@ int nest_load(btrfsimg_fs *fs, uint64_t mount, struct nest *out)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < out->n; i++)
-		out->depth[i] = depth_of(out, i);
+		out->depth[i] = btrfsimg_subvol_depth(out->v, out->n, mount, out->v[i].id);
 	return 0;
 }
 
