@@ -316,9 +316,76 @@ static int remember_set(struct bi_scan *s, struct bi_idset *set)
 	return 0;
 }
 
+static int ids_push(struct btrfsimg_fs *fs, struct bi_idset *set, size_t *cap, uint64_t id)
+{
+	if (set->n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		uint64_t *v = realloc(set->ids, c * sizeof(*v));
+		if (!v)
+			return bi_err(fs, -ENOMEM, "out of memory for inode numbers");
+		set->ids = v;
+		*cap = c;
+	}
+	set->ids[set->n++] = id;
+	return 0;
+}
+
+static int merged_subent(struct btrfsimg_fs *fs, const struct bi_item *it, bi_subent_fn fn,
+			 void *ctx)
+{
+	struct bi_cur c = bi_cur_make(it->data, it->size);
+	uint16_t nlen = bi_u16(&c, DI_NAME_LEN);
+	const uint8_t *name = bi_bytes(&c, DI_SIZE, nlen);
+	if (c.bad || nlen == 0 || nlen > 255)
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt dir index: dir %llu index %llu, name length %u, item size %u",
+			      (unsigned long long)it->key.objectid,
+			      (unsigned long long)it->key.offset, nlen, it->size);
+	struct bi_subent e = { it->key.objectid, it->key.offset, bi_le64(it->data + DI_LOCATION),
+			       nlen, { 0 } };
+	memcpy(e.name, name, nlen);
+	return fn ? fn(ctx, &e) : 0;
+}
+
+/*
+ * A tree with a replayed log (an overlay, see logtree.c) is not the sum of
+ * its leaves: walk it item by item through the merged view instead. Such a
+ * set is private (a log belongs to one tree).
+ */
+static int scan_merged(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
+		       bi_subent_fn fn, void *ctx)
+{
+	struct bi_idset *set = calloc(1, sizeof(*set));
+	if (!set)
+		return bi_err(s->fs, -ENOMEM, "out of memory");
+	set->refs = 1;
+	size_t cap = 0;
+	bi_key min = { OBJ_FIRST_FREE, 0, 0 }, max = { OBJ_LAST_FREE, 255, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	int rc = bi_iter_start(s->fs, &it, r, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
+		rc = 0;
+		if (item.key.type == KT_INODE_ITEM)
+			rc = ids_push(s->fs, set, &cap, item.key.objectid);
+		else if (item.key.type == KT_DIR_INDEX && item.size > DI_LOCATION + 8 &&
+			 item.data[DI_LOCATION + 8] == KT_ROOT_ITEM)
+			rc = merged_subent(s->fs, &item, fn, ctx);
+	}
+	bi_iter_end(&it);
+	if (rc < 0 || !out) {
+		bi_idset_put(set);
+		return rc;
+	}
+	*out = set;
+	return 0;
+}
+
 int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
 		 bi_subent_fn fn, void *ctx)
 {
+	if (bi_overlay_for(s->fs, r->id))
+		return scan_merged(s, r, out, fn, ctx);
 	struct leaflist ll = { 0 };
 	struct bi_expect e = { r->id, r->generation, r->level, NULL };
 	int rc = walk_nodes(s, r->id, r->bytenr, &e, &ll);
