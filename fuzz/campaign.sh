@@ -30,15 +30,16 @@ run_one() { # target seconds
   [ -d "fuzz/corpus/$t" ] && cp -n fuzz/corpus/"$t"/* "$dir/corpus/" 2>/dev/null || true
   [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
   log="$dir/run-$(date +%Y%m%d-%H%M%S).log"
-  local start=$SECONDS
+  local start=$SECONDS commit
+  commit=$(git rev-parse --short HEAD)
   nice -n 19 "$state/bin/fuzz_$t" "${dict[@]}" -max_total_time="$secs" -timeout=60 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/" \
     "$dir/corpus" >"$log" 2>&1 || rc=$?
-  record "$t" $((SECONDS - start)) "$log" "$rc"
+  record "$t" $((SECONDS - start)) "$log" "$rc" "$commit"
 }
 
-record() { # target seconds log rc
-  local t=$1 log=$3 rc=$4 execs secs cov ft units findings
+record() { # target seconds log rc commit
+  local t=$1 log=$3 rc=$4 commit=$5 execs secs cov ft units findings
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
   secs=$2
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n1 | cut -d' ' -f2)
@@ -47,7 +48,7 @@ record() { # target seconds log rc
   findings=$([ "$rc" -eq 0 ] && echo 0 || echo "1 (exit $rc, see $log)")
   [ -f "$ledger" ] || printf 'date\tcommit\ttarget\tseconds\texecutions\tcov\tft\tcorpus\tfindings\n' >"$ledger"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" \
-    "$(git rev-parse --short HEAD)" "$t" "$secs" "${execs:-0}" "${cov:-0}" "${ft:-0}" \
+    "$commit" "$t" "$secs" "${execs:-0}" "${cov:-0}" "${ft:-0}" \
     "$units" "$findings" >>"$ledger"
 }
 
