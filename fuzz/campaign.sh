@@ -31,7 +31,7 @@ run_one() { # target seconds
   [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
   log="$dir/run-$(date +%Y%m%d-%H%M%S).log"
   local start=$SECONDS commit
-  commit=$(git rev-parse --short HEAD)
+  commit=$(cat "$state/bin/fuzz_$t.commit" 2>/dev/null || echo unknown)
   nice -n 19 "$state/bin/fuzz_$t" "${dict[@]}" -max_total_time="$secs" -timeout=60 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/" \
     "$dir/corpus" >"$log" 2>&1 || rc=$?
@@ -84,5 +84,8 @@ if [ "$mode" = merge ]; then
   for t in "${targets[@]}"; do merge_one "$t"; done
   exit 0
 fi
-for t in "${targets[@]}"; do cp "$build/fuzz/fuzz_$t" "$state/bin/"; done
+for t in "${targets[@]}"; do  # the binary, and the commit it was built from
+  cp "$build/fuzz/fuzz_$t" "$state/bin/"
+  git describe --always --dirty >"$state/bin/fuzz_$t.commit"
+done
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} "$0" --run-one {} "$seconds"
