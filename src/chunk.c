@@ -590,6 +590,16 @@ void bi_prefetch(struct btrfsimg_fs *fs, uint64_t logical, uint64_t len)
 		bi_dev_prefetch(d, ph.physical, len < ph.len ? len : ph.len);
 }
 
+bool bi_copy_missing(struct btrfsimg_fs *fs, uint64_t logical, int copy)
+{
+	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);
+	if (!inside(c, logical) || (profile(c) & RAID56) || copy < 0 || copy >= mirrors(c))
+		return false;
+	struct bi_phys ph;
+	map_off(c, logical - c->logical, (uint32_t)copy, &ph);
+	return stripe_dev(fs, c, ph.stripe) == NULL;
+}
+
 int bi_num_copies(struct btrfsimg_fs *fs, uint64_t logical)
 {
 	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);

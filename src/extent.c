@@ -587,9 +587,10 @@ static int read_sectors(struct bi_file *f, uint64_t logical, uint8_t *dst, size_
 	const uint32_t ss = fs->sectorsize;
 	int ncopies = bi_num_copies(fs, logical), used = -1;
 	for (int copy = 0; copy < ncopies && used < 0; copy++) {
-		if (bi_read_copy(fs, logical, dst, len, copy) == 0)
+		int rc = bi_read_copy(fs, logical, dst, len, copy);
+		if (rc == 0)
 			used = copy;
-		else if (copy + 1 < ncopies)
+		else if (copy + 1 < ncopies && !bi_copy_missing(fs, logical, copy)) /* said at open */
 			bi_damage(fs, "cannot read data: subvol=%llu inode=%llu logical=%llu copy %d/%d: %.600s; trying the next copy",
 				  (ull)f->subvol, (ull)f->ino, (ull)logical, copy + 1, ncopies,
 				  fs->err);

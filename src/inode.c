@@ -93,6 +93,11 @@ int bi_inode_parse(const uint8_t *item, uint32_t size, uint64_t subvol, uint64_t
 			    o.mode, (unsigned)(S_IFMT | 07777));
 	if (!valid_file_type(o.mode))
 		return fail(why, whylen, "invalid file type in mode, have 0%o", o.mode & S_IFMT);
+	/* The kernel's largest file (s_maxbytes, MAX_LFS_FILESIZE): no write
+	 * or truncate gets past it, and readers would stream up to i_size. */
+	if (o.size > (uint64_t)INT64_MAX)
+		return fail(why, whylen, "invalid inode size, have %llu expect <= %llu",
+			    (ull)o.size, (ull)INT64_MAX);
 	if (S_ISDIR(o.mode) && o.nlink > 1)
 		return fail(why, whylen, "invalid nlink for a directory, have %u expect <= 1",
 			    o.nlink);

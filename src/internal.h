@@ -281,6 +281,10 @@ int bi_read_copy(struct btrfsimg_fs *fs, uint64_t logical, void *buf, size_t len
 /* Start fetching what a later copy-0 read of [logical, logical+len) needs
  * (as far as the stripe holding @logical goes); a hint only. */
 void bi_prefetch(struct btrfsimg_fs *fs, uint64_t logical, uint64_t len);
+/* Whether way @copy of @logical (a mirror profile) lies on a device that
+ * was not supplied: known since the open, so a failed read of it needs no
+ * report of its own. */
+bool bi_copy_missing(struct btrfsimg_fs *fs, uint64_t logical, int copy);
 /* Number of ways to read @logical (1 if unmapped: the read will fail). */
 int bi_num_copies(struct btrfsimg_fs *fs, uint64_t logical);
 
@@ -422,6 +426,11 @@ void bi_iter_skip_leaves(struct bi_iter *it, bool (*skip)(const bi_key *lo, cons
  * OS to fetch the leaves it will read next (cold caches: many reads in
  * flight instead of one at a time). */
 void bi_iter_readahead(struct bi_iter *it);
+
+/* Ask the OS to fetch the children of node @n from slot @from on, those
+ * @want accepts (all when NULL), merging neighbours into one request. */
+void bi_node_prefetch(struct btrfsimg_fs *fs, const struct bi_block *n, uint32_t from,
+		      bool (*want)(void *ctx, uint32_t slot), void *ctx);
 
 /* Find the item with exactly @key; -ENOENT if absent. The item is copied
  * into *data (malloc'd, caller frees) when @data is not NULL. */
@@ -618,8 +627,9 @@ int bi_root_find(struct btrfsimg_fs *fs, uint64_t id, struct bi_root *out);
 
 /* INODE_ITEM: exactly 160 bytes; only S_IFMT|07777 mode bits and a valid
  * file type; a directory's nlink <= 1; no unknown flags in the low 32
- * bits; generation and transid <= @max_gen unless @max_gen is 0 (the
- * kernel allows superblock generation + 1). */
+ * bits; size <= 2^63 - 1 (the kernel's largest file); generation and
+ * transid <= @max_gen unless @max_gen is 0 (the kernel allows superblock
+ * generation + 1). */
 int bi_inode_parse(const uint8_t *item, uint32_t size, uint64_t subvol, uint64_t objectid,
 		   uint64_t max_gen, struct btrfsimg_inode *out, char *why, size_t whylen);
 

@@ -381,6 +381,7 @@ static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct
 			good = copy;
 			break;
 		}
+		bool missing = bi_copy_missing(fs, bytenr, copy); /* reported at open */
 		if (!first_rc) {
 			first_rc = rc;
 			block_error(fs, rc, bytenr, buf[HDR_LEVEL], e, copy, ncopies, why);
@@ -388,7 +389,7 @@ static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct
 		} else {
 			block_error(fs, rc, bytenr, buf[HDR_LEVEL], e, copy, ncopies, why);
 		}
-		if (copy + 1 < ncopies)
+		if (copy + 1 < ncopies && !missing)
 			bi_damage(fs, "%s; trying the next copy", fs->err);
 	}
 	int rc = 0;

@@ -117,6 +117,10 @@ def test_degraded(work):
         check(f"raid1 with only {os.path.basename(keep)}: same walk and contents, exit 1",
               one.stdout == full.stdout and one.returncode == 1 and full.returncode == 0,
               f"rc {one.returncode}/{full.returncode} {one.stderr[-200:]!r}")
+        check(f"raid1 with only {os.path.basename(keep)}: the missing device is reported once, "
+              "not again for each block on it",
+              b"devices missing" in one.stderr and b"trying the next copy" not in one.stderr,
+              one.stderr[-400:].decode(errors="replace"))
 
 
 def main():

@@ -146,6 +146,13 @@ static void test_inode_bad(void **state)
 	expect_inode_fail(it, 160, 0, "unknown inode flags, have 0x1000");
 	inode_item(it, S_IFREG | 0644, 1, 1u << 30); /* runtime-only NOINLINE never reaches disk */
 	expect_inode_fail(it, 160, 0, "unknown inode flags, have 0x40000000");
+	/* i_size above MAX_LFS_FILESIZE (2^63 - 1, the kernel's s_maxbytes) */
+	inode_item(it, S_IFREG | 0644, 1, 0);
+	put64(it + 16, 1ull << 63);
+	expect_inode_fail(it, 160, 0, "invalid inode size, have 9223372036854775808");
+	put64(it + 16, (1ull << 63) - 1);
+	struct btrfsimg_inode o;
+	assert_int_equal(bi_inode_parse(it, 160, 5, 300, 0, &o, why, sizeof(why)), 0);
 }
 
 static size_t iref(uint8_t *p, uint64_t index, const char *name)

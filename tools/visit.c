@@ -4,6 +4,7 @@
 #include "progress.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +37,8 @@ struct walker {
 static void report(struct walker *w, const char *what, int rc)
 {
 	const char *msg = btrfsimg_errmsg(w->fs);
-	fprintf(stderr, "btrfsimg: %.*s: %s: %s\n", (int)w->path_len, (const char *)w->path, what,
-		*msg ? msg : strerror(-rc));
+	fprintf(stderr, "btrfsimg: %.*s: %s: %s\n", (int)(w->path_len ? w->path_len : 1),
+		w->path_len ? (const char *)w->path : ".", what, *msg ? msg : strerror(-rc));
 	(*w->errors)++;
 }
 
@@ -92,12 +93,43 @@ static int path_push(struct walker *w, const uint8_t *name, size_t len, size_t *
 	return 0;
 }
 
-static bool is_ancestor(const struct walker *w, size_t depth, uint64_t subvol, uint64_t obj)
+/* Depth of the directory on the current path that is @subvol:@obj, or
+ * SIZE_MAX: a corrupt entry naming an ancestor would loop forever. */
+static size_t ancestor_depth(const struct walker *w, size_t depth, uint64_t subvol, uint64_t obj)
 {
 	for (size_t i = 0; i < depth; i++)
 		if (w->anc[i].subvol == subvol && w->anc[i].objectid == obj)
-			return true;
-	return false;
+			return i;
+	return SIZE_MAX;
+}
+
+/* Length of the first @k components of @path (the path of ancestor k). */
+static size_t prefix_len(const uint8_t *path, size_t len, size_t k)
+{
+	size_t i = 0;
+	for (; i < len && k; i++)
+		k -= path[i] == '/';
+	return k ? len : (i ? i - 1 : 0);
+}
+
+static bool stop_descent(struct walker *w, const struct visit_node *n)
+{
+	int plen = (int)n->path_len;
+	const char *path = (const char *)n->path;
+	if (n->depth >= VISIT_DEPTH_MAX) {
+		fprintf(stderr, "btrfsimg: %.*s: deeper than %d directories: not descending\n",
+			plen, path, VISIT_DEPTH_MAX);
+	} else {
+		size_t a = ancestor_depth(w, n->depth, n->subvol, n->objectid);
+		if (a == SIZE_MAX)
+			return false;
+		int alen = (int)prefix_len(n->path, n->path_len, a);
+		fprintf(stderr, "btrfsimg: %.*s: directory loop: it is %llu:%llu, its ancestor '%.*s': not descending\n",
+			plen, path, (unsigned long long)n->subvol, (unsigned long long)n->objectid,
+			alen ? alen : 1, alen ? path : ".");
+	}
+	(*w->errors)++;
+	return true;
 }
 
 static int visit_node(struct walker *w, struct visit_node *n);
@@ -145,12 +177,8 @@ static int visit_node(struct walker *w, struct visit_node *n)
 	int rc = w->fn(w->ctx, n);
 	if (rc != 0 || !S_ISDIR(n->inode.mode) || n->stub)
 		return rc < 0 ? rc : 0;
-	if (n->depth >= VISIT_DEPTH_MAX || is_ancestor(w, n->depth, n->subvol, n->objectid)) {
-		fprintf(stderr, "btrfsimg: %.*s: directory loop or depth over %d: not descending\n",
-			(int)n->path_len, (const char *)n->path, VISIT_DEPTH_MAX);
-		(*w->errors)++;
+	if (stop_descent(w, n))
 		return 0;
-	}
 	w->anc[n->depth].subvol = n->subvol;
 	w->anc[n->depth].objectid = n->objectid;
 	rc = visit_children(w, n);
