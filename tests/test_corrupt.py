@@ -728,7 +728,8 @@ def case_data_csum(base, work):
       gives the undamaged bytes from copy 2, exit 1, X named;
     - the csum item's 4 bytes for X changed (leaf checksum recomputed):
       no copy matches: cat and walk --hash exit 1 or 2 naming X and
-      'checksum'; --no-verify gives the undamaged bytes;
+      'checksum'; cat writes the two good sectors before X first (exit 1);
+      --no-verify gives the undamaged bytes;
     - the size of the EXTENT_CSUM item holding X made 1 byte smaller (not
       whole 4-byte checksums): cat fails naming the csum leaf and slot."""
     ns = int(dump_super(base)["nodesize"])
@@ -747,6 +748,9 @@ def case_data_csum(base, work):
     for cmd in (cat, ["walk", "--hash", "--json"]):
         rc, out, err = run(cmd, img)
         expect_error(f"data csum wrong: {cmd[0]}", rc, err, (str(X), "checksum"))
+    rc, out, err = run(cat, img)
+    check("data csum wrong: cat writes the 8 KiB before the bad sector, as read() would, exit 1",
+          rc == 1 and out == good[1][:8192], f"rc {rc}, {len(out)} bytes")
     expect_same("data csum wrong, --no-verify", good, run(cat + ["--no-verify"], img), rc_want=0)
     # the EXTENT_CSUM item holding X one byte shorter (item size field,
     # leaf+101+25*slot+21): not whole checksums

@@ -123,6 +123,21 @@ def test_degraded(work):
               one.stderr[-400:].decode(errors="replace"))
 
 
+def test_walk_text_hash(name, img, view):
+    """`walk --hash` in text: the sha256 column holds the kernel's sha256 of
+    each regular file's contents ("-" for other types)."""
+    p = subprocess.run([CLI, "walk", "--hash", img], capture_output=True)
+    got = {}
+    for line in p.stdout.splitlines():
+        parts = line.split(None, 7)
+        if len(parts) == 8:
+            got[parts[7].split(b"  [stub]")[0]] = parts[6].decode()
+    want = {fsencode(v["path"] or "."): (v["sha256"] or "-") for v in view}
+    bad = [(k, got.get(k), w) for k, w in want.items() if got.get(k) != w]
+    check(f"{name}: walk --hash (text) sha256 column equals the kernel's", not bad and
+          p.returncode == 0, f"rc {p.returncode} {bad[:3]}")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="btrfsimg-extract.")
     try:
@@ -134,6 +149,7 @@ def main():
                 view = [json.loads(l) for l in f]
             test_extract(name, img, view, work)
             test_bodyfile(name, img, view)
+            test_walk_text_hash(name, img, view)
             os.unlink(img)
             shutil.rmtree(os.path.join(work, "x-" + name), ignore_errors=True)
         test_degraded(work)

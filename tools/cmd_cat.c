@@ -45,6 +45,26 @@ static int resolve(struct cli *c, uint64_t *subvol, uint64_t *obj)
 	return 0;
 }
 
+/* After a failed 1 MiB read at @off: write the good 4 KiB pieces before
+ * the first bad one, as the kernel's read() would return them, and keep
+ * the first error. Returns the bytes written. */
+static uint64_t salvage(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t off,
+			uint64_t size, uint8_t *buf)
+{
+	uint64_t done = 0;
+	char err[512];
+	snprintf(err, sizeof(err), "%s", btrfsimg_errmsg(c->fs));
+	while (off + done < size && done < CHUNK) {
+		size_t got = 0;
+		if (btrfsimg_file_read(c->fs, subvol, obj, off + done, buf, 4096, &got) < 0 ||
+		    got == 0 || fwrite(buf, 1, got, stdout) != got)
+			break;
+		done += got;
+	}
+	cli_warn("cat: stopped at byte %" PRIu64 " of %" PRIu64 ": %s", off + done, size, err);
+	return done;
+}
+
 int cmd_cat(struct cli *c)
 {
 	uint64_t subvol, obj;
@@ -64,10 +84,15 @@ int cmd_cat(struct cli *c)
 	uint8_t *buf = malloc(CHUNK);
 	if (!buf)
 		return cli_fail(c, -ENOMEM, "cat");
-	for (uint64_t off = 0; off < ino.size;) {
+	uint64_t off = 0;
+	while (off < ino.size) {
 		size_t got = 0;
 		rc = btrfsimg_file_read(c->fs, subvol, obj, off, buf, CHUNK, &got);
-		if (rc < 0 || got == 0)
+		if (rc < 0) {
+			off += salvage(c, subvol, obj, off, ino.size, buf);
+			break;
+		}
+		if (got == 0)
 			break;
 		if (fwrite(buf, 1, got, stdout) != got) {
 			rc = -EIO;
@@ -76,7 +101,8 @@ int cmd_cat(struct cli *c)
 		off += got;
 	}
 	free(buf);
-	if (rc < 0)
+	if (rc < 0 && off == 0)
 		return cli_fail(c, rc, "cat");
-	return cli_status(c);
+	/* some bytes out, then an error (already said): partial, exit 1 */
+	return rc < 0 ? EXIT_DAMAGED : cli_status(c);
 }

@@ -153,13 +153,31 @@ static void put_json(struct walk_ctx *wc, const struct visit_node *n)
 	jw_end(&w);
 }
 
-static void put_text(const struct visit_node *n)
+/* --hash in text: the sha256 of regular files ("-" for others, "?" when
+ * unreadable, the error on stderr) before the path. */
+static void put_text_hash(struct walk_ctx *wc, const struct visit_node *n)
+{
+	struct cli *c = wc->c;
+	char hex[65] = "-";
+	if (S_ISREG(n->inode.mode) &&
+	    digest_file(c->fs, n->subvol, n->objectid, n->inode.size, "sha256", hex) < 0) {
+		fprintf(stderr, "btrfsimg: %.*s: %s\n", (int)n->path_len, (const char *)n->path,
+			btrfsimg_errmsg(c->fs));
+		snprintf(hex, sizeof(hex), "?");
+		c->errors++;
+	}
+	printf("%-64s  ", hex);
+}
+
+static void put_text(struct walk_ctx *wc, const struct visit_node *n)
 {
 	const struct btrfsimg_inode *i = &n->inode;
-	printf("%7" PRIu64 ":%-10" PRIu64 " %06o %4u %5u %5u %12" PRIu64 "  %.*s%s\n",
-	       n->stub ? 0 : n->subvol, n->objectid, i->mode, i->nlink, i->uid, i->gid, i->size,
-	       (int)(n->path_len ? n->path_len : 1), n->path_len ? (const char *)n->path : ".",
-	       n->stub ? "  [stub]" : "");
+	printf("%7" PRIu64 ":%-10" PRIu64 " %06o %4u %5u %5u %12" PRIu64 "  ",
+	       n->stub ? 0 : n->subvol, n->objectid, i->mode, i->nlink, i->uid, i->gid, i->size);
+	if (wc->c->hash)
+		put_text_hash(wc, n);
+	printf("%.*s%s\n", (int)(n->path_len ? n->path_len : 1),
+	       n->path_len ? (const char *)n->path : ".", n->stub ? "  [stub]" : "");
 }
 
 static int on_node(void *ctx, const struct visit_node *n)
@@ -168,7 +186,7 @@ static int on_node(void *ctx, const struct visit_node *n)
 	if (wc->c->json)
 		put_json(wc, n);
 	else
-		put_text(n);
+		put_text(wc, n);
 	return 0;
 }
 
