@@ -333,12 +333,31 @@ static int verify_copy(struct btrfsimg_fs *fs, const uint8_t *buf, uint64_t byte
 	return bi_block_check(buf, fs->nodesize, bytenr, fs->meta_fsid, e, why, whylen);
 }
 
+/* Readers know trees by id; a human wants the name too. */
+static const char *tree_name(uint64_t id)
+{
+	switch (id) {
+	case OBJ_ROOT_TREE: return " (root tree)";
+	case OBJ_EXTENT_TREE: return " (extent tree)";
+	case OBJ_CHUNK_TREE: return " (chunk tree)";
+	case OBJ_DEV_TREE: return " (device tree)";
+	case OBJ_FS_TREE: return " (top-level subvolume)";
+	case OBJ_CSUM_TREE: return " (checksum tree)";
+	case OBJ_UUID_TREE: return " (uuid tree)";
+	case OBJ_FREE_SPACE_TREE: return " (free space tree)";
+	case OBJ_BLOCK_GROUP_TREE: return " (block group tree)";
+	case OBJ_TREE_LOG: return " (log tree)";
+	default: return id >= OBJ_FIRST_FREE && id <= OBJ_LAST_FREE ? " (subvolume)" : "";
+	}
+}
+
 static int block_error(struct btrfsimg_fs *fs, int rc, uint64_t bytenr, int level,
 		       const struct bi_expect *e, int copy, int ncopies, const char *why)
 {
-	return bi_err(fs, rc, "%s %s: root=%llu block=%llu copy=%d/%d, %s",
+	uint64_t owner = e ? e->owner : 0;
+	return bi_err(fs, rc, "%s %s: root=%llu%s block=%llu copy=%d/%d, %s",
 		      rc == -EIO ? "bad" : "corrupt", block_kind(level),
-		      (unsigned long long)(e ? e->owner : 0), (unsigned long long)bytenr,
+		      (unsigned long long)owner, tree_name(owner), (unsigned long long)bytenr,
 		      copy + 1, ncopies, why);
 }
 
