@@ -3,20 +3,23 @@
 # then print btrfsimg's time and peak memory beside btrfs-progs' dump-tree
 # and the kernel (find -printf %i, and a stat walk) on the same trees.
 #
-#   bash bench/run.sh [--files N] [--snapshots N] [--subvols N] [--keep DIR]
+#   bash bench/run.sh [--files N] [--snapshots N] [--subvols N] [--keep DIR] [--exact]
 #
 # Defaults are the issue's sizes: one subvolume of 1,000,000 files in 1,000
 # directories plus 100 snapshots of it (every 10th diverging by a few hundred
 # files), and an image of 2,000 subvolumes of 500 files. Images are cached in
 # --keep DIR (default /var/tmp/btrfsimg-bench) and rebuilt only when missing.
+# --exact also checks `collisions` on the subvolume image against a brute
+# force over the kernel's view of it (bench/exact.py: a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FILES=1000000 SNAPS=100 SUBVOLS=2000 PER_SUBVOL=500 KEEP=/var/tmp/btrfsimg-bench BUILD_ONLY=0
+FILES=1000000 SNAPS=100 SUBVOLS=2000 PER_SUBVOL=500 KEEP=/var/tmp/btrfsimg-bench BUILD_ONLY=0 EXACT=0
 while [ $# -gt 0 ]; do
   case $1 in
     --files) FILES=$2; shift 2;; --snapshots) SNAPS=$2; shift 2;;
     --subvols) SUBVOLS=$2; shift 2;; --keep) KEEP=$2; shift 2;;
     --build-only) BUILD_ONLY=1; shift;;
+    --exact) EXACT=1; shift;;
     *) echo "unknown option $1" >&2; exit 2;;
   esac
 done
@@ -111,3 +114,8 @@ echo "== $SUBVOLS subvolumes of $PER_SUBVOL files: $SUBIMG"
 row "btrfsimg collisions" "$BIN" collisions --json "$SUBIMG"
 row "btrfsimg inodes --json (all subvolumes)" "$BIN" inodes --json "$SUBIMG"
 row "btrfs inspect-internal dump-tree (all trees)" btrfs inspect-internal dump-tree "$SUBIMG"
+if [ "$EXACT" = 1 ]; then
+  echo
+  echo "== exactness: collisions on $SUBIMG against the kernel's view"
+  python3 bench/exact.py "$BIN" "$SUBIMG"
+fi
