@@ -12,13 +12,17 @@
 # seeded from fuzz/corpus/<target>; crash artifacts land beside them. Every
 # finished run appends one line to fuzz/ledger.tsv: date, commit, target,
 # seconds, executions, coverage edges, features, corpus units, findings.
-# Runs are niced so that a developer's builds still get the CPU.
+# Runs are niced (and their session's autogroup too) so that a developer's
+# builds and benchmarks still get the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FUZZ_BUILD:-build-fuzz}
 state=${FUZZ_STATE:-/var/tmp/btrfsimg-fuzz}
 ledger=fuzz/ledger.tsv
 jobs=1 seconds=1800 mode=run
+# nice alone does not yield the CPU to other sessions when the kernel groups
+# tasks by session (sched_autogroup): lower this session's group as well
+echo 19 >/proc/self/autogroup 2>/dev/null || true
 
 all_targets() {
   for f in "$build"/fuzz/fuzz_*; do [ -x "$f" ] && echo "${f##*/fuzz_}"; done
