@@ -55,18 +55,6 @@ struct leaf {
 
 static const uint8_t fsid[16] = "fuzz_rootitem!!";
 
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static bool take(const uint8_t **p, const uint8_t *end, size_t n)
 {
 	if ((size_t)(end - *p) < n)
@@ -154,19 +142,19 @@ static void build_leaf(uint8_t *blk, const struct leaf *l, uint64_t bytenr, uint
 {
 	memset(blk, 0, NODESIZE);
 	memcpy(blk + HDR_FSID, fsid, 16);
-	put64(blk + HDR_BYTENR, bytenr);
-	put64(blk + HDR_GENERATION, gen);
-	put64(blk + HDR_OWNER, owner);
-	put32(blk + HDR_NRITEMS, (uint32_t)l->n);
+	bi_put_le64(blk + HDR_BYTENR, bytenr);
+	bi_put_le64(blk + HDR_GENERATION, gen);
+	bi_put_le64(blk + HDR_OWNER, owner);
+	bi_put_le32(blk + HDR_NRITEMS, (uint32_t)l->n);
 	uint32_t off = NODESIZE - HDR_SIZE;
 	for (size_t i = 0; i < l->n; i++) {
 		uint8_t *e = blk + HDR_SIZE + i * ITEM_SIZE;
 		off -= l->v[i].size;
-		put64(e, l->v[i].key.objectid);
+		bi_put_le64(e, l->v[i].key.objectid);
 		e[8] = l->v[i].key.type;
-		put64(e + 9, l->v[i].key.offset);
-		put32(e + ITEM_OFFSET, off);
-		put32(e + ITEM_DSIZE, l->v[i].size);
+		bi_put_le64(e + 9, l->v[i].key.offset);
+		bi_put_le32(e + ITEM_OFFSET, off);
+		bi_put_le32(e + ITEM_DSIZE, l->v[i].size);
 		memcpy(blk + HDR_SIZE + off, l->v[i].data, l->v[i].size);
 	}
 	bi_csum(CSUM_TYPE_CRC32C, blk + HDR_FSID, NODESIZE - HDR_FSID, blk);

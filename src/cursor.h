@@ -56,6 +56,26 @@ static inline uint64_t bi_le64(const uint8_t *p)
 	return (uint64_t)bi_le32(p) | (uint64_t)bi_le32(p + 4) << 32;
 }
 
+/* Little-endian writers: for the few places that build on-disk bytes
+ * (file handles, test and fuzz fixtures). */
+static inline void bi_put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void bi_put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void bi_put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
 static inline bool bi_cur_check(struct bi_cur *c, size_t off, size_t n)
 {
 	if (!bi_fits(c->len, off, n)) {

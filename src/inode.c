@@ -419,18 +419,6 @@ int btrfsimg_readlink(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint8
 
 /* -------------------------------------------------------- file handles */
 
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* i_generation and mode of an object; the stub (2) has generation 0. */
 static int handle_inode(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 			uint32_t *gen, uint32_t *mode)
@@ -470,9 +458,9 @@ int btrfsimg_file_handle(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 		rc = handle_inode(fs, subvol, objectid, &gen, &mode);
 	if (rc < 0)
 		return rc;
-	put64(out, objectid);
-	put64(out + 8, subvol);
-	put32(out + 16, gen);
+	bi_put_le64(out, objectid);
+	bi_put_le64(out + 8, subvol);
+	bi_put_le32(out + 16, gen);
 	*type = FH_WITHOUT_PARENT;
 	if (!connectable)
 		return 20;
@@ -484,13 +472,13 @@ int btrfsimg_file_handle(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 	}
 	if ((rc = handle_inode(fs, parent_subvol, parent_objectid, &pgen, &pmode)) < 0)
 		return rc;
-	put64(out + 20, parent_objectid);
-	put32(out + 28, pgen);
+	bi_put_le64(out + 20, parent_objectid);
+	bi_put_le32(out + 28, pgen);
 	if (parent_subvol == subvol) {
 		*type = FH_IS_CONNECTABLE | FH_WITH_PARENT;
 		return 32;
 	}
-	put64(out + 32, parent_subvol);
+	bi_put_le64(out + 32, parent_subvol);
 	*type = FH_IS_CONNECTABLE | FH_WITH_PARENT_ROOT;
 	return 40;
 }

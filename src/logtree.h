@@ -109,13 +109,6 @@ static inline bool bi_lr_is_reg(uint32_t mode)
 	return (mode & M_FMT) == M_REG;
 }
 
-/* A little-endian store into an item replay builds. */
-static inline void bi_put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* ---------------------------------------------- logview.c: keys, the map */
 
 /* The next (previous) key; false when @k is the last (first) one. */

@@ -572,12 +572,11 @@ int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_ro
 	return 0;
 }
 
-/* Whether the leaf behind level 1's current slot holds nothing the caller
- * wants: its keys lie in [this pointer's key, the next pointer's key). */
-static bool leaf_skippable(const struct bi_iter *it)
+/* Whether the leaf behind slot @s of the level-1 node holds nothing the
+ * caller wants: its keys lie in [this pointer's key, the next one's). */
+static bool slot_skippable(const struct bi_iter *it, uint32_t s)
 {
 	const struct bi_block *n = it->path[1];
-	uint32_t s = it->slot[1];
 	if (!it->skip || s + 1 >= n->nritems)
 		return false;
 	bi_key lo, hi;
@@ -612,14 +611,7 @@ void bi_node_prefetch(struct btrfsimg_fs *fs, const struct bi_block *n, uint32_t
 
 static bool leaf_wanted(void *ctx, uint32_t s)
 {
-	const struct bi_iter *it = ctx;
-	const struct bi_block *n = it->path[1];
-	if (!it->skip || s + 1 >= n->nritems)
-		return true;
-	bi_key lo, hi;
-	bi_key_read(n->data + HDR_SIZE + (size_t)s * KP_SIZE, &lo);
-	bi_key_read(n->data + HDR_SIZE + (size_t)(s + 1) * KP_SIZE, &hi);
-	return !it->skip(&lo, &hi);
+	return !slot_skippable(ctx, s);
 }
 
 /* Prefetch the leaves after the current one under this level-1 node. */
@@ -652,7 +644,7 @@ static int next_leaf(struct bi_iter *it)
 			return rc;
 		it->slot[lvl - 1] = 0;
 	}
-	while (leaf_skippable(it))
+	while (slot_skippable(it, it->slot[1]))
 		it->slot[1]++;
 	prefetch_leaves(it);
 	int rc = descend(it, 1);

@@ -36,24 +36,6 @@
 
 /* ================================================================ helpers */
 
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
 /* A chunk item, laid out by hand from the format (48 + 32 per stripe). */
 struct spec {
 	uint64_t length, type, stripe_len;
@@ -76,19 +58,19 @@ static struct spec spec(uint64_t type, uint16_t n, uint64_t length)
 static size_t make_item(uint8_t *b, const struct spec *s)
 {
 	memset(b, 0, CHUNK_SIZE + 8 * STRIPE_SIZE);
-	put64(b + CHUNK_LENGTH, s->length);
-	put64(b + CHUNK_OWNER, 2);
-	put64(b + CHUNK_STRIPE_LEN, s->stripe_len);
-	put64(b + CHUNK_TYPE, s->type);
-	put32(b + CHUNK_IO_ALIGN, 65536);
-	put32(b + CHUNK_IO_WIDTH, 65536);
-	put32(b + CHUNK_SECTOR_SIZE, s->ss);
-	put16(b + CHUNK_NUM_STRIPES, s->n);
-	put16(b + CHUNK_SUB_STRIPES, s->sub);
+	bi_put_le64(b + CHUNK_LENGTH, s->length);
+	bi_put_le64(b + CHUNK_OWNER, 2);
+	bi_put_le64(b + CHUNK_STRIPE_LEN, s->stripe_len);
+	bi_put_le64(b + CHUNK_TYPE, s->type);
+	bi_put_le32(b + CHUNK_IO_ALIGN, 65536);
+	bi_put_le32(b + CHUNK_IO_WIDTH, 65536);
+	bi_put_le32(b + CHUNK_SECTOR_SIZE, s->ss);
+	bi_put_le16(b + CHUNK_NUM_STRIPES, s->n);
+	bi_put_le16(b + CHUNK_SUB_STRIPES, s->sub);
 	for (int i = 0; i < s->n && i < 8; i++) {
 		uint8_t *st = b + CHUNK_SIZE + i * STRIPE_SIZE;
-		put64(st + STRIPE_DEVID, s->devid[i]);
-		put64(st + STRIPE_OFFSET, s->offset[i]);
+		bi_put_le64(st + STRIPE_DEVID, s->devid[i]);
+		bi_put_le64(st + STRIPE_OFFSET, s->offset[i]);
 		/* a dev_uuid derived from the devid: 0xa0.. for devid 1.. */
 		memset(st + STRIPE_DEV_UUID, (int)(0x9f + s->devid[i]) & 0xff, 16);
 	}
@@ -1465,9 +1447,9 @@ static void test_read_mirrors_and_boundaries(void **state)
 static size_t sys_entry(uint8_t *p, uint64_t objectid, uint8_t type, uint64_t logical,
 			const struct spec *s)
 {
-	put64(p, objectid);
+	bi_put_le64(p, objectid);
 	p[8] = type;
-	put64(p + 9, logical);
+	bi_put_le64(p + 9, logical);
 	return KEY_SIZE + make_item(p + KEY_SIZE, s);
 }
 
@@ -1529,7 +1511,7 @@ static void test_sys_array(void **state)
 	assert_non_null(strstr(fs->err, "entry at offset 0: bad key type, have 216 expect 228"));
 	btrfsimg_fs_free(fs);
 	memcpy(c2, arr, sizeof(c2));
-	put16(c2 + KEY_SIZE + CHUNK_NUM_STRIPES, 0);
+	bi_put_le16(c2 + KEY_SIZE + CHUNK_NUM_STRIPES, 0);
 	assert_int_equal(load_sys(c2, (uint32_t)n2, &damage, &fs), -EUCLEAN);
 	assert_non_null(strstr(fs->err, "chunk at offset 17: bad num_stripes, have 0"));
 	btrfsimg_fs_free(fs);
@@ -1571,11 +1553,11 @@ static void leaf_add(struct leafb *l, uint64_t oid, uint8_t type, uint64_t off,
 {
 	l->low -= size;
 	uint8_t *it = l->blk + HDR_SIZE + l->n * ITEM_SIZE;
-	put64(it, oid);
+	bi_put_le64(it, oid);
 	it[8] = type;
-	put64(it + 9, off);
-	put32(it + ITEM_OFFSET, l->low);
-	put32(it + ITEM_DSIZE, size);
+	bi_put_le64(it + 9, off);
+	bi_put_le32(it + ITEM_OFFSET, l->low);
+	bi_put_le32(it + ITEM_DSIZE, size);
 	memcpy(l->blk + HDR_SIZE + l->low, data, size);
 	l->n++;
 }
@@ -1620,10 +1602,10 @@ static int load_tree(struct leafb *l, uint64_t incompat, struct logbuf *lb,
 						    KT_CHUNK_ITEM, 1 * MiB, &sys);
 	uint8_t *b = l->blk;
 	memcpy(b + HDR_FSID, fs->meta_fsid, 16);
-	put64(b + HDR_BYTENR, 1 * MiB);
-	put64(b + HDR_GENERATION, 9);
-	put64(b + HDR_OWNER, OBJ_CHUNK_TREE);
-	put32(b + HDR_NRITEMS, l->n);
+	bi_put_le64(b + HDR_BYTENR, 1 * MiB);
+	bi_put_le64(b + HDR_GENERATION, 9);
+	bi_put_le64(b + HDR_OWNER, OBJ_CHUNK_TREE);
+	bi_put_le32(b + HDR_NRITEMS, l->n);
 	b[HDR_LEVEL] = 0;
 	uint8_t sum[CSUM_SIZE_MAX];
 	assert_int_equal(bi_csum(CSUM_TYPE_CRC32C, b + HDR_FSID, 4096 - HDR_FSID, sum), 0);

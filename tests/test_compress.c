@@ -120,12 +120,6 @@ static void expect_corrupt(int type, const uint8_t *src, size_t srclen, size_t d
 	free(dst);
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* ================================================================ zlib */
 
 static uint8_t *zlib_make(const uint8_t *data, size_t len, int wbits, size_t *clen)
@@ -309,15 +303,15 @@ static void test_zstd_skippable(void **state)
 {
 	(void)state;
 	uint8_t buf[64] = { 0 };
-	put32(buf, 0x184D2A50);
-	put32(buf + 4, 4);
+	bi_put_le32(buf, 0x184D2A50);
+	bi_put_le32(buf + 4, 4);
 	memcpy(buf + 8, "junk", 4);
 	uint8_t *d;
 	size_t out;
 	assert_int_equal(dec(COMPRESS_ZSTD, buf, sizeof(buf), 4096, 4096, &d, &out), 0);
 	assert_int_equal(out, 0);
 	free(d);
-	put32(buf + 4, 1000);	/* skippable frame longer than the extent */
+	bi_put_le32(buf + 4, 1000);	/* skippable frame longer than the extent */
 	expect_corrupt(COMPRESS_ZSTD, buf, sizeof(buf), 4096, 4096, "truncated");
 }
 
@@ -354,7 +348,7 @@ static void lzo_frame(const uint8_t *data, size_t len, uint32_t ss, size_t seg_i
 		assert_int_equal(lzo1x_1_compress(data + off, n, tmp, &clen, wrk), LZO_E_OK);
 		assert_true(o->nsegs < 64);
 		o->seg_at[o->nsegs++] = cur;
-		put32(o->buf + cur, (uint32_t)clen);
+		bi_put_le32(o->buf + cur, (uint32_t)clen);
 		memcpy(o->buf + cur + 4, tmp, clen);
 		cur += 4 + clen;
 		size_t left = ss - cur % ss;
@@ -363,7 +357,7 @@ static void lzo_frame(const uint8_t *data, size_t len, uint32_t ss, size_t seg_i
 			cur += left;	/* already zero */
 		}
 	}
-	put32(o->buf, (uint32_t)cur);
+	bi_put_le32(o->buf, (uint32_t)cur);
 	o->len = cur;
 	free(tmp);
 	free(wrk);
@@ -460,45 +454,45 @@ static void test_lzo_corrupt(void **state)
 	FRESH();
 	expect_corrupt(COMPRESS_LZO, b, 3, n, ss, "too short");
 	/* total_len larger than the extent */
-	put32(b, (uint32_t)dl + 1);
+	bi_put_le32(b, (uint32_t)dl + 1);
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "total_len too large");
 	/* truncated extent: total_len now lies */
 	FRESH();
 	expect_corrupt(COMPRESS_LZO, b, o.len - 100, n, ss, "total_len too large");
 	/* total_len beyond BTRFS_MAX_COMPRESSED even with a big enough extent */
 	FRESH();
-	put32(b, 128 * 1024 + 1);
+	bi_put_le32(b, 128 * 1024 + 1);
 	expect_corrupt(COMPRESS_LZO, b, 256 * 1024, n, ss, "total_len too large");
 	/* a wholly unused sector after total_len */
 	FRESH();
 	expect_corrupt(COMPRESS_LZO, b, dl + ss, n, ss, "unused");
-	put32(b, 0);
+	bi_put_le32(b, 0);
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "unused");
 
 	/* segment lengths that lie */
 	size_t s1 = o.seg_at[0], s2 = o.seg_at[1];
 	uint32_t len1 = bi_le32(o.buf + s1);
 	FRESH();
-	put32(b + s1, (uint32_t)o.len);
+	bi_put_le32(b + s1, (uint32_t)o.len);
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "segment at byte 4,");
 	FRESH();
-	put32(b + s2, (uint32_t)(o.len - s2 - 4 + 1));	/* one byte past total_len */
+	bi_put_le32(b + s2, (uint32_t)(o.len - s2 - 4 + 1));	/* one byte past total_len */
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "past total_len");
 	FRESH();
-	put32(b + s1, 0);
+	bi_put_le32(b + s1, 0);
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "bad length");
 	FRESH();
-	put32(b + s1, 4096 + 256 + 64 + 3 + 2 + 1);	/* over lzo1x_worst_compress */
+	bi_put_le32(b + s1, 4096 + 256 + 64 + 3 + 2 + 1);	/* over lzo1x_worst_compress */
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "bad length");
 	FRESH();
-	put32(b + s1, len1 - 1);	/* cuts the end marker */
+	bi_put_le32(b + s1, len1 - 1);	/* cuts the end marker */
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "lzo segment at byte 4");
 	FRESH();
-	put32(b + s1, len1 + 1);	/* data after the end marker */
+	bi_put_le32(b + s1, len1 + 1);	/* data after the end marker */
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "after the end marker");
 	/* a segment header cut by total_len */
 	FRESH();
-	put32(b, (uint32_t)(o.seg_at[2] + 2));
+	bi_put_le32(b, (uint32_t)(o.seg_at[2] + 2));
 	expect_corrupt(COMPRESS_LZO, b, (o.seg_at[2] + 2 + ss - 1) / ss * ss, n, ss,
 		       "header at byte");
 	/* garbage lzo1x data */
@@ -507,7 +501,7 @@ static void test_lzo_corrupt(void **state)
 	expect_corrupt(COMPRESS_LZO, b, dl, n, ss, "lzo segment at byte");
 	/* an early total_len ends the extent short: not corrupt, like the kernel */
 	FRESH();
-	put32(b, (uint32_t)s2);
+	bi_put_le32(b, (uint32_t)s2);
 	uint8_t *d;
 	size_t out;
 	assert_int_equal(dec(COMPRESS_LZO, b, (s2 + ss - 1) / ss * ss, n, ss, &d, &out), 0);
@@ -686,7 +680,7 @@ static void test_golden_lzo_damage(void **state)
 	assert_true(bi_le32(src + 24576) > 0);
 	uint8_t *dst = malloc(49152);
 	assert_non_null(dst);
-	put32(src + 24576, 0x10000);
+	bi_put_le32(src + 24576, 0x10000);
 	assert_int_equal(bi_decompress(zc, COMPRESS_LZO, src, srclen, dst, 49152, 4096, &out, why,
 				       sizeof(why)), -EUCLEAN);
 	assert_non_null(strstr(why, "byte 24576"));

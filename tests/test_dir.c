@@ -29,28 +29,16 @@
 
 static char why[256];
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Append one entry at @p; returns its size. */
 static size_t entry(uint8_t *p, uint64_t obj, uint8_t ltype, uint64_t loff, uint8_t type,
 		    const void *name, uint16_t nlen, const void *data, uint16_t dlen)
 {
-	put64(p, obj);
+	bi_put_le64(p, obj);
 	p[8] = ltype;
-	put64(p + 9, loff);
-	put64(p + 17, 77); /* transid */
-	put16(p + 25, dlen);
-	put16(p + 27, nlen);
+	bi_put_le64(p + 9, loff);
+	bi_put_le64(p + 17, 77); /* transid */
+	bi_put_le16(p + 25, dlen);
+	bi_put_le16(p + 27, nlen);
 	p[29] = type;
 	memcpy(p + 30, name, nlen);
 	if (dlen)
@@ -166,11 +154,11 @@ static void test_bad_entries(void **state)
 	/* a second, truncated header after a good entry */
 	memcpy(it + n, it, 10);
 	expect_fail(it, (uint32_t)n + 10, KT_DIR_INDEX, "header crosses item boundary, have 64");
-	put16(it + 27, 0);
+	bi_put_le16(it + 27, 0);
 	expect_fail(it, (uint32_t)n, KT_DIR_INDEX, "invalid dir item name length, have 0");
-	put16(it + 27, 256);
+	bi_put_le16(it + 27, 256);
 	expect_fail(it, 600, KT_DIR_INDEX, "invalid dir item name length, have 256 expect 1..255");
-	put16(it + 27, 200); /* a valid length, the name past the end */
+	bi_put_le16(it + 27, 200); /* a valid length, the name past the end */
 	expect_fail(it, (uint32_t)n, KT_DIR_INDEX, "data crosses item boundary, have 230 expect <= 34");
 	n = entry(it, 261, KT_INODE_ITEM, 0, FT_REG_FILE, "name", 4, "xy", 2);
 	expect_fail(it, (uint32_t)n, KT_DIR_ITEM, "dir item with data, have 2 bytes expect 0");
@@ -228,9 +216,9 @@ static void test_root_ref(void **state)
 	(void)state;
 	uint8_t it[40];
 	struct bi_root_ref r;
-	put64(it, 257);
-	put64(it + 8, 4);
-	put16(it + 16, 5);
+	bi_put_le64(it, 257);
+	bi_put_le64(it + 8, 4);
+	bi_put_le16(it + 16, 5);
 	memcpy(it + 18, "moved", 5);
 	assert_int_equal(bi_root_ref_parse(it, 23, &r, why, sizeof(why)), 0);
 	assert_int_equal(r.dirid, 257);

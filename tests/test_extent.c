@@ -37,25 +37,19 @@
 
 static char why[256];
 
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* A 53-byte regular / prealloc item. */
 static void reg_item(uint8_t *it, uint8_t type, uint8_t comp, uint64_t ram, uint64_t bytenr,
 		     uint64_t disk, uint64_t off, uint64_t num)
 {
 	memset(it, 0, 53);
-	put64(it + 0, 7);	/* generation */
-	put64(it + 8, ram);
+	bi_put_le64(it + 0, 7);	/* generation */
+	bi_put_le64(it + 8, ram);
 	it[16] = comp;
 	it[20] = type;
-	put64(it + 21, bytenr);
-	put64(it + 29, disk);
-	put64(it + 37, off);
-	put64(it + 45, num);
+	bi_put_le64(it + 21, bytenr);
+	bi_put_le64(it + 29, disk);
+	bi_put_le64(it + 37, off);
+	bi_put_le64(it + 45, num);
 }
 
 /* An inline item: 21-byte header then @n payload bytes. */
@@ -63,8 +57,8 @@ static uint32_t inline_item(uint8_t *it, uint8_t comp, uint64_t ram, const void 
 			    uint32_t n)
 {
 	memset(it, 0, 21);
-	put64(it + 0, 7);
-	put64(it + 8, ram);
+	bi_put_le64(it + 0, 7);
+	bi_put_le64(it + 8, ram);
 	it[16] = comp;
 	it[20] = 0;
 	memcpy(it + 21, payload, n);

@@ -26,24 +26,6 @@
 
 static char why[256];
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* ------------------------------------------------------------- parsers */
 
 /* struct btrfs_inode_item, by hand: generation 0, transid 8, size 16,
@@ -53,26 +35,26 @@ static void put64(uint8_t *p, uint64_t v)
 static void inode_item(uint8_t *it, uint32_t mode, uint32_t nlink, uint64_t flags)
 {
 	memset(it, 0xee, 160);
-	put64(it + 0, 11);
-	put64(it + 8, 12);
-	put64(it + 16, 13);
-	put64(it + 24, 14);
-	put64(it + 32, 15);
-	put32(it + 40, nlink);
-	put32(it + 44, 1000);
-	put32(it + 48, 100);
-	put32(it + 52, mode);
-	put64(it + 56, 0x10203);
-	put64(it + 64, flags);
-	put64(it + 72, 18);
-	put64(it + 112, (uint64_t)-1); /* atime before 1970 */
-	put32(it + 120, 999999999);
-	put64(it + 124, 21);
-	put32(it + 132, 22);
-	put64(it + 136, 23);
-	put32(it + 144, 24);
-	put64(it + 148, 25);
-	put32(it + 156, 26);
+	bi_put_le64(it + 0, 11);
+	bi_put_le64(it + 8, 12);
+	bi_put_le64(it + 16, 13);
+	bi_put_le64(it + 24, 14);
+	bi_put_le64(it + 32, 15);
+	bi_put_le32(it + 40, nlink);
+	bi_put_le32(it + 44, 1000);
+	bi_put_le32(it + 48, 100);
+	bi_put_le32(it + 52, mode);
+	bi_put_le64(it + 56, 0x10203);
+	bi_put_le64(it + 64, flags);
+	bi_put_le64(it + 72, 18);
+	bi_put_le64(it + 112, (uint64_t)-1); /* atime before 1970 */
+	bi_put_le32(it + 120, 999999999);
+	bi_put_le64(it + 124, 21);
+	bi_put_le32(it + 132, 22);
+	bi_put_le64(it + 136, 23);
+	bi_put_le32(it + 144, 24);
+	bi_put_le64(it + 148, 25);
+	bi_put_le32(it + 156, 26);
 }
 
 static void expect_inode_fail(const uint8_t *it, uint32_t size, uint64_t max_gen,
@@ -148,9 +130,9 @@ static void test_inode_bad(void **state)
 	expect_inode_fail(it, 160, 0, "unknown inode flags, have 0x40000000");
 	/* i_size above MAX_LFS_FILESIZE (2^63 - 1, the kernel's s_maxbytes) */
 	inode_item(it, S_IFREG | 0644, 1, 0);
-	put64(it + 16, 1ull << 63);
+	bi_put_le64(it + 16, 1ull << 63);
 	expect_inode_fail(it, 160, 0, "invalid inode size, have 9223372036854775808");
-	put64(it + 16, (1ull << 63) - 1);
+	bi_put_le64(it + 16, (1ull << 63) - 1);
 	struct btrfsimg_inode o;
 	assert_int_equal(bi_inode_parse(it, 160, 5, 300, 0, &o, why, sizeof(why)), 0);
 }
@@ -158,8 +140,8 @@ static void test_inode_bad(void **state)
 static size_t iref(uint8_t *p, uint64_t index, const char *name)
 {
 	size_t n = strlen(name);
-	put64(p, index);
-	put16(p + 8, (uint16_t)n);
+	bi_put_le64(p, index);
+	bi_put_le16(p + 8, (uint16_t)n);
 	memcpy(p + 10, name, n);
 	return 10 + n;
 }
@@ -167,9 +149,9 @@ static size_t iref(uint8_t *p, uint64_t index, const char *name)
 static size_t extref(uint8_t *p, uint64_t parent, uint64_t index, const char *name)
 {
 	size_t n = strlen(name);
-	put64(p, parent);
-	put64(p + 8, index);
-	put16(p + 16, (uint16_t)n);
+	bi_put_le64(p, parent);
+	bi_put_le64(p + 8, index);
+	bi_put_le16(p + 16, (uint16_t)n);
 	memcpy(p + 18, name, n);
 	return 18 + n;
 }
@@ -206,11 +188,11 @@ static void test_iref(void **state)
 	pos = 11;
 	assert_int_equal(bi_iref_next(it, 15, 257, &pos, &e, why, sizeof(why)), -EUCLEAN);
 	assert_non_null(strstr(why, "inode ref header crosses item boundary, have 21 expect <= 15"));
-	put16(it + 8, 0);
+	bi_put_le16(it + 8, 0);
 	pos = 0;
 	assert_int_equal(bi_iref_next(it, (uint32_t)n, 257, &pos, &e, why, sizeof(why)), -EUCLEAN);
 	assert_non_null(strstr(why, "invalid inode ref name length, have 0 expect 1..255"));
-	put16(it + 8, 256);
+	bi_put_le16(it + 8, 256);
 	pos = 0;
 	assert_int_equal(bi_iref_next(it, 700, 257, &pos, &e, why, sizeof(why)), -EUCLEAN);
 	assert_non_null(strstr(why, "have 256"));
@@ -246,7 +228,7 @@ static void test_extref(void **state)
 	pos = 0;
 	assert_int_equal(bi_extref_next(it, 272, &pos, &e, why, sizeof(why)), -EUCLEAN);
 	assert_non_null(strstr(why, "inode extref name crosses item boundary, have 273 expect <= 272"));
-	put16(it + 16, 0);
+	bi_put_le16(it + 16, 0);
 	pos = 0;
 	assert_int_equal(bi_extref_next(it, (uint32_t)n, &pos, &e, why, sizeof(why)), -EUCLEAN);
 	assert_non_null(strstr(why, "invalid inode extref name length, have 0"));

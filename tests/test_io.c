@@ -605,23 +605,11 @@ static void test_real_btrfs(void **state)
 /* ------------------------------------------------------------------ */
 /* Must fail (or must recover), hand-damaged fixtures */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> 8 * i);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> 8 * i);
-}
-
 /* Recompute the header CRC (over header_size bytes, CRC field zero). */
 static void gpt_seal_header(uint8_t *h)
 {
-	put32(h + 16, 0);
-	put32(h + 16, (uint32_t)crc32(0, h, bi_le32(h + 12)));
+	bi_put_le32(h + 16, 0);
+	bi_put_le32(h + 16, (uint32_t)crc32(0, h, bi_le32(h + 12)));
 }
 
 /* Recompute the entry-array CRC of the header @h of @m, then the header's. */
@@ -629,7 +617,7 @@ static void gpt_seal_entries(struct img *m, uint8_t *h)
 {
 	size_t off = bi_le64(h + 72) * 512, len = (size_t)bi_le32(h + 80) * bi_le32(h + 84);
 	assert_true(bi_fits(m->len, off, len));
-	put32(h + 88, (uint32_t)crc32(0, m->data + off, (uInt)len));
+	bi_put_le32(h + 88, (uint32_t)crc32(0, m->data + off, (uInt)len));
 	gpt_seal_header(h);
 }
 
@@ -687,9 +675,9 @@ static void test_gpt_entries_past_end(void **state)
 	struct img m;
 	char err[512];
 	fixture_load("gpt3", &m);
-	put64(gpt_primary(&m) + 72, m.vsize / 512 - 2);	/* 16 KiB array from 1 KiB before the end */
+	bi_put_le64(gpt_primary(&m) + 72, m.vsize / 512 - 2);	/* 16 KiB array from 1 KiB before the end */
 	gpt_seal_header(gpt_primary(&m));
-	put64(gpt_backup(&m) + 72, UINT64_MAX / 256);	/* LBA * 512 overflows */
+	bi_put_le64(gpt_backup(&m) + 72, UINT64_MAX / 256);	/* LBA * 512 overflows */
 	gpt_seal_header(gpt_backup(&m));
 	assert_int_equal(parse_fail(&m, err), -EUCLEAN);
 	assert_non_null(strstr(err, "entry array at LBA 32766 (16384 bytes) lies past the end "
@@ -703,9 +691,9 @@ static void test_gpt_absurd_entries(void **state)
 	struct img m;
 	char err[512];
 	fixture_load("gpt3", &m);
-	put32(gpt_primary(&m) + 80, 0x10000000);	/* 2^28 entries of 128 bytes */
+	bi_put_le32(gpt_primary(&m) + 80, 0x10000000);	/* 2^28 entries of 128 bytes */
 	gpt_seal_header(gpt_primary(&m));
-	put32(gpt_backup(&m) + 84, 100);	/* entry size below 128 */
+	bi_put_le32(gpt_backup(&m) + 84, 100);	/* entry size below 128 */
 	gpt_seal_header(gpt_backup(&m));
 	assert_int_equal(parse_fail(&m, err), -EUCLEAN);
 	assert_non_null(strstr(err, "268435456 entries of 128 bytes, expect <= 1048576"));
@@ -721,7 +709,7 @@ static void test_gpt_reversed_entry(void **state)
 	char err[512];
 	fixture_load("gpt3", &m);
 	uint8_t *ent2 = m.data + 1024 + 128;
-	put64(ent2 + 40, bi_le64(ent2 + 32) - 1);
+	bi_put_le64(ent2 + 40, bi_le64(ent2 + 32) - 1);
 	gpt_seal_entries(&m, gpt_primary(&m));
 	assert_int_equal(parse(&m, p, err), 2);
 	assert_int_equal(p[0].number, 1);
@@ -755,8 +743,8 @@ static void test_ebr_loop(void **state)
 	uint64_t ebr2 = 10240 + bi_le32(ebr1 + 446 + 16 + 8);
 	uint8_t *link = m.data + ebr2 * 512 + 446 + 16;
 	link[4] = 5;
-	put32(link + 8, 0);	/* relative to the extended start: back to EBR 1 */
-	put32(link + 12, 1);
+	bi_put_le32(link + 8, 0);	/* relative to the extended start: back to EBR 1 */
+	bi_put_le32(link + 12, 1);
 	assert_int_equal(parse_fail(&m, err), -EUCLEAN);
 	assert_non_null(strstr(err, "EBR chain loops, link 3 points back to sector 10240"));
 }
@@ -772,17 +760,17 @@ static void test_ebr_long_chain(void **state)
 	char err[512];
 	uint8_t *e = m.data + 446;
 	e[4] = 0x0f;
-	put32(e + 8, 1);
-	put32(e + 12, 300);
+	bi_put_le32(e + 8, 1);
+	bi_put_le32(e + 12, 300);
 	m.data[510] = 0x55, m.data[511] = 0xaa;
 	for (int k = 1; k <= 300; k++) {
 		uint8_t *s = m.data + k * 512;
 		s[446 + 4] = 0x83;
-		put32(s + 446 + 8, 0);
-		put32(s + 446 + 12, 1);
+		bi_put_le32(s + 446 + 8, 0);
+		bi_put_le32(s + 446 + 12, 1);
 		s[462 + 4] = 0x05;
-		put32(s + 462 + 8, (uint32_t)k);	/* next EBR: extended start + k */
-		put32(s + 462 + 12, 1);
+		bi_put_le32(s + 462 + 8, (uint32_t)k);	/* next EBR: extended start + k */
+		bi_put_le32(s + 462 + 12, 1);
 		s[510] = 0x55, s[511] = 0xaa;
 	}
 	assert_int_equal(parse_fail(&m, err), -EUCLEAN);
@@ -802,8 +790,8 @@ static void ebr_put(uint8_t *sec, int slot, uint8_t type, uint32_t start, uint32
 {
 	uint8_t *e = sec + 446 + 16 * slot;
 	e[4] = type;
-	put32(e + 8, start);
-	put32(e + 12, count);
+	bi_put_le32(e + 8, start);
+	bi_put_le32(e + 12, count);
 }
 
 static void test_ebr_rules(void **state)
@@ -864,9 +852,9 @@ static void test_gpt_header_size(void **state)
 	struct img m;
 	char err[512];
 	fixture_load("gpt3", &m);
-	put32(gpt_primary(&m) + 12, 91);
+	bi_put_le32(gpt_primary(&m) + 12, 91);
 	gpt_seal_header(gpt_primary(&m));
-	put32(gpt_backup(&m) + 12, UINT32_MAX);
+	bi_put_le32(gpt_backup(&m) + 12, UINT32_MAX);
 	assert_int_equal(parse_fail(&m, err), -EUCLEAN);
 	assert_non_null(strstr(err, "header at byte 512: header size 91, expect 92..512"));
 	assert_non_null(strstr(err, "header size 4294967295, expect 92..512"));

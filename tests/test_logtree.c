@@ -41,18 +41,6 @@
 
 /* ============================================================ builders */
 
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* An item list being built (keys added in any order, sorted on use). */
 struct items {
 	struct bi_lr_item v[64];
@@ -84,16 +72,16 @@ static void inode(uint8_t *b, uint64_t gen, uint64_t transid, uint64_t size, uin
 		  uint32_t nlink, uint32_t mode, uint64_t seq, uint32_t t)
 {
 	memset(b, 0, 160);
-	put64(b + INODE_GENERATION, gen);
-	put64(b + INODE_TRANSID, transid);
-	put64(b + INODE_SIZE_OFF, size);
-	put64(b + INODE_NBYTES, nbytes);
-	put32(b + INODE_NLINK, nlink);
-	put32(b + INODE_MODE, mode);
-	put64(b + INODE_SEQUENCE, seq);
+	bi_put_le64(b + INODE_GENERATION, gen);
+	bi_put_le64(b + INODE_TRANSID, transid);
+	bi_put_le64(b + INODE_SIZE_OFF, size);
+	bi_put_le64(b + INODE_NBYTES, nbytes);
+	bi_put_le32(b + INODE_NLINK, nlink);
+	bi_put_le32(b + INODE_MODE, mode);
+	bi_put_le64(b + INODE_SEQUENCE, seq);
 	for (int i = 0; i < 4; i++) {
-		put64(b + INODE_ATIME + 12 * i, 1700000000u + t + (uint32_t)i);
-		put32(b + INODE_ATIME + 12 * i + 8, 1000u * t + (uint32_t)i);
+		bi_put_le64(b + INODE_ATIME + 12 * i, 1700000000u + t + (uint32_t)i);
+		bi_put_le32(b + INODE_ATIME + 12 * i + 8, 1000u * t + (uint32_t)i);
 	}
 }
 
@@ -102,9 +90,9 @@ static uint32_t dent(uint8_t *b, uint64_t ino, uint8_t type, const char *name, u
 {
 	uint16_t n = (uint16_t)strlen(name);
 	memset(b, 0, 30);
-	put64(b, ino);
+	bi_put_le64(b, ino);
 	b[8] = KT_INODE_ITEM;
-	put64(b + 17, transid);
+	bi_put_le64(b + 17, transid);
 	b[27] = (uint8_t)n;
 	b[29] = type;
 	memcpy(b + 30, name, n);
@@ -115,7 +103,7 @@ static uint32_t xattr(uint8_t *b, const char *name, const char *value, uint64_t 
 {
 	uint16_t n = (uint16_t)strlen(name), v = (uint16_t)strlen(value);
 	memset(b, 0, 30);
-	put64(b + 17, transid);
+	bi_put_le64(b + 17, transid);
 	b[25] = (uint8_t)v;
 	b[27] = (uint8_t)n;
 	b[29] = FT_XATTR;
@@ -127,7 +115,7 @@ static uint32_t xattr(uint8_t *b, const char *name, const char *value, uint64_t 
 static uint32_t iref(uint8_t *b, uint64_t index, const char *name)
 {
 	uint16_t n = (uint16_t)strlen(name);
-	put64(b, index);
+	bi_put_le64(b, index);
 	b[8] = (uint8_t)n;
 	b[9] = 0;
 	memcpy(b + 10, name, n);
@@ -138,13 +126,13 @@ static void reg(uint8_t *b, uint64_t gen, uint64_t bytenr, uint64_t disk, uint64
 		uint64_t num, uint64_t ram)
 {
 	memset(b, 0, 53);
-	put64(b + FE_GENERATION, gen);
-	put64(b + FE_RAM_BYTES, ram);
+	bi_put_le64(b + FE_GENERATION, gen);
+	bi_put_le64(b + FE_RAM_BYTES, ram);
 	b[FE_TYPE] = FE_TYPE_REG;
-	put64(b + FE_DISK_BYTENR, bytenr);
-	put64(b + FE_DISK_NUM_BYTES, disk);
-	put64(b + FE_OFFSET, off);
-	put64(b + FE_NUM_BYTES, num);
+	bi_put_le64(b + FE_DISK_BYTENR, bytenr);
+	bi_put_le64(b + FE_DISK_NUM_BYTES, disk);
+	bi_put_le64(b + FE_OFFSET, off);
+	bi_put_le64(b + FE_NUM_BYTES, num);
 }
 
 static uint64_t h(const char *name)
@@ -243,8 +231,8 @@ static void test_new_file(void **state)
 	add(&r.log, 257, KT_INODE_ITEM, 0, b, 160);
 	add(&r.log, 257, KT_INODE_REF, 256, b, iref(b, 2, "f"));
 	memset(b, 0, 21);
-	put64(b + FE_GENERATION, 8);
-	put64(b + FE_RAM_BYTES, 5);
+	bi_put_le64(b + FE_GENERATION, 8);
+	bi_put_le64(b + FE_RAM_BYTES, 5);
 	memcpy(b + 21, "hello", 5);
 	add(&r.log, 257, KT_EXTENT_DATA, 0, b, 26);
 	assert_int_equal(run(&r, 0, 0), 0);
@@ -259,8 +247,8 @@ static void test_new_file(void **state)
 	add(&want, 257, KT_INODE_ITEM, 0, b, 160);
 	add(&want, 257, KT_INODE_REF, 256, b, iref(b, 2, "f"));
 	memset(b, 0, 21);
-	put64(b + FE_GENERATION, 8);
-	put64(b + FE_RAM_BYTES, 5);
+	bi_put_le64(b + FE_GENERATION, 8);
+	bi_put_le64(b + FE_RAM_BYTES, 5);
 	memcpy(b + 21, "hello", 5);
 	add(&want, 257, KT_EXTENT_DATA, 0, b, 26);
 	expect(&r, 5, &want, NULL, 0);
@@ -295,7 +283,7 @@ static void test_dir_range_delete(void **state)
 
 	inode(b, 3, 8, 2, 0, 1, 040755, 5, 5);
 	add(&r.log, 256, KT_INODE_ITEM, 0, b, 160);
-	put64(b, 3);
+	bi_put_le64(b, 3);
 	add(&r.log, 256, KT_DIR_LOG_INDEX, 2, b, 8);
 	add(&r.log, 256, KT_DIR_INDEX, 3, b, dent(b, 258, FT_REG_FILE, "b", 8));
 	assert_int_equal(run(&r, 0, 0), 0);
@@ -326,11 +314,11 @@ static void extent_base(struct replay *r)
 	reg(b, 7, 0x40000000, MIB, 0, MIB, MIB);
 	add(&r->base, 257, KT_EXTENT_DATA, 0, b, 53);
 	for (uint32_t i = 0; i < 256; i++)
-		put32(b + 4 * i, 0x1000 + i);
+		bi_put_le32(b + 4 * i, 0x1000 + i);
 	add(&r->csum, OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, 0x40000000, b, 1024);
-	put64(b, 1);
-	put64(b + 8, 7);
-	put64(b + 16, 1);	/* data */
+	bi_put_le64(b, 1);
+	bi_put_le64(b + 8, 7);
+	bi_put_le64(b + 16, 1);	/* data */
 	add(&r->ext, 0x40000000, KT_EXTENT_ITEM, MIB, b, 24);
 	inode(b, 7, 8, MIB, 0, 1, 0100644, 2, 7);
 	add(&r->log, 257, KT_INODE_ITEM, 0, b, 160);
@@ -345,7 +333,7 @@ static void test_extent_split(void **state)
 	extent_base(&r);
 	reg(b, 8, 0x50000000, 4096, 0, 4096, 4096);
 	add(&r.log, 257, KT_EXTENT_DATA, 262144, b, 53);
-	put32(b, 0xaabbccdd);
+	bi_put_le32(b, 0xaabbccdd);
 	add(&r.log, OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, 0x50000000, b, 4);
 	assert_int_equal(run(&r, 0, 0), 0);
 
@@ -361,7 +349,7 @@ static void test_extent_split(void **state)
 	reg(b, 7, 0x40000000, MIB, 266240, MIB - 266240, MIB);
 	add(&want, 257, KT_EXTENT_DATA, 266240, b, 53);
 	expect(&r, 5, &want, NULL, 0);
-	put32(b, 0xaabbccdd);
+	bi_put_le32(b, 0xaabbccdd);
 	add(&wcsum, OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, 0x50000000, b, 4);
 	expect(&r, OBJ_CSUM_TREE, &wcsum, NULL, 0);
 	bi_lr_overlays_free(r.ovl);
@@ -377,7 +365,7 @@ static void test_extent_freed(void **state)
 	reg(b, 8, 0x60000000, MIB, 0, MIB, MIB);
 	add(&r.log, 257, KT_EXTENT_DATA, 0, b, 53);
 	for (uint32_t i = 0; i < 256; i++)
-		put32(b + 4 * i, 0x2000 + i);
+		bi_put_le32(b + 4 * i, 0x2000 + i);
 	add(&r.log, OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, 0x60000000, b, 1024);
 	assert_int_equal(run(&r, 0, 0), 0);
 
@@ -390,7 +378,7 @@ static void test_extent_freed(void **state)
 	add(&want, 257, KT_EXTENT_DATA, 0, b, 53);
 	expect(&r, 5, &want, NULL, 0);
 	for (uint32_t i = 0; i < 256; i++)
-		put32(b + 4 * i, 0x2000 + i);
+		bi_put_le32(b + 4 * i, 0x2000 + i);
 	add(&wcsum, OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, 0x60000000, b, 1024);
 	const bi_key gone = { OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, 0x40000000 };
 	expect(&r, OBJ_CSUM_TREE, &wcsum, &gone, 1);
@@ -452,7 +440,7 @@ static void test_hostile(void **state)
 	root_dir(&r.base, 0, 1);
 	inode(b, 3, 8, 0, 0, 1, 040755, 2, 1);
 	add(&r.log, 256, KT_INODE_ITEM, 0, b, 160);
-	put64(b, 1);
+	bi_put_le64(b, 1);
 	add(&r.log, 256, KT_DIR_LOG_INDEX, 5, b, 8);
 	expect_error(&r, -EUCLEAN, "ends before it starts", 0, 0);
 

@@ -108,18 +108,6 @@ static void test_matches_dump_super(void **state)
 	}
 }
 
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static void resum(uint8_t *buf)
 {
 	uint8_t sum[CSUM_SIZE_MAX];
@@ -168,11 +156,11 @@ static void test_damage(void **state)
 							    : BTRFSIMG_MIRROR_VALID);
 
 		memcpy(b, good, SB_SIZE);
-		put32(b + SB_SECTORSIZE, 3000);
+		bi_put_le32(b + SB_SECTORSIZE, 3000);
 		resum(b);
 		expect_state(b, BTRFSIMG_MIRROR_BAD_FIELDS, "bad sectorsize, have 3000");
 		memcpy(b, good, SB_SIZE);
-		put32(b + SB_NODESIZE, 131072);
+		bi_put_le32(b + SB_NODESIZE, 131072);
 		resum(b);
 		expect_state(b, BTRFSIMG_MIRROR_BAD_FIELDS, "bad nodesize, have 131072");
 		memcpy(b, good, SB_SIZE);
@@ -180,15 +168,15 @@ static void test_damage(void **state)
 		resum(b);
 		expect_state(b, BTRFSIMG_MIRROR_BAD_FIELDS, "bad root level, have 8");
 		memcpy(b, good, SB_SIZE);
-		put64(b + SB_CHUNK_ROOT, 22036481);
+		bi_put_le64(b + SB_CHUNK_ROOT, 22036481);
 		resum(b);
 		expect_state(b, BTRFSIMG_MIRROR_BAD_FIELDS, "chunk_root 22036481 not aligned");
 		memcpy(b, good, SB_SIZE);
-		put32(b + SB_SYS_CHUNK_ARRAY_SIZE, 2049);
+		bi_put_le32(b + SB_SYS_CHUNK_ARRAY_SIZE, 2049);
 		resum(b);
 		expect_state(b, BTRFSIMG_MIRROR_BAD_FIELDS, "bad sys_chunk_array_size, have 2049");
 		memcpy(b, good, SB_SIZE);
-		put64(b + SB_NUM_DEVICES, 0);
+		bi_put_le64(b + SB_NUM_DEVICES, 0);
 		resum(b);
 		expect_state(b, BTRFSIMG_MIRROR_BAD_FIELDS, "bad num_devices, have 0");
 		memcpy(b, good, SB_SIZE);

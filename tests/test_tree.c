@@ -20,33 +20,21 @@
 
 static const uint8_t fsid[16] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
 
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static void put_key(uint8_t *p, uint64_t obj, uint8_t type, uint64_t off)
 {
-	put64(p, obj);
+	bi_put_le64(p, obj);
 	p[8] = type;
-	put64(p + 9, off);
+	bi_put_le64(p + 9, off);
 }
 
 static void header(uint8_t *b, uint8_t level, uint32_t n)
 {
 	memset(b, 0, NS);
 	memcpy(b + 32, fsid, 16);
-	put64(b + 48, BYTENR);
-	put64(b + 80, 7);	/* generation */
-	put64(b + 88, 5);	/* owner */
-	put32(b + 96, n);
+	bi_put_le64(b + 48, BYTENR);
+	bi_put_le64(b + 80, 7);	/* generation */
+	bi_put_le64(b + 88, 5);	/* owner */
+	bi_put_le32(b + 96, n);
 	b[100] = level;
 }
 
@@ -63,8 +51,8 @@ static void good_leaf(uint8_t *b)
 		uint8_t *it = b + 101 + 25 * i;
 		put_key(it, obj[i], type[i], off[i]);
 		end -= size[i];
-		put32(it + 17, end);
-		put32(it + 21, size[i]);
+		bi_put_le32(it + 17, end);
+		bi_put_le32(it + 21, size[i]);
 	}
 }
 
@@ -72,11 +60,11 @@ static void good_node(uint8_t *b)
 {
 	header(b, 1, 2);
 	put_key(b + 101, 256, 1, 0);
-	put64(b + 101 + 17, 1 << 20);
-	put64(b + 101 + 25, 6);
+	bi_put_le64(b + 101 + 17, 1 << 20);
+	bi_put_le64(b + 101 + 25, 6);
 	put_key(b + 101 + 33, 300, 1, 0);
-	put64(b + 101 + 33 + 17, 2 << 20);
-	put64(b + 101 + 33 + 25, 6);
+	bi_put_le64(b + 101 + 33 + 17, 2 << 20);
+	bi_put_le64(b + 101 + 33 + 25, 6);
 }
 
 static char why[512];
@@ -115,7 +103,7 @@ static void test_header_checks(void **state)
 	(void)state;
 	uint8_t b[NS];
 	good_leaf(b);
-	put64(b + 48, BYTENR + 4096);
+	bi_put_le64(b + 48, BYTENR + 4096);
 	expect_fail(b, NULL, "bad bytenr, have 30412800 expect 30408704");
 	good_leaf(b);
 	b[32] ^= 1;
@@ -129,12 +117,12 @@ static void test_header_checks(void **state)
 	e = (struct bi_expect){ 5, 9, -1, NULL };
 	expect_fail(b, &e, "bad generation, have 7 expect 9");
 	good_leaf(b);
-	put32(b + 96, (NS - 101) / 25 + 1);	/* 160 items cannot fit in 3995 bytes */
+	bi_put_le32(b + 96, (NS - 101) / 25 + 1);	/* 160 items cannot fit in 3995 bytes */
 	expect_fail(b, NULL, "bad nritems, have 160 expect <= 159");
 	header(b, 1, 0);
 	expect_fail(b, NULL, "have 0 expect > 0 in a node");
 	good_node(b);
-	put32(b + 96, (NS - 101) / 33 + 1);
+	bi_put_le32(b + 96, (NS - 101) / 33 + 1);
 	expect_fail(b, NULL, "bad nritems, have 122 expect <= 121");
 }
 
@@ -143,16 +131,16 @@ static void test_item_checks(void **state)
 	(void)state;
 	uint8_t b[NS];
 	good_leaf(b);
-	put32(b + 101 + 21, 161);	/* slot 0 grows past the end of the block */
+	bi_put_le32(b + 101 + 21, 161);	/* slot 0 grows past the end of the block */
 	expect_fail(b, NULL, "slot 0: item data past end, have 3996 expect <= 3995");
 	good_leaf(b);
-	put32(b + 101 + 25 + 21, 15);	/* slot 1 runs into slot 0's data */
+	bi_put_le32(b + 101 + 25 + 21, 15);	/* slot 1 runs into slot 0's data */
 	expect_fail(b, NULL, "slot 1: item data overlaps slot 0");
 	good_leaf(b);
-	put32(b + 101 + 50 + 17, 10);	/* slot 2's data inside the item table */
+	bi_put_le32(b + 101 + 50 + 17, 10);	/* slot 2's data inside the item table */
 	expect_fail(b, NULL, "slot 2: item data overlaps the item table, have offset 10 expect >= 75");
 	good_leaf(b);
-	put32(b + 101 + 17, UINT32_MAX - 5);	/* offset + size overflows 32 bits */
+	bi_put_le32(b + 101 + 17, UINT32_MAX - 5);	/* offset + size overflows 32 bits */
 	expect_fail(b, NULL, "slot 0: item data past end");
 	good_leaf(b);
 	put_key(b + 101 + 50, 256, 12, 256);	/* slot 2 repeats slot 1's key */
@@ -167,10 +155,10 @@ static void test_node_checks(void **state)
 	(void)state;
 	uint8_t b[NS];
 	good_node(b);
-	put64(b + 101 + 33 + 17, 0);
+	bi_put_le64(b + 101 + 33 + 17, 0);
 	expect_fail(b, NULL, "slot 1: null block pointer");
 	good_node(b);
-	put64(b + 101 + 25, 0);
+	bi_put_le64(b + 101 + 25, 0);
 	expect_fail(b, NULL, "slot 0: pointer generation 0");
 	good_node(b);
 	put_key(b + 101 + 33, 256, 1, 0);
