@@ -25,4 +25,19 @@ mk lzo
 mount -o loop,compress-force=lzo "$work/lzo.img" "$mnt"
 head -c 20000 /dev/zero | tr '\0' 'b' > "$mnt/l"; echo inline > "$mnt/i"
 umount "$mnt"
+# log: changes that live only in the log tree (fsync'd, never committed:
+# commit=300), the backing file copied while still mounted, as a crash
+# leaves it (superblock log_root set), so the seed exercises log replay
+mk log
+mount -o loop,commit=300 "$work/log.img" "$mnt"
+mkdir "$mnt/d"; echo base > "$mnt/d/old"; sync
+echo new > "$mnt/d/new"; ln "$mnt/d/old" "$mnt/d/link"; mv "$mnt/d/old" "$mnt/moved"
+head -c 6000 /dev/urandom > "$mnt/d/data"; rm -f "$mnt/d/new"; echo again > "$mnt/d/new"
+python3 -c "import os,sys; [os.fsync(os.open(p, os.O_RDONLY)) for p in sys.argv[1:]]" \
+  "$mnt/d/new" "$mnt/d/link" "$mnt/moved" "$mnt/d/data" "$mnt/d"
+cp --sparse=always "$work/log.img" "$work/log-crash.img"
+umount "$mnt"
+mv "$work/log-crash.img" "$work/log.img"
+btrfs inspect-internal dump-super "$work/log.img" | grep -q '^log_root[[:space:]]*[1-9]' ||
+  { echo "gen-image-seeds: the log image has no log tree" >&2; exit 1; }
 python3 "$here/make_seeds.py" "$here/corpus/image" "$work"/*.img
