@@ -65,10 +65,13 @@ merge_one() { # target: add to fuzz/corpus only the inputs that bring new covera
   grep -E '^MERGE-OUTER: [0-9]+ new files' "$state/$t/merge.log" | sed "s/^/$t: /"
 }
 
-totals() {
-  awk -F'\t' 'NR > 1 { s[$3] += $4; e[$3] += $5; split($9, w, " "); if (w[1] != "0") f[$3]++ }
-    END { for (t in s) printf "%-10s %6.2f h %12d executions %3d findings\n", t, s[t] / 3600, e[t], f[t] }' \
-    "$ledger" | sort
+totals() { # a Markdown table: per target, from every run in the ledger
+  printf '| target | runs | hours | executions | coverage edges | corpus | findings |\n'
+  printf '| --- | --- | --- | --- | --- | --- | --- |\n'
+  awk -F'\t' 'NR > 1 { t = $3; r[t]++; s[t] += $4; e[t] += $5; c[t] = $6; u[t] = $8
+      split($9, w, " "); if (w[1] != "0") f[t]++ }
+    END { for (t in s) printf "| %s | %d | %.2f | %d | %d | %d | %d |\n", t, r[t], s[t] / 3600,
+                             e[t], c[t], u[t], f[t] }' "$ledger" | sort
 }
 
 while [ $# -gt 0 ]; do
