@@ -24,6 +24,15 @@ ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
 
+echo "== ThreadSanitizer: inodes --json (its lines are formatted on a second thread)"
+setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug -Dtests=false
+ninja -C build-tsan tools/btrfsimg
+img=$(mktemp /tmp/btrfsimg-tsan.XXXXXX)
+zstd -q -d -f testdata/files/names.img.zst -o "$img"
+TSAN_OPTIONS=halt_on_error=1:exitcode=66 build-tsan/tools/btrfsimg inodes --json "$img" >"$img.tsan"
+build/tools/btrfsimg inodes --json "$img" | cmp - "$img.tsan"
+rm -f "$img" "$img.tsan"
+
 if command -v clang >/dev/null; then
   echo "== libFuzzer, ${FUZZ_SECONDS:-10} s per target"
   CC=clang setup build-fuzz -Dfuzzing=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false
