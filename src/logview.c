@@ -676,19 +676,6 @@ int bi_lr_emit(struct lr_ctx *cx, struct lr_view *v, struct bi_overlay **list)
 	return rc;
 }
 
-void bi_lr_overlays_free(struct bi_overlay *o)
-{
-	while (o) {
-		struct bi_overlay *next = o->next;
-		for (size_t i = 0; i < o->nputs; i++)
-			free(o->puts[i].data);
-		free(o->puts);
-		free(o->dels);
-		free(o);
-		o = next;
-	}
-}
-
 /* ------------------------------------------------------ array source */
 
 static size_t arr_lower(const struct bi_lr_array *a, const bi_key *k, bool after)

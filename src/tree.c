@@ -759,9 +759,10 @@ int bi_iter_next(struct bi_iter *it, struct bi_item *out)
 	}
 }
 
-void bi_overlays_free(struct btrfsimg_fs *fs)
+/* Here, not in logview.c: the handle frees its overlays whether or not
+ * the log replay is built in. */
+void bi_lr_overlays_free(struct bi_overlay *o)
 {
-	struct bi_overlay *o = fs->overlays;
 	while (o) {
 		struct bi_overlay *next = o->next;
 		for (size_t i = 0; i < o->nputs; i++)
@@ -771,6 +772,11 @@ void bi_overlays_free(struct btrfsimg_fs *fs)
 		free(o);
 		o = next;
 	}
+}
+
+void bi_overlays_free(struct btrfsimg_fs *fs)
+{
+	bi_lr_overlays_free(fs->overlays);
 	fs->overlays = NULL;
 }
 

@@ -35,6 +35,7 @@
 #include <zstd.h>
 
 #include "internal.h"
+#include "unpack.h"
 
 #define T 8u			/* replay transaction */
 #define MIB (1024u * 1024u)
@@ -494,63 +495,6 @@ static void test_hostile(void **state)
 
 /* ======================================================= kernel images */
 
-/* Unpack @zst into a new sparse file (zero blocks are skipped), using the
- * file @ref as the patch reference if given. Returns the path (free it). */
-static char *unpack(const char *zst, const char *ref)
-{
-	FILE *in = fopen(zst, "rb");
-	if (!in)
-		fail_msg("cannot open %s", zst);
-	const char *tmp = getenv("TMPDIR");
-	char *path = malloc(4096);
-	snprintf(path, 4096, "%s/test_logtree.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	ZSTD_DCtx *dc = ZSTD_createDCtx();
-	assert_false(ZSTD_isError(ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, 31)));
-	void *map = NULL;
-	size_t maplen = 0;
-	if (ref) {
-		int rfd = open(ref, O_RDONLY);
-		struct stat st;
-		assert_true(rfd >= 0 && fstat(rfd, &st) == 0);
-		maplen = (size_t)st.st_size;
-		map = mmap(NULL, maplen, PROT_READ, MAP_PRIVATE, rfd, 0);
-		assert_true(map != MAP_FAILED);
-		close(rfd);
-		assert_false(ZSTD_isError(ZSTD_DCtx_refPrefix(dc, map, maplen)));
-	}
-	size_t inlen = ZSTD_DStreamInSize(), outlen = 1u << 20;
-	uint8_t *ib = malloc(inlen), *ob = malloc(outlen), *zero = calloc(1, 65536);
-	uint64_t pos = 0;
-	size_t got;
-	while ((got = fread(ib, 1, inlen, in)) > 0) {
-		ZSTD_inBuffer zi = { ib, got, 0 };
-		while (zi.pos < zi.size) {
-			ZSTD_outBuffer zo = { ob, outlen, 0 };
-			size_t rc = ZSTD_decompressStream(dc, &zo, &zi);
-			if (ZSTD_isError(rc))
-				fail_msg("%s: %s", zst, ZSTD_getErrorName(rc));
-			for (size_t o = 0; o < zo.pos; o += 65536) {
-				size_t n = zo.pos - o < 65536 ? zo.pos - o : 65536;
-				if (memcmp(ob + o, zero, n) != 0)
-					assert_int_equal(pwrite(fd, ob + o, n, (off_t)(pos + o)), (ssize_t)n);
-			}
-			pos += zo.pos;
-		}
-	}
-	assert_int_equal(ftruncate(fd, (off_t)pos), 0);
-	close(fd);
-	fclose(in);
-	free(ib);
-	free(ob);
-	free(zero);
-	if (map)
-		munmap(map, maplen);
-	ZSTD_freeDCtx(dc);
-	return path;
-}
-
 struct image {
 	char *crash, *replayed;
 };
@@ -560,8 +504,8 @@ static void image_unpack(const char *name, struct image *im)
 	char a[512], b[512];
 	snprintf(a, sizeof(a), "%s/logtree/%s.crash.img.zst", TESTDATA, name);
 	snprintf(b, sizeof(b), "%s/logtree/%s.replayed.patch.zst", TESTDATA, name);
-	im->crash = unpack(a, NULL);
-	im->replayed = unpack(b, im->crash);
+	im->crash = unpack_zst(a, NULL);
+	im->replayed = unpack_zst(b, im->crash);
 }
 
 static void image_free(struct image *im)

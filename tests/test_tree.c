@@ -15,9 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include <zstd.h>
 
 #include "internal.h"
+#include "unpack.h"
 
 #define NS 4096u
 #define BYTENR 30408704ull
@@ -194,41 +194,6 @@ static void test_key_order(void **state)
 
 /* ------------------------------------------ iteration that skips leaves */
 
-/* @zst unpacked into a sparse temporary file; returns its path. */
-static char *unpack(const char *zst)
-{
-	FILE *in = fopen(zst, "rb");
-	if (!in)
-		fail_msg("cannot open %s", zst);
-	char *path = strdup("/tmp/test_tree.XXXXXX");
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	ZSTD_DCtx *dc = ZSTD_createDCtx();
-	size_t inlen = ZSTD_DStreamInSize(), outlen = ZSTD_DStreamOutSize(), got;
-	uint8_t *ib = malloc(inlen), *ob = malloc(outlen);
-	uint64_t pos = 0;
-	while ((got = fread(ib, 1, inlen, in)) > 0) {
-		ZSTD_inBuffer zi = { ib, got, 0 };
-		while (zi.pos < zi.size) {
-			ZSTD_outBuffer zo = { ob, outlen, 0 };
-			assert_false(ZSTD_isError(ZSTD_decompressStream(dc, &zo, &zi)));
-			size_t nz = 0;
-			while (nz < zo.pos && !ob[nz])
-				nz++;
-			if (nz < zo.pos)
-				assert_int_equal(pwrite(fd, ob, zo.pos, (off_t)pos), (ssize_t)zo.pos);
-			pos += zo.pos;
-		}
-	}
-	assert_int_equal(ftruncate(fd, (off_t)pos), 0);
-	close(fd);
-	fclose(in);
-	free(ib);
-	free(ob);
-	ZSTD_freeDCtx(dc);
-	return path;
-}
-
 /* The rule inodes.c uses: past one objectid's names, before the next
  * objectid's INODE_ITEM. */
 static bool only_entries(const bi_key *lo, const bi_key *hi)
@@ -269,7 +234,7 @@ static void walk_names(btrfsimg_fs *fs, const struct bi_root *r, bool skip, stru
 static void test_iter_skip_leaves(void **state)
 {
 	(void)state;
-	char *img = unpack(TESTDATA "/files/names.img.zst");
+	char *img = unpack_zst(TESTDATA "/files/names.img.zst", NULL);
 	btrfsimg_fs *fs;
 	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
 	assert_int_equal(btrfsimg_add_device_file(fs, img), 0);
