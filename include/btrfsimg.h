@@ -610,6 +610,7 @@ struct btrfsimg_cmember {
 	uint64_t subvol;
 	uint64_t objectid;		/**< the extra's ino for extras */
 	bool extra;			/**< a btrfsimg_cextra entry (stub) */
+	size_t extra_index;		/**< for extras: its index in the input's extras */
 };
 
 /**
@@ -685,6 +686,14 @@ BTRFSIMG_API void btrfsimg_creport_free(struct btrfsimg_creport *r);
 /** @name Collisions of a whole filesystem */
 
 /** Every scheme run over every reachable inode of an image. */
+/** A stub directory: the entry naming it, in directory @p dir of @p subvol. */
+struct btrfsimg_stub {
+	uint64_t subvol;
+	uint64_t dir;			/**< objectid of the directory holding the entry */
+	uint16_t name_len;
+	uint8_t name[255];
+};
+
 struct btrfsimg_fs_collisions {
 	struct btrfsimg_creport *report;	/**< per scheme, btrfsimg_collide_all order */
 	uint64_t *readdir_mismatch;	/**< per scheme: directory entries whose readdir
@@ -695,6 +704,8 @@ struct btrfsimg_fs_collisions {
 	uint64_t skipped_subvols;	/**< deleted or unreachable: not visible, not analysed */
 	uint64_t inodes;		/**< (subvolume, objectid) pairs analysed */
 	uint64_t stubs;			/**< stub directories */
+	struct btrfsimg_stub *stub_entries;	/**< where each stub is (the extras' order,
+						     so a member's extra_index finds it) */
 	uint64_t max_objectid, max_subvol;
 	uint64_t mount_subvol;		/**< for numdevs=2 */
 	void *priv;

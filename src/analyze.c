@@ -21,6 +21,9 @@ struct sv {
 struct subent_rec {
 	uint64_t dir_subvol, child;
 	bool stub;
+	uint64_t dir;		/* where the entry is, for reports */
+	uint16_t name_len;
+	uint8_t name[255];
 };
 
 struct an {
@@ -50,8 +53,10 @@ static int on_subent(void *ctx, const struct bi_subent *e)
 		a->ents = v;
 		a->capents = cap;
 	}
-	a->ents[a->nents++] = (struct subent_rec){ a->cur_subvol, e->child,
-						   d.kind == BTRFSIMG_TARGET_STUB };
+	struct subent_rec *r = &a->ents[a->nents++];
+	*r = (struct subent_rec){ a->cur_subvol, e->child, d.kind == BTRFSIMG_TARGET_STUB,
+				  e->dir, e->name_len, { 0 } };
+	memcpy(r->name, e->name, e->name_len);
 	return 0;
 }
 
@@ -141,7 +146,8 @@ static int build_input(struct owned *o, struct btrfsimg_fs_collisions *c,
 	o->sets = calloc(a->nsv + 1, sizeof(*o->sets));
 	c->subvols = calloc(a->nsv + 1, sizeof(*c->subvols));
 	o->extras = calloc(a->nents + 1, sizeof(*o->extras));
-	if (!o->sets || !c->subvols || !o->extras)
+	c->stub_entries = calloc(a->nents + 1, sizeof(*c->stub_entries));
+	if (!o->sets || !c->subvols || !o->extras || !c->stub_entries)
 		return -ENOMEM;
 	for (size_t i = 0; i < a->nsv; i++) {
 		size_t k = 0;
@@ -152,10 +158,15 @@ static int build_input(struct owned *o, struct btrfsimg_fs_collisions *c,
 							   &o->sets[k], NULL, NULL };
 	}
 	size_t ne = 0;
-	for (size_t i = 0; i < a->nents; i++)
-		if (a->ents[i].stub)
-			o->extras[ne++] = (struct btrfsimg_cextra){ a->ents[i].dir_subvol,
-								    OBJ_EMPTY_SUBVOL_DIR, 0 };
+	for (size_t i = 0; i < a->nents; i++) {
+		const struct subent_rec *e = &a->ents[i];
+		if (!e->stub)
+			continue;
+		struct btrfsimg_stub *st = &c->stub_entries[ne];
+		*st = (struct btrfsimg_stub){ e->dir_subvol, e->dir, e->name_len, { 0 } };
+		memcpy(st->name, e->name, e->name_len);
+		o->extras[ne++] = (struct btrfsimg_cextra){ e->dir_subvol, OBJ_EMPTY_SUBVOL_DIR, 0 };
+	}
 	c->nsubvols = a->nsv;
 	c->stubs = ne;
 	*in = (struct btrfsimg_cinput){ c->subvols, a->nsv, o->extras, ne };
@@ -179,6 +190,7 @@ void btrfsimg_fs_collisions_free(struct btrfsimg_fs_collisions *c)
 	btrfsimg_creport_free(c->report);
 	free(c->readdir_mismatch);
 	free(c->subvols);
+	free(c->stub_entries);
 	free(c);
 }
 

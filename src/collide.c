@@ -536,7 +536,7 @@ static size_t device_pieces(struct ctx *x, size_t lo, size_t hi, uint64_t dev, b
 }
 
 static int add_member(struct ctx *x, struct btrfsimg_cgroup *g, uint64_t subvol,
-		      uint64_t obj, bool extra)
+		      uint64_t obj, bool extra, size_t extra_index)
 {
 	if (!g->members) {
 		size_t n = g->size < x->max_members ? (size_t)g->size : x->max_members;
@@ -545,7 +545,8 @@ static int add_member(struct ctx *x, struct btrfsimg_cgroup *g, uint64_t subvol,
 			return -ENOMEM;
 	}
 	if (g->nmembers < x->max_members)
-		g->members[g->nmembers++] = (struct btrfsimg_cmember){ subvol, obj, extra };
+		g->members[g->nmembers++] = (struct btrfsimg_cmember){ subvol, obj, extra,
+									  extra_index };
 	return 0;
 }
 
@@ -561,14 +562,14 @@ static int fill_members(struct ctx *x, struct btrfsimg_cgroup *g, size_t lo, siz
 		uint64_t c = x->c[i], a = g->ino ^ c;
 		/* a = ino ^ c presents ino unless a == c (ino == 0) */
 		if ((c == 0 || a != c) && bi_csubvol_has(v, a))
-			rc = add_member(x, g, v->id, a, false);
+			rc = add_member(x, g, v->id, a, false, 0);
 		if (!rc && c && g->ino == c && bi_csubvol_has(v, c))
-			rc = add_member(x, g, v->id, c, false);
+			rc = add_member(x, g, v->id, c, false, 0);
 	}
 	for (size_t i = 0; extras && !rc && i < x->in->nextras; i++) {
 		const struct btrfsimg_cextra *e = &x->in->extras[i];
 		if (extra_dev(x->s, e) == g->device && e->ino == g->ino)
-			rc = add_member(x, g, e->subvol, e->ino, true);
+			rc = add_member(x, g, e->subvol, e->ino, true, i);
 	}
 	return rc;
 }

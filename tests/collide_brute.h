@@ -147,7 +147,8 @@ static inline int bf_count(const struct btrfsimg_cinput *in, const struct btrfsi
 				r->ex[x].members = r->mem[x];
 				for (size_t m = i; m < j && r->ex[x].nmembers < maxmem; m++)
 					r->mem[x][r->ex[x].nmembers++] = (struct btrfsimg_cmember){
-						e[m].subvol, e[m].obj, e[m].extra != 0 };
+						e[m].subvol, e[m].obj, e[m].extra != 0,
+						e[m].extra ? e[m].idx : 0 };
 			}
 		}
 		i = j;
@@ -175,7 +176,8 @@ static inline int bf_same(const struct btrfsimg_cresult *got, const struct bf_re
 		for (size_t m = 0; m < g->nmembers; m++)
 			if (g->members[m].subvol != w->members[m].subvol ||
 			    g->members[m].objectid != w->members[m].objectid ||
-			    g->members[m].extra != w->members[m].extra)
+			    g->members[m].extra != w->members[m].extra ||
+			    g->members[m].extra_index != w->members[m].extra_index)
 				return __LINE__;
 	}
 	/* a proof of absence must never coexist with a collision */

@@ -156,6 +156,7 @@ def test_image(name, img, view):
             wrong.append((r["scheme"], (r["groups"], r["inodes"], r["readdir_mismatch"]), (g, i, m)))
     check(f"{name}: collisions equal the brute force for {len(recs) - 1} schemes",
           not wrong and len(recs) == 70, str(wrong[:4]))
+    check_example_paths(name, recs, view)
 
 
 def check_paths(name, recs, view):
@@ -175,6 +176,27 @@ def check_paths(name, recs, view):
     hidden = [k for k, r in zip(keys, recs) if not r["reachable"] and k in kernel_reached
               and r["nlink"] > 0]
     check(f"{name}: nothing the kernel reaches is called unreachable", not hidden, str(hidden[:4]))
+
+
+def check_example_paths(name, recs, view):
+    """Every example member's path is one the kernel shows for it: a stub
+    directory's path for stubs, else a path of that (subvol, objectid)."""
+    paths = collections.defaultdict(set)
+    stub_paths = {v["path"] for v in view if v["subvol"] is None}
+    for v in view:
+        if v["subvol"] is not None:
+            paths[(v["subvol"], v["ino"])].add(v["path"])
+    bad, seen = [], 0
+    for r in recs:
+        for group in r.get("examples", []):
+            for m in group:
+                seen += 1
+                ok = (m["path"] in stub_paths) if m.get("stub") else \
+                    (m["path"] in paths[(m["subvol"], m["objectid"])] or
+                     (m["path"] is None and (m["subvol"], m["objectid"]) not in paths))
+                if not ok:
+                    bad.append((r["scheme"], m))
+    check(f"{name}: example paths ({seen} members) are the kernel's", not bad, str(bad[:3]))
 
 
 def live_view(mnt):

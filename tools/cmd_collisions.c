@@ -81,12 +81,36 @@ struct report_ctx {
 	const struct btrfsimg_fs_collisions *col;
 };
 
+/* A stub's path: its directory's path and the entry's name. */
+static char *stub_path(struct report_ctx *r, const struct btrfsimg_cmember *m)
+{
+	if (m->extra_index >= r->col->stubs)
+		return NULL;
+	const struct btrfsimg_stub *st = &r->col->stub_entries[m->extra_index];
+	char *dir = inode_path(r->c->fs, r->sv, r->nsv, st->subvol, st->dir);
+	if (!dir)
+		return NULL;
+	size_t len = strlen(dir) + st->name_len + 2;
+	char *p = malloc(len);
+	if (p)
+		snprintf(p, len, "%s%s%.*s", dir, *dir ? "/" : "", (int)st->name_len,
+			 (const char *)st->name);
+	free(dir);
+	return p;
+}
+
+static char *member_path(struct report_ctx *r, const struct btrfsimg_cmember *m)
+{
+	return m->extra ? stub_path(r, m)
+			: inode_path(r->c->fs, r->sv, r->nsv, m->subvol, m->objectid);
+}
+
 static void put_member(struct jw *w, struct report_ctx *r, const struct btrfsimg_cmember *m)
 {
 	jw_open_obj(w, NULL);
 	jw_u64(w, "subvol", m->subvol);
 	jw_u64(w, "objectid", m->objectid);
-	char *p = m->extra ? NULL : inode_path(r->c->fs, r->sv, r->nsv, m->subvol, m->objectid);
+	char *p = member_path(r, m);
 	jw_str(w, "path", p);
 	if (m->extra)
 		jw_bool(w, "stub", true);
@@ -181,10 +205,10 @@ static void print_examples(struct report_ctx *r, const struct btrfsimg_cresult *
 		       grp->size);
 		for (size_t k = 0; k < grp->nmembers && k < 4; k++) {
 			const struct btrfsimg_cmember *m = &grp->members[k];
-			char *p = m->extra ? NULL
-					   : inode_path(r->c->fs, r->sv, r->nsv, m->subvol, m->objectid);
-			printf("      subvol %-6" PRIu64 " inode %-10" PRIu64 " %s\n", m->subvol,
-			       m->objectid, m->extra ? "(stub directory)" : p ? (*p ? p : "(top level)") : "(unreachable)");
+			char *p = member_path(r, m);
+			printf("      subvol %-6" PRIu64 " inode %-10" PRIu64 " %s%s\n", m->subvol,
+			       m->objectid, p ? (*p ? p : "(top level)") : "(unreachable)",
+			       m->extra ? " (stub directory)" : "");
 			free(p);
 		}
 		if (grp->size > 4)
