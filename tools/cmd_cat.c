@@ -46,14 +46,12 @@ static int resolve(struct cli *c, uint64_t *subvol, uint64_t *obj)
 }
 
 /* After a failed 1 MiB read at @off: write the good 4 KiB pieces before
- * the first bad one, as the kernel's read() would return them, and keep
- * the first error. Returns the bytes written. */
+ * the first bad one, as the kernel's read() would return them. Returns the
+ * bytes written; the handle's message is the first error again. */
 static uint64_t salvage(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t off,
 			uint64_t size, uint8_t *buf)
 {
 	uint64_t done = 0;
-	char err[512];
-	snprintf(err, sizeof(err), "%s", btrfsimg_errmsg(c->fs));
 	while (off + done < size && done < CHUNK) {
 		size_t got = 0;
 		if (btrfsimg_file_read(c->fs, subvol, obj, off + done, buf, 4096, &got) < 0 ||
@@ -61,7 +59,6 @@ static uint64_t salvage(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t o
 			break;
 		done += got;
 	}
-	cli_warn("cat: stopped at byte %" PRIu64 " of %" PRIu64 ": %s", off + done, size, err);
 	return done;
 }
 
@@ -89,7 +86,12 @@ int cmd_cat(struct cli *c)
 		size_t got = 0;
 		rc = btrfsimg_file_read(c->fs, subvol, obj, off, buf, CHUNK, &got);
 		if (rc < 0) {
+			char err[512];
+			snprintf(err, sizeof(err), "%s", btrfsimg_errmsg(c->fs));
 			off += salvage(c, subvol, obj, off, ino.size, buf);
+			if (off)
+				cli_warn("cat: stopped at byte %" PRIu64 " of %" PRIu64 ": %s", off,
+					 ino.size, err);
 			break;
 		}
 		if (got == 0)
