@@ -60,16 +60,6 @@ static int on_subent(void *ctx, const struct bi_subent *e)
 	return 0;
 }
 
-/* Root blocks of many subvolumes lie scattered: ask for them all at once. */
-static void prefetch_roots(struct btrfsimg_fs *fs, const struct btrfsimg_subvol *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct bi_root r;
-		if (v[i].path && !v[i].deleted && bi_root_find(fs, v[i].id, &r) == 0)
-			bi_prefetch(fs, r.bytenr, fs->nodesize);
-	}
-}
-
 static int gather(struct an *a, uint64_t mount, uint64_t *skipped)
 {
 	struct btrfsimg_subvol *v;
@@ -81,7 +71,6 @@ static int gather(struct an *a, uint64_t mount, uint64_t *skipped)
 	a->sv = calloc(n + 1, sizeof(*a->sv));
 	if (!scan || !a->sv)
 		rc = bi_err(a->fs, -ENOMEM, "out of memory");
-	prefetch_roots(a->fs, v, n);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (!v[i].path || v[i].deleted) {
 			(*skipped)++;

@@ -578,18 +578,6 @@ static int unmapped(struct btrfsimg_fs *fs, uint64_t logical, size_t len)
 		      (ull)logical, len);
 }
 
-void bi_prefetch(struct btrfsimg_fs *fs, uint64_t logical, uint64_t len)
-{
-	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);
-	if (!inside(c, logical) || (profile(c) & RAID56))
-		return; /* parity layouts: the read itself decides what to fetch */
-	struct bi_phys ph;
-	map_off(c, logical - c->logical, 0, &ph);
-	struct bi_dev *d = stripe_dev(fs, c, ph.stripe);
-	if (d)
-		bi_dev_prefetch(d, ph.physical, len < ph.len ? len : ph.len);
-}
-
 bool bi_copy_missing(struct btrfsimg_fs *fs, uint64_t logical, int copy)
 {
 	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);

@@ -120,9 +120,6 @@ int bi_dev_locate(struct btrfsimg_fs *fs, struct bi_dev *d);
 /* The member device with this devid, or NULL if it is missing. */
 struct bi_dev *bi_dev_by_id(struct btrfsimg_fs *fs, uint64_t devid);
 void bi_devs_close(struct btrfsimg_fs *fs);
-/* Ask the OS to start reading [off, off+len) of a file-backed device: a
- * hint for a later read, nothing happens on error or for other devices. */
-void bi_dev_prefetch(const struct bi_dev *d, uint64_t off, uint64_t len);
 
 /* At most this many devices per handle (more is -EINVAL). */
 #define BI_MAX_DEVS 64
@@ -278,9 +275,6 @@ int bi_chunk_load_tree(struct btrfsimg_fs *fs);
  * at most 1 (raid5) or 2 (raid6) stripes of the row are lost. Memory: two
  * or three buffers of at most stripe_len, whatever the stripe count. */
 int bi_read_copy(struct btrfsimg_fs *fs, uint64_t logical, void *buf, size_t len, int copy);
-/* Start fetching what a later copy-0 read of [logical, logical+len) needs
- * (as far as the stripe holding @logical goes); a hint only. */
-void bi_prefetch(struct btrfsimg_fs *fs, uint64_t logical, uint64_t len);
 /* Whether way @copy of @logical (a mirror profile) lies on a device that
  * was not supplied: known since the open, so a failed read of it needs no
  * report of its own. */
@@ -408,8 +402,6 @@ struct bi_iter {
 	struct bi_item base;
 	bool have_base, base_done;
 	bool (*skip)(const bi_key *lo, const bi_key *hi);
-	bool readahead;		/* prefetch each level-1 node's leaves */
-	uint64_t ra_node;	/* the level-1 node last prefetched */
 };
 
 int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_root *root,
@@ -422,15 +414,6 @@ void bi_iter_end(struct bi_iter *it);
  * bound being unknown there). For callers that want a few item types: a
  * skipped leaf is neither read nor checked. */
 void bi_iter_skip_leaves(struct bi_iter *it, bool (*skip)(const bi_key *lo, const bi_key *hi));
-/* For whole-tree passes: when the iterator enters a level-1 node, ask the
- * OS to fetch the leaves it will read next (cold caches: many reads in
- * flight instead of one at a time). */
-void bi_iter_readahead(struct bi_iter *it);
-
-/* Ask the OS to fetch the children of node @n from slot @from on, those
- * @want accepts (all when NULL), merging neighbours into one request. */
-void bi_node_prefetch(struct btrfsimg_fs *fs, const struct bi_block *n, uint32_t from,
-		      bool (*want)(void *ctx, uint32_t slot), void *ctx);
 
 /* Find the item with exactly @key; -ENOENT if absent. The item is copied
  * into *data (malloc'd, caller frees) when @data is not NULL. */

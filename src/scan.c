@@ -210,24 +210,6 @@ static int leaflist_add(struct btrfsimg_fs *fs, struct leaflist *ll, struct leaf
 	return 0;
 }
 
-struct unseen {
-	struct bi_scan *s;
-	const struct bi_block *node;
-};
-
-/* A child worth fetching ahead: any node, or a leaf not summarized yet. */
-static bool unseen_child(void *ctx, uint32_t slot)
-{
-	const struct unseen *u = ctx;
-	if (u->node->level > 1)
-		return true;
-	bi_key k;
-	uint64_t ptr, gen;
-	bi_node_ptr(u->node, slot, &k, &ptr, &gen);
-	const struct leafsum *l = memo_get(u->s, ptr);
-	return !l || l->generation != gen;
-}
-
 /* Depth-first over internal nodes; leaves come from the memo when known.
  * The parent's expectations (level, generation, first key) are checked on
  * every block read, so a pointer loop cannot recurse: levels decrease. */
@@ -250,8 +232,6 @@ static int walk_nodes(struct bi_scan *s, uint64_t treeid, uint64_t bytenr,
 		bi_block_put(s->fs, b);
 		return rc;
 	}
-	struct unseen u = { s, b };
-	bi_node_prefetch(s->fs, b, 0, unseen_child, &u);
 	for (uint32_t i = 0; rc == 0 && i < b->nritems; i++) {
 		bi_key k;
 		uint64_t ptr, gen;

@@ -585,45 +585,6 @@ static bool slot_skippable(const struct bi_iter *it, uint32_t s)
 	return it->skip(&lo, &hi);
 }
 
-void bi_node_prefetch(struct btrfsimg_fs *fs, const struct bi_block *n, uint32_t from,
-		      bool (*want)(void *ctx, uint32_t slot), void *ctx)
-{
-	uint32_t ns = fs->nodesize;
-	uint64_t start = 0, len = 0;
-	for (uint32_t s = from; s < n->nritems; s++) {
-		bi_key k;
-		uint64_t ptr, gen;
-		bi_node_ptr(n, s, &k, &ptr, &gen);
-		if (want && !want(ctx, s))
-			continue;
-		if (len && ptr == start + len && len < (1u << 20)) {
-			len += ns;
-			continue;
-		}
-		if (len)
-			bi_prefetch(fs, start, len);
-		start = ptr;
-		len = ns;
-	}
-	if (len)
-		bi_prefetch(fs, start, len);
-}
-
-static bool leaf_wanted(void *ctx, uint32_t s)
-{
-	return !slot_skippable(ctx, s);
-}
-
-/* Prefetch the leaves after the current one under this level-1 node. */
-static void prefetch_leaves(struct bi_iter *it)
-{
-	const struct bi_block *n = it->path[1];
-	if (!it->readahead || n->bytenr == it->ra_node)
-		return;
-	it->ra_node = n->bytenr;
-	bi_node_prefetch(it->fs, n, it->slot[1] + 1, leaf_wanted, it);
-}
-
 /* Move to the next leaf. 1: moved; 0: the tree (or range) is exhausted. */
 static int next_leaf(struct bi_iter *it)
 {
@@ -646,7 +607,6 @@ static int next_leaf(struct bi_iter *it)
 	}
 	while (slot_skippable(it, it->slot[1]))
 		it->slot[1]++;
-	prefetch_leaves(it);
 	int rc = descend(it, 1);
 	if (rc < 0)
 		return rc;
@@ -659,10 +619,6 @@ void bi_iter_skip_leaves(struct bi_iter *it, bool (*skip)(const bi_key *lo, cons
 	it->skip = skip;
 }
 
-void bi_iter_readahead(struct bi_iter *it)
-{
-	it->readahead = true;
-}
 
 static int base_next(struct bi_iter *it, struct bi_item *out)
 {

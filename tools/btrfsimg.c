@@ -252,6 +252,11 @@ static int cmd_partitions(struct cli *c)
 
 int main(int argc, char **argv)
 {
+	/* output runs to hundreds of MB: 1 MiB writes, not stdio's 4 KiB
+	 * (glibc ignores the size unless it is given the buffer) */
+	static char outbuf[1u << 20];
+	if (!isatty(STDOUT_FILENO))
+		setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_FAILED : EXIT_OK;
