@@ -357,11 +357,12 @@ static int walk_tree(struct iwalk *w, const struct bi_root *r)
 	w->seen_max = UINT64_MAX;
 	if (rc == 0 && !w->stop)
 		rc = drain(w, true);
-	return rc < 0 ? rc : w->stop;
+	return rc;
 }
 
+/* The library's error (< 0), else the callback's stop value in *stop. */
 static int inodes_of(struct btrfsimg_fs *fs, const struct btrfsimg_subvol *sv,
-		     btrfsimg_inode_entry_fn fn, void *ctx)
+		     btrfsimg_inode_entry_fn fn, void *ctx, int *stop)
 {
 	struct bi_root r;
 	struct iwalk w = { .fs = fs, .subvol = sv->id, .fn = fn, .ctx = ctx,
@@ -370,6 +371,7 @@ static int inodes_of(struct btrfsimg_fs *fs, const struct btrfsimg_subvol *sv,
 	int rc = bi_root_find(fs, sv->id, &r);
 	if (rc == 0)
 		rc = walk_tree(&w, &r);
+	*stop = w.stop;
 	ilist_free(&w.dirs);
 	ilist_free(&w.pending);
 	free(w.buf);
@@ -437,12 +439,15 @@ int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn
 		if (subvol && v[i].id != subvol)
 			continue;
 		found = true;
-		rc = inodes_of(fs, &v[i], fn, ctx);
+		int stop = 0;
+		rc = inodes_of(fs, &v[i], fn, ctx, &stop);
 		if (rc < 0 && rc != -ENOMEM && !subvol) {
 			/* one damaged subvolume must not hide the others */
 			bi_damage(fs, "subvolume %llu: %s", (unsigned long long)v[i].id, fs->err);
 			rc = 0;
 		}
+		if (stop)
+			rc = stop; /* the callback's word ends the walk, as it is */
 	}
 	if (rc == 0 && subvol && !found)
 		rc = bi_err(fs, -ENOENT, "no subvolume %llu", (unsigned long long)subvol);

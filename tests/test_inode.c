@@ -593,6 +593,35 @@ static void test_extref_on_disk(void **state)
 	assert_int_equal(c.bad_hash, 0);
 }
 
+struct stopper {
+	int seen, at;
+	uint64_t last_subvol;
+	int subvols;
+};
+
+static int stop_after(void *ctx, const struct btrfsimg_inode_entry *e)
+{
+	struct stopper *s = ctx;
+	s->subvols += e->inode.subvol != s->last_subvol;
+	s->last_subvol = e->inode.subvol;
+	return ++s->seen == s->at ? 7 : 0;
+}
+
+/* A callback's non-zero return ends the whole enumeration (not only its
+ * subvolume) and comes back as it is, positive or negative. */
+static void test_inodes_stop(void **state)
+{
+	struct dx *x = *state;
+	struct stopper all = { 0, -1, 0, 0 };
+	assert_int_equal(btrfsimg_inodes(x->fs, 0, stop_after, &all), 0);
+	assert_true(all.seen > 10 && all.subvols > 1);
+	for (int at = 1; at <= all.seen; at += all.seen / 7 + 1) {
+		struct stopper s = { 0, at, 0, 0 };
+		assert_int_equal(btrfsimg_inodes(x->fs, 0, stop_after, &s), 7);
+		assert_int_equal(s.seen, at);
+	}
+}
+
 static int setup(void **state)
 {
 	*state = dx_open();
@@ -620,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_readlink),
 		cmocka_unit_test(test_inode_names),
 		cmocka_unit_test(test_extref_on_disk),
+		cmocka_unit_test(test_inodes_stop),
 	};
 	int rc = cmocka_run_group_tests_name("inode items", pure, NULL, NULL);
 	return rc | cmocka_run_group_tests_name("inode image", image, setup, teardown);
