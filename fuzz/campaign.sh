@@ -68,10 +68,13 @@ merge_one() { # target: add to fuzz/corpus only the inputs that bring new covera
 totals() { # a Markdown table: per target, from every run in the ledger
   printf '| target | runs | hours | executions | coverage edges | corpus | findings |\n'
   printf '| --- | --- | --- | --- | --- | --- | --- |\n'
-  awk -F'\t' 'NR > 1 { t = $3; r[t]++; s[t] += $4; e[t] += $5; c[t] = $6; u[t] = $8
+  { ls fuzz/fuzz_*.c | sed 's|fuzz/fuzz_||; s|\.c$||'; echo --; cat "$ledger"; } |
+  awk -F'\t' '$0 == "--" { ledger = 1; next }
+    !ledger { r[$0] = 0; next }
+    ledger && $1 != "date" { t = $3; r[t]++; s[t] += $4; e[t] += $5; c[t] = $6; u[t] = $8
       split($9, w, " "); if (w[1] != "0") f[t]++ }
-    END { for (t in s) printf "| %s | %d | %.2f | %d | %d | %d | %d |\n", t, r[t], s[t] / 3600,
-                             e[t], c[t], u[t], f[t] }' "$ledger" | sort
+    END { for (t in r) printf "| %s | %d | %.2f | %d | %d | %d | %d |\n", t, r[t], s[t] / 3600,
+                             e[t], c[t], u[t], f[t] }' | sort
 }
 
 while [ $# -gt 0 ]; do
