@@ -259,6 +259,8 @@ static void check_default(struct btrfsimg_fs *fs, const struct leaf *l)
  * in a way the listing must refuse. */
 static bool ref_subvols(const struct leaf *l, struct btrfsimg_subvol *v, size_t *n)
 {
+	static bool named[MAX_ITEMS];
+	memset(named, 0, sizeof(named));
 	*n = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const struct it *t = &l->v[i];
@@ -285,10 +287,12 @@ static bool ref_subvols(const struct leaf *l, struct btrfsimg_subvol *v, size_t 
 				s->ctransid = bi_le64(t->data + RI_CTRANSID);
 				s->cgen = bi_le64(t->data + RI_OTRANSID);
 			}
-		} else if (t->key.type == KT_ROOT_BACKREF && s) {
+		} else if (t->key.type == KT_ROOT_BACKREF && s && s->id != OBJ_FS_TREE) {
+			/* the top level has no parent: its backrefs are ignored */
 			if (!ref_ok(t) || bi_le16(t->data + RR_NAME_LEN) == 0)
 				return false;
-			if (!s->parent_id) {
+			if (!named[s - v]) { /* the first backref wins, even with parent 0 */
+				named[s - v] = true;
 				s->parent_id = t->key.offset;
 				s->dirid = bi_le64(t->data + RR_DIRID);
 			}

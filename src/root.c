@@ -146,8 +146,8 @@ static int sv_add(struct btrfsimg_fs *fs, struct sv_list *l, uint64_t id, const 
 static int sv_backref(struct btrfsimg_fs *fs, struct sv_list *l, const struct bi_item *it)
 {
 	struct btrfsimg_subvol *s = sv_find(l, it->key.objectid);
-	if (!s)
-		return 0; /* a backref without a root item: nothing to attach it to */
+	if (!s || s->id == OBJ_FS_TREE)
+		return 0; /* no root item to attach it to; the top level has no parent */
 	struct bi_cur c = bi_cur_make(it->data, it->size);
 	uint16_t nlen = bi_u16(&c, RR_NAME_LEN);
 	const uint8_t *name = bi_bytes(&c, RR_SIZE, nlen);
@@ -155,8 +155,8 @@ static int sv_backref(struct btrfsimg_fs *fs, struct sv_list *l, const struct bi
 		return bi_err(fs, -EUCLEAN,
 			      "corrupt root backref: block=%llu slot=%u, name length %u, item size %u",
 			      (unsigned long long)it->block, it->slot, nlen, it->size);
-	if (s->parent_id)
-		return 0; /* the kernel allows one; keep the first */
+	if (s->path)
+		return 0; /* the kernel allows one; keep the first (even with parent 0) */
 	s->parent_id = it->key.offset;
 	s->dirid = bi_le64(it->data + RR_DIRID);
 	s->path = malloc(nlen + 1u);
