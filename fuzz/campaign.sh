@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Long libFuzzer runs with a persistent corpus and a ledger of what ran.
 #
-#   fuzz/campaign.sh [-j JOBS] [-t SECONDS] [TARGET...]   run (default: every target)
+#   setsid fuzz/campaign.sh [-j JOBS] [-t SECONDS] [TARGET...]   run (default: all)
 #   fuzz/campaign.sh --merge [TARGET...]                  fold new coverage into fuzz/corpus
 #   fuzz/campaign.sh --totals                             hours, executions, findings per target
 #   fuzz/campaign.sh --readme                             put those totals into README.md
@@ -21,9 +21,6 @@ build=${FUZZ_BUILD:-build-fuzz}
 state=${FUZZ_STATE:-/var/tmp/btrfsimg-fuzz}
 ledger=fuzz/ledger.tsv
 jobs=1 seconds=1800 mode=run
-# nice alone does not yield the CPU to other sessions when the kernel groups
-# tasks by session (sched_autogroup): lower this session's group as well
-echo 19 >/proc/self/autogroup 2>/dev/null || true
 
 all_targets() {
   for f in "$build"/fuzz/fuzz_*; do [ -x "$f" ] && echo "${f##*/fuzz_}"; done
@@ -108,6 +105,10 @@ if [ "$mode" = merge ]; then
   for t in "${targets[@]}"; do merge_one "$t"; done
   exit 0
 fi
+# nice alone does not yield the CPU to other sessions when the kernel groups
+# tasks by session (sched_autogroup): runs lower their session's group too,
+# so start them in a session of their own (setsid)
+echo 19 >/proc/self/autogroup 2>/dev/null || true
 for t in "${targets[@]}"; do  # the binary, and the commit it was built from
   cp "$build/fuzz/fuzz_$t" "$state/bin/"
   git describe --always --dirty >"$state/bin/fuzz_$t.commit"
