@@ -91,7 +91,8 @@ static int ilist_push(struct btrfsimg_fs *fs, struct ilist *l, const struct irec
 	struct irec *d = &l->v[l->n++];
 	*d = *r;
 	d->name_off = (uint32_t)l->names_len;
-	memcpy(l->names + l->names_len, name, r->name_len);
+	if (r->name_len) /* nameless (no ref yet): the arena may not exist */
+		memcpy(l->names + l->names_len, name, r->name_len);
 	l->names_len += r->name_len;
 	return 0;
 }
