@@ -288,7 +288,15 @@ static int take_inode(struct iwalk *w, const struct bi_item *it)
 	if (rc < 0 || w->stop)
 		return rc;
 	struct btrfsimg_fs *fs = w->fs;
-	memset(&w->cur, 0, sizeof(w->cur));
+	/* bi_inode_parse fills .ino; a memset of the whole record per inode
+	 * showed as 9% of an inodes run */
+	struct irec *r = &w->cur;
+	r->parent = 0;
+	r->name_off = 0;
+	r->name_len = 0;
+	r->path_state = 0;
+	r->path = NULL;
+	r->path_len = 0;
 	char why[160];
 	if (bi_inode_parse(it->data, it->size, w->subvol, it->key.objectid,
 			   fs->sb.info.generation + 1, &w->cur.ino, why, sizeof(why)) < 0) {

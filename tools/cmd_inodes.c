@@ -28,7 +28,9 @@ struct inodes_ctx {
 	struct handoff *h;	/* JSON lines are formatted on a second thread */
 	unsigned bits;
 	uint64_t count;
-	uint64_t cur;		/* the subvolume the line fragments below are for */
+	/* What follows is the formatting thread's: kept off the reading
+	 * thread's cache line (sharing it cost 6% of a run in stalls). */
+	_Alignas(128) uint64_t cur;		/* the subvolume the line fragments below are for */
 	struct jw w;	/* JSON line buffer, reused */
 	char head[64], mid1[128], mid2[64], mid3[96];
 	size_t head_len, mid1_len, mid2_len, mid3_len;

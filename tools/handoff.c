@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BATCH_RECS 1024
+#define BATCH_RECS 32768
 #define NBATCH 3
 
 struct batch {
