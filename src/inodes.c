@@ -353,6 +353,7 @@ static int walk_tree(struct iwalk *w, const struct bi_root *r)
 	struct bi_item item;
 	int rc = bi_iter_start(w->fs, &it, r, &min, &max);
 	bi_iter_skip_leaves(&it, only_dir_entries);
+	bi_iter_stream(&it);
 	while (rc == 0 && !w->stop && (rc = bi_iter_next(&it, &item)) > 0) {
 		rc = 0;
 		if (item.key.type == KT_INODE_ITEM)

@@ -402,6 +402,7 @@ struct bi_iter {
 	struct bi_item base;
 	bool have_base, base_done;
 	bool (*skip)(const bi_key *lo, const bi_key *hi);
+	bool stream;
 };
 
 int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_root *root,
@@ -414,6 +415,12 @@ void bi_iter_end(struct bi_iter *it);
  * bound being unknown there). For callers that want a few item types: a
  * skipped leaf is neither read nor checked. */
 void bi_iter_skip_leaves(struct bi_iter *it, bool (*skip)(const bi_key *lo, const bi_key *hi));
+/* Leaves are read once, in order (a whole-tree walk): each one is dropped
+ * from the block cache when the walk moves on, unless someone else holds
+ * it, and its buffer takes the next leaf, still warm in the CPU's cache.
+ * A linear walk of a tree larger than the cache gets no hits from it
+ * anyway, and filling the cache cost page faults and cache misses. */
+void bi_iter_stream(struct bi_iter *it);
 
 /* Find the item with exactly @key; -ENOENT if absent. The item is copied
  * into *data (malloc'd, caller frees) when @data is not NULL. */

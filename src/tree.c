@@ -180,6 +180,8 @@ struct bi_cache {
 	size_t nbuckets;
 	struct bi_block lru;	/* sentinel: lru.lru_next is the most recent */
 	uint64_t bytes, max_bytes;
+	uint8_t *spare;		/* a streamed leaf's buffer, for the next read */
+	size_t spare_size;
 };
 
 struct bi_cache *bi_cache_new(uint64_t max_bytes)
@@ -264,6 +266,7 @@ void bi_cache_free(struct bi_cache *c)
 		}
 	}
 	free(c->buckets);
+	free(c->spare);
 	free(c);
 }
 
@@ -296,6 +299,37 @@ static void cache_evict(struct bi_cache *c, struct bi_block *b)
 	lru_unlink(b);
 	hash_remove(c, b);
 	c->bytes -= b->size;
+	block_free(b);
+}
+
+/* A buffer for a block read: the last streamed leaf's, while it is still
+ * in the CPU's cache, else a new one. */
+static uint8_t *buffer_for_read(struct bi_cache *c, size_t size)
+{
+	if (c->spare && c->spare_size == size) {
+		uint8_t *buf = c->spare;
+		c->spare = NULL;
+		return buf;
+	}
+	return malloc(size);
+}
+
+static void block_put_streamed(struct btrfsimg_fs *fs, struct bi_block *b)
+{
+	if (!b || b->uncached || b->refs != 1) {
+		bi_block_put(fs, b);
+		return;
+	}
+	struct bi_cache *c = fs->cache;
+	b->refs = 0;
+	lru_unlink(b);
+	hash_remove(c, b);
+	c->bytes -= b->size;
+	if (!c->spare) {
+		c->spare = b->data;
+		c->spare_size = b->size;
+		b->data = NULL;
+	}
 	block_free(b);
 }
 
@@ -383,7 +417,7 @@ static struct bi_block *block_new(uint8_t *buf, uint32_t size, uint64_t bytenr)
 static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expect *e,
 			   struct bi_block **out)
 {
-	uint8_t *buf = malloc(fs->nodesize);
+	uint8_t *buf = buffer_for_read(fs->cache, fs->nodesize);
 	if (!buf)
 		return bi_err(fs, -ENOMEM, "out of memory reading block %llu",
 			      (unsigned long long)bytenr);
@@ -537,7 +571,10 @@ static int descend(struct bi_iter *it, int level)
 	int rc = bi_block_read(it->fs, ptr, &e, &child);
 	if (rc < 0)
 		return rc;
-	bi_block_put(it->fs, it->path[level - 1]);
+	if (level == 1 && it->stream)
+		block_put_streamed(it->fs, it->path[0]);
+	else
+		bi_block_put(it->fs, it->path[level - 1]);
 	it->path[level - 1] = child;
 	return 0;
 }
@@ -617,6 +654,11 @@ static int next_leaf(struct bi_iter *it)
 void bi_iter_skip_leaves(struct bi_iter *it, bool (*skip)(const bi_key *lo, const bi_key *hi))
 {
 	it->skip = skip;
+}
+
+void bi_iter_stream(struct bi_iter *it)
+{
+	it->stream = true;
 }
 
 
@@ -757,7 +799,12 @@ void bi_iter_end(struct bi_iter *it)
 {
 	if (!it->fs)
 		return;
-	for (int lvl = 0; lvl < MAX_LEVEL; lvl++) {
+	if (it->stream)
+		block_put_streamed(it->fs, it->path[0]);
+	else
+		bi_block_put(it->fs, it->path[0]);
+	it->path[0] = NULL;
+	for (int lvl = 1; lvl < MAX_LEVEL; lvl++) {
 		bi_block_put(it->fs, it->path[lvl]);
 		it->path[lvl] = NULL;
 	}
