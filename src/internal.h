@@ -347,6 +347,10 @@ int bi_block_check(const uint8_t *blk, uint32_t nodesize, uint64_t bytenr,
 int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expect *e,
 		  struct bi_block **out);
 void bi_block_put(struct btrfsimg_fs *fs, struct bi_block *b);
+/* Put a block that will not be wanted again soon (a leaf already read or
+ * summarized): unless someone else holds it, it leaves the cache and its
+ * buffer serves the next read while still warm in the CPU's cache. */
+void bi_block_put_once(struct btrfsimg_fs *fs, struct bi_block *b);
 
 /* Slot accessors: valid for slot < nritems of a checked block. */
 void bi_leaf_item(const struct bi_block *b, uint32_t slot, bi_key *k, const uint8_t **data,

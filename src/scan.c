@@ -229,7 +229,7 @@ static int walk_nodes(struct bi_scan *s, uint64_t treeid, uint64_t bytenr,
 		       : summarize_leaf(s, b, &l);
 		if (rc == 0)
 			rc = leaflist_add(s->fs, ll, l);
-		bi_block_put(s->fs, b);
+		bi_block_put_once(s->fs, b); /* the summary stands for it now */
 		return rc;
 	}
 	for (uint32_t i = 0; rc == 0 && i < b->nritems; i++) {

@@ -314,7 +314,7 @@ static uint8_t *buffer_for_read(struct bi_cache *c, size_t size)
 	return malloc(size);
 }
 
-static void block_put_streamed(struct btrfsimg_fs *fs, struct bi_block *b)
+void bi_block_put_once(struct btrfsimg_fs *fs, struct bi_block *b)
 {
 	if (!b || b->uncached || b->refs != 1) {
 		bi_block_put(fs, b);
@@ -572,7 +572,7 @@ static int descend(struct bi_iter *it, int level)
 	if (rc < 0)
 		return rc;
 	if (level == 1 && it->stream)
-		block_put_streamed(it->fs, it->path[0]);
+		bi_block_put_once(it->fs, it->path[0]);
 	else
 		bi_block_put(it->fs, it->path[level - 1]);
 	it->path[level - 1] = child;
@@ -800,7 +800,7 @@ void bi_iter_end(struct bi_iter *it)
 	if (!it->fs)
 		return;
 	if (it->stream)
-		block_put_streamed(it->fs, it->path[0]);
+		bi_block_put_once(it->fs, it->path[0]);
 	else
 		bi_block_put(it->fs, it->path[0]);
 	it->path[0] = NULL;
