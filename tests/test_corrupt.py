@@ -20,19 +20,13 @@ the random trial count. Prints 'N passed, M failed'.
 """
 import itertools, os, random, re, resource, shutil, struct, subprocess, sys, tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tally import Tally  # noqa: E402
+
 CLI, TESTDATA = sys.argv[1], sys.argv[2]
-passed = failed = 0
 TIMEOUT = 120
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name}\n    {detail}")
+tally = Tally()
+check = tally.check
 
 
 def run(args, img):
@@ -1118,8 +1112,7 @@ def main():
                 case_random(dev, work, 2, 5)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(tally.summary())
 
 
 main()

@@ -14,18 +14,12 @@ Prints 'N passed, M failed'.
 """
 import hashlib, json, os, shutil, stat, subprocess, sys, tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tally import Tally  # noqa: E402
+
 CLI, TESTDATA = sys.argv[1], sys.argv[2]
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name}\n    {detail}")
+tally = Tally()
+check = tally.check
 
 
 def fsencode(p):
@@ -155,8 +149,7 @@ def main():
         test_degraded(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(tally.summary())
 
 
 main()

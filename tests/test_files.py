@@ -41,25 +41,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tally import Tally  # noqa: E402
+
 VARIANT_ARGS = {"": [], "nolog": ["--no-log-replay"]}
 TIMEOUT = 900
 CAT_PER_VIEW = 10
-
-
-class Results:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, name, problems):
-        if problems:
-            self.failed += 1
-            print("FAIL %s" % name)
-            for p in problems:
-                print("    " + p)
-        else:
-            self.passed += 1
-            print("ok   %s" % name)
-        sys.stdout.flush()
 
 
 def import_kview(testdata):
@@ -176,8 +163,8 @@ def walk_checks(kv, res, cli, label, img, exp, vargs, max_diffs):
     probs = cli_problems(rc, err)
     got, perrs = parse_jsonl(out)
     probs += perrs[:5]
-    res.check("%s walk" % label, probs + compare_records(kv, exp, got, max_diffs))
-    res.check("%s order" % label, compare_order(exp, got) if got else ["no output"])
+    res.problems("%s walk" % label, probs + compare_records(kv, exp, got, max_diffs))
+    res.problems("%s order" % label, compare_order(exp, got) if got else ["no output"])
 
 
 def cat_candidates(exp, n):
@@ -236,7 +223,7 @@ def cat_checks(res, cli, label, img, exp, vargs):
         probs = cli_problems(rc, err)
         if rc == 0 and sha != r["sha256"]:
             probs.append("sha256 kernel %s, btrfsimg %s (size %d)" % (r["sha256"], sha, r["size"]))
-        res.check("%s cat %s" % (label, short(r["path"], 70)), probs)
+        res.problems("%s cat %s" % (label, short(r["path"], 70)), probs)
 
 
 def subtree(exp, top):
@@ -283,7 +270,7 @@ def subtree_checks(kv, res, cli, name, img, exp, max_diffs):
         got, perrs = parse_jsonl(out)
         probs = cli_problems(rc, err) + perrs[:5] + compare_records(kv, want, got, max_diffs)
         probs += compare_order(want, got) if got else []
-        res.check("%s walk %s %s" % (name, a[0], short(os.fsdecode(a[1]), 70)), probs)
+        res.problems("%s walk %s %s" % (name, a[0], short(os.fsdecode(a[1]), 70)), probs)
 
 
 def decompress(src, tmpdir):
@@ -320,16 +307,16 @@ def views(files_dir, name):
 def run_image(kv, res, cli, name, src, files_dir, tmpdir, max_diffs):
     img, err = decompress(src, tmpdir)
     if img is None:
-        res.check("%s decompress" % name, [err])
+        res.problems("%s decompress" % name, [err])
         return
     vs = views(files_dir, name)
     if not vs:
-        res.check("%s views" % name, ["no %s.view.jsonl next to the image" % name])
+        res.problems("%s views" % name, ["no %s.view.jsonl next to the image" % name])
     try:
         for variant, vpath in vs:
             label = name + ("." + variant if variant else "")
             if variant not in VARIANT_ARGS:
-                res.check(label, ["unknown view variant %r" % variant])
+                res.problems(label, ["unknown view variant %r" % variant])
                 continue
             exp = kv.load(vpath)
             vargs = VARIANT_ARGS[variant]
@@ -345,14 +332,14 @@ def run(cli, testdata, files_dir=None, only=None, max_diffs=20):
     """Run every check; returns the Results. Used by test_oracle.py too."""
     kv = import_kview(testdata)
     files_dir = files_dir or os.path.join(testdata, "files")
-    res = Results()
+    res = Tally()
     imgs = images(files_dir)
     if only:
         imgs = [(n, f) for n, f in imgs if n in only]
     if not imgs:
-        res.check("images", ["no images in %s%s" % (files_dir, " matching --only" if only else "")])
+        res.problems("images", ["no images in %s%s" % (files_dir, " matching --only" if only else "")])
     if not shutil.which("zstd") and any(f.endswith(".zst") for _, f in imgs):
-        res.check("zstd", ["the zstd command is needed to decompress the images"])
+        res.problems("zstd", ["the zstd command is needed to decompress the images"])
         return res
     with tempfile.TemporaryDirectory(prefix="btrfsimg-files.") as tmpdir:
         for name, src in imgs:
@@ -371,8 +358,7 @@ def main():
     only = set(a.only.split(",")) if a.only else None
     res = run(os.path.abspath(a.cli), os.path.abspath(a.testdata), a.files_dir, only,
               a.max_diffs)
-    print("%d passed, %d failed" % (res.passed, res.failed))
-    return 1 if res.failed else 0
+    return res.summary()
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tally import Tally  # noqa: E402
+
 TIMEOUT = 300
 
 
@@ -43,22 +46,10 @@ def strict_eq(a, b):
     return a == b
 
 
-class Runner:
+class Runner(Tally):
     def __init__(self, cli):
+        super().__init__()
         self.cli = cli
-        self.passed = 0
-        self.failed = 0
-
-    def result(self, label, problems):
-        if problems:
-            self.failed += 1
-            print("FAIL %s" % label)
-            for p in problems:
-                print("    " + p)
-        else:
-            self.passed += 1
-            print("ok   %s" % label)
-        sys.stdout.flush()
 
     def run(self, cmd, args, devs):
         argv = [self.cli, cmd, "--json"] + list(args) + list(devs)
@@ -205,7 +196,7 @@ def run_check(r, name, idir, tmp, c):
                     probs = diff_subvols(exp_subs, objs)
             if probs:
                 probs.insert(0, "command: " + cmdline(argv))
-            r.result("%s %s" % (what, cmd), probs)
+            r.problems("%s %s" % (what, cmd), probs)
 
 
 def foreign_checks(r, restored):
@@ -231,7 +222,7 @@ def foreign_checks(r, restored):
                     probs.append("exit status 2 without a message on stderr")
                 if probs:
                     probs.insert(0, "command: " + cmdline(argv))
-                r.result("%s %s" % (what, cmd), probs)
+                r.problems("%s %s" % (what, cmd), probs)
 
 
 def main(argv):
@@ -277,7 +268,7 @@ def main(argv):
             tmp = os.path.join(base, name)
             os.mkdir(tmp)
             probs = decompress(idir, tmp, man["files"])
-            r.result("%s: restore %s" % (name, " ".join(man["files"])), probs)
+            r.problems("%s: restore %s" % (name, " ".join(man["files"])), probs)
             if probs:
                 continue
             for c in man["checks"]:
@@ -291,8 +282,7 @@ def main(argv):
             print("kept %s" % base)
         else:
             shutil.rmtree(base, ignore_errors=True)
-    print("%d passed, %d failed" % (r.passed, r.failed))
-    return 1 if r.failed or not r.passed else 0
+    return r.summary(need_one=True)
 
 
 if __name__ == "__main__":

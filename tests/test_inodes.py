@@ -14,18 +14,12 @@ Also fixed vectors worked out by hand. Prints 'N passed, M failed'.
 """
 import collections, json, os, shutil, subprocess, sys, tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from tally import Tally  # noqa: E402
+
 CLI = TESTDATA = None  # set by __main__; bench/exact.py imports the brute force
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name}\n    {detail}")
+tally = Tally()
+check = tally.check
 
 
 def swab64(v):
@@ -285,8 +279,7 @@ def main():
             os.unlink(img)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(tally.summary())
 
 
 if __name__ == "__main__":

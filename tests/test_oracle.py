@@ -88,8 +88,7 @@ def main():
     finally:
         if tmp:
             tmp.cleanup()
-    print("%d passed, %d failed" % (res.passed, res.failed))
-    return 1 if res.failed else 0
+    return res.summary()
 
 
 if __name__ == "__main__":
