@@ -194,6 +194,24 @@ static void test_key_order(void **state)
 
 /* ------------------------------------------ iteration that skips leaves */
 
+/* names.img: directories big enough that their entries fill whole leaves. */
+static btrfsimg_fs *open_names(char **img)
+{
+	*img = unpack_zst(TESTDATA "/files/names.img.zst", NULL);
+	btrfsimg_fs *fs;
+	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
+	assert_int_equal(btrfsimg_add_device_file(fs, *img), 0);
+	assert_int_equal(btrfsimg_open(fs), 0);
+	return fs;
+}
+
+static void close_names(btrfsimg_fs *fs, char *img)
+{
+	btrfsimg_fs_free(fs);
+	unlink(img);
+	free(img);
+}
+
 /* The rule inodes.c uses: past one objectid's names, before the next
  * objectid's INODE_ITEM. */
 static bool only_entries(const bi_key *lo, const bi_key *hi)
@@ -234,11 +252,8 @@ static void walk_names(btrfsimg_fs *fs, const struct bi_root *r, bool skip, stru
 static void test_iter_skip_leaves(void **state)
 {
 	(void)state;
-	char *img = unpack_zst(TESTDATA "/files/names.img.zst", NULL);
-	btrfsimg_fs *fs;
-	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
-	assert_int_equal(btrfsimg_add_device_file(fs, img), 0);
-	assert_int_equal(btrfsimg_open(fs), 0);
+	char *img;
+	btrfsimg_fs *fs = open_names(&img);
 	struct bi_root r;
 	assert_int_equal(bi_root_find(fs, 5, &r), 0);
 	struct walked *all = calloc(1, sizeof(*all)), *some = calloc(1, sizeof(*some));
@@ -252,9 +267,7 @@ static void test_iter_skip_leaves(void **state)
 	print_message("leaves: %zu of %zu\n", some->leaves, all->leaves);
 	free(all);
 	free(some);
-	btrfsimg_fs_free(fs);
-	unlink(img);
-	free(img);
+	close_names(fs, img);
 }
 
 /* ------------------------------------------------ streaming iteration */
@@ -296,11 +309,8 @@ static size_t walk_sums(btrfsimg_fs *fs, const struct bi_root *r, bool stream,
 static void test_iter_stream(void **state)
 {
 	(void)state;
-	char *img = unpack_zst(TESTDATA "/files/names.img.zst", NULL);
-	btrfsimg_fs *fs;
-	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
-	assert_int_equal(btrfsimg_add_device_file(fs, img), 0);
-	assert_int_equal(btrfsimg_open(fs), 0);
+	char *img;
+	btrfsimg_fs *fs = open_names(&img);
 	struct bi_root r;
 	assert_int_equal(bi_root_find(fs, 5, &r), 0);
 	enum { MAX = 1 << 16 };
@@ -330,9 +340,7 @@ static void test_iter_stream(void **state)
 	free(copy);
 	free(cached);
 	free(streamed);
-	btrfsimg_fs_free(fs);
-	unlink(img);
-	free(img);
+	close_names(fs, img);
 }
 
 int main(void)
