@@ -9,9 +9,9 @@
 # directories plus 100 snapshots of it (every 10th diverging by a few hundred
 # files), and an image of 2,000 subvolumes of 500 files. Images are cached in
 # --keep DIR (default /var/tmp/btrfsimg-bench) and rebuilt only when missing.
-# --exact also checks `collisions` against a brute force over the kernel's
-# view (bench/exact.py) of the subvolume image and of a smaller snapshot
-# image of the same shape (about ten minutes).
+# --exact also checks `collisions` against brute forces over the kernel's
+# view (bench/exact.py, bench/brute.c) of both images and of a smaller
+# snapshot image of the same shape (about half an hour).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=1000000 SNAPS=100 SUBVOLS=2000 PER_SUBVOL=500 KEEP=/var/tmp/btrfsimg-bench BUILD_ONLY=0 EXACT=0
@@ -116,12 +116,18 @@ row "btrfsimg collisions" "$BIN" collisions --json "$SUBIMG"
 row "btrfsimg inodes --json (all subvolumes)" "$BIN" inodes --json "$SUBIMG"
 row "btrfs inspect-internal dump-tree (all trees)" btrfs inspect-internal dump-tree "$SUBIMG"
 if [ "$EXACT" = 1 ]; then
+  BRUTE=${BRUTE:-$(dirname "$BIN")/../bench/brute}
   echo
+  # two independent brute forces: tests/test_inodes.py's (Python: lstat and a
+  # dict) where a Python walk is quick enough, bench/brute.c's (statx and
+  # sorting) on all three, including the 101 M inodes of the snapshot image
   echo "== exactness: collisions on $SUBIMG against the kernel's view"
   python3 bench/exact.py "$BIN" "$SUBIMG"
-  # the snapshot image's 101 M paths are too many for a Python walk: the
-  # same shape at 20,000 files and 20 snapshots (two diverging) instead
+  python3 bench/exact.py "$BIN" "$SUBIMG" --c "$BRUTE"
   SMALLSNAP=$(FILES=20000 SNAPS=20 build_snap_image)
   echo "== exactness: collisions on $SMALLSNAP against the kernel's view"
   python3 bench/exact.py "$BIN" "$SMALLSNAP"
+  python3 bench/exact.py "$BIN" "$SMALLSNAP" --c "$BRUTE"
+  echo "== exactness: collisions on $SNAPIMG against the kernel's view"
+  python3 bench/exact.py "$BIN" "$SNAPIMG" --c "$BRUTE"
 fi
