@@ -354,5 +354,11 @@ int main(int argc, char **argv)
 		run_scheme(&(struct scheme){ N2, bits }, v, tmp);
 	}
 	run_scheme(&(struct scheme){ MANY, 0 }, v, tmp);
+	free(v);
+	free(tmp);
+	free(pairs);
+	free(entries);
+	free(stub_parents);
+	free(devs);
 	return 0;
 }

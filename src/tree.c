@@ -302,6 +302,20 @@ static void cache_evict(struct bi_cache *c, struct bi_block *b)
 	block_free(b);
 }
 
+/* Under AddressSanitizer a put leaf is freed, not recycled: a pointer kept
+ * into it past the walk's next leaf is then a use after free it reports,
+ * not a silent read of the next leaf's bytes. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RECYCLE_HIDES_BUGS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RECYCLE_HIDES_BUGS 1
+#endif
+#endif
+#ifndef RECYCLE_HIDES_BUGS
+#define RECYCLE_HIDES_BUGS 0
+#endif
+
 /* A buffer for a block read: the last streamed leaf's, while it is still
  * in the CPU's cache, else a new one. */
 static uint8_t *buffer_for_read(struct bi_cache *c, size_t size)
@@ -325,7 +339,7 @@ void bi_block_put_once(struct btrfsimg_fs *fs, struct bi_block *b)
 	lru_unlink(b);
 	hash_remove(c, b);
 	c->bytes -= b->size;
-	if (!c->spare) {
+	if (!c->spare && !RECYCLE_HIDES_BUGS) {
 		c->spare = b->data;
 		c->spare_size = b->size;
 		b->data = NULL;
