@@ -2,10 +2,12 @@
 /*
  * Whole-image target: open a sparse image (fuzz/sparse_image.h), then do
  * what the CLI does: superblock, subvolumes, a bounded walk of every
- * subvolume with inode, xattr, symlink and content reads, and the inode
- * enumeration. Any result is fine; crashes, hangs, leaks and sanitizer
- * reports are not. Invariant checked: the handle always has a message
- * after a failure.
+ * subvolume with inode, name, xattr, symlink and content reads, a lookup of
+ * every entry by name (DIR_ITEM, beside readdir's DIR_INDEX) and of stubs,
+ * and the inode enumeration with a path lookup of its first paths. Any
+ * result is fine; crashes, hangs, leaks and sanitizer reports are not.
+ * Invariants checked: the handle always has a message after a failure,
+ * and log messages are never empty.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 #define MAX_NODES 4000
 #define MAX_READ (1u << 20)
+#define MAX_PATH_LOOKUPS 200
 
 struct budget {
 	btrfsimg_fs *fs;
@@ -32,17 +35,45 @@ static int on_xattr(void *ctx, const uint8_t *n, size_t nl, const uint8_t *v, si
 	return 0;
 }
 
+static int on_name(void *ctx, uint64_t parent, uint64_t index, const uint8_t *n, size_t nl)
+{
+	(void)ctx;
+	(void)parent;
+	(void)index;
+	CHECK(nl == 0 || n);
+	return 0;
+}
+
+static void on_log(void *ctx, bool damage, const char *msg)
+{
+	(void)ctx;
+	(void)damage;
+	CHECK(msg && *msg);
+}
+
 static void visit_inode(struct budget *b, uint64_t subvol, uint64_t obj, int depth);
+
+struct dir_walk {
+	struct budget *b;
+	uint64_t subvol, dir;
+	int depth;
+};
 
 static int on_dirent(void *ctx, const struct btrfsimg_dirent *d)
 {
-	struct budget *b = ((void **)ctx)[0];
-	int depth = *(int *)((void **)ctx)[1];
+	struct dir_walk *w = ctx;
 	CHECK(d->name_len == 0 || d->name);
-	if (++b->nodes > MAX_NODES)
+	if (++w->b->nodes > MAX_NODES)
 		return 1;
-	if (d->kind != BTRFSIMG_TARGET_STUB)
-		visit_inode(b, d->target_subvol, d->target_objectid, depth + 1);
+	/* The copy in DIR_ITEM may disagree on a hostile image: no check. */
+	struct btrfsimg_dirent found;
+	btrfsimg_lookup(w->b->fs, w->subvol, w->dir, d->name, d->name_len, &found);
+	if (d->kind == BTRFSIMG_TARGET_STUB) {
+		struct btrfsimg_inode stub;
+		btrfsimg_stub_inode(w->b->fs, w->subvol, w->dir, &stub);
+	} else {
+		visit_inode(w->b, d->target_subvol, d->target_objectid, w->depth + 1);
+	}
 	return 0;
 }
 
@@ -52,9 +83,10 @@ static void visit_inode(struct budget *b, uint64_t subvol, uint64_t obj, int dep
 	if (depth > 64 || btrfsimg_inode_get(b->fs, subvol, obj, &ino) < 0)
 		return;
 	btrfsimg_xattrs(b->fs, subvol, obj, on_xattr, NULL);
+	btrfsimg_inode_names(b->fs, subvol, obj, on_name, NULL);
 	if (S_ISDIR(ino.mode)) {
-		void *ctx[2] = { b, &depth };
-		btrfsimg_readdir(b->fs, subvol, obj, on_dirent, ctx);
+		struct dir_walk w = { b, subvol, obj, depth };
+		btrfsimg_readdir(b->fs, subvol, obj, on_dirent, &w);
 	} else if (S_ISLNK(ino.mode)) {
 		uint8_t *t = NULL;
 		size_t len;
@@ -71,11 +103,23 @@ static void visit_inode(struct budget *b, uint64_t subvol, uint64_t obj, int dep
 	CHECK(len < 0 || len <= 40);
 }
 
+struct enumeration {
+	btrfsimg_fs *fs;
+	unsigned n;
+};
+
 static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e)
 {
-	unsigned *n = ctx;
+	struct enumeration *en = ctx;
 	CHECK(!e->reachable || e->path);
-	return ++*n > 20000;
+	CHECK(!e->path || strlen(e->path) == e->path_len);
+	if (e->path && en->n < MAX_PATH_LOOKUPS) {
+		/* the path comes from INODE_REFs, the lookup goes through
+		 * DIR_ITEMs: a hostile image may make them disagree */
+		struct btrfsimg_dirent d;
+		btrfsimg_path_lookup(en->fs, 5, e->path, &d);
+	}
+	return ++en->n > 20000;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -90,6 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct budget b = { 0 };
 	if (btrfsimg_fs_new(&fs, NULL) < 0)
 		goto out;
+	btrfsimg_set_log(fs, on_log, NULL);
 	CHECK(btrfsimg_add_device_io(fs, sparse_read, &im, im.size, "fuzz") == 0);
 	if (btrfsimg_open(fs) < 0) {
 		CHECK(*btrfsimg_errmsg(fs));
@@ -97,6 +142,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	struct btrfsimg_super_info si;
 	CHECK(btrfsimg_super(fs, &si) == 0);
+	/* the superblock may name more devices; the one given is one of them */
+	CHECK(btrfsimg_missing_devices(fs) < si.num_devices);
 	struct btrfsimg_subvol *v = NULL;
 	size_t n = 0;
 	b.fs = fs;
@@ -106,8 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			visit_inode(&b, v[i].id, 256, 0);
 		btrfsimg_subvols_free(v, n);
 	}
-	unsigned count = 0;
-	btrfsimg_inodes(fs, 0, on_inode, &count);
+	struct enumeration en = { fs, 0 };
+	btrfsimg_inodes(fs, 0, on_inode, &en);
 out:
 	free(b.buf);
 	btrfsimg_fs_free(fs);
