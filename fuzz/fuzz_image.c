@@ -4,10 +4,13 @@
  * what the CLI does: superblock, subvolumes, a bounded walk of every
  * subvolume with inode, name, xattr, symlink and content reads, a lookup of
  * every entry by name (DIR_ITEM, beside readdir's DIR_INDEX) and of stubs,
- * and the inode enumeration with a path lookup of its first paths. Any
- * result is fine; crashes, hangs, leaks and sanitizer reports are not.
- * Invariants checked: the handle always has a message after a failure,
- * and log messages are never empty.
+ * the inode enumeration with each scheme's numbers and a path lookup of its
+ * first paths, and the whole-filesystem collision analysis. Any result is
+ * fine; crashes, hangs, leaks and sanitizer reports are not. Invariants
+ * checked: the handle always has a message after a failure, log messages
+ * are never empty, presented numbers follow the formulas, and collision
+ * counts are consistent (a group holds two or more inodes, examples are
+ * groups of the report).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #define MAX_NODES 4000
 #define MAX_READ (1u << 20)
 #define MAX_PATH_LOOKUPS 200
+#define MAX_EXAMPLES 3
 
 struct budget {
 	btrfsimg_fs *fs;
@@ -108,11 +112,18 @@ struct enumeration {
 	unsigned n;
 };
 
-static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e)
+static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
+		    const struct btrfsimg_presented *p)
 {
 	struct enumeration *en = ctx;
+	uint64_t sv = e->inode.subvol, obj = e->inode.objectid;
 	CHECK(!e->reachable || e->path);
 	CHECK(!e->path || strlen(e->path) == e->path_len);
+	CHECK(p->st_ino == obj && p->tree_id == sv && p->inumbits == 56);
+	CHECK(p->overlay == btrfsimg_overlay(sv, 56) && p->uniquifier == btrfsimg_uniquifier(sv));
+	CHECK(p->ino == (obj == p->overlay ? obj : obj ^ p->overlay));
+	CHECK(p->nfs_fileid == (obj == p->uniquifier ? obj : obj ^ p->uniquifier));
+	CHECK(p->numdevs2_dev >= -1 && p->numdevs2_dev <= 1);
 	if (e->path && en->n < MAX_PATH_LOOKUPS) {
 		/* the path comes from INODE_REFs, the lookup goes through
 		 * DIR_ITEMs: a hostile image may make them disagree */
@@ -120,6 +131,26 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e)
 		btrfsimg_path_lookup(en->fs, 5, e->path, &d);
 	}
 	return ++en->n > 20000;
+}
+
+static void check_collisions(btrfsimg_fs *fs)
+{
+	struct btrfsimg_fs_collisions *c = NULL;
+	if (btrfsimg_collisions(fs, 0, MAX_EXAMPLES, &c) < 0) {
+		CHECK(*btrfsimg_errmsg(fs));
+		btrfsimg_fs_collisions_free(c);
+		return;
+	}
+	CHECK(c->report->nresults == BTRFSIMG_CREPORT_SCHEMES);
+	for (size_t i = 0; i < c->report->nresults; i++) {
+		const struct btrfsimg_cresult *r = &c->report->results[i];
+		CHECK((r->groups == 0) == (r->inodes == 0) && r->inodes >= 2 * r->groups);
+		CHECK(r->inodes <= c->inodes + c->stubs);
+		CHECK(r->nexamples <= MAX_EXAMPLES && r->nexamples <= r->groups);
+		for (size_t g = 0; g < r->nexamples; g++)
+			CHECK(r->examples[g].size >= 2 && r->examples[g].size <= r->inodes);
+	}
+	btrfsimg_fs_collisions_free(c);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -154,7 +185,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		btrfsimg_subvols_free(v, n);
 	}
 	struct enumeration en = { fs, 0 };
-	btrfsimg_inodes(fs, 0, on_inode, &en);
+	btrfsimg_inodes_presented(fs, 0, 56, 0, on_inode, &en);
+	check_collisions(fs);
 out:
 	free(b.buf);
 	btrfsimg_fs_free(fs);
