@@ -675,7 +675,6 @@ void bi_iter_stream(struct bi_iter *it)
 	it->stream = true;
 }
 
-
 static int base_next(struct bi_iter *it, struct bi_item *out)
 {
 	while (!it->done) {
