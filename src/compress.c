@@ -9,7 +9,8 @@
  * output is full is -EUCLEAN with the byte offset and the failed check.
  *
  * Invariants: never reads src past @srclen, never writes dst past @dstlen,
- * memory is bounded per context (zlib: 32 KiB window; zstd: 128 KiB window;
+ * memory is bounded per context (zlib: 32 KiB window; zstd: the stream buffers the
+ * kernel's workspace holds, about 3 MiB;
  * lzo: one segment's worth of scratch), and every loop consumes input or
  * stops.
  *
@@ -20,13 +21,25 @@
  *
  * zstd: one frame (a skippable frame first ends the extent with no output,
  * as in the kernel). Legacy (pre-v0.8) frames are refused: the kernel's zstd
- * cannot decode them. The window is capped at 2^17 like the kernel's
- * ZSTD_BTRFS_MAX_WINDOWLOG, which bounds memory and rejects what the kernel
- * rejects. A frame longer than @dstlen is cut at @dstlen, not refused: the
- * kernel decodes only as far as its pages go and never looks at the rest,
- * so refusing would fail reads the kernel serves. A frame that ends before
- * its end marker is -EUCLEAN (the kernel silently returns a short read
- * there; a short read from an intact writer cannot happen).
+ * cannot decode them. The kernel does not cap the window itself (beyond
+ * zstd's default 2^27): it decodes with a static context in the workspace
+ * it set aside at mount, sized for compression level 15
+ * (ZSTD_BTRFS_MAX_LEVEL) of 128 KiB, and a frame whose stream buffers (one
+ * block in, the window plus two blocks out, or the content size when that
+ * is smaller) do not fit there fails with ZSTD_error_memory_allocation.
+ * The same rule is applied here, with libzstd's own sizes, before
+ * decoding, so that whether a frame decodes never depends on @dstlen
+ * (libzstd decodes in one pass, with no buffers and no window check, when
+ * the whole content fits the output). Measured on Linux 6.18, 20,000-byte
+ * extents: a 4 MiB window with the content size given decodes, and without
+ * it windows up to 2.5 MiB decode while 2.75 MiB and more fail; the rule
+ * agrees. (Under concurrent compression the kernel may hand out a workspace
+ * of a lower level, which holds less; the usual case is followed.) A frame
+ * longer than @dstlen is cut at @dstlen, not refused: the kernel decodes
+ * only as far as its pages go and never looks at the rest, so refusing
+ * would fail reads the kernel serves. A frame that ends before its end
+ * marker is -EUCLEAN (the kernel silently returns a short read there; a
+ * short read from an intact writer cannot happen).
  *
  * lzo: btrfs's own framing around lzo1x (kernel fs/btrfs/lzo.c):
  *
@@ -48,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <zlib.h>
+#define ZSTD_STATIC_LINKING_ONLY /* frame headers and the size estimates */
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -55,10 +69,12 @@
 
 #define LZO_LEN 4
 #define MAX_COMPRESSED (128u * 1024u)	/* BTRFS_MAX_COMPRESSED */
-#define ZSTD_WINDOWLOG_BTRFS 17
+#define ZSTD_BTRFS_MAX_INPUT (128u * 1024u)
+#define ZSTD_BTRFS_MAX_LEVEL 15
 
 struct bi_zctx {
 	ZSTD_DCtx *zstd;
+	size_t zstd_room;	/* stream buffer bytes the kernel's workspace holds */
 	z_stream zs;
 	bool zs_ready;
 	bool lzo_ready;
@@ -154,28 +170,72 @@ static int do_zlib(struct bi_zctx *z, const uint8_t *src, size_t srclen, uint8_t
 
 /* ---------------------------------------------------------------- zstd */
 
+/* What the kernel's decompression workspace leaves for stream buffers: it
+ * is sized for the largest compression level or the decoder, whichever
+ * needs more, and the decoder's context takes its share first. */
+static size_t zstd_kernel_room(void)
+{
+	size_t ws = ZSTD_estimateDStreamSize(ZSTD_BTRFS_MAX_INPUT);
+	for (int level = 1; level <= ZSTD_BTRFS_MAX_LEVEL; level++) {
+		ZSTD_compressionParameters p = ZSTD_getCParams(level, ZSTD_BTRFS_MAX_INPUT, 0);
+		size_t c = ZSTD_estimateCStreamSize_usingCParams(p);
+		if (c > ws)
+			ws = c;
+	}
+	size_t dctx = ZSTD_estimateDCtxSize();
+	return ws > dctx ? ws - dctx : 0;
+}
+
 static int zstd_ready(struct bi_zctx *z)
 {
 	if (!z->zstd) {
 		z->zstd = ZSTD_createDCtx();
 		if (!z->zstd)
 			return -ENOMEM;
+		/* zstd's default limit, which the kernel keeps: explicit, so a
+		 * libzstd built with another default changes nothing */
 		if (ZSTD_isError(ZSTD_DCtx_setParameter(z->zstd, ZSTD_d_windowLogMax,
-							ZSTD_WINDOWLOG_BTRFS))) {
-			/* never keep a context without the window cap */
+							ZSTD_WINDOWLOG_LIMIT_DEFAULT))) {
 			ZSTD_freeDCtx(z->zstd);
 			z->zstd = NULL;
 			return -ENOMEM;
 		}
+		z->zstd_room = zstd_kernel_room();
 	}
 	return ZSTD_isError(ZSTD_DCtx_reset(z->zstd, ZSTD_reset_session_only)) ? -ENOMEM : 0;
+}
+
+/* The kernel's rule (see the top): the frame's stream buffers must fit its
+ * workspace. A header too short or damaged is left to the decoder. */
+static int zstd_fits_kernel(const struct bi_zctx *z, const uint8_t *src, size_t srclen,
+			    char *why, size_t whylen)
+{
+	ZSTD_frameHeader fh;
+	if (ZSTD_getFrameHeader(&fh, src, srclen) != 0 || fh.frameType != ZSTD_frame)
+		return 0;
+	unsigned long long window = fh.windowSize < (1u << ZSTD_WINDOWLOG_MIN)
+					    ? 1u << ZSTD_WINDOWLOG_MIN
+					    : fh.windowSize;
+	if (window > (1ull << ZSTD_WINDOWLOG_LIMIT_DEFAULT))
+		return 0; /* the decoder's own window check reports it */
+	size_t in = fh.blockSizeMax > 4 ? fh.blockSizeMax : 4;
+	size_t out = ZSTD_decodingBufferSize_min(window, fh.frameContentSize);
+	if (!ZSTD_isError(out) && in <= z->zstd_room && out <= z->zstd_room - in)
+		return 0;
+	char content[32] = "not given";
+	if (fh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN)
+		snprintf(content, sizeof(content), "%llu", fh.frameContentSize);
+	return corrupt(why, whylen, "zstd frame at byte 0, window too large for the kernel's "
+		       "workspace: window %llu, content size %s, needs %llu bytes of stream "
+		       "buffers, expect <= %zu", window, content,
+		       ZSTD_isError(out) ? ~0ull : (unsigned long long)in + out, z->zstd_room);
 }
 
 static int zstd_fail(size_t r, size_t pos, char *why, size_t whylen)
 {
 	if (ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge)
-		return corrupt(why, whylen, "zstd frame at byte 0, window too large, expect <= %u",
-			       1u << ZSTD_WINDOWLOG_BTRFS);
+		return corrupt(why, whylen, "zstd frame at byte 0, window too large, expect <= %llu",
+			       1ull << ZSTD_WINDOWLOG_LIMIT_DEFAULT);
 	if (ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation)
 		return -ENOMEM;
 	return corrupt(why, whylen, "zstd frame corrupt at byte %zu, %s", pos,
@@ -194,6 +254,8 @@ static int do_zstd(struct bi_zctx *z, const uint8_t *src, size_t srclen, uint8_t
 		return corrupt(why, whylen, "zstd frame at byte 0, bad magic, have 0x%08x "
 			       "expect 0x%08x", magic, ZSTD_MAGICNUMBER);
 	int rc = zstd_ready(z);
+	if (rc == 0)
+		rc = zstd_fits_kernel(z, src, srclen, why, whylen);
 	if (rc)
 		return rc;
 

@@ -288,11 +288,80 @@ static void test_zstd_corrupt(void **state)
 	free(c);
 	free(data);
 
-	/* more than a 128 KiB window: the kernel's decoder cannot hold it */
+	/* a 512 KiB window with the content size given: the buffers are the
+	 * content, which the kernel's workspace holds */
 	n = 512 * 1024;
 	data = make_random(n, 5);
 	c = zstd_make(data, n, 19, 0, &clen);
-	expect_corrupt(COMPRESS_ZSTD, c, clen, 4096, 4096, "window too large");
+	expect_ok(COMPRESS_ZSTD, c, clen, 4096, 4096, data, 4096);
+	free(c);
+	free(data);
+}
+
+/* The frame of @c (single segment, 2-byte content size, as zstd_make makes
+ * a small one) given another header: @fhd and window descriptor @wd, then
+ * the content size @fcs in 0, 2 or 4 bytes as @fhd says. */
+static uint8_t *zstd_reheader(const uint8_t *c, size_t clen, uint8_t fhd, uint8_t wd,
+			      uint32_t fcs, size_t *outlen)
+{
+	assert_int_equal(c[4], 0x60); /* FCS 2 bytes, single segment, no dict id */
+	static const size_t fcs_bytes[4] = { 0, 2, 4, 8 };
+	size_t nf = fcs_bytes[fhd >> 6];
+	uint8_t *o = calloc(1, clen + 16);
+	assert_non_null(o);
+	memcpy(o, c, 4);
+	o[4] = fhd;
+	o[5] = wd;
+	uint32_t v = nf == 2 ? fcs - 256 : fcs;
+	for (size_t i = 0; i < nf; i++)
+		o[6 + i] = (uint8_t)(v >> (8 * i));
+	memcpy(o + 6 + nf, c + 7, clen - 7);
+	*outlen = clen - 7 + 6 + nf;
+	return o;
+}
+
+/* Whether a frame decodes is the kernel's rule: its stream buffers must fit
+ * the workspace (see compress.c). Each vector is a 20,000-byte extent whose
+ * header was rewritten and read by Linux 6.18 from a loop-mounted image
+ * (rescue=ignoredatacsums), with the kernel's verdict: window descriptor
+ * 0x64 is 6 MiB, 0x38 128 KiB, 0x40 256 KiB, 0x58 2 MiB, 0x5a 2.5 MiB,
+ * 0x5b 2.75 MiB, 0x5c 3 MiB. */
+static void test_zstd_kernel_workspace(void **state)
+{
+	(void)state;
+	size_t n = 20000, clen, len;
+	uint8_t *data = make_data(n, 6);
+	uint8_t *c = zstd_make(data, n, 0, 0, &clen);
+	static const struct {
+		uint8_t fhd, wd;
+		bool ok;
+	} v[] = {
+		{ 0x40, 0x64, true },	/* 6 MiB window, content size 20000: read */
+		{ 0x00, 0x38, true },	/* no content size: 128 KiB read */
+		{ 0x00, 0x40, true },	/* 256 KiB read */
+		{ 0x00, 0x58, true },	/* 2 MiB read */
+		{ 0x00, 0x5a, true },	/* 2.5 MiB read */
+		{ 0x00, 0x5b, false },	/* 2.75 MiB: error 64, memory_allocation */
+		{ 0x00, 0x5c, false },	/* 3 MiB: error 64 */
+		{ 0x00, 0x64, false },	/* 6 MiB: error 64 */
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		uint8_t *f = zstd_reheader(c, clen, v[i].fhd, v[i].wd, (uint32_t)n, &len);
+		if (v[i].ok) {
+			expect_ok(COMPRESS_ZSTD, f, len, 20480, 4096, data, n);
+			/* the verdict does not depend on how much is asked for */
+			expect_ok(COMPRESS_ZSTD, f, len, 1000, 4096, data, 1000);
+		} else {
+			expect_corrupt(COMPRESS_ZSTD, f, len, 20480, 4096, "window too large");
+			expect_corrupt(COMPRESS_ZSTD, f, len, 1000, 4096, "window too large");
+		}
+		free(f);
+	}
+	/* 1 MiB window and content size 1 MiB: the buffers fit, but the frame
+	 * ends at 20,000 bytes (the kernel: error 20, corruption_detected) */
+	uint8_t *f = zstd_reheader(c, clen, 0x80, 0x50, 1u << 20, &len);
+	expect_corrupt(COMPRESS_ZSTD, f, len, 20480, 4096, "corrupt");
+	free(f);
 	free(c);
 	free(data);
 }
@@ -695,6 +764,7 @@ int main(void)
 		cmocka_unit_test(test_zlib_corrupt),
 		cmocka_unit_test(test_zstd_roundtrip),
 		cmocka_unit_test(test_zstd_corrupt),
+		cmocka_unit_test(test_zstd_kernel_workspace),
 		cmocka_unit_test(test_zstd_skippable),
 		cmocka_unit_test(test_lzo_roundtrip),
 		cmocka_unit_test(test_lzo_header_skip),
