@@ -23,6 +23,9 @@ SKIP = 77
 def main():
     cli, brute, testdata = sys.argv[1:4]
     why = skip_reason()
+    release = tuple(int(x) for x in os.uname().release.split(".")[:2])
+    if not why and release < (6, 10):
+        why = f"Linux {os.uname().release} has no STATX_SUBVOL (6.10)"
     if why:
         print(f"SKIP: live mount: {why}")
         return SKIP

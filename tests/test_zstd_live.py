@@ -21,6 +21,10 @@ from tally import Tally  # noqa: E402
 from test_oracle import skip_reason  # noqa: E402
 
 SKIP = 77
+# The two frames either side of the workspace's edge: where exactly it lies
+# depends on the kernel's zstd version, measured on this one.
+EDGE = {0x5a, 0x5b}
+EDGE_KERNEL = (6, 18)
 CONTENT = "".join("line %06d of a compressible file\n" % i for i in range(600))[:20000].encode()
 # (frame header descriptor, window descriptor, content size bytes): the
 # descriptor's top bits say how many content size bytes follow
@@ -29,8 +33,8 @@ VARIANTS = [
     (0x00, 0x38, None),     # 128 KiB, no content size
     (0x00, 0x40, None),     # 256 KiB
     (0x00, 0x58, None),     # 2 MiB
-    (0x00, 0x5a, None),     # 2.5 MiB
-    (0x00, 0x5b, None),     # 2.75 MiB
+    (0x00, 0x5a, None),     # 2.5 MiB: just fits (6.18)
+    (0x00, 0x5b, None),     # 2.75 MiB: just does not
     (0x00, 0x5c, None),     # 3 MiB
     (0x00, 0x64, None),     # 6 MiB
     (0x80, 0x50, 1 << 20),  # 1 MiB window, content size 1 MiB (it is 20,000)
@@ -94,9 +98,14 @@ def main():
         print(f"SKIP: live mount: {why}")
         return SKIP
     tally = Tally()
+    release = tuple(int(x) for x in os.uname().release.split(".")[:2])
     with tempfile.TemporaryDirectory(prefix="btrfsimg-zstd.") as work:
         img, mnt, physical = make_image(work)
         for fhd, wd, fcs in VARIANTS:
+            if wd in EDGE and fcs is None and release != EDGE_KERNEL:
+                print(f"skip window descriptor {wd:#04x}: the edge was measured on "
+                      f"{EDGE_KERNEL[0]}.{EDGE_KERNEL[1]}, this is {os.uname().release}")
+                continue
             name = f"fhd {fhd:#04x} window descriptor {wd:#04x} content size {fcs}"
             variant = os.path.join(work, "v.img")
             rewrite(img, physical, fhd, wd, fcs, variant)
