@@ -9,10 +9,9 @@
  * output is full is -EUCLEAN with the byte offset and the failed check.
  *
  * Invariants: never reads src past @srclen, never writes dst past @dstlen,
- * memory is bounded per context (zlib: 32 KiB window; zstd: the stream buffers the
- * kernel's workspace holds, about 3 MiB;
- * lzo: one segment's worth of scratch), and every loop consumes input or
- * stops.
+ * memory is bounded per context (zlib: 32 KiB window; zstd: the stream
+ * buffers the kernel's workspace holds, about 3 MiB; lzo: one segment's
+ * worth of scratch), and every loop consumes input or stops.
  *
  * zlib: one RFC 1950 stream. Like the kernel, the 2-byte header must say
  * deflate without a preset dictionary; the rest is inflated raw with the
@@ -31,7 +30,7 @@
  * decoding, so that whether a frame decodes never depends on @dstlen
  * (libzstd decodes in one pass, with no buffers and no window check, when
  * the whole content fits the output). Measured on Linux 6.18, 20,000-byte
- * extents: a 4 MiB window with the content size given decodes, and without
+ * extents: a 6 MiB window with the content size given decodes, and without
  * it windows up to 2.5 MiB decode while 2.75 MiB and more fail; the rule
  * agrees. (Under concurrent compression the kernel may hand out a workspace
  * of a lower level, which holds less; the usual case is followed.) A frame
