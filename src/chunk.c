@@ -588,6 +588,18 @@ bool bi_copy_missing(struct btrfsimg_fs *fs, uint64_t logical, int copy)
 	return stripe_dev(fs, c, ph.stripe) == NULL;
 }
 
+void bi_prefetch(struct btrfsimg_fs *fs, uint64_t logical, uint64_t len)
+{
+	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);
+	if (!inside(c, logical) || (profile(c) & RAID56))
+		return;
+	struct bi_phys ph;
+	map_off(c, logical - c->logical, 0, &ph);
+	const struct bi_dev *d = stripe_dev(fs, c, ph.stripe);
+	if (d)
+		bi_dev_prefetch(d, ph.physical, len < ph.len ? len : ph.len);
+}
+
 int bi_num_copies(struct btrfsimg_fs *fs, uint64_t logical)
 {
 	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);

@@ -114,6 +114,9 @@ int bi_dev_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off, vo
 /* Read from the raw image (ignoring base). Same contract. */
 int bi_dev_read_raw(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off, void *buf,
 		    size_t len);
+/* Tell the kernel [off, off+len) will be read soon (a file device only; a
+ * hint, so out-of-range or failing requests are ignored). */
+void bi_dev_prefetch(const struct bi_dev *d, uint64_t off, uint64_t len);
 /* Choose base/size of every device: the image itself if it holds btrfs at
  * 64 KiB, else the partition asked for, else the only btrfs partition. */
 int bi_dev_locate(struct btrfsimg_fs *fs, struct bi_dev *d);
@@ -279,6 +282,9 @@ int bi_read_copy(struct btrfsimg_fs *fs, uint64_t logical, void *buf, size_t len
  * was not supplied: known since the open, so a failed read of it needs no
  * report of its own. */
 bool bi_copy_missing(struct btrfsimg_fs *fs, uint64_t logical, int copy);
+/* Start reading the first copy of [logical, +len) into the page cache
+ * ahead of its use (see bi_dev_prefetch); RAID5/6 chunks are left alone. */
+void bi_prefetch(struct btrfsimg_fs *fs, uint64_t logical, uint64_t len);
 /* Number of ways to read @logical (1 if unmapped: the read will fail). */
 int bi_num_copies(struct btrfsimg_fs *fs, uint64_t logical);
 
@@ -407,6 +413,7 @@ struct bi_iter {
 	bool have_base, base_done;
 	bool (*skip)(const bi_key *lo, const bi_key *hi);
 	bool stream;
+	uint32_t ra_slot;	/* streaming: path[1]'s first slot not prefetched */
 };
 
 int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_root *root,

@@ -293,6 +293,13 @@ int bi_dev_read_raw(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off
 	return window_read(fs, d, 0, d->raw_size, off, buf, len);
 }
 
+void bi_dev_prefetch(const struct bi_dev *d, uint64_t off, uint64_t len)
+{
+	if (d->fd < 0 || !bi_fits64(d->size, off, len) || d->base + off > INT64_MAX)
+		return;
+	(void)posix_fadvise(d->fd, (off_t)(d->base + off), (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 /* ---------------------------------------------------------------- */
 /* Partition tables */
 

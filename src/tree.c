@@ -574,9 +574,77 @@ static uint32_t leaf_slot(const struct bi_block *b, const bi_key *target)
 	return lo;
 }
 
+/* ------------------------------------------------------------- prefetch */
+
+/* A streamed walk keeps this much of the leaves ahead of it requested from
+ * the kernel, so the disk always has work queued; reads then find the page
+ * cache filled and the kernel's own readahead, blind to the tree, rarely
+ * starts (on this bench disk it read 60% more than the walk needed). */
+#define PREFETCH_BYTES (64u << 20)
+
+static bool slot_skippable(const struct bi_iter *it, uint32_t s);
+
+/* Ask for the leaves behind slots [from, to) of path[1]; adjacent blocks
+ * go as one request. */
+static void prefetch_leaves(struct bi_iter *it, uint32_t from, uint32_t to)
+{
+	const struct bi_block *n = it->path[1];
+	uint32_t bs = it->fs->nodesize;
+	uint64_t start = 0, len = 0;
+	for (uint32_t s = from; s < to; s++) {
+		if (slot_skippable(it, s))
+			continue;
+		uint64_t ptr = bi_le64(n->data + HDR_SIZE + (size_t)s * KP_SIZE + KP_BLOCKPTR);
+		if (len && ptr == start + len && len < PREFETCH_BYTES) {
+			len += bs;
+			continue;
+		}
+		if (len)
+			bi_prefetch(it->fs, start, len);
+		start = ptr;
+		len = bs;
+	}
+	if (len)
+		bi_prefetch(it->fs, start, len);
+}
+
+/* Before the leaf at path[1]'s slot is read: top the window up once half
+ * of it has been used, so requests go in batches. */
+static void prefetch_ahead(struct bi_iter *it)
+{
+	uint32_t s = it->slot[1], n = it->path[1]->nritems;
+	uint32_t window = PREFETCH_BYTES / it->fs->nodesize;
+	if (it->ra_slot > s && it->ra_slot - s > window / 2)
+		return;
+	uint32_t from = it->ra_slot > s ? it->ra_slot : s;
+	uint32_t to = n - s > window ? s + window : n;
+	if (from < to)
+		prefetch_leaves(it, from, to);
+	it->ra_slot = to;
+}
+
+/* On entering a level-1 node: its successor will be read when this one's
+ * leaves are done; ask for it now so that read finds it in memory. */
+static void prefetch_next_node(struct bi_iter *it)
+{
+	const struct bi_block *up = it->path[2];
+	uint32_t s = it->slot[2] + 1;
+	if (s >= up->nritems)
+		return;
+	bi_key k;
+	uint64_t ptr, gen;
+	bi_node_ptr(up, s, &k, &ptr, &gen);
+	if (bi_key_cmp(&k, &it->max) <= 0)
+		bi_prefetch(it->fs, ptr, it->fs->nodesize);
+}
+
+/* ------------------------------------------------------------- descent */
+
 /* Replace path[level-1] with the child behind path[level]'s slot. */
 static int descend(struct bi_iter *it, int level)
 {
+	if (level == 1 && it->stream)
+		prefetch_ahead(it);
 	bi_key k;
 	uint64_t ptr, gen;
 	bi_node_ptr(it->path[level], it->slot[level], &k, &ptr, &gen);
@@ -590,6 +658,10 @@ static int descend(struct bi_iter *it, int level)
 	else
 		bi_block_put(it->fs, it->path[level - 1]);
 	it->path[level - 1] = child;
+	if (level == 2 && it->stream) {
+		it->ra_slot = 0;
+		prefetch_next_node(it);
+	}
 	return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -343,13 +344,169 @@ static void test_iter_stream(void **state)
 	close_names(fs, img);
 }
 
+/* ---------------------------------------------------- prefetching reads */
+
+/* Drop @path from the page cache; false if the kernel kept any of it
+ * (tmpfs, or pages in use), when residency tells nothing. */
+static bool evict(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fdatasync(fd), 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = ((size_t)st.st_size + pg - 1) / pg;
+	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	unsigned char *vec = malloc(pages);
+	assert_int_equal(mincore(map, (size_t)st.st_size, vec), 0);
+	size_t kept = 0;
+	for (size_t i = 0; i < pages; i++)
+		kept += vec[i] & 1;
+	free(vec);
+	munmap(map, (size_t)st.st_size);
+	close(fd);
+	return kept == 0;
+}
+
+/* What the page cache holds of @path, as the tree blocks there name
+ * themselves: the bytenr in the header of every resident page. The cache
+ * says where a prefetch read; the block's own header says what it is. */
+static size_t resident_bytenrs(const char *path, uint64_t *out, size_t max)
+{
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM); /* read only what is there */
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = ((size_t)st.st_size + pg - 1) / pg;
+	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	unsigned char *vec = malloc(pages);
+	assert_int_equal(mincore(map, (size_t)st.st_size, vec), 0);
+	size_t n = 0;
+	for (size_t i = 0; i < pages && n < max; i++) {
+		uint8_t hdr[HDR_SIZE];
+		if ((vec[i] & 1) && pread(fd, hdr, sizeof(hdr), (off_t)(i * pg)) == (ssize_t)sizeof(hdr))
+			out[n++] = bi_le64(hdr + HDR_BYTENR);
+	}
+	free(vec);
+	munmap(map, (size_t)st.st_size);
+	close(fd);
+	return n;
+}
+
+static bool has(const uint64_t *v, size_t n, uint64_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+/* A streamed walk asks the kernel for the leaves ahead of it: on the first
+ * leaf it reads under each level-1 node, every later leaf of that node it
+ * will read is in the page cache, and no leaf it skips is; so is the next
+ * level-1 node. The library's own reads
+ * go without kernel readahead (FADV_RANDOM on its descriptor), so what is
+ * resident is what was asked for. */
+static void test_stream_prefetch(void **state)
+{
+	(void)state;
+	char *img;
+	btrfsimg_fs *fs = open_names(&img);
+	struct bi_root r;
+	assert_int_equal(bi_root_find(fs, 5, &r), 0);
+	assert_int_equal(posix_fadvise(fs->devs[0].fd, 0, 0, POSIX_FADV_RANDOM), 0);
+	if (!evict(img)) {
+		close_names(fs, img);
+		skip();
+	}
+	bi_key min = { 0, 0, 0 }, max = { UINT64_MAX, 255, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	assert_int_equal(bi_iter_start(fs, &it, &r, &min, &max), 0);
+	bi_iter_skip_leaves(&it, only_entries);
+	bi_iter_stream(&it);
+	enum { MAXRES = 1 << 16 };
+	uint64_t *res = malloc(MAXRES * sizeof(*res));
+	size_t wanted = 0, skipped = 0, nodes = 0;
+	uint64_t node1 = it.path[1]->bytenr;
+	while (bi_iter_next(&it, &item) > 0) {
+		if (it.path[1]->bytenr == node1)
+			continue;
+		/* the first leaf read under a new level-1 node */
+		assert_true(it.top >= 2);
+		node1 = it.path[1]->bytenr;
+		nodes++;
+		size_t nres = resident_bytenrs(img, res, MAXRES);
+		const struct bi_block *node = it.path[1];
+		for (uint32_t s = it.slot[1] + 1; s < node->nritems; s++) {
+			bi_key lo, hi;
+			uint64_t ptr, gen, next_ptr;
+			bi_node_ptr(node, s, &lo, &ptr, &gen);
+			bool skip_it = false;
+			if (s + 1 < node->nritems) {
+				bi_node_ptr(node, s + 1, &hi, &next_ptr, &gen);
+				skip_it = only_entries(&lo, &hi);
+			}
+			assert_true(has(res, nres, ptr) == !skip_it);
+			wanted += !skip_it;
+			skipped += skip_it;
+		}
+		if (it.slot[2] + 1 < it.path[2]->nritems) {
+			bi_key k;
+			uint64_t ptr, gen;
+			bi_node_ptr(it.path[2], it.slot[2] + 1, &k, &ptr, &gen);
+			assert_true(has(res, nres, ptr)); /* the next level-1 node */
+		}
+	}
+	print_message("%zu level-1 nodes: %zu leaves prefetched before their turn, %zu skipped "
+		      "and not read\n", nodes, wanted, skipped);
+	assert_true(nodes > 3 && wanted > 5 && skipped > 5);
+	bi_iter_end(&it);
+	free(res);
+	close_names(fs, img);
+}
+
+/* The prefetch lands where the filesystem is: inside a partition, at the
+ * partition's start plus the chunk's physical offset. */
+static void test_prefetch_in_partition(void **state)
+{
+	(void)state;
+	char *img = unpack_zst(TESTDATA "/images/gpt1/disk.img.zst", NULL);
+	btrfsimg_fs *fs;
+	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
+	assert_int_equal(btrfsimg_add_device_file(fs, img), 0);
+	assert_int_equal(btrfsimg_open(fs), 0);
+	assert_true(fs->devs[0].base > 0);
+	assert_int_equal(posix_fadvise(fs->devs[0].fd, 0, 0, POSIX_FADV_RANDOM), 0);
+	struct bi_root r;
+	assert_int_equal(bi_root_find(fs, 5, &r), 0);
+	bool clean = evict(img);
+	uint64_t res[64];
+	if (clean) {
+		bi_prefetch(fs, r.bytenr, fs->nodesize);
+		size_t n = resident_bytenrs(img, res, 64);
+		assert_true(has(res, n, r.bytenr));
+		assert_true(n <= fs->nodesize / (size_t)sysconf(_SC_PAGESIZE));
+	}
+	btrfsimg_fs_free(fs);
+	unlink(img);
+	free(img);
+	if (!clean)
+		skip();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid_blocks),  cmocka_unit_test(test_header_checks),
 		cmocka_unit_test(test_item_checks),   cmocka_unit_test(test_node_checks),
 		cmocka_unit_test(test_key_order),     cmocka_unit_test(test_iter_skip_leaves),
-		cmocka_unit_test(test_iter_stream),
+		cmocka_unit_test(test_iter_stream),   cmocka_unit_test(test_stream_prefetch),
+		cmocka_unit_test(test_prefetch_in_partition),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
