@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks (root + loop devices): build large images with the real kernel,
 # then print btrfsimg's time and peak memory beside btrfs-progs' dump-tree
-# and the kernel (find -printf %i, and a stat walk) on the same trees.
+# and the kernel (find -printf %i, and a stat walk) on the same trees, and
+# the disk's floor: how long reading just the leaves a cold walk needs takes.
 #
 #   bash bench/run.sh [--files N] [--snapshots N] [--subvols N] [--keep DIR] [--exact]
 #
@@ -101,6 +102,19 @@ printf "\n%-58s %10s %10s %12s\n" "" "cold" "warm" "peak RSS"
 echo "== 1 subvolume of $FILES files (+ $SNAPS snapshots): $SNAPIMG"
 row "btrfsimg inodes --json --subvol $DATA_ID"  "$BIN" inodes --json --subvol $DATA_ID "$SNAPIMG"
 row "btrfs inspect-internal dump-tree -t $DATA_ID" btrfs inspect-internal dump-tree -t $DATA_ID "$SNAPIMG"
+# The disk's floor for any cold walk: the leaves holding inode items and
+# names (found by dump-tree, not btrfsimg) read with O_DIRECT, 512 in flight.
+FLOOR=${FLOOR:-$(dirname "$BIN")/../bench/floor}
+if [ -x "$FLOOR" ]; then
+  LEAVES=$(mktemp)
+  python3 bench/leaves.py "$SNAPIMG" $DATA_ID > "$LEAVES" 2> "$LEAVES.info"
+  for i in 1 2; do
+    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+    printf "%-58s %8.2f s  (%s)\n" "disk floor: O_DIRECT read of the leaves it needs" \
+      "$("$FLOOR" "$SNAPIMG" < "$LEAVES" | awk '{print $1}')" "$(cat "$LEAVES.info")"
+  done
+  rm -f "$LEAVES" "$LEAVES.info"
+fi
 mount -o loop,ro "$SNAPIMG" "$MNT"
 row "kernel: find -printf %i" find "$MNT/data" -printf '%i\n'
 row "kernel: stat walk (python os.lstat)" python3 -c "
