@@ -5,23 +5,27 @@
 # the disk's floor: how long reading just the leaves a cold walk needs takes.
 #
 #   bash bench/run.sh [--files N] [--snapshots N] [--subvols N] [--keep DIR] [--exact]
+#                     [--repeat N]
 #
 # Defaults are the issue's sizes: one subvolume of 1,000,000 files in 1,000
 # directories plus 100 snapshots of it (every 10th diverging by a few hundred
 # files), and an image of 2,000 subvolumes of 500 files. Images are cached in
 # --keep DIR (default /var/tmp/btrfsimg-bench) and rebuilt only when missing.
-# --exact also checks `collisions` against brute forces over the kernel's
-# view (bench/exact.py, bench/brute.c) of both images and of a smaller
-# snapshot image of the same shape (about half an hour).
+# Each row is the median of --repeat N (default 3) cold runs and of as many
+# warm ones. --exact also checks `collisions` against brute forces over the
+# kernel's view (bench/exact.py, bench/brute.c) of both images and of a
+# smaller snapshot image of the same shape (about half an hour).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=1000000 SNAPS=100 SUBVOLS=2000 PER_SUBVOL=500 KEEP=/var/tmp/btrfsimg-bench BUILD_ONLY=0 EXACT=0
+REPEAT=3
 while [ $# -gt 0 ]; do
   case $1 in
     --files) FILES=$2; shift 2;; --snapshots) SNAPS=$2; shift 2;;
     --subvols) SUBVOLS=$2; shift 2;; --keep) KEEP=$2; shift 2;;
     --build-only) BUILD_ONLY=1; shift;;
     --exact) EXACT=1; shift;;
+    --repeat) REPEAT=$2; shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;
   esac
 done
@@ -77,21 +81,38 @@ build_subvol_image() {
 }
 
 # time + peak RSS of a command, output discarded: cold page cache (dropped
-# first), then warm (run again at once). "cold_s warm_s MiB"
+# first), then warm (run again at once), --repeat times; the medians and the
+# largest peak. "cold_s warm_s MiB"
 time_one() {
   /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/tmp/bench.time.$$ || true
   tail -n 1 /tmp/bench.time.$$
   rm -f /tmp/bench.time.$$
 }
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
+median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 measure() {
-  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-  local cold warm
-  cold=$(time_one "$@")
-  warm=$(time_one "$@")
-  printf '%s %s\n' "$cold" "$warm" | awk '{printf "%8.2f s %8.2f s %8.0f MiB", $1, $3, ($2 > $4 ? $2 : $4) / 1024}'
+  local runs="" i
+  for i in $(seq 1 "$REPEAT"); do
+    drop_caches
+    runs+="$(time_one "$@") $(time_one "$@")"$'\n'
+  done
+  printf '%s %s %s\n' "$(awk 'NF {print $1}' <<< "$runs" | median)" \
+    "$(awk 'NF {print $3}' <<< "$runs" | median)" \
+    "$(awk 'NF {print ($2 > $4 ? $2 : $4)}' <<< "$runs" | sort -g | tail -n 1)" |
+    awk '{printf "%8.2f s %8.2f s %8.0f MiB", $1, $2, $3 / 1024}'
 }
 
-row() { printf "%-58s %s\n" "$1" "$(shift; measure "$@")"; }
+# LAST keeps the row's "cold warm" seconds for the ratios
+row() {
+  local m
+  m=$(shift; measure "$@")
+  printf "%-58s %s\n" "$1" "$m"
+  LAST=$(awk '{print $1, $3}' <<< "$m")
+}
+ratio() { # "btrfsimg's cold warm" "the other's cold warm"
+  awk -v a="$1" -v b="$2" 'BEGIN {split(a, x); split(b, y)
+    printf "%-58s %7.1fx %9.1fx\n", "  btrfsimg is faster by", y[1] / x[1], y[2] / x[2]}'
+}
 
 echo "building images (cached in $KEEP) ..."
 SNAPIMG=$(build_snap_image)
@@ -101,18 +122,20 @@ DATA_ID=256
 printf "\n%-58s %10s %10s %12s\n" "" "cold" "warm" "peak RSS"
 echo "== 1 subvolume of $FILES files (+ $SNAPS snapshots): $SNAPIMG"
 row "btrfsimg inodes --json --subvol $DATA_ID"  "$BIN" inodes --json --subvol $DATA_ID "$SNAPIMG"
+OURS=$LAST
 row "btrfs inspect-internal dump-tree -t $DATA_ID" btrfs inspect-internal dump-tree -t $DATA_ID "$SNAPIMG"
+ratio "$OURS" "$LAST"
 # The disk's floor for any cold walk: the leaves holding inode items and
 # names (found by dump-tree, not btrfsimg) read with O_DIRECT, 512 in flight.
 FLOOR=${FLOOR:-$(dirname "$BIN")/../bench/floor}
 if [ -x "$FLOOR" ]; then
   LEAVES=$(mktemp)
   python3 bench/leaves.py "$SNAPIMG" $DATA_ID > "$LEAVES" 2> "$LEAVES.info"
-  for i in 1 2; do
-    sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-    printf "%-58s %8.2f s  (%s)\n" "disk floor: O_DIRECT read of the leaves it needs" \
-      "$("$FLOOR" "$SNAPIMG" < "$LEAVES" | awk '{print $1}')" "$(cat "$LEAVES.info")"
-  done
+  floor=$(for i in $(seq 1 "$REPEAT"); do
+            drop_caches; "$FLOOR" "$SNAPIMG" < "$LEAVES" | awk '{print $1}'
+          done | median)
+  printf "%-58s %8.2f s  (%s)\n" "disk floor: O_DIRECT read of the leaves it needs" "$floor" \
+    "$(cat "$LEAVES.info")"
   rm -f "$LEAVES" "$LEAVES.info"
 fi
 mount -o loop,ro "$SNAPIMG" "$MNT"
@@ -121,6 +144,7 @@ row "kernel: stat walk (python os.lstat)" python3 -c "
 import os,sys
 for d,ds,fs in os.walk(sys.argv[1]):
     for f in fs: os.lstat(os.path.join(d,f))" "$MNT/data"
+ratio "$OURS" "$LAST"
 umount "$MNT"
 row "btrfsimg collisions ($((SNAPS+1)) subvolumes)" "$BIN" collisions --json "$SNAPIMG"
 row "btrfsimg collisions (human report)" "$BIN" collisions "$SNAPIMG"
@@ -128,7 +152,9 @@ echo
 echo "== $SUBVOLS subvolumes of $PER_SUBVOL files: $SUBIMG"
 row "btrfsimg collisions" "$BIN" collisions --json "$SUBIMG"
 row "btrfsimg inodes --json (all subvolumes)" "$BIN" inodes --json "$SUBIMG"
+OURS=$LAST
 row "btrfs inspect-internal dump-tree (all trees)" btrfs inspect-internal dump-tree "$SUBIMG"
+ratio "$OURS" "$LAST"
 if [ "$EXACT" = 1 ]; then
   BRUTE=${BRUTE:-$(dirname "$BIN")/../bench/brute}
   echo
