@@ -346,6 +346,21 @@ static void test_iter_stream(void **state)
 
 /* ---------------------------------------------------- prefetching reads */
 
+/* Which pages of @fd the page cache holds, read (mincore: bit 0 of each
+ * byte of the malloc'd *vec). Returns the number of pages. */
+static size_t residency(int fd, unsigned char **vec)
+{
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = ((size_t)st.st_size + pg - 1) / pg;
+	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	*vec = malloc(pages);
+	assert_int_equal(mincore(map, (size_t)st.st_size, *vec), 0);
+	munmap(map, (size_t)st.st_size);
+	return pages;
+}
+
 /* Drop @path from the page cache; false if the kernel kept any of it
  * (tmpfs, or pages in use), when residency tells nothing. */
 static bool evict(const char *path)
@@ -354,18 +369,11 @@ static bool evict(const char *path)
 	assert_true(fd >= 0);
 	assert_int_equal(fdatasync(fd), 0);
 	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-	struct stat st;
-	assert_int_equal(fstat(fd, &st), 0);
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = ((size_t)st.st_size + pg - 1) / pg;
-	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	assert_true(map != MAP_FAILED);
-	unsigned char *vec = malloc(pages);
-	assert_int_equal(mincore(map, (size_t)st.st_size, vec), 0);
-	size_t kept = 0;
+	unsigned char *vec;
+	size_t pages = residency(fd, &vec), kept = 0;
 	for (size_t i = 0; i < pages; i++)
 		kept += vec[i] & 1;
 	free(vec);
-	munmap(map, (size_t)st.st_size);
 	close(fd);
 	return kept == 0;
 }
@@ -378,21 +386,14 @@ static size_t resident_bytenrs(const char *path, uint64_t *out, size_t max)
 	int fd = open(path, O_RDONLY);
 	assert_true(fd >= 0);
 	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM); /* read only what is there */
-	struct stat st;
-	assert_int_equal(fstat(fd, &st), 0);
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE), pages = ((size_t)st.st_size + pg - 1) / pg;
-	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	assert_true(map != MAP_FAILED);
-	unsigned char *vec = malloc(pages);
-	assert_int_equal(mincore(map, (size_t)st.st_size, vec), 0);
-	size_t n = 0;
+	unsigned char *vec;
+	size_t pages = residency(fd, &vec), pg = (size_t)sysconf(_SC_PAGESIZE), n = 0;
 	for (size_t i = 0; i < pages && n < max; i++) {
 		uint8_t hdr[HDR_SIZE];
 		if ((vec[i] & 1) && pread(fd, hdr, sizeof(hdr), (off_t)(i * pg)) == (ssize_t)sizeof(hdr))
 			out[n++] = bi_le64(hdr + HDR_BYTENR);
 	}
 	free(vec);
-	munmap(map, (size_t)st.st_size);
 	close(fd);
 	return n;
 }
