@@ -590,14 +590,19 @@ bool bi_copy_missing(struct btrfsimg_fs *fs, uint64_t logical, int copy)
 
 void bi_prefetch(struct btrfsimg_fs *fs, uint64_t logical, uint64_t len)
 {
-	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);
-	if (!inside(c, logical) || (profile(c) & RAID56))
-		return;
-	struct bi_phys ph;
-	map_off(c, logical - c->logical, 0, &ph);
-	const struct bi_dev *d = stripe_dev(fs, c, ph.stripe);
-	if (d)
-		bi_dev_prefetch(d, ph.physical, len < ph.len ? len : ph.len);
+	while (len) {
+		const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);
+		if (!inside(c, logical) || (profile(c) & RAID56))
+			return;
+		struct bi_phys ph; /* one stripe's piece: RAID0/10 split a run */
+		map_off(c, logical - c->logical, 0, &ph);
+		uint64_t n = len < ph.len ? len : ph.len;
+		const struct bi_dev *d = stripe_dev(fs, c, ph.stripe);
+		if (d)
+			bi_dev_prefetch(d, ph.physical, n);
+		logical += n;
+		len -= n;
+	}
 }
 
 int bi_num_copies(struct btrfsimg_fs *fs, uint64_t logical)

@@ -527,6 +527,62 @@ static void test_prefetch_in_partition(void **state)
 		skip();
 }
 
+/* Pages of @path the page cache holds, once it holds @want of them or
+ * after 10 s (see wait_resident). */
+static size_t wait_pages(const char *path, size_t want)
+{
+	for (int tries = 0;; tries++) {
+		int fd = open(path, O_RDONLY);
+		assert_true(fd >= 0);
+		unsigned char *vec;
+		size_t pages = residency(fd, &vec), n = 0;
+		for (size_t i = 0; i < pages; i++)
+			n += vec[i] & 1;
+		free(vec);
+		close(fd);
+		if (n >= want || tries == 200)
+			return n;
+		usleep(50 * 1000);
+	}
+}
+
+/* RAID0 metadata: a run of two stripes' length lies half on each device,
+ * and both halves are asked for. */
+static void test_prefetch_raid0(void **state)
+{
+	(void)state;
+	char *dev[2] = { unpack_zst(TESTDATA "/images/raid0/dev1.img.zst", NULL),
+			 unpack_zst(TESTDATA "/images/raid0/dev2.img.zst", NULL) };
+	btrfsimg_fs *fs;
+	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(btrfsimg_add_device_file(fs, dev[i]), 0);
+	assert_int_equal(btrfsimg_open(fs), 0);
+	struct bi_root r;
+	assert_int_equal(bi_root_find(fs, 5, &r), 0);
+	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, r.bytenr);
+	assert_non_null(c);
+	assert_true(c->num_stripes == 2 && c->length >= 2 * c->stripe_len);
+	bool clean = true;
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(posix_fadvise(fs->devs[i].fd, 0, 0, POSIX_FADV_RANDOM), 0);
+		clean = clean && evict(dev[i]);
+	}
+	if (clean) {
+		bi_prefetch(fs, c->logical, 2 * c->stripe_len);
+		size_t want = c->stripe_len / (size_t)sysconf(_SC_PAGESIZE);
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(wait_pages(dev[i], want), want);
+	}
+	btrfsimg_fs_free(fs);
+	for (int i = 0; i < 2; i++) {
+		unlink(dev[i]);
+		free(dev[i]);
+	}
+	if (!clean)
+		skip();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -534,7 +590,7 @@ int main(void)
 		cmocka_unit_test(test_item_checks),   cmocka_unit_test(test_node_checks),
 		cmocka_unit_test(test_key_order),     cmocka_unit_test(test_iter_skip_leaves),
 		cmocka_unit_test(test_iter_stream),   cmocka_unit_test(test_stream_prefetch),
-		cmocka_unit_test(test_prefetch_in_partition),
+		cmocka_unit_test(test_prefetch_in_partition), cmocka_unit_test(test_prefetch_raid0),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
