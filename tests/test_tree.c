@@ -361,6 +361,20 @@ static size_t residency(int fd, unsigned char **vec)
 	return pages;
 }
 
+/* How many pages of @path the page cache holds, read. */
+static size_t resident_pages(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	unsigned char *vec;
+	size_t pages = residency(fd, &vec), n = 0;
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	close(fd);
+	return n;
+}
+
 /* Drop @path from the page cache; false if the kernel kept any of it
  * (tmpfs, or pages in use), when residency tells nothing. */
 static bool evict(const char *path)
@@ -369,13 +383,8 @@ static bool evict(const char *path)
 	assert_true(fd >= 0);
 	assert_int_equal(fdatasync(fd), 0);
 	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-	unsigned char *vec;
-	size_t pages = residency(fd, &vec), kept = 0;
-	for (size_t i = 0; i < pages; i++)
-		kept += vec[i] & 1;
-	free(vec);
 	close(fd);
-	return kept == 0;
+	return resident_pages(path) == 0;
 }
 
 /* What the page cache holds of @path, as the tree blocks there name
@@ -532,14 +541,7 @@ static void test_prefetch_in_partition(void **state)
 static size_t wait_pages(const char *path, size_t want)
 {
 	for (int tries = 0;; tries++) {
-		int fd = open(path, O_RDONLY);
-		assert_true(fd >= 0);
-		unsigned char *vec;
-		size_t pages = residency(fd, &vec), n = 0;
-		for (size_t i = 0; i < pages; i++)
-			n += vec[i] & 1;
-		free(vec);
-		close(fd);
+		size_t n = resident_pages(path);
 		if (n >= want || tries == 200)
 			return n;
 		usleep(50 * 1000);
