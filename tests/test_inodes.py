@@ -122,6 +122,10 @@ def test_image(name, img, view):
     dev2 = depth_parity(view)
     rc, recs, err = run_json(["inodes", "--json", "--inumbits", "48", "--mount-subvol", "5", img])
     check(f"{name}: inodes exit", rc in (0, 1), err[-300:])
+    keys = [(r["subvol"], r["objectid"]) for r in recs]
+    check(f"{name}: inodes listed once each, by subvolume then objectid",
+          all(a < b for a, b in zip(keys, keys[1:])),
+          str(next(((a, b) for a, b in zip(keys, keys[1:]) if a >= b), None)))
     mine = {(r["subvol"], r["objectid"]): r for r in recs if r["reachable"]}
     missing = [k for k in inodes if k not in mine]
     check(f"{name}: every inode the kernel reaches is listed", not missing, str(missing[:5]))
@@ -139,6 +143,8 @@ def test_image(name, img, view):
             bad.append((k, diff))
     check(f"{name}: inodes fields equal kernel + reference formulas", not bad, str(bad[:3]))
     check_paths(name, recs, view)
+    if name == "names":
+        check_write_error(name, img)
     rc, recs, err = run_json(["collisions", "--json", "--mount-subvol", "5", img])
     check(f"{name}: collisions exit", rc in (0, 1), err[-300:])
     wrong = []
@@ -151,6 +157,15 @@ def test_image(name, img, view):
     check(f"{name}: collisions equal the brute force for {len(recs) - 1} schemes",
           not wrong and len(recs) == 70, str(wrong[:4]))
     check_example_paths(name, recs, view)
+
+
+def check_write_error(name, img):
+    """Lines bypass stdio: a full disk must still fail the run, and say so."""
+    with open("/dev/full", "wb") as full:
+        p = subprocess.run([CLI, "inodes", "--json", img], stdout=full, stderr=subprocess.PIPE)
+    check(f"{name}: inodes --json to a full disk fails", p.returncode == 2, str(p.returncode))
+    check(f"{name}: ... naming the write error", b"write error on standard output" in p.stderr,
+          p.stderr[-300:])
 
 
 def check_paths(name, recs, view):

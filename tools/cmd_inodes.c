@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "handoff.h"
@@ -31,7 +33,8 @@ struct inodes_ctx {
 	/* What follows is the formatting thread's: kept off the reading
 	 * thread's cache line (sharing it cost 6% of a run in stalls). */
 	_Alignas(128) uint64_t cur;		/* the subvolume the line fragments below are for */
-	struct jw w;	/* JSON line buffer, reused */
+	struct jw w;	/* JSON lines not yet written out */
+	int write_errno;	/* the first failed write(2), or 0 */
 	char head[64], mid1[128], mid2[64], mid3[96];
 	size_t head_len, mid1_len, mid2_len, mid3_len;
 };
@@ -57,6 +60,27 @@ static void switch_subvol(struct inodes_ctx *x, const struct irow *r)
 				       ",\"numdevs2_dev\":%s,\"proc_ino\":\"%" PRIu64 ":", dev, subvol);
 }
 
+/* Lines gather in one buffer written out in blocks of this size with
+ * write(2): going through stdio copied every byte once more (a tenth of the
+ * formatting thread's time). */
+#define OUT_BLOCK (256u << 10)
+
+static void flush_lines(struct inodes_ctx *x)
+{
+	struct jw *w = &x->w;
+	size_t done = 0;
+	while (done < w->len && !x->write_errno) {
+		ssize_t n = write(STDOUT_FILENO, w->buf + done, w->len - done);
+		if (n > 0)
+			done += (size_t)n;
+		else if (n == 0)
+			x->write_errno = EIO;
+		else if (errno != EINTR)
+			x->write_errno = errno;
+	}
+	w->len = 0;
+}
+
 static void put_json(struct inodes_ctx *x, const struct irow *i, const char *path)
 {
 	struct jw *w = &x->w;
@@ -64,7 +88,6 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 		switch_subvol(x, i);
 	char obj[20];
 	size_t obj_len = jw_u64_dec(i->objectid, obj);
-	w->len = 0;
 	jw_raw(w, x->head, x->head_len);
 	jw_raw(w, obj, obj_len);
 	jw_lit(w, ",\"st_ino\":");
@@ -94,7 +117,9 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 		jw_lit(w, ",\"reachable\":true");
 	else
 		jw_lit(w, ",\"reachable\":false");
-	jw_line_end(w);
+	jw_lit(w, "}\n");
+	if (w->len >= OUT_BLOCK)
+		flush_lines(x);
 }
 
 static void put_text(const struct btrfsimg_inode_entry *e, const struct btrfsimg_presented *p)
@@ -165,14 +190,21 @@ int cmd_inodes(struct cli *c)
 	if (!c->json)
 		printf("%6s %10s  %-22s  %-22s  %s\n", "subvol", "objectid",
 		       "inumbits ino", "nfsd fileid", "path");
-	if (c->json)
+	if (c->json) {
+		fflush(stdout); /* lines bypass stdio from here on */
 		x.h = handoff_start(sizeof(struct irow), put_batch, &x);
+	}
 	int rc = btrfsimg_inodes_presented(c->fs, c->have_subvol ? c->subvol : 0, x.bits,
 					   c->have_mount_subvol ? c->mount_subvol : 0, on_inode, &x);
 	handoff_finish(x.h);
+	flush_lines(&x);
 	progress_done();
 	jw_line_free(&x.w);
 	if (rc < 0)
 		return cli_fail(c, rc, "inodes");
+	if (x.write_errno) {
+		cli_warn("write error on standard output: %s", strerror(x.write_errno));
+		return EXIT_FAILED;
+	}
 	return cli_status(c);
 }
