@@ -474,6 +474,22 @@ BTRFSIMG_API int btrfsimg_file_handle(btrfsimg_fs *fs, uint64_t subvol, uint64_t
 				      uint64_t parent_subvol, uint64_t parent_objectid,
 				      bool connectable, uint32_t *type, uint8_t out[40]);
 
+/**
+ * The same bytes as btrfsimg_file_handle() from values already read, with
+ * no I/O (a walk that holds each inode and its directory's inode does not
+ * look them up again): the object's @p generation and @p mode, and its
+ * parent directory's @p parent_generation (used only when @p connectable
+ * and the object is not a directory). The kernel keeps the low 32 bits of
+ * each generation. For a stub (objectid 2) pass generation 0, as
+ * btrfsimg_file_handle() encodes it. Returns the length (20, 32 or 40); never fails
+ * unless @p type or @p out is NULL (-EINVAL).
+ */
+BTRFSIMG_API int btrfsimg_file_handle_encode(uint64_t subvol, uint64_t objectid,
+					     uint64_t generation, uint32_t mode,
+					     uint64_t parent_subvol, uint64_t parent_objectid,
+					     uint64_t parent_generation, bool connectable,
+					     uint32_t *type, uint8_t out[40]);
+
 /* ------------------------------------------------------------------ */
 /** @name Inode-number schemes (the 2021 proposals; pure functions) */
 

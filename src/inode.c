@@ -446,6 +446,36 @@ static int handle_inode(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t object
  *   +28 parent gen u32 | +32 parent root u64 | +40
  * 20 bytes without a parent, 32 with one in the same root, 40 otherwise.
  */
+int btrfsimg_file_handle_encode(uint64_t subvol, uint64_t objectid, uint64_t generation,
+				uint32_t mode, uint64_t parent_subvol, uint64_t parent_objectid,
+				uint64_t parent_generation, bool connectable, uint32_t *type,
+				uint8_t out[40])
+{
+	if (!type || !out)
+		return -EINVAL;
+	bi_put_le64(out, objectid);
+	bi_put_le64(out + 8, subvol);
+	bi_put_le32(out + 16, (uint32_t)generation); /* i_generation is 32 bits */
+	*type = FH_WITHOUT_PARENT;
+	if (!connectable)
+		return 20;
+	/* exportfs encodes a parent only for non-directories. */
+	*type |= FH_IS_CONNECTABLE;
+	if (S_ISDIR(mode)) {
+		*type |= FH_IS_DIR;
+		return 20;
+	}
+	bi_put_le64(out + 20, parent_objectid);
+	bi_put_le32(out + 28, (uint32_t)parent_generation);
+	if (parent_subvol == subvol) {
+		*type = FH_IS_CONNECTABLE | FH_WITH_PARENT;
+		return 32;
+	}
+	bi_put_le64(out + 32, parent_subvol);
+	*type = FH_IS_CONNECTABLE | FH_WITH_PARENT_ROOT;
+	return 40;
+}
+
 int btrfsimg_file_handle(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 			 uint64_t parent_subvol, uint64_t parent_objectid, bool connectable,
 			 uint32_t *type, uint8_t out[40])
@@ -456,29 +486,11 @@ int btrfsimg_file_handle(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 	int rc = check_open(fs, "btrfsimg_file_handle");
 	if (rc == 0)
 		rc = handle_inode(fs, subvol, objectid, &gen, &mode);
+	/* exportfs reads the parent only for a connectable non-directory */
+	if (rc == 0 && connectable && !S_ISDIR(mode))
+		rc = handle_inode(fs, parent_subvol, parent_objectid, &pgen, &pmode);
 	if (rc < 0)
 		return rc;
-	bi_put_le64(out, objectid);
-	bi_put_le64(out + 8, subvol);
-	bi_put_le32(out + 16, gen);
-	*type = FH_WITHOUT_PARENT;
-	if (!connectable)
-		return 20;
-	/* exportfs encodes a parent only for non-directories. */
-	*type |= FH_IS_CONNECTABLE;
-	if (S_ISDIR(mode)) {
-		*type |= FH_IS_DIR;
-		return 20;
-	}
-	if ((rc = handle_inode(fs, parent_subvol, parent_objectid, &pgen, &pmode)) < 0)
-		return rc;
-	bi_put_le64(out + 20, parent_objectid);
-	bi_put_le32(out + 28, pgen);
-	if (parent_subvol == subvol) {
-		*type = FH_IS_CONNECTABLE | FH_WITH_PARENT;
-		return 32;
-	}
-	bi_put_le64(out + 32, parent_subvol);
-	*type = FH_IS_CONNECTABLE | FH_WITH_PARENT_ROOT;
-	return 40;
+	return btrfsimg_file_handle_encode(subvol, objectid, gen, mode, parent_subvol,
+					   parent_objectid, pgen, connectable, type, out);
 }

@@ -326,6 +326,38 @@ static void test_inode_get(void **state)
 	assert_int_equal(btrfsimg_stub_inode(x->fs, sv, obj, &o), -ENOTDIR);
 }
 
+/* struct btrfs_fid by hand: objectid, root, gen (u32, low half kept),
+ * parent objectid, parent gen, parent root; little-endian. */
+static void test_file_handle_vectors(void **state)
+{
+	(void)state;
+	uint8_t b[40];
+	uint32_t type;
+	static const uint8_t plain[20] = { 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0x00, 0x01, 0, 0,
+					   0, 0, 0, 0, 0x78, 0x56, 0x34, 0x12 };
+	assert_int_equal(btrfsimg_file_handle_encode(256, 258, 0xabcd12345678ull, 0100644, 256,
+						     257, 9, false, &type, b), 20);
+	assert_int_equal(type, 0x4d);
+	assert_memory_equal(b, plain, 20);
+	assert_int_equal(btrfsimg_file_handle_encode(256, 258, 0x12345678, 0100644, 256, 257, 9,
+						     true, &type, b), 32);
+	assert_int_equal(type, 0x1004e);
+	static const uint8_t with_parent[12] = { 0x01, 0x01, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0 };
+	assert_memory_equal(b, plain, 20);
+	assert_memory_equal(b + 20, with_parent, 12);
+	assert_int_equal(btrfsimg_file_handle_encode(256, 258, 0x12345678, 0100644, 5, 257, 9,
+						     true, &type, b), 40);
+	assert_int_equal(type, 0x1004f);
+	static const uint8_t root[8] = { 5, 0, 0, 0, 0, 0, 0, 0 };
+	assert_memory_equal(b + 32, root, 8);
+	/* a directory never carries its parent */
+	assert_int_equal(btrfsimg_file_handle_encode(256, 258, 0x12345678, 040755, 5, 257, 9,
+						     true, &type, b), 20);
+	assert_int_equal(type, 0x3004d);
+	assert_int_equal(btrfsimg_file_handle_encode(1, 2, 3, 0, 4, 5, 6, true, NULL, b),
+			 -EINVAL);
+}
+
 static void test_file_handles(void **state)
 {
 	struct dx *x = *state;
@@ -346,6 +378,19 @@ static void test_file_handles(void **state)
 		if (len != (int)wn || type != dx_u64(&r->t[2]) || memcmp(buf, want, wn))
 			fail_msg("%c %s: kernel type 0x%llx len %zu, have 0x%x len %d", r->tag,
 				 r->t[1].p, (unsigned long long)dx_u64(&r->t[2]), wn, type, len);
+		/* the same bytes from the inodes alone (what walk does) */
+		struct btrfsimg_inode me = { 0 }, dir = { 0 };
+		if (obj != 2) /* stubs encode generation 0 */
+			assert_int_equal(btrfsimg_inode_get(x->fs, sv, obj, &me), 0);
+		else
+			me.mode = S_IFDIR | 0755;
+		assert_int_equal(btrfsimg_inode_get(x->fs, psv, pobj, &dir), 0);
+		len = btrfsimg_file_handle_encode(sv, obj, me.generation, me.mode, psv, pobj,
+						  dir.generation, r->tag == 'C', &type, buf);
+		if (len != (int)wn || type != dx_u64(&r->t[2]) || memcmp(buf, want, wn))
+			fail_msg("%c %s: encoded from inodes: kernel type 0x%llx len %zu, have 0x%x "
+				 "len %d", r->tag, r->t[1].p, (unsigned long long)dx_u64(&r->t[2]),
+				 wn, type, len);
 		n++;
 	}
 	assert_true(n >= 120);
@@ -641,6 +686,7 @@ int main(void)
 		cmocka_unit_test(test_inode_bad),
 		cmocka_unit_test(test_iref),
 		cmocka_unit_test(test_extref),
+		cmocka_unit_test(test_file_handle_vectors),
 	};
 	const struct CMUnitTest image[] = {
 		cmocka_unit_test(test_inode_get),

@@ -23,24 +23,40 @@ struct walk_ctx {
 	bool have_nest;
 };
 
+static void put_hex(struct jw *w, const uint8_t *b, int len)
+{
+	static const char digits[] = "0123456789abcdef";
+	char hex[80];
+	for (int i = 0; i < len; i++) {
+		hex[2 * i] = digits[b[i] >> 4];
+		hex[2 * i + 1] = digits[b[i] & 15];
+	}
+	jw_strn(w, "hex", hex, 2 * (size_t)len);
+}
+
+/* Children of a directory are encoded from the inodes the walk holds (two
+ * lookups fewer per path); the start and stubs go through the library's
+ * lookup, which knows the stub's rules. */
 static void put_handle(struct jw *w, struct walk_ctx *wc, const struct visit_node *n,
 		       const char *key, bool conn)
 {
 	uint32_t type = 0;
 	uint8_t buf[40];
-	int len = btrfsimg_file_handle(wc->c->fs, n->subvol, n->objectid, n->dir_subvol,
-				       n->dir_objectid, conn, &type, buf);
+	int len;
+	if (n->dir_inode && !n->stub)
+		len = btrfsimg_file_handle_encode(n->subvol, n->objectid, n->inode.generation,
+						  n->inode.mode, n->dir_subvol, n->dir_objectid,
+						  n->dir_inode->generation, conn, &type, buf);
+	else
+		len = btrfsimg_file_handle(wc->c->fs, n->subvol, n->objectid, n->dir_subvol,
+					   n->dir_objectid, conn, &type, buf);
 	if (len < 0) {
 		jw_null(w, key);
 		return;
 	}
-	char hex[81];
-	for (int i = 0; i < len; i++)
-		snprintf(hex + 2 * i, 3, "%02x", buf[i]);
-	hex[2 * len] = '\0';
 	jw_open_obj(w, key);
 	jw_u64(w, "type", type);
-	jw_str(w, "hex", hex);
+	put_hex(w, buf, len);
 	jw_close_obj(w);
 }
 
@@ -132,9 +148,11 @@ static void put_json(struct walk_ctx *wc, const struct visit_node *n)
 	jw_u64(&w, "uid", i->uid);
 	jw_u64(&w, "gid", i->gid);
 	jw_u64(&w, "size", i->size);
-	char rdev[48];
-	snprintf(rdev, sizeof(rdev), "%" PRIu64 ":%" PRIu64, i->rdev >> 20, i->rdev & 0xfffff);
-	jw_str(&w, "rdev", rdev);
+	char rdev[41]; /* major:minor, as the kernel splits a btrfs rdev */
+	size_t k = jw_u64_dec(i->rdev >> 20, rdev);
+	rdev[k++] = ':';
+	k += jw_u64_dec(i->rdev & 0xfffff, rdev + k);
+	jw_strn(&w, "rdev", rdev, k);
 	jw_time(&w, "atime", i->atime.sec, i->atime.nsec);
 	jw_time(&w, "mtime", i->mtime.sec, i->mtime.nsec);
 	jw_time(&w, "ctime", i->ctime.sec, i->ctime.nsec);

@@ -152,7 +152,8 @@ static int visit_children(struct walker *w, struct visit_node *dir)
 					.subvol = d->target_subvol, .objectid = d->target_objectid,
 					.stub = d->kind == BTRFSIMG_TARGET_STUB,
 					.dir_subvol = dir->subvol, .dir_objectid = dir->objectid,
-					.dir_tree_subvol = dir->subvol };
+					.dir_tree_subvol = dir->subvol,
+					.dir_inode = &dir->inode };
 		rc = 0;
 		if (c.stub)
 			rc = btrfsimg_stub_inode(w->fs, dir->subvol, dir->objectid, &c.inode);
