@@ -145,7 +145,12 @@ import os,sys
 for d,ds,fs in os.walk(sys.argv[1]):
     for f in fs: os.lstat(os.path.join(d,f))" "$MNT/data"
 ratio "$OURS" "$LAST"
+STATWALK=$LAST
 umount "$MNT"
+# walk shows per path what stat, readdir and name_to_handle_at show: the
+# stat walk's work and more
+row "btrfsimg walk --json --subvol $DATA_ID" "$BIN" walk --json --subvol $DATA_ID "$SNAPIMG"
+ratio "$LAST" "$STATWALK"
 row "btrfsimg collisions ($((SNAPS+1)) subvolumes)" "$BIN" collisions --json "$SNAPIMG"
 row "btrfsimg collisions (human report)" "$BIN" collisions "$SNAPIMG"
 echo
