@@ -4,11 +4,11 @@
  * the 2021 proposals would present (inumbits=N, the nfsd uniquifier,
  * numdevs=2, the "tree:ino" /proc form).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 #include <unistd.h>
 
 #include "cli.h"
