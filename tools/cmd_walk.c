@@ -23,17 +23,6 @@ struct walk_ctx {
 	bool have_nest;
 };
 
-static void put_hex(struct jw *w, const uint8_t *b, int len)
-{
-	static const char digits[] = "0123456789abcdef";
-	char hex[80];
-	for (int i = 0; i < len; i++) {
-		hex[2 * i] = digits[b[i] >> 4];
-		hex[2 * i + 1] = digits[b[i] & 15];
-	}
-	jw_strn(w, "hex", hex, 2 * (size_t)len);
-}
-
 /* Children of a directory are encoded from the inodes the walk holds (two
  * lookups fewer per path); the start and stubs go through the library's
  * lookup, which knows the stub's rules. */
@@ -56,7 +45,9 @@ static void put_handle(struct jw *w, struct walk_ctx *wc, const struct visit_nod
 	}
 	jw_open_obj(w, key);
 	jw_u64(w, "type", type);
-	put_hex(w, buf, len);
+	char hex[81];
+	hex_of(buf, (size_t)len, hex);
+	jw_strn(w, "hex", hex, 2 * (size_t)len);
 	jw_close_obj(w);
 }
 

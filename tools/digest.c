@@ -7,10 +7,10 @@
 
 #define CHUNK (1u << 20)
 
-static void to_hex(const unsigned char *d, unsigned n, char *out)
+void hex_of(const unsigned char *d, size_t n, char *out)
 {
 	static const char hex[] = "0123456789abcdef";
-	for (unsigned i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		out[2 * i] = hex[d[i] >> 4];
 		out[2 * i + 1] = hex[d[i] & 15];
 	}
@@ -22,7 +22,7 @@ void digest_hex(const char *alg, const void *data, size_t len, char *out)
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned n = 0;
 	EVP_Digest(data, len, md, &n, EVP_get_digestbyname(alg), NULL);
-	to_hex(md, n, out);
+	hex_of(md, n, out);
 }
 
 int digest_file(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t size,
@@ -46,7 +46,7 @@ int digest_file(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t si
 		unsigned char md[EVP_MAX_MD_SIZE];
 		unsigned n = 0;
 		EVP_DigestFinal_ex(ctx, md, &n);
-		to_hex(md, n, out);
+		hex_of(md, n, out);
 	}
 	EVP_MD_CTX_free(ctx);
 	free(buf);
