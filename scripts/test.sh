@@ -24,13 +24,16 @@ ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
 
-echo "== ThreadSanitizer: inodes --json (its lines are formatted on a second thread)"
+echo "== ThreadSanitizer: inodes and walk --json (their lines are formatted on a second thread)"
 setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug -Dtests=false
 ninja -C build-tsan tools/btrfsimg
 img=$(mktemp /tmp/btrfsimg-tsan.XXXXXX)
 zstd -q -d -f testdata/files/names.img.zst -o "$img"
 TSAN_OPTIONS=halt_on_error=1:exitcode=66 build-tsan/tools/btrfsimg inodes --json "$img" >"$img.tsan"
 build/tools/btrfsimg inodes --json "$img" | cmp - "$img.tsan"
+TSAN_OPTIONS=halt_on_error=1:exitcode=66 build-tsan/tools/btrfsimg walk --json --hash --inumbits 48 \
+  "$img" >"$img.tsan"
+build/tools/btrfsimg walk --json --hash --inumbits 48 "$img" | cmp - "$img.tsan"
 rm -f "$img" "$img.tsan"
 
 if command -v clang >/dev/null; then

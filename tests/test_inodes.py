@@ -160,12 +160,14 @@ def test_image(name, img, view):
 
 
 def check_write_error(name, img):
-    """Lines bypass stdio: a full disk must still fail the run, and say so."""
-    with open("/dev/full", "wb") as full:
-        p = subprocess.run([CLI, "inodes", "--json", img], stdout=full, stderr=subprocess.PIPE)
-    check(f"{name}: inodes --json to a full disk fails", p.returncode == 2, str(p.returncode))
-    check(f"{name}: ... naming the write error", b"write error on standard output" in p.stderr,
-          p.stderr[-300:])
+    """Lines bypass stdio (inodes, walk): a full disk must still fail the
+    run, and say so."""
+    for cmd in ("inodes", "walk"):
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([CLI, cmd, "--json", img], stdout=full, stderr=subprocess.PIPE)
+        check(f"{name}: {cmd} --json to a full disk fails", p.returncode == 2, str(p.returncode))
+        check(f"{name}: ... naming the write error",
+              b"write error on standard output" in p.stderr, p.stderr[-300:])
 
 
 def check_paths(name, recs, view):

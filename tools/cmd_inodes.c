@@ -4,7 +4,6 @@
  * the 2021 proposals would present (inumbits=N, the nfsd uniquifier,
  * numdevs=2, the "tree:ino" /proc form).
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,25 +59,9 @@ static void switch_subvol(struct inodes_ctx *x, const struct irow *r)
 				       ",\"numdevs2_dev\":%s,\"proc_ino\":\"%" PRIu64 ":", dev, subvol);
 }
 
-/* Lines gather in one buffer written out in blocks of this size with
- * write(2): going through stdio copied every byte once more (a tenth of the
- * formatting thread's time). */
-#define OUT_BLOCK (256u << 10)
-
 static void flush_lines(struct inodes_ctx *x)
 {
-	struct jw *w = &x->w;
-	size_t done = 0;
-	while (done < w->len && !x->write_errno) {
-		ssize_t n = write(STDOUT_FILENO, w->buf + done, w->len - done);
-		if (n > 0)
-			done += (size_t)n;
-		else if (n == 0)
-			x->write_errno = EIO;
-		else if (errno != EINTR)
-			x->write_errno = errno;
-	}
-	w->len = 0;
+	jw_flush_fd(&x->w, STDOUT_FILENO, &x->write_errno);
 }
 
 static void put_json(struct inodes_ctx *x, const struct irow *i, const char *path)
@@ -118,7 +101,7 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	else
 		jw_lit(w, ",\"reachable\":false");
 	jw_lit(w, "}\n");
-	if (w->len >= OUT_BLOCK)
+	if (w->len >= JW_OUT_BLOCK)
 		flush_lines(x);
 }
 

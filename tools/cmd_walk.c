@@ -10,57 +10,74 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "digest.h"
+#include "handoff.h"
 #include "json.h"
 #include "nest.h"
 #include "visit.h"
+
+/* What one JSON line needs, gathered on the walking thread (everything that
+ * reads the image happens there) and formatted on a second thread, as
+ * inodes does: formatting was a third of a walk. The record's bytes hold
+ * the path, then the symlink target, then the --hash fields as JSON. */
+struct wrow {
+	struct btrfsimg_inode inode;
+	uint64_t ino, subvol, d_ino;
+	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
+	uint32_t bytes_off, path_len, target_len, hashes_len;
+	uint32_t handle_type[2];
+	int8_t handle_len[2];	/* -1: none (null) */
+	int8_t dev;		/* numdevs2_dev, -1: null */
+	bool stub, is_start, symlink, target_ok, schemes;
+	uint8_t handle[2][40];
+};
 
 struct walk_ctx {
 	struct cli *c;
 	struct nest nest;
 	bool have_nest;
+	struct handoff *h;
+	struct jw scratch;	/* a record's bytes, on the walking thread */
+	/* What follows is the formatting thread's. */
+	_Alignas(128) struct jw w;	/* JSON lines not yet written out */
+	int write_errno;	/* the first failed write(2), or 0 */
 };
 
 /* Children of a directory are encoded from the inodes the walk holds (two
  * lookups fewer per path); the start and stubs go through the library's
  * lookup, which knows the stub's rules. */
-static void put_handle(struct jw *w, struct walk_ctx *wc, const struct visit_node *n,
-		       const char *key, bool conn)
+static void take_handle(struct walk_ctx *wc, const struct visit_node *n, bool conn,
+			struct wrow *r)
 {
-	uint32_t type = 0;
-	uint8_t buf[40];
+	int k = conn ? 1 : 0;
 	int len;
 	if (n->dir_inode && !n->stub)
 		len = btrfsimg_file_handle_encode(n->subvol, n->objectid, n->inode.generation,
 						  n->inode.mode, n->dir_subvol, n->dir_objectid,
-						  n->dir_inode->generation, conn, &type, buf);
+						  n->dir_inode->generation, conn, &r->handle_type[k],
+						  r->handle[k]);
 	else
 		len = btrfsimg_file_handle(wc->c->fs, n->subvol, n->objectid, n->dir_subvol,
-					   n->dir_objectid, conn, &type, buf);
-	if (len < 0) {
-		jw_null(w, key);
-		return;
-	}
-	jw_open_obj(w, key);
-	jw_u64(w, "type", type);
-	char hex[81];
-	hex_of(buf, (size_t)len, hex);
-	jw_strn(w, "hex", hex, 2 * (size_t)len);
-	jw_close_obj(w);
+					   n->dir_objectid, conn, &r->handle_type[k], r->handle[k]);
+	r->handle_len[k] = (int8_t)(len < 0 || len > 40 ? -1 : len);
 }
 
-static void put_target(struct jw *w, struct walk_ctx *wc, const struct visit_node *n)
+static void take_target(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
 {
-	if (!S_ISLNK(n->inode.mode))
+	r->symlink = S_ISLNK(n->inode.mode);
+	if (!r->symlink)
 		return;
 	uint8_t *t = NULL;
 	size_t len = 0;
-	if (btrfsimg_readlink(wc->c->fs, n->subvol, n->objectid, &t, &len) == 0)
-		jw_strn(w, "target", t, len);
-	else {
-		jw_null(w, "target");
+	if (btrfsimg_readlink(wc->c->fs, n->subvol, n->objectid, &t, &len) == 0 &&
+	    len <= UINT32_MAX) {
+		jw_raw(&wc->scratch, (const char *)t, len);
+		r->target_ok = true;
+		r->target_len = (uint32_t)len;
+	} else {
 		wc->c->errors++;
 	}
 	free(t);
@@ -80,9 +97,13 @@ static int xattr_digest(void *ctx, const uint8_t *name, size_t nlen, const uint8
 	return 0;
 }
 
-static void put_hashes(struct jw *w, struct walk_ctx *wc, const struct visit_node *n)
+/* ,"sha256":...,"xattrs":{...} into the record's bytes. */
+static void take_hashes(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
 {
 	struct cli *c = wc->c;
+	struct jw *w = &wc->scratch;
+	size_t before = w->len;
+	w->need_comma = true;
 	if (S_ISREG(n->inode.mode)) {
 		char hex[65];
 		if (digest_file(c->fs, n->subvol, n->objectid, n->inode.size, "sha256", hex) == 0)
@@ -98,68 +119,155 @@ static void put_hashes(struct jw *w, struct walk_ctx *wc, const struct visit_nod
 	if (!n->stub && btrfsimg_xattrs(c->fs, n->subvol, n->objectid, xattr_digest, w) < 0)
 		c->errors++;
 	jw_close_obj(w);
+	r->hashes_len = (uint32_t)(w->len - before);
 }
 
-static void put_schemes(struct jw *w, struct walk_ctx *wc, const struct visit_node *n)
+static void take_schemes(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
 {
 	unsigned bits = (unsigned)wc->c->inumbits;
 	uint64_t st_ino = n->objectid;
-	uint64_t ino = n->stub ? st_ino : btrfsimg_presented(st_ino, btrfsimg_overlay(n->subvol, bits));
-	uint64_t fid = n->stub ? st_ino : btrfsimg_presented(st_ino, btrfsimg_uniquifier(n->subvol));
-	jw_u64(w, "scheme_ino", ino);
-	jw_u64(w, "nfs_fileid", fid);
-	if (n->is_start) {
+	r->schemes = true;
+	r->scheme_ino = n->stub ? st_ino : btrfsimg_presented(st_ino, btrfsimg_overlay(n->subvol, bits));
+	r->nfs_fileid = n->stub ? st_ino : btrfsimg_presented(st_ino, btrfsimg_uniquifier(n->subvol));
+	if (!n->is_start) {
+		uint64_t loc = n->ent.location_objectid, dir = n->dir_tree_subvol;
+		r->scheme_d_ino = btrfsimg_presented(loc, btrfsimg_overlay(dir, bits));
+		r->nfs_d_fileid = btrfsimg_presented(loc, btrfsimg_uniquifier(dir));
+	}
+	int dev = n->stub ? 0 : nest_dev(&wc->nest, n->subvol);
+	r->dev = (int8_t)(dev < 0 ? -1 : dev);
+}
+
+/* Everything the line needs that reads the image; its bytes are left in
+ * wc->scratch. */
+static void row_of(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
+{
+	*r = (struct wrow){ .inode = n->inode, .ino = n->objectid, .subvol = n->subvol,
+			    .d_ino = n->ent.location_objectid, .stub = n->stub,
+			    .is_start = n->is_start, .dev = -1 };
+	struct jw *s = &wc->scratch;
+	s->len = 0;
+	jw_grow(s, n->path_len + 1); /* a buffer even for the start's empty path */
+	jw_raw(s, (const char *)n->path, n->path_len);
+	r->path_len = (uint32_t)n->path_len;
+	take_target(wc, n, r);
+	take_handle(wc, n, false, r);
+	take_handle(wc, n, true, r);
+	if (wc->c->hash)
+		take_hashes(wc, n, r);
+	if (wc->c->inumbits >= 0)
+		take_schemes(wc, n, r);
+}
+
+/* ---------------------------------------------- the formatting thread */
+
+static void put_handle(struct jw *w, const struct wrow *r, int k, const char *key)
+{
+	if (r->handle_len[k] < 0) {
+		jw_null(w, key);
+		return;
+	}
+	size_t len = (size_t)r->handle_len[k];
+	jw_open_obj(w, key);
+	jw_u64(w, "type", r->handle_type[k]);
+	char hex[81];
+	hex_of(r->handle[k], len, hex);
+	jw_strn(w, "hex", hex, 2 * len);
+	jw_close_obj(w);
+}
+
+static void put_schemes(struct jw *w, const struct wrow *r)
+{
+	jw_u64(w, "scheme_ino", r->scheme_ino);
+	jw_u64(w, "nfs_fileid", r->nfs_fileid);
+	if (r->is_start) {
 		jw_null(w, "scheme_d_ino");
 		jw_null(w, "nfs_d_fileid");
 	} else {
-		uint64_t loc = n->ent.location_objectid, dir = n->dir_tree_subvol;
-		jw_u64(w, "scheme_d_ino", btrfsimg_presented(loc, btrfsimg_overlay(dir, bits)));
-		jw_u64(w, "nfs_d_fileid", btrfsimg_presented(loc, btrfsimg_uniquifier(dir)));
+		jw_u64(w, "scheme_d_ino", r->scheme_d_ino);
+		jw_u64(w, "nfs_d_fileid", r->nfs_d_fileid);
 	}
-	int dev = n->stub ? 0 : nest_dev(&wc->nest, n->subvol);
-	if (dev < 0)
+	if (r->dev < 0)
 		jw_null(w, "numdevs2_dev");
 	else
-		jw_u64(w, "numdevs2_dev", (uint64_t)dev);
+		jw_u64(w, "numdevs2_dev", (uint64_t)r->dev);
 }
 
-static void put_json(struct walk_ctx *wc, const struct visit_node *n)
+static void put_json(struct walk_ctx *wc, const struct wrow *r, const char *bytes)
 {
-	const struct btrfsimg_inode *i = &n->inode;
-	struct jw w;
-	jw_begin(&w, stdout);
-	jw_strn(&w, "path", n->path, n->path_len);
-	jw_u64(&w, "ino", n->objectid);
-	if (n->stub)
-		jw_null(&w, "subvol");
+	const struct btrfsimg_inode *i = &r->inode;
+	const char *target = bytes + r->path_len, *hashes = target + r->target_len;
+	struct jw *w = &wc->w;
+	jw_lit(w, "{");
+	w->need_comma = false;
+	jw_strn(w, "path", bytes, r->path_len);
+	jw_u64(w, "ino", r->ino);
+	if (r->stub)
+		jw_null(w, "subvol");
 	else
-		jw_u64(&w, "subvol", n->subvol);
-	jw_u64(&w, "mode", i->mode);
-	jw_u64(&w, "nlink", i->nlink);
-	jw_u64(&w, "uid", i->uid);
-	jw_u64(&w, "gid", i->gid);
-	jw_u64(&w, "size", i->size);
+		jw_u64(w, "subvol", r->subvol);
+	jw_u64(w, "mode", i->mode);
+	jw_u64(w, "nlink", i->nlink);
+	jw_u64(w, "uid", i->uid);
+	jw_u64(w, "gid", i->gid);
+	jw_u64(w, "size", i->size);
 	char rdev[41]; /* major:minor, as the kernel splits a btrfs rdev */
 	size_t k = jw_u64_dec(i->rdev >> 20, rdev);
 	rdev[k++] = ':';
 	k += jw_u64_dec(i->rdev & 0xfffff, rdev + k);
-	jw_strn(&w, "rdev", rdev, k);
-	jw_time(&w, "atime", i->atime.sec, i->atime.nsec);
-	jw_time(&w, "mtime", i->mtime.sec, i->mtime.nsec);
-	jw_time(&w, "ctime", i->ctime.sec, i->ctime.nsec);
-	jw_time(&w, "btime", i->otime.sec, i->otime.nsec);
-	put_target(&w, wc, n);
-	if (n->is_start)
-		jw_null(&w, "d_ino");
+	jw_strn(w, "rdev", rdev, k);
+	jw_time(w, "atime", i->atime.sec, i->atime.nsec);
+	jw_time(w, "mtime", i->mtime.sec, i->mtime.nsec);
+	jw_time(w, "ctime", i->ctime.sec, i->ctime.nsec);
+	jw_time(w, "btime", i->otime.sec, i->otime.nsec);
+	if (r->symlink) {
+		if (r->target_ok)
+			jw_strn(w, "target", target, r->target_len);
+		else
+			jw_null(w, "target");
+	}
+	if (r->is_start)
+		jw_null(w, "d_ino");
 	else
-		jw_u64(&w, "d_ino", n->ent.location_objectid);
-	put_handle(&w, wc, n, "handle", false);
-	put_handle(&w, wc, n, "handle_conn", true);
-	if (wc->c->hash)
-		put_hashes(&w, wc, n);
-	if (wc->c->inumbits >= 0)
-		put_schemes(&w, wc, n);
-	jw_end(&w);
+		jw_u64(w, "d_ino", r->d_ino);
+	put_handle(w, r, 0, "handle");
+	put_handle(w, r, 1, "handle_conn");
+	jw_raw(w, hashes, r->hashes_len);
+	if (r->schemes)
+		put_schemes(w, r);
+	jw_lit(w, "}\n");
+	if (w->len >= JW_OUT_BLOCK)
+		jw_flush_fd(w, STDOUT_FILENO, &wc->write_errno);
+}
+
+static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
+{
+	const struct wrow *r = recs;
+	for (size_t k = 0; k < n; k++)
+		put_json(ctx, &r[k], bytes + r[k].bytes_off);
+}
+
+/* ------------------------------------------------ the walking thread */
+
+static void on_json(struct walk_ctx *wc, const struct visit_node *n)
+{
+	struct wrow r;
+	row_of(wc, n, &r);
+	if (!wc->h) {
+		put_json(wc, &r, wc->scratch.buf);
+		return;
+	}
+	char *bytes;
+	uint32_t off;
+	struct wrow *q = handoff_next(wc->h, wc->scratch.len, &bytes, &off);
+	if (!q) {
+		fputs("btrfsimg: out of memory queueing output\n", stderr);
+		exit(2);
+	}
+	r.bytes_off = off;
+	*q = r;
+	if (wc->scratch.len)
+		memcpy(bytes, wc->scratch.buf, wc->scratch.len);
 }
 
 /* --hash in text: the sha256 of regular files ("-" for others, "?" when
@@ -193,7 +301,7 @@ static int on_node(void *ctx, const struct visit_node *n)
 {
 	struct walk_ctx *wc = ctx;
 	if (wc->c->json)
-		put_json(wc, n);
+		on_json(wc, n);
 	else
 		put_text(wc, n);
 	return 0;
@@ -208,11 +316,23 @@ int cmd_walk(struct cli *c)
 			return cli_fail(c, rc, "walk");
 		wc.have_nest = true;
 	}
+	if (c->json) {
+		fflush(stdout); /* lines bypass stdio from here on */
+		wc.h = handoff_start(sizeof(struct wrow), put_batch, &wc);
+	}
 	struct visit_opts o = { .subvol = c->have_subvol ? c->subvol : 5, .path = c->path };
 	int rc = visit_tree(c->fs, &o, on_node, &wc, &c->errors);
+	handoff_finish(wc.h);
+	jw_flush_fd(&wc.w, STDOUT_FILENO, &wc.write_errno);
+	jw_line_free(&wc.w);
+	jw_line_free(&wc.scratch);
 	if (wc.have_nest)
 		nest_free(&wc.nest);
 	if (rc < 0)
 		return cli_fail(c, rc, "walk");
+	if (wc.write_errno) {
+		cli_warn("write error on standard output: %s", strerror(wc.write_errno));
+		return EXIT_FAILED;
+	}
 	return cli_status(c);
 }

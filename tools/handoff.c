@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A batch holds up to BATCH_RECS records and at most BATCH_BYTES of them,
+ * so larger records (walk's) do not multiply the memory held. */
 #define BATCH_RECS 32768
+#define BATCH_BYTES (4u << 20)
 #define NBATCH 3
 
 struct batch {
@@ -22,7 +25,7 @@ struct batch {
 };
 
 struct handoff {
-	size_t rec_size;
+	size_t rec_size, batch_recs;
 	handoff_fn fn;
 	void *ctx;
 	pthread_t thread;
@@ -73,9 +76,13 @@ struct handoff *handoff_start(size_t rec_size, handoff_fn fn, void *ctx)
 	struct handoff *h = calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;
-	*h = (struct handoff){ .rec_size = rec_size, .fn = fn, .ctx = ctx };
+	size_t recs = BATCH_BYTES / (rec_size ? rec_size : 1);
+	if (recs > BATCH_RECS)
+		recs = BATCH_RECS;
+	*h = (struct handoff){ .rec_size = rec_size, .batch_recs = recs ? recs : 1, .fn = fn,
+			       .ctx = ctx };
 	for (int i = 0; i < NBATCH; i++) {
-		h->b[i].recs = malloc(rec_size * BATCH_RECS);
+		h->b[i].recs = malloc(rec_size * h->batch_recs);
 		if (!h->b[i].recs) {
 			batches_free(h);
 			free(h);
@@ -112,10 +119,10 @@ static void pass_on(struct handoff *h)
 
 void *handoff_next(struct handoff *h, size_t nbytes, char **bytes, uint32_t *off)
 {
-	if (h->fill->n == BATCH_RECS || h->fill->nbytes + nbytes > UINT32_MAX)
+	if (h->fill->n == h->batch_recs || h->fill->nbytes + nbytes > UINT32_MAX)
 		pass_on(h);
 	struct batch *b = h->fill;
-	if (b->nbytes + nbytes > b->cap) {
+	if (!b->bytes || b->nbytes + nbytes > b->cap) { /* never NULL, even for 0 bytes */
 		size_t cap = b->cap ? b->cap : 65536;
 		while (cap < b->nbytes + nbytes)
 			cap *= 2;

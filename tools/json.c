@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "json.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void jw_grow_slow(struct jw *w, size_t more)
 {
@@ -78,17 +80,18 @@ void jw_end(struct jw *w)
 	*w = (struct jw){ .out = w->out };
 }
 
-void jw_line_begin(struct jw *w)
+void jw_flush_fd(struct jw *w, int fd, int *err)
 {
-	w->len = 0;
-	w->need_comma = false;
-	put_c(w, '{');
-}
-
-void jw_line_end(struct jw *w)
-{
-	jw_raw(w, "}\n", 2);
-	fwrite_unlocked(w->buf, 1, w->len, w->out);
+	size_t done = 0;
+	while (done < w->len && !*err) {
+		ssize_t n = write(fd, w->buf + done, w->len - done);
+		if (n > 0)
+			done += (size_t)n;
+		else if (n == 0)
+			*err = EIO;
+		else if (errno != EINTR)
+			*err = errno;
+	}
 	w->len = 0;
 }
 

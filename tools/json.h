@@ -69,10 +69,13 @@ static inline void jw_num(struct jw *w, uint64_t v)
 	jw_grow(w, 20);
 	w->len += jw_u64_dec(v, w->buf + w->len);
 }
-/* A writer kept across lines, for hot loops: zero it with .out set, then
- * jw_line_begin/jw_line_end per line (the buffer is reused), jw_line_free. */
-void jw_line_begin(struct jw *w);
-void jw_line_end(struct jw *w);
+/* For hot loops (a million lines): lines gather in one writer kept across
+ * them and go out in blocks of JW_OUT_BLOCK with write(2); through stdio
+ * every byte was copied once more (a tenth of a formatting thread's time).
+ * jw_flush_fd writes out and empties the buffer; the first failure's errno
+ * is kept in *err and later flushes write nothing. jw_line_free at the end. */
+#define JW_OUT_BLOCK (256u << 10)
+void jw_flush_fd(struct jw *w, int fd, int *err);
 void jw_line_free(struct jw *w);
 /* A literal fragment such as ",\"size\":" (no strlen), and a bare number. */
 #define jw_lit(w, lit) jw_raw((w), "" lit, sizeof(lit) - 1)
