@@ -91,8 +91,8 @@ static int gather(struct an *a, uint64_t mount, uint64_t *skipped)
 			break;
 		a->nsv++;
 		a->inodes += s->set->n;
-		if (s->set->n && s->set->ids[s->set->n - 1] > a->max_objectid)
-			a->max_objectid = s->set->ids[s->set->n - 1];
+		if (s->set->max_id > a->max_objectid)
+			a->max_objectid = s->set->max_id;
 		if (s->id > a->max_subvol)
 			a->max_subvol = s->id;
 	}
@@ -121,9 +121,10 @@ static uint64_t readdir_mismatches(const struct an *a, const struct btrfsimg_sch
 	return n;
 }
 
-/* What the engine needs: one btrfsimg_idset per distinct shared set. */
+/* What the engine needs: per subvolume its base, added and deleted ids, as
+ * views of the arrays scan.c shares (the engine merges by array). */
 struct owned {
-	struct btrfsimg_idset *sets;
+	struct btrfsimg_idset *sets;	/* 3 per subvolume: base, add, del */
 	struct btrfsimg_cextra *extras;
 	struct an an;
 };
@@ -132,19 +133,23 @@ static int build_input(struct owned *o, struct btrfsimg_fs_collisions *c,
 		       struct btrfsimg_cinput *in)
 {
 	struct an *a = &o->an;
-	o->sets = calloc(a->nsv + 1, sizeof(*o->sets));
+	o->sets = calloc(3 * a->nsv + 1, sizeof(*o->sets));
 	c->subvols = calloc(a->nsv + 1, sizeof(*c->subvols));
 	o->extras = calloc(a->nents + 1, sizeof(*o->extras));
 	c->stub_entries = calloc(a->nents + 1, sizeof(*c->stub_entries));
 	if (!o->sets || !c->subvols || !o->extras || !c->stub_entries)
 		return -ENOMEM;
 	for (size_t i = 0; i < a->nsv; i++) {
-		size_t k = 0;
-		while (k < i && a->sv[k].set != a->sv[i].set)
-			k++; /* snapshots share: pass the same array */
-		o->sets[i] = (struct btrfsimg_idset){ a->sv[i].set->ids, a->sv[i].set->n };
-		c->subvols[i] = (struct btrfsimg_csubvol){ a->sv[i].id, (unsigned)a->sv[i].dev2,
-							   &o->sets[k], NULL, NULL };
+		const struct bi_idset *set = a->sv[i].set, *full = set->base ? set->base : set;
+		struct btrfsimg_idset *v = &o->sets[3 * i];
+		v[0] = (struct btrfsimg_idset){ full->ids, full->nids };
+		if (set->base) {
+			v[1] = (struct btrfsimg_idset){ set->ids, set->nids };
+			v[2] = (struct btrfsimg_idset){ set->del, set->ndel };
+		}
+		c->subvols[i] = (struct btrfsimg_csubvol){ a->sv[i].id, (unsigned)a->sv[i].dev2, &v[0],
+							   set->base ? &v[1] : NULL,
+							   set->base ? &v[2] : NULL };
 	}
 	size_t ne = 0;
 	for (size_t i = 0; i < a->nents; i++) {

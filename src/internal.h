@@ -450,14 +450,22 @@ struct bi_subent {
 };
 typedef int (*bi_subent_fn)(void *ctx, const struct bi_subent *e);
 
-/* The sorted objectids of every INODE_ITEM (256..LAST_FREE) of one tree.
- * Shared by every tree with the same leaves; reference counted. */
+/* The objectids of every INODE_ITEM (256..LAST_FREE) of one tree. A full
+ * set (base NULL) holds them all in @ids, strictly increasing. A snapshot
+ * that shares most leaves with a full set is that base minus @del plus
+ * @ids (both strictly increasing, del inside the base, ids outside it), so
+ * it costs its difference, not a copy. Reference counted; a delta holds a
+ * reference to its base. */
 struct bi_idset {
+	struct bi_idset *base;
 	uint64_t *ids;
-	size_t n;
-	void **leaves;		/* identity of the leaf sequence */
+	size_t nids;
+	uint64_t *del;
+	size_t ndel;
+	size_t n;		/* inodes in the tree */
+	uint64_t max_id;	/* the largest objectid, 0 when empty */
+	void **leaves;		/* full sets: its leaves in key order */
 	size_t nleaves;
-	uint64_t hash;
 	uint32_t refs;
 };
 void bi_idset_put(struct bi_idset *set);
@@ -467,7 +475,8 @@ struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs);
 void bi_scan_free(struct bi_scan *s);
 /* Scan tree @r: *out (may be NULL) gets its inode set (a reference: put it),
  * @fn (may be NULL) is called for each subvolume entry in key order. Each
- * distinct leaf is decoded once per bi_scan. */
+ * distinct leaf is decoded once per bi_scan; a tree sharing at least half
+ * its leaves with an earlier full set gets a delta against it. */
 int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
 		 bi_subent_fn fn, void *ctx);
 

@@ -6,11 +6,13 @@
  * Snapshots share leaves. Each distinct leaf (by bytenr and generation) is
  * decoded once into a summary: the objectids of its INODE_ITEMs (sorted,
  * because keys are) and its directory entries that name subvolumes. A
- * subvolume's inode set is then the concatenation of its leaves' summaries
- * in tree order, found by walking only its internal nodes. Subvolumes whose
- * leaf sequences are identical (snapshots that have not diverged) share one
- * materialized set, so memory grows with the distinct data, not with the
- * number of snapshots.
+ * subvolume's leaves are found by walking only its internal nodes. The
+ * first tree made of leaves no earlier set holds gets a full set, the
+ * concatenation of its leaves' objectids. A later tree that shares at least
+ * half its leaves with a full set (a snapshot, diverged or not) is stored
+ * as that set minus the objectids of the leaves it lacks plus those of the
+ * leaves only it has: memory grows with how the snapshots differ, not with
+ * how many there are.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,14 +26,17 @@ struct leafsum {
 	uint32_t nids;
 	struct bi_subent *subents;
 	uint32_t nsub;
+	struct bi_idset *owner;	/* the first full set made with this leaf */
+	uint64_t in_tree, in_base;	/* bi_scan.epoch when marked (set differences) */
 };
 
 struct bi_scan {
 	struct btrfsimg_fs *fs;
 	struct leafsum **slots;	/* open addressing by bytenr */
 	size_t nslots, used;
-	struct bi_idset **sets;	/* distinct materialized sets */
+	struct bi_idset **sets;	/* the full sets, bases for later trees */
 	size_t nsets, capsets;
+	uint64_t epoch;
 };
 
 struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs)
@@ -52,7 +57,9 @@ struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs)
 void bi_idset_put(struct bi_idset *set)
 {
 	if (set && --set->refs == 0) {
+		bi_idset_put(set->base); /* bases are full sets: one level */
 		free(set->ids);
+		free(set->del);
 		free(set->leaves);
 		free(set);
 	}
@@ -243,22 +250,31 @@ static int walk_nodes(struct bi_scan *s, uint64_t treeid, uint64_t bytenr,
 	return rc;
 }
 
-static bool same_leaves(const struct bi_idset *set, const struct leaflist *ll)
+/* Inode items are unique keys of one tree: their objectids must rise
+ * across leaves too. Each leaf was checked on its own; this catches a node
+ * pointing at a leaf out of order (or twice). */
+static int check_ascending(struct bi_scan *s, const struct bi_root *r,
+			   const struct leaflist *ll)
 {
-	return set->nleaves == ll->n && !memcmp(set->leaves, ll->v, ll->n * sizeof(*ll->v));
+	uint64_t last = 0;
+	for (size_t i = 0; i < ll->n; i++) {
+		const struct leafsum *l = ll->v[i];
+		if (!l->nids)
+			continue;
+		if (l->ids[0] <= last)
+			return bi_err(s->fs, -EUCLEAN,
+				      "corrupt tree %llu: leaf %llu starts with inode %llu, not after "
+				      "inode %llu of an earlier leaf",
+				      (unsigned long long)r->id, (unsigned long long)l->bytenr,
+				      (unsigned long long)l->ids[0], (unsigned long long)last);
+		last = l->ids[l->nids - 1];
+	}
+	return 0;
 }
 
-static uint64_t leaves_hash(const struct leaflist *ll)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < ll->n; i++)
-		h = (h ^ ll->v[i]->bytenr) * 1099511628211ull;
-	return h;
-}
-
-/* Concatenate the leaves' ids; keys ascend across leaves, so does this. */
-static int materialize(struct bi_scan *s, struct leaflist *ll, uint64_t hash,
-		       struct bi_idset **out)
+/* Concatenate the leaves' ids (ascending, as checked). The set keeps the
+ * leaf list and becomes the owner of the leaves no set owned yet. */
+static int materialize(struct bi_scan *s, struct leaflist *ll, struct bi_idset **out)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < ll->n; i++)
@@ -269,14 +285,149 @@ static int materialize(struct bi_scan *s, struct leaflist *ll, uint64_t hash,
 		return bi_err(s->fs, -ENOMEM, "out of memory for %zu inode numbers", n);
 	}
 	for (size_t i = 0; i < ll->n; i++) {
-		memcpy(set->ids + set->n, ll->v[i]->ids, ll->v[i]->nids * sizeof(uint64_t));
-		set->n += ll->v[i]->nids;
+		struct leafsum *l = ll->v[i];
+		memcpy(set->ids + set->nids, l->ids, l->nids * sizeof(uint64_t));
+		set->nids += l->nids;
+		if (!l->owner)
+			l->owner = set;
 	}
+	set->n = set->nids;
+	set->max_id = n ? set->ids[n - 1] : 0;
 	set->leaves = (void **)ll->v;
 	set->nleaves = ll->n;
-	set->hash = hash;
 	set->refs = 1;
 	ll->v = NULL;
+	*out = set;
+	return 0;
+}
+
+/* The full set that made most of these leaves (delta_of then weighs the
+ * difference). Only a few candidates are counted: a snapshot's leaves come
+ * from one or two sets. */
+static struct bi_idset *best_base(const struct leaflist *ll)
+{
+	struct cand {
+		struct bi_idset *set;
+		size_t n;
+	} cand[8];
+	size_t nc = 0, best = 0;
+	for (size_t i = 0; i < ll->n; i++) {
+		struct bi_idset *o = ll->v[i]->owner;
+		size_t k = 0;
+		while (k < nc && cand[k].set != o)
+			k++;
+		if (!o || (k == nc && nc == 8))
+			continue;
+		if (k == nc)
+			cand[nc++] = (struct cand){ o, 0 };
+		if (++cand[k].n > cand[best].n)
+			best = k;
+	}
+	return nc ? cand[best].set : NULL;
+}
+
+/* The objectids of the leaves of @from not in the other list (by @mark:
+ * each leaf's in_tree or in_base against the epoch @epoch), ascending (the
+ * leaves are in key order). NULL with *n = 0 when there are none. */
+static bool marked(const struct leafsum *l, bool tree_mark, uint64_t epoch)
+{
+	return (tree_mark ? l->in_tree : l->in_base) == epoch;
+}
+
+/* Objectids in the leaves of @v that are not marked. */
+static size_t unmarked_count(struct leafsum *const *v, size_t n, bool tree_mark, uint64_t epoch)
+{
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += marked(v[i], tree_mark, epoch) ? 0 : v[i]->nids;
+	return total;
+}
+
+static int unmarked_ids(struct bi_scan *s, struct leafsum *const *from, size_t nfrom,
+			bool tree_mark, uint64_t epoch, uint64_t **out, size_t *n)
+{
+	size_t total = unmarked_count(from, nfrom, tree_mark, epoch);
+	*out = NULL;
+	*n = 0;
+	if (!total)
+		return 0;
+	uint64_t *v = malloc(total * sizeof(*v));
+	if (!v)
+		return bi_err(s->fs, -ENOMEM, "out of memory for %zu inode numbers", total);
+	for (size_t i = 0; i < nfrom; i++)
+		if (!marked(from[i], tree_mark, epoch)) {
+			memcpy(v + *n, from[i]->ids, from[i]->nids * sizeof(*v));
+			*n += from[i]->nids;
+		}
+	*out = v;
+	return 0;
+}
+
+/* a -= b and b -= (old a), in place: both ascending; what both hold was
+ * only rewritten (a leaf copied on write), not added or deleted. */
+static void cancel_common(uint64_t *a, size_t *na, uint64_t *b, size_t *nb)
+{
+	size_t i = 0, j = 0, ka = 0, kb = 0;
+	while (i < *na || j < *nb) {
+		if (j == *nb || (i < *na && a[i] < b[j]))
+			a[ka++] = a[i++];
+		else if (i == *na || b[j] < a[i])
+			b[kb++] = b[j++];
+		else
+			i++, j++;
+	}
+	*na = ka;
+	*nb = kb;
+}
+
+/* The largest objectid of base - del + add. del is inside the base, both
+ * ascending: the base's top ids that del removes are del's top ids. */
+static uint64_t delta_max(const struct bi_idset *base, const uint64_t *del, size_t ndel,
+			  const uint64_t *add, size_t nadd)
+{
+	size_t i = base->nids, j = ndel;
+	while (i && j && base->ids[i - 1] == del[j - 1])
+		i--, j--;
+	uint64_t top = i ? base->ids[i - 1] : 0;
+	return nadd && add[nadd - 1] > top ? add[nadd - 1] : top;
+}
+
+/* The tree as @base minus the ids of base leaves it lacks plus the ids of
+ * leaves only it has. Returns 1 when those would be as many as the tree's
+ * own ids: a full set is then no larger. */
+static int delta_of(struct bi_scan *s, struct bi_idset *base, struct leaflist *ll,
+		    struct bi_idset **out)
+{
+	struct leafsum **bl = (struct leafsum **)base->leaves;
+	uint64_t epoch = ++s->epoch;
+	size_t own = 0;
+	for (size_t i = 0; i < ll->n; i++) {
+		ll->v[i]->in_tree = epoch;
+		own += ll->v[i]->nids;
+	}
+	for (size_t i = 0; i < base->nleaves; i++)
+		bl[i]->in_base = epoch;
+	if (unmarked_count(bl, base->nleaves, true, epoch) +
+		    unmarked_count(ll->v, ll->n, false, epoch) >= own)
+		return 1;
+	uint64_t *gone, *fresh;
+	size_t ngone, nfresh;
+	int rc = unmarked_ids(s, bl, base->nleaves, true, epoch, &gone, &ngone);
+	if (rc == 0 && (rc = unmarked_ids(s, ll->v, ll->n, false, epoch, &fresh, &nfresh)) < 0)
+		free(gone);
+	if (rc < 0)
+		return rc;
+	cancel_common(gone, &ngone, fresh, &nfresh);
+	struct bi_idset *set = calloc(1, sizeof(*set));
+	if (!set) {
+		free(gone);
+		free(fresh);
+		return bi_err(s->fs, -ENOMEM, "out of memory");
+	}
+	*set = (struct bi_idset){ .base = base, .ids = fresh, .nids = nfresh, .del = gone,
+				  .ndel = ngone, .n = base->n - ngone + nfresh,
+				  .max_id = delta_max(base, gone, ngone, fresh, nfresh), .refs = 1 };
+	base->refs++;
 	*out = set;
 	return 0;
 }
@@ -298,7 +449,7 @@ static int remember_set(struct bi_scan *s, struct bi_idset *set)
 
 static int ids_push(struct btrfsimg_fs *fs, struct bi_idset *set, size_t *cap, uint64_t id)
 {
-	if (set->n == *cap) {
+	if (set->nids == *cap) {
 		size_t c = *cap ? *cap * 2 : 1024;
 		uint64_t *v = realloc(set->ids, c * sizeof(*v));
 		if (!v)
@@ -306,7 +457,9 @@ static int ids_push(struct btrfsimg_fs *fs, struct bi_idset *set, size_t *cap, u
 		set->ids = v;
 		*cap = c;
 	}
-	set->ids[set->n++] = id;
+	set->ids[set->nids++] = id;
+	set->n = set->nids;
+	set->max_id = id; /* the merged view is in key order */
 	return 0;
 }
 
@@ -369,6 +522,8 @@ int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **o
 	struct leaflist ll = { 0 };
 	struct bi_expect e = { r->id, r->generation, r->level, NULL };
 	int rc = walk_nodes(s, r->id, r->bytenr, &e, &ll);
+	if (rc == 0)
+		rc = check_ascending(s, r, &ll);
 	for (size_t i = 0; rc == 0 && fn && i < ll.n; i++)
 		for (uint32_t k = 0; rc == 0 && k < ll.v[i]->nsub; k++)
 			rc = fn(ctx, &ll.v[i]->subents[k]);
@@ -376,17 +531,13 @@ int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **o
 		free(ll.v);
 		return rc;
 	}
-	uint64_t h = leaves_hash(&ll);
-	for (size_t i = 0; i < s->nsets; i++)
-		if (s->sets[i]->hash == h && same_leaves(s->sets[i], &ll)) {
-			free(ll.v);
-			s->sets[i]->refs++;
-			*out = s->sets[i];
-			return 0;
-		}
-	rc = materialize(s, &ll, h, out);
-	if (rc == 0 && (rc = remember_set(s, *out)) < 0)
-		bi_idset_put(*out);
+	struct bi_idset *base = best_base(&ll);
+	rc = base ? delta_of(s, base, &ll, out) : 1;
+	if (rc == 1) {
+		rc = materialize(s, &ll, out);
+		if (rc == 0 && (rc = remember_set(s, *out)) < 0)
+			bi_idset_put(*out);
+	}
 	free(ll.v);
 	return rc;
 }

@@ -30,7 +30,9 @@
 # long/non-UTF-8/odd names, deep paths, xattrs and ACLs), special (fifo,
 # socket, devices, long symlinks, modes, owners, times with ns and before
 # 1970, a 16000-byte xattr), subvols (nested subvolumes, snapshots with stub
-# dirs, moved and deleted subvolumes, set-default), log (copy taken right
+# dirs, moved and deleted subvolumes, set-default), snaps (nodesize 4096:
+# snapshots of a many-leaf tree that add, delete, rewrite and rename
+# inodes, and a source that changes after them), log (copy taken right
 # after fsync: superblock log_root != 0; view with and without log replay).
 set -euo pipefail
 
@@ -537,6 +539,55 @@ def subvols(mnt, small):
     sync()
     run("btrfs", "subvolume", "sync", mnt)
 
+# ---- snaps: snapshots of a tree of many leaves (nodesize 4096) diverging in
+# every way: inodes added, deleted, rewritten in place (chmod), renamed;
+# a snapshot of a diverged snapshot; one that lost most of its files; the
+# source changing afterwards. Empty files keep the view small.
+def snaps(mnt, small):
+    per = 30 if small else 60
+    base = f"{mnt}/base"
+    subvol(base)
+    for d in range(4):
+        os.mkdir(f"{base}/d{d}")
+        for i in range(per):
+            write(f"{base}/d{d}/f{i:03d}", b"")
+    s = f"{mnt}/snaps"
+    os.mkdir(s)
+    snapshot(base, f"{s}/same")
+    snapshot(base, f"{s}/same-ro", ro=True)
+    snapshot(base, f"{s}/add")
+    os.mkdir(f"{s}/add/new")
+    for i in range(25):
+        write(f"{s}/add/new/n{i:02d}", b"")
+    snapshot(base, f"{s}/del")
+    for i in range(0, per, 7):
+        os.unlink(f"{s}/del/d1/f{i:03d}")
+    snapshot(base, f"{s}/chmod")
+    for i in range(0, per, 5):
+        os.chmod(f"{s}/chmod/d2/f{i:03d}", 0o600)
+    snapshot(base, f"{s}/mixed")
+    for i in range(0, per, 2):
+        os.unlink(f"{s}/mixed/d3/f{i:03d}")
+    for i in range(10):
+        write(f"{s}/mixed/d0/m{i}", b"")
+    os.rename(f"{s}/mixed/d0/f001", f"{s}/mixed/d1/moved")
+    snapshot(f"{s}/del", f"{s}/del-snap")
+    for i in range(1, per, 4):
+        os.unlink(f"{s}/del-snap/d0/f{i:03d}")
+    write(f"{s}/del-snap/d0/extra", b"")
+    snapshot(base, f"{s}/most-gone")
+    for d in range(4):
+        for i in range(per):
+            if i % 5:
+                os.unlink(f"{s}/most-gone/d{d}/f{i:03d}")
+    # the source diverges from all of them
+    for i in range(20):
+        os.unlink(f"{base}/d2/f{i:03d}")
+    os.mkdir(f"{base}/late")
+    for i in range(15):
+        write(f"{base}/late/l{i:02d}", b"")
+    sync()
+
 # ---- log: a committed base, then fsynced changes left in the log tree
 def log_base(mnt, small):
     b = f"{mnt}/base"
@@ -573,6 +624,7 @@ wanted holes && NOBIG=1 simple_image holes 256M "-O ^no-holes" extents
 wanted names && simple_image names 256M "-n 4096" names
 wanted special && simple_image special 256M "" special
 wanted subvols && simple_image subvols 256M "" subvols
+wanted snaps && simple_image snaps 256M "-n 4096" snaps
 wanted log && log_image
 {
   echo "kernel: $(uname -r)"

@@ -570,6 +570,40 @@ def case_fs_leaf(base, work):
             expect_error(f"fs leaf {what}: {cmd[0]}", rc, err, (str(L),))
 
 
+def case_scan_order(work):
+    """snaps.img (4 KiB nodes), subvolume 256: every item of the last inode
+    in one leaf renamed to the first inode of the next leaf, checksums
+    recomputed. Each leaf stays in order and the parent's keys still match
+    their children's first keys, yet the tree holds that inode twice.
+    collisions, which sums leaves without walking their items one by one,
+    must refuse it, naming the tree, the leaf and the objectid; no command
+    may crash or hang on it."""
+    base = unpack(work, os.path.join(TESTDATA, "files", "snaps.img.zst"), "snaps.img")
+    ns = int(dump_super(base)["nodesize"])
+    leaves = [b for b in dump_tree(base, 256) if b["level"] == 0]
+
+    def inodes(b):
+        return [it for it in b["items"] if it["key"][1] == "INODE_ITEM"]
+
+    a, b = next((a, b) for a, b in zip(leaves, leaves[1:]) if inodes(a) and inodes(b))
+    last, first = inodes(a)[-1]["key"][0], inodes(b)[0]["key"][0]
+
+    def mutate(blk):
+        for it in a["items"]:
+            if it["key"][0] == last:
+                set_u64(blk, HDR + ITEM * it["slot"], first)
+
+    img = fresh(base, work, "order.img")
+    edit_block(img, a["bytenr"], ns, mutate)
+    rc, out, err = run(["collisions"], img)
+    expect_error("inode twice across leaves: collisions", rc, err,
+                 ("tree 256", str(b["bytenr"]), f"inode {first}"), codes=(2,))
+    for cmd in (["inodes"], ["walk"]):
+        rc, out, err = run(cmd, img)
+        no_signal(f"inode twice across leaves: {cmd[0]}", rc, err)
+    os.unlink(base)
+
+
 def case_inode_size(base, work):
     """INODE_ITEM size field (item data + 16) of var/log1 (subvol 258,
     5000 bytes) set to 2^63 (beyond the largest file size, 2^63-1), leaf
@@ -1089,6 +1123,8 @@ def main():
             if want("flips"):
                 case_leaf_flips(names, work, 5, 4, trials // 5)
             os.unlink(names)
+        if want("order"):
+            case_scan_order(work)
         if want("data"):
             dup = unpack(work, os.path.join(TESTDATA, "images", "dup", "dev1.img.zst"), "dup.img")
             case_data_csum(dup, work)

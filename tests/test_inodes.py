@@ -284,7 +284,7 @@ def main():
     files = os.path.join(TESTDATA, "files")
     work = tempfile.mkdtemp(prefix="btrfsimg-inodes.")
     try:
-        for name in ("subvols", "special", "names", "comp", "extents", "holes", "log"):
+        for name in ("subvols", "special", "names", "comp", "extents", "holes", "log", "snaps"):
             src = os.path.join(files, name + ".img.zst")
             view = os.path.join(files, name + ".view.jsonl")
             if not os.path.exists(src) or not os.path.exists(view):
