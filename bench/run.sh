@@ -5,11 +5,14 @@
 # the disk's floor: how long reading just the leaves a cold walk needs takes.
 #
 #   bash bench/run.sh [--files N] [--snapshots N] [--subvols N] [--keep DIR] [--exact]
-#                     [--repeat N]
+#                     [--repeat N] [--churn-files N] [--churn-snapshots N]
 #
 # Defaults are the issue's sizes: one subvolume of 1,000,000 files in 1,000
 # directories plus 100 snapshots of it (every 10th diverging by a few hundred
-# files), and an image of 2,000 subvolumes of 500 files. Images are cached in
+# files), an image of 2,000 subvolumes of 500 files, and one of a live
+# subvolume of 200,000 files snapshotted 300 times, changing between
+# snapshots (files deleted, created, chmod-ed), so every snapshot differs
+# from every other (--churn-*). Images are cached in
 # --keep DIR (default /var/tmp/btrfsimg-bench) and rebuilt only when missing.
 # Each row is the median of --repeat N (default 3) cold runs and of as many
 # warm ones. --exact also checks `collisions` against brute forces over the
@@ -18,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=1000000 SNAPS=100 SUBVOLS=2000 PER_SUBVOL=500 KEEP=/var/tmp/btrfsimg-bench BUILD_ONLY=0 EXACT=0
-REPEAT=3
+REPEAT=3 CHURN_FILES=200000 CHURN_SNAPS=300
 while [ $# -gt 0 ]; do
   case $1 in
     --files) FILES=$2; shift 2;; --snapshots) SNAPS=$2; shift 2;;
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
     --build-only) BUILD_ONLY=1; shift;;
     --exact) EXACT=1; shift;;
     --repeat) REPEAT=$2; shift 2;;
+    --churn-files) CHURN_FILES=$2; shift 2;; --churn-snapshots) CHURN_SNAPS=$2; shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;
   esac
 done
@@ -80,6 +84,40 @@ build_subvol_image() {
   umount "$MNT"; mv "$img.tmp" "$img"; echo "$img"
 }
 
+# A live subvolume snapshotted CHURN_SNAPS times; before each snapshot 20
+# random files are deleted, 20 created and 20 chmod-ed (seeded), as on a
+# system taking hourly snapshots: no two snapshots share all their leaves.
+build_churn_image() {
+  local img=$KEEP/churn-$CHURN_FILES-$CHURN_SNAPS.img
+  [ -f "$img" ] && { echo "$img"; return; }
+  truncate -s 8G "$img.tmp"; mkfs.btrfs -q -f "$img.tmp" >/dev/null
+  mount -o loop "$img.tmp" "$MNT"
+  btrfs -q subvolume create "$MNT/data"
+  make_files "$MNT/data" "$CHURN_FILES"
+  mkdir "$MNT/snaps"
+  python3 - "$MNT" "$CHURN_SNAPS" <<'PY'
+import os, random, subprocess, sys
+mnt, n = sys.argv[1], int(sys.argv[2])
+rng, data = random.Random(1), os.path.join(mnt, "data")
+dirs = [os.path.join(data, d) for d in sorted(os.listdir(data))]
+def some_file():
+    d = rng.choice(dirs)
+    names = sorted(os.listdir(d))
+    return os.path.join(d, rng.choice(names)) if names else None
+for i in range(1, n + 1):
+    for k in range(20):
+        f = some_file()
+        if f: os.unlink(f)
+        os.close(os.open(os.path.join(rng.choice(dirs), "n%04d-%02d" % (i, k)),
+                         os.O_CREAT | os.O_WRONLY, 0o644))
+        f = some_file()
+        if f: os.chmod(f, 0o600)
+    subprocess.run(["btrfs", "-q", "subvolume", "snapshot", data,
+                    os.path.join(mnt, "snaps", "s%d" % i)], check=True)
+PY
+  umount "$MNT"; mv "$img.tmp" "$img"; echo "$img"
+}
+
 # time + peak RSS of a command, output discarded: cold page cache (dropped
 # first), then warm (run again at once), --repeat times; the medians and the
 # largest peak. "cold_s warm_s MiB"
@@ -117,7 +155,8 @@ ratio() { # "btrfsimg's cold warm" "the other's cold warm"
 echo "building images (cached in $KEEP) ..."
 SNAPIMG=$(build_snap_image)
 SUBIMG=$(build_subvol_image)
-[ "$BUILD_ONLY" = 1 ] && { echo "built $SNAPIMG $SUBIMG"; exit 0; }
+CHURNIMG=$(build_churn_image)
+[ "$BUILD_ONLY" = 1 ] && { echo "built $SNAPIMG $SUBIMG $CHURNIMG"; exit 0; }
 DATA_ID=256
 printf "\n%-58s %10s %10s %12s\n" "" "cold" "warm" "peak RSS"
 echo "== 1 subvolume of $FILES files (+ $SNAPS snapshots): $SNAPIMG"
@@ -160,6 +199,10 @@ row "btrfsimg inodes --json (all subvolumes)" "$BIN" inodes --json "$SUBIMG"
 OURS=$LAST
 row "btrfs inspect-internal dump-tree (all trees)" btrfs inspect-internal dump-tree "$SUBIMG"
 ratio "$OURS" "$LAST"
+echo
+echo "== $CHURN_SNAPS snapshots of a changing subvolume of $CHURN_FILES files: $CHURNIMG"
+row "btrfsimg collisions ($((CHURN_SNAPS+1)) subvolumes, no two alike)" \
+  "$BIN" collisions --json "$CHURNIMG"
 if [ "$EXACT" = 1 ]; then
   BRUTE=${BRUTE:-$(dirname "$BIN")/../bench/brute}
   echo
@@ -175,4 +218,10 @@ if [ "$EXACT" = 1 ]; then
   python3 bench/exact.py "$BIN" "$SMALLSNAP" --c "$BRUTE"
   echo "== exactness: collisions on $SNAPIMG against the kernel's view"
   python3 bench/exact.py "$BIN" "$SNAPIMG" --c "$BRUTE"
+  SMALLCHURN=$(CHURN_FILES=20000 CHURN_SNAPS=50 build_churn_image)
+  echo "== exactness: collisions on $SMALLCHURN against the kernel's view"
+  python3 bench/exact.py "$BIN" "$SMALLCHURN"
+  python3 bench/exact.py "$BIN" "$SMALLCHURN" --c "$BRUTE"
+  echo "== exactness: collisions on $CHURNIMG against the kernel's view"
+  python3 bench/exact.py "$BIN" "$CHURNIMG" --c "$BRUTE"
 fi

@@ -55,11 +55,18 @@
 
 static const uint64_t zero_value;	/* the image of the exception a == c */
 
+/* Whose elements a piece holds: a subvolume's index, an extra's
+ * (nsubvols + i), or OWNER_MIXED once pieces of two owners merged. One
+ * owner presents each value at most once (see single_owner). */
+#define OWNER_MIXED UINT32_MAX
+#define OWNER_NONE (UINT32_MAX - 1)
+
 struct piece {
 	const uint64_t *v;
 	size_t n;
 	uint64_t c;
 	int64_t m;
+	uint32_t owner;
 };
 
 struct vm {
@@ -219,7 +226,13 @@ struct nd {
 	int b;
 	uint64_t lo;
 	int64_t base;
+	uint32_t base_owner;	/* of the pieces folded into base (OWNER_NONE: none) */
 };
+
+static uint32_t owner_join(uint32_t a, uint32_t b)
+{
+	return a == OWNER_NONE ? b : b == OWNER_NONE || a == b ? a : OWNER_MIXED;
+}
 
 static int mat_reserve(struct run *r, size_t n)
 {
@@ -341,10 +354,12 @@ static size_t absorb_full(struct piece *p, size_t np, struct nd *d)
 	if (d->b >= 62)
 		return np;
 	for (size_t i = 0; i < np; i++) {
-		if (p[i].m > 0 && p[i].n == (size_t)1 << (d->b + 1))
+		if (p[i].m > 0 && p[i].n == (size_t)1 << (d->b + 1)) {
 			d->base += p[i].m;
-		else
+			d->base_owner = owner_join(d->base_owner, p[i].owner);
+		} else {
 			p[k++] = p[i];
+		}
 	}
 	return k;
 }
@@ -369,11 +384,24 @@ static void bulk(struct run *r, const struct piece *p, size_t np, const struct n
 	}
 }
 
+/* Everything in the node comes from one owner, which presents each value
+ * at most once: no groups here, however its deltas cut the base. */
+static bool single_owner(const struct piece *p, size_t np, const struct nd *d)
+{
+	uint32_t o = d->base ? d->base_owner : OWNER_NONE;
+	for (size_t i = 0; i < np; i++)
+		o = owner_join(o, p[i].owner);
+	return o != OWNER_MIXED && o != OWNER_NONE;
+}
+
 /* A node that needs no split: 1 if it was settled, 0 if not, or -ENOMEM. */
 static int settle(struct run *r, const struct piece *p, size_t np, const struct nd *d)
 {
 	int64_t neg = 0;
 	size_t total = 0;
+
+	if (single_owner(p, np, d))
+		return true;
 
 	for (size_t i = 0; i < np; i++) {
 		neg += p[i].m < 0 ? p[i].m : 0;
@@ -435,7 +463,8 @@ static int node(struct run *r, size_t first, size_t np, struct nd d)
 			size_t k = split_at(&q, d.b);
 			bool flip = (q.c >> d.b) & 1;
 			/* low part: value bit = c_b; high part: !c_b */
-			struct piece lo = { q.v, k, q.c, q.m }, hi = { q.v + k, q.n - k, q.c, q.m };
+			struct piece lo = { q.v, k, q.c, q.m, q.owner };
+			struct piece hi = { q.v + k, q.n - k, q.c, q.m, q.owner };
 			struct piece *to0 = flip ? &hi : &lo, *to1 = flip ? &lo : &hi;
 			if (to0->n)
 				c0[n0++] = *to0;
@@ -443,7 +472,7 @@ static int node(struct run *r, size_t first, size_t np, struct nd d)
 				p[n1++] = *to1;
 		}
 		r->used += n0;
-		rc = node(r, r->used - n0, n0, (struct nd){ d.b - 1, d.lo, d.base });
+		rc = node(r, r->used - n0, n0, (struct nd){ d.b - 1, d.lo, d.base, d.base_owner });
 		r->used -= n0;
 		if (rc)
 			return rc;
@@ -455,7 +484,7 @@ static int node(struct run *r, size_t first, size_t np, struct nd d)
 /* Count every group of the pieces on the stack (one device). */
 static int count_pieces(struct run *r, size_t np)
 {
-	return node(r, 0, np, (struct nd){ 63, 0, 0 });
+	return node(r, 0, np, (struct nd){ 63, 0, 0, OWNER_NONE });
 }
 
 static int piece_cmp(const void *a, const void *b)
@@ -475,9 +504,10 @@ static size_t merge_pieces(struct piece *p, size_t np)
 
 	qsort(p, np, sizeof(*p), piece_cmp);
 	for (size_t i = 0; i < np; i++) {
-		if (k && piece_cmp(&p[k - 1], &p[i]) == 0)
+		if (k && piece_cmp(&p[k - 1], &p[i]) == 0) {
 			p[k - 1].m += p[i].m;
-		else
+			p[k - 1].owner = owner_join(p[k - 1].owner, p[i].owner);
+		} else
 			p[k++] = p[i];
 		if (k && p[k - 1].m == 0 && (i + 1 == np || piece_cmp(&p[k - 1], &p[i + 1])))
 			k--;
@@ -500,15 +530,26 @@ struct ctx {
 };
 
 static void add_piece(struct piece *p, size_t *np, const struct btrfsimg_idset *set,
-		      uint64_t c, int64_t m)
+		      uint64_t c, int64_t m, uint32_t owner)
 {
 	if (set && set->n)
-		p[(*np)++] = (struct piece){ set->v, set->n, c, m };
+		p[(*np)++] = (struct piece){ set->v, set->n, c, m, owner };
 }
 
-static void add_value(struct piece *p, size_t *np, const uint64_t *v, int64_t m)
+static void add_value(struct piece *p, size_t *np, const uint64_t *v, int64_t m,
+		      uint32_t owner)
 {
-	p[(*np)++] = (struct piece){ v, 1, 0, m };
+	p[(*np)++] = (struct piece){ v, 1, 0, m, owner };
+}
+
+/* Subvolume i's owner tag. Its base + add - del is a set and a ^ c is one
+ * to one, so it presents each value once; except that with both 0 and c
+ * in the set, 0 presents 0 ^ c = c and so does c: then it is left mixed. */
+static uint32_t subvol_owner(const struct btrfsimg_csubvol *v, uint64_t c, size_t i)
+{
+	if (i >= OWNER_NONE || (c && bi_csubvol_has(v, 0) && bi_csubvol_has(v, c)))
+		return OWNER_MIXED;
+	return (uint32_t)i;
 }
 
 /* Root pieces of subvolumes order[lo, hi) and of the extras on @dev. */
@@ -520,18 +561,19 @@ static size_t device_pieces(struct ctx *x, size_t lo, size_t hi, uint64_t dev, b
 		size_t i = x->order[k];
 		const struct btrfsimg_csubvol *v = &x->in->subvols[i];
 		uint64_t c = x->c[i];
-		add_piece(x->pieces, &np, v->base, c, 1);
-		add_piece(x->pieces, &np, v->add, c, 1);
-		add_piece(x->pieces, &np, v->del, c, -1);
+		uint32_t o = subvol_owner(v, c, i);
+		add_piece(x->pieces, &np, v->base, c, 1, o);
+		add_piece(x->pieces, &np, v->add, c, 1, o);
+		add_piece(x->pieces, &np, v->del, c, -1, o);
 		if (c && bi_csubvol_has(v, c)) {
 			/* a == c presents c, not c ^ c = 0 */
-			add_value(x->pieces, &np, &zero_value, -1);
-			add_value(x->pieces, &np, &x->c[i], 1);
+			add_value(x->pieces, &np, &zero_value, -1, o);
+			add_value(x->pieces, &np, &x->c[i], 1, o);
 		}
 	}
 	for (size_t i = 0; extras && i < x->in->nextras; i++)
 		if (extra_dev(x->s, &x->in->extras[i]) == dev)
-			add_value(x->pieces, &np, &x->in->extras[i].ino, 1);
+			add_value(x->pieces, &np, &x->in->extras[i].ino, 1, OWNER_MIXED);
 	return merge_pieces(x->pieces, np);
 }
 
@@ -689,9 +731,9 @@ static int slices_sorted(const struct btrfsimg_cinput *in, char *err, size_t len
 	if (!p)
 		return -ENOMEM;
 	for (size_t i = 0; i < in->nsubvols; i++) {
-		add_piece(p, &n, in->subvols[i].base, 0, 1);
-		add_piece(p, &n, in->subvols[i].add, 0, 1);
-		add_piece(p, &n, in->subvols[i].del, 0, 1);
+		add_piece(p, &n, in->subvols[i].base, 0, 1, OWNER_MIXED);
+		add_piece(p, &n, in->subvols[i].add, 0, 1, OWNER_MIXED);
+		add_piece(p, &n, in->subvols[i].del, 0, 1, OWNER_MIXED);
 	}
 	qsort(p, n, sizeof(*p), piece_cmp);
 	int rc = 0;

@@ -326,58 +326,96 @@ static struct bi_idset *best_base(const struct leaflist *ll)
 	return nc ? cand[best].set : NULL;
 }
 
-/* The objectids of the leaves of @from not in the other list (by @mark:
- * each leaf's in_tree or in_base against the epoch @epoch), ascending (the
- * leaves are in key order). NULL with *n = 0 when there are none. */
+/* Whether leaf @l is in the other list: the tree's (in_tree) or the
+ * base's (in_base), as marked at @epoch. */
 static bool marked(const struct leafsum *l, bool tree_mark, uint64_t epoch)
 {
 	return (tree_mark ? l->in_tree : l->in_base) == epoch;
 }
 
-/* Objectids in the leaves of @v that are not marked. */
-static size_t unmarked_count(struct leafsum *const *v, size_t n, bool tree_mark, uint64_t epoch)
+/* The leaves of one list that the other lacks, in order (key order, so
+ * their objectids ascend), as runs of ids. */
+struct idcur {
+	struct leafsum *const *v;
+	size_t n, i;
+	bool tree_mark;
+	uint64_t epoch;
+};
+
+static bool idcur_run(struct idcur *c, const uint64_t **p, const uint64_t **end)
 {
-	size_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		total += marked(v[i], tree_mark, epoch) ? 0 : v[i]->nids;
-	return total;
+	for (; c->i < c->n; c->i++) {
+		const struct leafsum *l = c->v[c->i];
+		if (!marked(l, c->tree_mark, c->epoch) && l->nids) {
+			*p = l->ids;
+			*end = l->ids + l->nids;
+			c->i++;
+			return true;
+		}
+	}
+	return false;
 }
 
-static int unmarked_ids(struct bi_scan *s, struct leafsum *const *from, size_t nfrom,
-			bool tree_mark, uint64_t epoch, uint64_t **out, size_t *n)
+struct idvec {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int idvec_push(struct bi_scan *s, struct idvec *a, uint64_t id)
 {
-	size_t total = unmarked_count(from, nfrom, tree_mark, epoch);
-	*out = NULL;
-	*n = 0;
-	if (!total)
-		return 0;
-	uint64_t *v = malloc(total * sizeof(*v));
-	if (!v)
-		return bi_err(s->fs, -ENOMEM, "out of memory for %zu inode numbers", total);
-	for (size_t i = 0; i < nfrom; i++)
-		if (!marked(from[i], tree_mark, epoch)) {
-			memcpy(v + *n, from[i]->ids, from[i]->nids * sizeof(*v));
-			*n += from[i]->nids;
-		}
-	*out = v;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 64;
+		uint64_t *v = realloc(a->v, cap * sizeof(*v));
+		if (!v)
+			return bi_err(s->fs, -ENOMEM, "out of memory for inode numbers");
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = id;
 	return 0;
 }
 
-/* a -= b and b -= (old a), in place: both ascending; what both hold was
- * only rewritten (a leaf copied on write), not added or deleted. */
-static void cancel_common(uint64_t *a, size_t *na, uint64_t *b, size_t *nb)
+/* Give back the doubling's spare room (kept if that fails: only larger). */
+static uint64_t *shrunk(struct idvec *a)
 {
-	size_t i = 0, j = 0, ka = 0, kb = 0;
-	while (i < *na || j < *nb) {
-		if (j == *nb || (i < *na && a[i] < b[j]))
-			a[ka++] = a[i++];
-		else if (i == *na || b[j] < a[i])
-			b[kb++] = b[j++];
-		else
-			i++, j++;
+	if (!a->n) {
+		free(a->v);
+		return NULL;
 	}
-	*na = ka;
-	*nb = kb;
+	uint64_t *w = realloc(a->v, a->n * sizeof(*w));
+	return w ? w : a->v;
+}
+
+/* del = ids of @gone not in @fresh, add = ids of @fresh not in @gone: what
+ * both hold was only rewritten (a leaf copied on write), not added or
+ * deleted. Stops with 1 once they reach @limit ids. */
+static int differences(struct bi_scan *s, struct idcur *gone, struct idcur *fresh,
+		       size_t limit, struct idvec *del, struct idvec *add)
+{
+	const uint64_t *pa = NULL, *ea = NULL, *pb = NULL, *eb = NULL;
+	bool ha = idcur_run(gone, &pa, &ea), hb = idcur_run(fresh, &pb, &eb);
+	int rc = 0;
+	while (rc == 0 && (ha || hb)) {
+		while (ha && hb && pa < ea && pb < eb && rc == 0) {
+			if (*pa == *pb)
+				pa++, pb++;
+			else if (*pa < *pb)
+				rc = idvec_push(s, del, *pa++);
+			else
+				rc = idvec_push(s, add, *pb++);
+		}
+		while (rc == 0 && ha && !hb && pa < ea)
+			rc = idvec_push(s, del, *pa++);
+		while (rc == 0 && hb && !ha && pb < eb)
+			rc = idvec_push(s, add, *pb++);
+		if (ha && pa == ea)
+			ha = idcur_run(gone, &pa, &ea);
+		if (hb && pb == eb)
+			hb = idcur_run(fresh, &pb, &eb);
+		if (rc == 0 && del->n + add->n >= limit)
+			rc = 1;
+	}
+	return rc;
 }
 
 /* The largest objectid of base - del + add. del is inside the base, both
@@ -392,9 +430,9 @@ static uint64_t delta_max(const struct bi_idset *base, const uint64_t *del, size
 	return nadd && add[nadd - 1] > top ? add[nadd - 1] : top;
 }
 
-/* The tree as @base minus the ids of base leaves it lacks plus the ids of
- * leaves only it has. Returns 1 when those would be as many as the tree's
- * own ids: a full set is then no larger. */
+/* The tree as @base minus the ids it lacks plus the ids only it has, found
+ * by comparing only the leaves the two do not share. Returns 1 when those
+ * would be as many ids as the tree's own: a full set is then no larger. */
 static int delta_of(struct bi_scan *s, struct bi_idset *base, struct leaflist *ll,
 		    struct bi_idset **out)
 {
@@ -407,26 +445,20 @@ static int delta_of(struct bi_scan *s, struct bi_idset *base, struct leaflist *l
 	}
 	for (size_t i = 0; i < base->nleaves; i++)
 		bl[i]->in_base = epoch;
-	if (unmarked_count(bl, base->nleaves, true, epoch) +
-		    unmarked_count(ll->v, ll->n, false, epoch) >= own)
-		return 1;
-	uint64_t *gone, *fresh;
-	size_t ngone, nfresh;
-	int rc = unmarked_ids(s, bl, base->nleaves, true, epoch, &gone, &ngone);
-	if (rc == 0 && (rc = unmarked_ids(s, ll->v, ll->n, false, epoch, &fresh, &nfresh)) < 0)
-		free(gone);
-	if (rc < 0)
-		return rc;
-	cancel_common(gone, &ngone, fresh, &nfresh);
-	struct bi_idset *set = calloc(1, sizeof(*set));
+	struct idcur gone = { bl, base->nleaves, 0, true, epoch };
+	struct idcur fresh = { ll->v, ll->n, 0, false, epoch };
+	struct idvec del = { 0 }, add = { 0 };
+	int rc = differences(s, &gone, &fresh, own, &del, &add);
+	struct bi_idset *set = rc == 0 ? calloc(1, sizeof(*set)) : NULL;
 	if (!set) {
-		free(gone);
-		free(fresh);
-		return bi_err(s->fs, -ENOMEM, "out of memory");
+		free(del.v);
+		free(add.v);
+		return rc ? rc : bi_err(s->fs, -ENOMEM, "out of memory");
 	}
-	*set = (struct bi_idset){ .base = base, .ids = fresh, .nids = nfresh, .del = gone,
-				  .ndel = ngone, .n = base->n - ngone + nfresh,
-				  .max_id = delta_max(base, gone, ngone, fresh, nfresh), .refs = 1 };
+	*set = (struct bi_idset){ .base = base, .ids = shrunk(&add), .nids = add.n,
+				  .del = shrunk(&del), .ndel = del.n,
+				  .n = base->n - del.n + add.n, .refs = 1 };
+	set->max_id = delta_max(base, set->del, set->ndel, set->ids, set->nids);
 	base->refs++;
 	*out = set;
 	return 0;
