@@ -31,13 +31,19 @@
  *    weight, and a node whose base (minus any deletions) is >= 2 is all
  *    groups, counted in O(pieces);
  *  - one piece alone: its values are groups iff base + m >= 2;
+ *  - pieces that all come from one subvolume (its base, deltas and the
+ *    exception) present each value at most once: no groups, settled at
+ *    once. Snapshots stored as deltas of one base are cut apart by their
+ *    constants' high bits, then stop: their deltas cost only the levels
+ *    they share with other subvolumes;
  *  - small nodes, or nodes of very short slices, are listed and sorted (or
  *    tallied in a table when they fill the node).
  *
  * Cost, with P pieces after merging and n the longest slice: O(P log P) to
  * merge, then each piece is touched at most once per trie level it shares
- * with another (<= 64), O(64 P log n); deltas cost O(64 |delta| log n), as
- * the base is cut only along their paths; dense shared ranges cost O(64)
+ * with another (<= 64), O(64 P log n); deltas cost O(64 |delta| log n) at
+ * worst (one constant for all: nfsd), as the base is cut only along their
+ * paths, and far less when constants differ; dense shared ranges cost O(64)
  * per range boundary. Images that genuinely interleave cost O(T log T) in
  * small sorted batches for the T interleaved elements (every one may be a
  * group of its own). Memory: O(P) plus the DFS piece stack, <= 64 P.
