@@ -475,8 +475,9 @@ struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs);
 void bi_scan_free(struct bi_scan *s);
 /* Scan tree @r: *out (may be NULL) gets its inode set (a reference: put it),
  * @fn (may be NULL) is called for each subvolume entry in key order. Each
- * distinct leaf is decoded once per bi_scan; a tree sharing at least half
- * its leaves with an earlier full set gets a delta against it. */
+ * distinct leaf is decoded once per bi_scan; a tree whose leaves come
+ * mostly from an earlier full set gets a delta against it when that is
+ * smaller than a full set. */
 int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
 		 bi_subent_fn fn, void *ctx);
 

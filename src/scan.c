@@ -8,11 +8,12 @@
  * because keys are) and its directory entries that name subvolumes. A
  * subvolume's leaves are found by walking only its internal nodes. The
  * first tree made of leaves no earlier set holds gets a full set, the
- * concatenation of its leaves' objectids. A later tree that shares at least
- * half its leaves with a full set (a snapshot, diverged or not) is stored
- * as that set minus the objectids of the leaves it lacks plus those of the
- * leaves only it has: memory grows with how the snapshots differ, not with
- * how many there are.
+ * concatenation of its leaves' objectids. A later tree whose leaves come
+ * mostly from one full set (a snapshot, diverged or not) is stored as that
+ * set minus the objectids it lacks plus those only it has, found by
+ * comparing only the leaves the two do not share, unless that difference
+ * is as large as the tree: memory grows with how the snapshots differ, not
+ * with how many there are.
  */
 #include <stdio.h>
 #include <stdlib.h>
