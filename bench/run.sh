@@ -57,31 +57,37 @@ for d in range(ndirs):
 PY
 }
 
+# A new filesystem in IMG.tmp, mounted at $MNT; image_done IMG unmounts it
+# and names it IMG (printed), so an interrupted build is never cached.
+fresh_image() {
+  truncate -s 8G "$1.tmp"; mkfs.btrfs -q -f "$1.tmp" >/dev/null
+  mount -o loop "$1.tmp" "$MNT"
+}
+image_done() { umount "$MNT"; mv "$1.tmp" "$1"; echo "$1"; }
+# the subvolume "data" with N files, and the directory "snaps" beside it
+data_subvol() { btrfs -q subvolume create "$MNT/data"; make_files "$MNT/data" "$1"; mkdir "$MNT/snaps"; }
+
 build_snap_image() {
   local img=$KEEP/snap-$FILES-$SNAPS.img
   [ -f "$img" ] && { echo "$img"; return; }
-  truncate -s 8G "$img.tmp"; mkfs.btrfs -q -f "$img.tmp" >/dev/null
-  mount -o loop "$img.tmp" "$MNT"
-  btrfs -q subvolume create "$MNT/data"
-  make_files "$MNT/data" "$FILES"
-  mkdir "$MNT/snaps"
+  fresh_image "$img"
+  data_subvol "$FILES"
   for i in $(seq 1 "$SNAPS"); do
     btrfs -q subvolume snapshot "$MNT/data" "$MNT/snaps/s$i"
     if [ $((i % 10)) -eq 0 ]; then mkdir "$MNT/snaps/s$i/new"; make_files "$MNT/snaps/s$i/new" 300; fi
   done
-  umount "$MNT"; mv "$img.tmp" "$img"; echo "$img"
+  image_done "$img"
 }
 
 build_subvol_image() {
   local img=$KEEP/subvols-$SUBVOLS-$PER_SUBVOL.img
   [ -f "$img" ] && { echo "$img"; return; }
-  truncate -s 8G "$img.tmp"; mkfs.btrfs -q -f "$img.tmp" >/dev/null
-  mount -o loop "$img.tmp" "$MNT"
+  fresh_image "$img"
   for i in $(seq 1 "$SUBVOLS"); do
     btrfs -q subvolume create "$MNT/v$i"
     make_files "$MNT/v$i" "$PER_SUBVOL"
   done
-  umount "$MNT"; mv "$img.tmp" "$img"; echo "$img"
+  image_done "$img"
 }
 
 # A live subvolume snapshotted CHURN_SNAPS times; before each snapshot 20
@@ -90,11 +96,8 @@ build_subvol_image() {
 build_churn_image() {
   local img=$KEEP/churn-$CHURN_FILES-$CHURN_SNAPS.img
   [ -f "$img" ] && { echo "$img"; return; }
-  truncate -s 8G "$img.tmp"; mkfs.btrfs -q -f "$img.tmp" >/dev/null
-  mount -o loop "$img.tmp" "$MNT"
-  btrfs -q subvolume create "$MNT/data"
-  make_files "$MNT/data" "$CHURN_FILES"
-  mkdir "$MNT/snaps"
+  fresh_image "$img"
+  data_subvol "$CHURN_FILES"
   python3 - "$MNT" "$CHURN_SNAPS" <<'PY'
 import os, random, subprocess, sys
 mnt, n = sys.argv[1], int(sys.argv[2])
@@ -115,7 +118,7 @@ for i in range(1, n + 1):
     subprocess.run(["btrfs", "-q", "subvolume", "snapshot", data,
                     os.path.join(mnt, "snaps", "s%d" % i)], check=True)
 PY
-  umount "$MNT"; mv "$img.tmp" "$img"; echo "$img"
+  image_done "$img"
 }
 
 # time + peak RSS of a command, output discarded: cold page cache (dropped
@@ -208,20 +211,15 @@ if [ "$EXACT" = 1 ]; then
   echo
   # two independent brute forces: tests/test_inodes.py's (Python: lstat and a
   # dict) where a Python walk is quick enough, bench/brute.c's (statx and
-  # sorting) on all three, including the 101 M inodes of the snapshot image
-  echo "== exactness: collisions on $SUBIMG against the kernel's view"
-  python3 bench/exact.py "$BIN" "$SUBIMG"
-  python3 bench/exact.py "$BIN" "$SUBIMG" --c "$BRUTE"
-  SMALLSNAP=$(FILES=20000 SNAPS=20 build_snap_image)
-  echo "== exactness: collisions on $SMALLSNAP against the kernel's view"
-  python3 bench/exact.py "$BIN" "$SMALLSNAP"
-  python3 bench/exact.py "$BIN" "$SMALLSNAP" --c "$BRUTE"
-  echo "== exactness: collisions on $SNAPIMG against the kernel's view"
-  python3 bench/exact.py "$BIN" "$SNAPIMG" --c "$BRUTE"
-  SMALLCHURN=$(CHURN_FILES=20000 CHURN_SNAPS=50 build_churn_image)
-  echo "== exactness: collisions on $SMALLCHURN against the kernel's view"
-  python3 bench/exact.py "$BIN" "$SMALLCHURN"
-  python3 bench/exact.py "$BIN" "$SMALLCHURN" --c "$BRUTE"
-  echo "== exactness: collisions on $CHURNIMG against the kernel's view"
-  python3 bench/exact.py "$BIN" "$CHURNIMG" --c "$BRUTE"
+  # sorting) on all, including the 101 M inodes of the snapshot image
+  exact() { # IMAGE [c]: both brute forces, or only the C one
+    echo "== exactness: collisions on $1 against the kernel's view"
+    [ "${2:-}" = c ] || python3 bench/exact.py "$BIN" "$1"
+    python3 bench/exact.py "$BIN" "$1" --c "$BRUTE"
+  }
+  exact "$SUBIMG"
+  exact "$(FILES=20000 SNAPS=20 build_snap_image)"
+  exact "$SNAPIMG" c
+  exact "$(CHURN_FILES=20000 CHURN_SNAPS=50 build_churn_image)"
+  exact "$CHURNIMG" c
 fi
