@@ -21,8 +21,9 @@
 
 /* What one JSON line needs, gathered on the walking thread (everything that
  * reads the image happens there) and formatted on a second thread, as
- * inodes does: formatting was a third of a walk. The record's bytes hold
- * the path, then the symlink target, then the --hash fields as JSON. */
+ * inodes does: formatting took about a third of a walk's CPU time. The
+ * record's bytes hold the path, then the symlink target, then the --hash
+ * fields as JSON. */
 struct wrow {
 	struct btrfsimg_inode inode;
 	uint64_t ino, subvol, d_ino;
