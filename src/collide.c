@@ -61,9 +61,10 @@
 
 static const uint64_t zero_value;	/* the image of the exception a == c */
 
-/* Whose elements a piece holds: a subvolume's index, an extra's
- * (nsubvols + i), or OWNER_MIXED once pieces of two owners merged. One
- * owner presents each value at most once (see single_owner). */
+/* Whose elements a piece holds: a subvolume's index, or OWNER_MIXED for
+ * extras, for a subvolume that may present a value twice (subvol_owner) and
+ * once pieces of two owners merged. One owner presents each value at most
+ * once (see single_owner). */
 #define OWNER_MIXED UINT32_MAX
 #define OWNER_NONE (UINT32_MAX - 1)
 
@@ -513,8 +514,9 @@ static size_t merge_pieces(struct piece *p, size_t np)
 		if (k && piece_cmp(&p[k - 1], &p[i]) == 0) {
 			p[k - 1].m += p[i].m;
 			p[k - 1].owner = owner_join(p[k - 1].owner, p[i].owner);
-		} else
+		} else {
 			p[k++] = p[i];
+		}
 		if (k && p[k - 1].m == 0 && (i + 1 == np || piece_cmp(&p[k - 1], &p[i + 1])))
 			k--;
 	}
