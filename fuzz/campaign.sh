@@ -5,7 +5,7 @@
 #   setsid fuzz/campaign.sh [-j JOBS] [-t SECONDS] [TARGET...]   run (default: all)
 #   fuzz/campaign.sh --merge [TARGET...]                  fold new coverage into fuzz/corpus
 #   fuzz/campaign.sh --totals                             hours, executions, findings per target
-#   fuzz/campaign.sh --readme                             put those totals into README.md
+#   fuzz/campaign.sh --readme                             put those totals into fuzz/README.md
 #
 # Binaries come from $FUZZ_BUILD (default build-fuzz, configured with
 # -Dfuzzing=true) and are copied first, so rebuilding during a run is safe.
@@ -86,12 +86,12 @@ while [ $# -gt 0 ]; do
       python3 - "$state/totals.md" <<'PY'
 import re, sys
 table = open(sys.argv[1]).read().strip()
-s = open("README.md").read()
+s = open("fuzz/README.md").read()
 s, n = re.subn(r"(<!-- fuzz-totals -->\n).*?(\n<!-- /fuzz-totals -->)",
                lambda m: m[1] + table + m[2], s, flags=re.S)
 if n != 1:
-    sys.exit("README.md: no <!-- fuzz-totals --> section")
-open("README.md", "w").write(s)
+    sys.exit("fuzz/README.md: no <!-- fuzz-totals --> section")
+open("fuzz/README.md", "w").write(s)
 PY
       exit 0 ;;
     --run-one) run_one "$2" "$3"; exit 0 ;;

@@ -113,14 +113,15 @@ struct enumeration {
 };
 
 static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
-		    const struct btrfsimg_presented *p)
+		    const struct btrfsimg_inode_numbers *p)
 {
 	struct enumeration *en = ctx;
 	uint64_t sv = e->inode.subvol, obj = e->inode.objectid;
 	CHECK(!e->reachable || e->path);
 	CHECK(!e->path || strlen(e->path) == e->path_len);
 	CHECK(p->st_ino == obj && p->tree_id == sv && p->inumbits == 56);
-	CHECK(p->overlay == btrfsimg_overlay(sv, 56) && p->uniquifier == btrfsimg_uniquifier(sv));
+	CHECK(p->overlay == btrfsimg_inumbits_overlay(sv,
+	      56) && p->uniquifier == btrfsimg_uniquifier(sv));
 	CHECK(p->ino == (obj == p->overlay ? obj : obj ^ p->overlay));
 	CHECK(p->nfs_fileid == (obj == p->uniquifier ? obj : obj ^ p->uniquifier));
 	CHECK(p->numdevs2_dev >= -1 && p->numdevs2_dev <= 1);
@@ -141,9 +142,9 @@ static void check_collisions(btrfsimg_fs *fs)
 		btrfsimg_fs_collisions_free(c);
 		return;
 	}
-	CHECK(c->report->nresults == BTRFSIMG_CREPORT_SCHEMES);
+	CHECK(c->report->nresults == BTRFSIMG_COLLIDE_SCHEMES);
 	for (size_t i = 0; i < c->report->nresults; i++) {
-		const struct btrfsimg_cresult *r = &c->report->results[i];
+		const struct btrfsimg_collide_result *r = &c->report->results[i];
 		CHECK((r->groups == 0) == (r->inodes == 0) && r->inodes >= 2 * r->groups);
 		CHECK(r->inodes <= c->inodes + c->stubs);
 		CHECK(r->nexamples <= MAX_EXAMPLES && r->nexamples <= r->groups);

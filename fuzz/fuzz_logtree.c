@@ -122,7 +122,7 @@ static void parse(const uint8_t *p, const uint8_t *end, struct input *in)
 		sort_unique(&in->l[i]);
 }
 
-static void check_overlay(const struct bi_overlay *o, uint64_t *bytes)
+static void check_overlay(const struct bi_log_overlay *o, uint64_t *bytes)
 {
 	CHECK(o->root == OBJ_FS_TREE || o->root == OBJ_CSUM_TREE);
 	for (size_t i = 0; i < o->nputs; i++) {
@@ -142,7 +142,7 @@ static void check_overlay(const struct bi_overlay *o, uint64_t *bytes)
 	}
 }
 
-static bool same(const struct bi_overlay *a, const struct bi_overlay *b)
+static bool same(const struct bi_log_overlay *a, const struct bi_log_overlay *b)
 {
 	for (; a && b; a = a->next, b = b->next) {
 		if (a->root != b->root || a->nputs != b->nputs || a->ndels != b->ndels)
@@ -177,7 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bi_lr_src_array(&trees.extent, &arr[3]);
 	struct bi_lr_params p = { 8, 4096, 16384, 4, in.no_holes, in.ext_iref,
 				  64 * (uint64_t)size + 65536, 200000 };
-	struct bi_overlay *a = NULL, *b = NULL;
+	struct bi_log_overlay *a = NULL, *b = NULL;
 	char why[512], why2[512];
 	int rc = bi_lr_replay(&p, &log, 1, &trees, &a, why, sizeof(why));
 	if (rc) {
@@ -186,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	uint64_t bytes = 0;
-	for (const struct bi_overlay *o = a; o; o = o->next)
+	for (const struct bi_log_overlay *o = a; o; o = o->next)
 		check_overlay(o, &bytes);
 	CHECK(bytes <= p.max_bytes);
 	CHECK(bi_lr_replay(&p, &log, 1, &trees, &b, why2, sizeof(why2)) == 0);

@@ -72,7 +72,7 @@ static void locate(struct vimg *m, int partition)
 {
 	struct btrfsimg_open_opts o;
 	btrfsimg_open_opts_init(&o);
-	o.partition = partition;
+	o.partition = (unsigned)partition;
 	btrfsimg_fs *fs;
 	CHECK(btrfsimg_fs_new(&fs, &o) == 0);
 	CHECK(btrfsimg_add_device_io(fs, vread, m, m->vsize, "fuzz.img") == 0);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "btrfsimg.h"
+#include "btrfsimg_inum.h"
 #include "../tests/collide_brute.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -112,11 +112,11 @@ static size_t tidy(uint64_t *v, size_t n, bool sort)
 }
 
 struct world {
-	struct btrfsimg_csubvol sv[NSUB];
-	struct btrfsimg_cextra ex[4];
+	struct btrfsimg_collide_subvol sv[NSUB];
+	struct btrfsimg_collide_extra ex[4];
 	struct btrfsimg_idset sets[NSET + 2 * NSUB];
 	uint64_t vals[NSET + 2 * NSUB][SETMAX + 16];
-	struct btrfsimg_cinput in;
+	struct btrfsimg_collide_input in;
 };
 
 static void build(struct in *in, struct world *w, struct btrfsimg_scheme s)
@@ -130,7 +130,8 @@ static void build(struct in *in, struct world *w, struct btrfsimg_scheme s)
 	w->in.extras = w->ex;
 	for (size_t i = 0; i < nsub; i++) {
 		uint8_t f = u8(in);
-		w->sv[i] = (struct btrfsimg_csubvol){ pick_id(in), f & 1 ? 1u : 0u, NULL, NULL, NULL };
+		w->sv[i] = (struct btrfsimg_collide_subvol){ pick_id(in), f & 1 ? 1u : 0u, NULL,
+			    NULL, NULL };
 		if ((f & 0x30) == 0x30)
 			w->sv[i].parity = 2;	/* invalid on purpose, rarely */
 		c[nc++] = bf_const(&s, w->sv[i].id);
@@ -167,15 +168,16 @@ static void build(struct in *in, struct world *w, struct btrfsimg_scheme s)
 	w->in.nextras = u8(in) % 4;
 	for (size_t i = 0; i < w->in.nextras; i++) {
 		uint8_t f = u8(in);
-		w->ex[i] = (struct btrfsimg_cextra){ w->sv[f % nsub].id, f & 0x40 ? 256 + u8(in) : 2,
+		w->ex[i] = (struct btrfsimg_collide_extra){ w->sv[f % nsub].id,
+			    f & 0x40 ? 256 + u8(in) : 2,
 						    f & 0x80 ? 1u : 0u };
 	}
 }
 
 static void check(const struct world *w, struct btrfsimg_scheme s, size_t maxex, size_t maxmem)
 {
-	struct btrfsimg_copts o = { maxex, maxmem };
-	struct btrfsimg_cresult got;
+	struct btrfsimg_collide_opts o = { maxex, maxmem };
+	struct btrfsimg_collide_result got;
 	struct bf_result *want = malloc(sizeof(*want));
 	char err[256] = "";
 	int rc = btrfsimg_collide(&w->in, &s, &o, &got, err, sizeof(err));
@@ -200,7 +202,7 @@ static void check(const struct world *w, struct btrfsimg_scheme s, size_t maxex,
 	} else if (!err[0]) {
 		abort();
 	}
-	btrfsimg_cresult_clear(&got);
+	btrfsimg_collide_result_clear(&got);
 	free(want);
 }
 
@@ -209,12 +211,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct in in = { data, size, 0 };
 	struct world w;
 	uint8_t sel = u8(&in), opt = u8(&in);
-	struct btrfsimg_scheme s = bf_scheme(sel % BTRFSIMG_CREPORT_SCHEMES);
+	struct btrfsimg_scheme s = bf_scheme(sel % BTRFSIMG_COLLIDE_SCHEMES);
 
 	build(&in, &w, s);
 	check(&w, s, opt % 8, (opt >> 3) % 5);
 	/* the same world under two neighbours of the scheme */
-	check(&w, bf_scheme((sel + 1) % BTRFSIMG_CREPORT_SCHEMES), 3, 2);
-	check(&w, bf_scheme((sel + 33) % BTRFSIMG_CREPORT_SCHEMES), 3, 2);
+	check(&w, bf_scheme((sel + 1) % BTRFSIMG_COLLIDE_SCHEMES), 3, 2);
+	check(&w, bf_scheme((sel + 33) % BTRFSIMG_COLLIDE_SCHEMES), 3, 2);
 	return 0;
 }

@@ -49,27 +49,35 @@ enum btrfsimg_open_flags {
 	BTRFSIMG_OPEN_NO_DATA_VERIFY = 1u << 0,
 	/** Show the last committed state; do not replay the log tree. */
 	BTRFSIMG_OPEN_NO_LOG_REPLAY = 1u << 1,
+	/** Use superblock copy super_mirror only (else the newest valid copy). */
+	BTRFSIMG_OPEN_SUPER_MIRROR = 1u << 2,
+	/** The filesystem starts at byte offset in every image (else it is
+	 *  found: the image itself, or a partition). */
+	BTRFSIMG_OPEN_OFFSET = 1u << 3,
 };
 
-/** Options for btrfsimg_fs_new(). Zero-initialise, then set what you need. */
+/**
+ * Options for btrfsimg_fs_new(). A zeroed struct means "automatic" for
+ * every field: the newest valid superblock copy, the filesystem found in
+ * the image or its only btrfs partition, the default cache, no flags.
+ */
 struct btrfsimg_open_opts {
-	/** Superblock copy to use: 0 primary, 1 (64 MiB), 2 (256 GiB);
-	 *  -1 (or any negative) = the newest valid copy. A zeroed struct
-	 *  means "primary"; use btrfsimg_open_opts_init() for the default. */
-	int super_mirror;
-	/** 1-based partition number inside whole-disk images; 0 = automatic
-	 *  (the image itself if it holds btrfs, else the only btrfs partition). */
-	int partition;
-	/** Byte offset of the filesystem inside every image; -1 = automatic. */
-	int64_t offset;
-	/** Bytes of verified tree blocks to keep cached; 0 = default (64 MiB). */
-	uint64_t cache_bytes;
 	/** enum btrfsimg_open_flags */
 	unsigned flags;
+	/** With BTRFSIMG_OPEN_SUPER_MIRROR: the copy to use, 0 primary,
+	 *  1 (64 MiB), 2 (256 GiB). Ignored without the flag. */
+	unsigned super_mirror;
+	/** 1-based partition number inside whole-disk images; 0 = automatic
+	 *  (the image itself if it holds btrfs, else the only btrfs partition). */
+	unsigned partition;
+	/** With BTRFSIMG_OPEN_OFFSET: byte offset of the filesystem inside
+	 *  every image (at most INT64_MAX). Ignored without the flag. */
+	uint64_t offset;
+	/** Bytes of verified tree blocks to keep cached; 0 = default (64 MiB). */
+	uint64_t cache_bytes;
 };
 
-/** Fill @p o with the defaults: newest valid superblock, automatic
- *  partition and offset, default cache, no flags. */
+/** Fill @p o with the defaults (all zero: see btrfsimg_open_opts). */
 BTRFSIMG_API void btrfsimg_open_opts_init(struct btrfsimg_open_opts *o);
 
 /**
@@ -489,256 +497,6 @@ BTRFSIMG_API int btrfsimg_file_handle_encode(uint64_t subvol, uint64_t objectid,
 					     uint64_t parent_subvol, uint64_t parent_objectid,
 					     uint64_t parent_generation, bool connectable,
 					     uint32_t *type, uint8_t out[40]);
-
-/* ------------------------------------------------------------------ */
-/** @name Inode-number schemes (the 2021 proposals; pure functions) */
-
-/** swab64: byte-reverse a 64-bit value. */
-BTRFSIMG_API uint64_t btrfsimg_swab64(uint64_t v);
-
-/**
- * inumbits overlay of a subvolume: 0 if @p inumbits is 0 or @p subvol is 5,
- * else swab64(subvol) >> (64 - inumbits). @p inumbits is 0 or 32..64;
- * other values give 0.
- */
-BTRFSIMG_API uint64_t btrfsimg_overlay(uint64_t subvol, unsigned inumbits);
-
-/** objectid if it equals @p v, else objectid XOR @p v. */
-BTRFSIMG_API uint64_t btrfsimg_presented(uint64_t objectid, uint64_t v);
-
-/** nfsd ino_uniquifier: 0 for subvolume 5, else swab64(subvol). */
-BTRFSIMG_API uint64_t btrfsimg_uniquifier(uint64_t subvol);
-
-/**
- * Subvolume crossings from @p mount_subvol down to @p subvol (0 for the
- * mounted one itself), following parent_id through @p v (the list from
- * btrfsimg_subvols(), sorted by id); -1 when @p subvol is not below the
- * mount, is unreachable, or a parent loop is found. numdevs=2 puts a
- * subvolume on device (depth & 1).
- */
-BTRFSIMG_API int btrfsimg_subvol_depth(const struct btrfsimg_subvol *v, size_t n,
-				       uint64_t mount_subvol, uint64_t subvol);
-
-/** What today's kernel and each proposal present for one inode. */
-struct btrfsimg_presented {
-	uint64_t st_ino;		/**< today: the objectid */
-	uint64_t tree_id;		/**< STATX_SUBVOL: the subvolume id */
-	unsigned inumbits;		/**< N of the inumbits values below */
-	uint64_t overlay;		/**< btrfsimg_overlay(subvol, inumbits) */
-	uint64_t ino;			/**< st_ino under inumbits=N */
-	uint64_t uniquifier;		/**< btrfsimg_uniquifier(subvol) */
-	uint64_t nfs_fileid;		/**< nfsd with the uniquifier */
-	int numdevs2_dev;		/**< numdevs=2 device (0 or 1); -1 when the
-					     subvolume is not below the mounted one */
-};
-
-typedef int (*btrfsimg_presented_fn)(void *ctx, const struct btrfsimg_inode_entry *e,
-				     const struct btrfsimg_presented *p);
-
-/**
- * btrfsimg_inodes() with each inode's presented numbers under
- * inumbits=@p inumbits (0 or 32..64, else -EINVAL) and numdevs=2 with
- * @p mount_subvol mounted (0: the filesystem's default subvolume).
- */
-BTRFSIMG_API int btrfsimg_inodes_presented(btrfsimg_fs *fs, uint64_t subvol, unsigned inumbits,
-					   uint64_t mount_subvol, btrfsimg_presented_fn fn,
-					   void *ctx);
-
-/* ------------------------------------------------------------------ */
-/** @name Inode-number collisions (collide.c)
- *
- * An exact count of presented inode numbers that clash on one device, under
- * each scheme, over an abstract set of inodes. No image is needed: a reader
- * (or a test) describes every subvolume by its objectid set. Sets are
- * borrowed and may be shared: snapshots that share a tree should pass the
- * same array, and a snapshot that diverged a little should pass that array
- * as its base plus small add/del arrays. The engine never expands shared
- * sets into (subvolume, objectid) pairs; see collide.c for the complexity.
- */
-
-/** Strictly increasing objectids. Borrowed; @p v may be NULL when @p n is 0. */
-struct btrfsimg_idset {
-	const uint64_t *v;
-	size_t n;
-};
-
-/**
- * One subvolume. Its objectids are base + add - del, where add must be
- * disjoint from base and del a subset of base (-EINVAL otherwise). Each
- * pointer may be NULL (empty). Sets compare by address, so pass the same
- * array for every subvolume sharing it.
- */
-struct btrfsimg_csubvol {
-	uint64_t id;			/**< fs tree id (5 or >= 256); unique */
-	unsigned parity;		/**< numdevs=2 device: 0 (the mounted root's) or 1 */
-	const struct btrfsimg_idset *base;
-	const struct btrfsimg_idset *add;
-	const struct btrfsimg_idset *del;
-};
-
-/**
- * An entry that presents a fixed number with no overlay: a stub directory
- * (ino 2). Its device: the single device (nfsd, numdevs=1), device
- * @p parity (numdevs=2; Linux 6.18 stubs report the superblock's device,
- * i.e. 0), or the superblock's device, which no subvolume uses
- * (numdevs=many): so two stubs always clash there.
- */
-struct btrfsimg_cextra {
-	uint64_t subvol;		/**< containing subvolume (for reports) */
-	uint64_t ino;			/**< presented number (2 for stubs) */
-	unsigned parity;		/**< 0 or 1 */
-};
-
-/** What to count collisions over. Borrowed for the call. */
-struct btrfsimg_cinput {
-	const struct btrfsimg_csubvol *subvols;
-	size_t nsubvols;
-	const struct btrfsimg_cextra *extras;
-	size_t nextras;
-};
-
-/** numdevs values; 3 = many (today's kernel: one device per subvolume). */
-enum { BTRFSIMG_NUMDEVS_1 = 1, BTRFSIMG_NUMDEVS_2 = 2, BTRFSIMG_NUMDEVS_MANY = 3 };
-
-/**
- * A scheme. nfsd today = {0, false, 1}; nfsd with ino_uniquifier =
- * {0, true, 1}; inumbits=N,numdevs=D = {N, false, D}; numdevs=many =
- * {0, false, 3}. @p uniquifier needs @p inumbits 0.
- */
-struct btrfsimg_scheme {
-	unsigned inumbits;		/**< 0 or 32..64 */
-	bool uniquifier;		/**< XOR swab64(subvol), 0 for 5 (nfsd) */
-	int numdevs;			/**< 1, 2 or 3 (many) */
-};
-
-/** Name of a scheme ("nfsd", "nfsd-uniquifier", "inumbits=56,numdevs=2",
- *  "numdevs=many", ...) into @p buf; returns snprintf's length. */
-BTRFSIMG_API int btrfsimg_scheme_name(const struct btrfsimg_scheme *s, char *buf, size_t len);
-
-/** Options; zero-initialised means no examples. */
-struct btrfsimg_copts {
-	size_t max_examples;		/**< example groups to keep per scheme */
-	size_t max_members;		/**< members kept per example; 0 = 16 */
-};
-
-/** One inode of an example group. */
-struct btrfsimg_cmember {
-	uint64_t subvol;
-	uint64_t objectid;		/**< the extra's ino for extras */
-	bool extra;			/**< a btrfsimg_cextra entry (stub) */
-	size_t extra_index;		/**< for extras: its index in the input's extras */
-};
-
-/**
- * One colliding group: every inode presenting @p ino on @p device.
- * Devices: 0 under one device; the parity under numdevs=2; under
- * numdevs=many 0 is the superblock's device (extras) and i + 1 that of
- * subvols[i].
- */
-struct btrfsimg_cgroup {
-	uint64_t device;
-	uint64_t ino;
-	uint64_t size;			/**< inodes in the group (>= 2) */
-	size_t nmembers;		/**< stored: min(size, max_members) */
-	struct btrfsimg_cmember *members;	/**< subvolumes in input order, objectid
-						     ascending, then extras in input order */
-};
-
-/**
- * Result for one scheme. Counts are exact. Examples are the first groups in
- * (device, ino) order. Headroom is a bit-range argument assuming real
- * objectids (>= 256) and that new subvolumes get ids above every current
- * one and may land on any device:
- *  - objectids < 2^objbits cannot collide with the current subvolume ids;
- *  - if @p proven (objectids in [256, 2^objbits), no clash possible at all),
- *    new subvolumes with ids up to @p max_subvol cannot cause a collision
- *    while objectids stay below 2^(bit length of the current largest).
- */
-struct btrfsimg_cresult {
-	struct btrfsimg_scheme scheme;
-	uint64_t groups;		/**< presented numbers held by >= 2 inodes of a device */
-	uint64_t inodes;		/**< inodes in those groups */
-	size_t nexamples;
-	struct btrfsimg_cgroup *examples;	/**< owned; btrfsimg_cresult_clear() */
-	unsigned objbits;		/**< 0..64 */
-	uint64_t max_objectid;		/**< 2^objbits - 1, capped at 2^64 - 256 */
-	bool proven;
-	uint64_t max_subvol;		/**< 0 unless proven; 2^64 - 256 = unbounded */
-	uint64_t clash_subvol;		/**< first id past max_subvol (0 = none) */
-	uint64_t clash_with;		/**< the subvolume (or the extra's ino) it would meet */
-	char reason[384];		/**< human-readable headroom argument */
-};
-
-/**
- * Count collisions of @p in under scheme @p s. @p o may be NULL. @p err
- * (may be NULL) receives a message on failure. Returns 0, -EINVAL (bad
- * input: unsorted set, add/del inconsistent with base, duplicate id,
- * parity > 1, bad scheme) or -ENOMEM. Release @p out with
- * btrfsimg_cresult_clear() (also after failure).
- */
-BTRFSIMG_API int btrfsimg_collide(const struct btrfsimg_cinput *in, const struct btrfsimg_scheme *s,
-				  const struct btrfsimg_copts *o, struct btrfsimg_cresult *out,
-				  char *err, size_t errlen);
-BTRFSIMG_API void btrfsimg_cresult_clear(struct btrfsimg_cresult *r);
-
-/** Every scheme, in this order: nfsd, nfsd-uniquifier, inumbits=32..64 with
- *  numdevs=1, inumbits=32..64 with numdevs=2, numdevs=many. */
-struct btrfsimg_creport {
-	size_t nresults;		/**< BTRFSIMG_CREPORT_SCHEMES */
-	struct btrfsimg_cresult *results;
-	unsigned min_free_n1, min_free_n2;	/**< smallest collision-free N; 0 = none */
-	unsigned min_proven_n1, min_proven_n2;	/**< smallest N proven by bit ranges; 0 = none */
-};
-#define BTRFSIMG_CREPORT_SCHEMES 69
-
-/** Run every scheme (input validated once). *out is owned by the caller:
- *  btrfsimg_creport_free(). Errors as btrfsimg_collide(). */
-BTRFSIMG_API int btrfsimg_collide_all(const struct btrfsimg_cinput *in,
-				      const struct btrfsimg_copts *o,
-				      struct btrfsimg_creport **out, char *err, size_t errlen);
-BTRFSIMG_API void btrfsimg_creport_free(struct btrfsimg_creport *r);
-
-/* ------------------------------------------------------------------ */
-/** @name Collisions of a whole filesystem */
-
-/** Every scheme run over every reachable inode of an image. */
-/** A stub directory: the entry naming it, in directory @p dir of @p subvol. */
-struct btrfsimg_stub {
-	uint64_t subvol;
-	uint64_t dir;			/**< objectid of the directory holding the entry */
-	uint16_t name_len;
-	uint8_t name[255];
-};
-
-struct btrfsimg_fs_collisions {
-	struct btrfsimg_creport *report;	/**< per scheme, btrfsimg_collide_all order */
-	uint64_t *readdir_mismatch;	/**< per scheme: directory entries whose readdir
-					     number differs from the st_ino (NFS: fileid) of
-					     what they name */
-	struct btrfsimg_csubvol *subvols;	/**< the analysed subvolumes (ids, parities) */
-	size_t nsubvols;
-	uint64_t skipped_subvols;	/**< deleted or unreachable: not visible, not analysed */
-	uint64_t inodes;		/**< (subvolume, objectid) pairs analysed */
-	uint64_t stubs;			/**< stub directories */
-	struct btrfsimg_stub *stub_entries;	/**< where each stub is (the extras' order,
-						     so a member's extra_index finds it) */
-	uint64_t max_objectid, max_subvol;
-	uint64_t mount_subvol;		/**< for numdevs=2 */
-	void *priv;
-};
-
-/**
- * Analyse the filesystem: the inode sets of every reachable subvolume
- * (shared between snapshots: each distinct tree leaf is decoded once), its
- * stub directories, then every scheme with btrfsimg_collide_all().
- * @p mount_subvol is the mounted subvolume for numdevs=2 (0: the default
- * subvolume); subvolumes not below it are left off device 0/1 and counted
- * on neither. @p max_examples groups are kept per scheme. Free *out with
- * btrfsimg_fs_collisions_free().
- */
-BTRFSIMG_API int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examples,
-				     struct btrfsimg_fs_collisions **out);
-BTRFSIMG_API void btrfsimg_fs_collisions_free(struct btrfsimg_fs_collisions *c);
 
 /* ------------------------------------------------------------------ */
 /** @name Library */

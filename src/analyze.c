@@ -15,7 +15,7 @@
 struct sv {
 	uint64_t id;
 	int dev2;		/* numdevs=2 device: 0 or 1 */
-	struct bi_idset *set;
+	struct bi_tree_ids *set;
 };
 
 struct subent_rec {
@@ -105,7 +105,7 @@ static uint64_t scheme_c(const struct btrfsimg_scheme *sc, uint64_t subvol)
 {
 	if (sc->uniquifier)
 		return btrfsimg_uniquifier(subvol);
-	return btrfsimg_overlay(subvol, sc->inumbits);
+	return btrfsimg_inumbits_overlay(subvol, sc->inumbits);
 }
 
 static uint64_t readdir_mismatches(const struct an *a, const struct btrfsimg_scheme *sc)
@@ -113,9 +113,10 @@ static uint64_t readdir_mismatches(const struct an *a, const struct btrfsimg_sch
 	uint64_t n = 0;
 	for (size_t i = 0; i < a->nents; i++) {
 		const struct subent_rec *e = &a->ents[i];
-		uint64_t d = btrfsimg_presented(e->child, scheme_c(sc, e->dir_subvol));
+		uint64_t d = btrfsimg_presented_ino(e->child, scheme_c(sc, e->dir_subvol));
 		uint64_t st = e->stub ? OBJ_EMPTY_SUBVOL_DIR
-				      : btrfsimg_presented(OBJ_FIRST_FREE, scheme_c(sc, e->child));
+				      : btrfsimg_presented_ino(OBJ_FIRST_FREE, scheme_c(sc,
+							       e->child));
 		n += d != st;
 	}
 	return n;
@@ -123,14 +124,17 @@ static uint64_t readdir_mismatches(const struct an *a, const struct btrfsimg_sch
 
 /* What the engine needs: per subvolume its base, added and deleted ids, as
  * views of the arrays scan.c shares (the engine merges by array). */
+/* The public result and what its arrays point into. The public struct is
+ * the first member, so btrfsimg_fs_collisions_free() finds the rest. */
 struct owned {
+	struct btrfsimg_fs_collisions pub;
 	struct btrfsimg_idset *sets;	/* 3 per subvolume: base, add, del */
-	struct btrfsimg_cextra *extras;
+	struct btrfsimg_collide_extra *extras;
 	struct an an;
 };
 
 static int build_input(struct owned *o, struct btrfsimg_fs_collisions *c,
-		       struct btrfsimg_cinput *in)
+		       struct btrfsimg_collide_input *in)
 {
 	struct an *a = &o->an;
 	o->sets = calloc(3 * a->nsv + 1, sizeof(*o->sets));
@@ -140,14 +144,15 @@ static int build_input(struct owned *o, struct btrfsimg_fs_collisions *c,
 	if (!o->sets || !c->subvols || !o->extras || !c->stub_entries)
 		return -ENOMEM;
 	for (size_t i = 0; i < a->nsv; i++) {
-		const struct bi_idset *set = a->sv[i].set, *full = set->base ? set->base : set;
+		const struct bi_tree_ids *set = a->sv[i].set, *full = set->base ? set->base : set;
 		struct btrfsimg_idset *v = &o->sets[3 * i];
 		v[0] = (struct btrfsimg_idset){ full->ids, full->nids };
 		if (set->base) {
 			v[1] = (struct btrfsimg_idset){ set->ids, set->nids };
 			v[2] = (struct btrfsimg_idset){ set->del, set->ndel };
 		}
-		c->subvols[i] = (struct btrfsimg_csubvol){ a->sv[i].id, (unsigned)a->sv[i].dev2, &v[0],
+		c->subvols[i] = (struct btrfsimg_collide_subvol){ a->sv[i].id,
+				 (unsigned)a->sv[i].dev2, &v[0],
 							   set->base ? &v[1] : NULL,
 							   set->base ? &v[2] : NULL };
 	}
@@ -159,11 +164,12 @@ static int build_input(struct owned *o, struct btrfsimg_fs_collisions *c,
 		struct btrfsimg_stub *st = &c->stub_entries[ne];
 		*st = (struct btrfsimg_stub){ e->dir_subvol, e->dir, e->name_len, { 0 } };
 		memcpy(st->name, e->name, e->name_len);
-		o->extras[ne++] = (struct btrfsimg_cextra){ e->dir_subvol, OBJ_EMPTY_SUBVOL_DIR, 0 };
+		o->extras[ne++] = (struct btrfsimg_collide_extra){ e->dir_subvol,
+				   OBJ_EMPTY_SUBVOL_DIR, 0 };
 	}
 	c->nsubvols = a->nsv;
 	c->stubs = ne;
-	*in = (struct btrfsimg_cinput){ c->subvols, a->nsv, o->extras, ne };
+	*in = (struct btrfsimg_collide_input){ c->subvols, a->nsv, o->extras, ne };
 	return 0;
 }
 
@@ -171,21 +177,18 @@ void btrfsimg_fs_collisions_free(struct btrfsimg_fs_collisions *c)
 {
 	if (!c)
 		return;
-	struct owned *o = c->priv;
-	if (o) {
-		for (size_t i = 0; i < o->an.nsv; i++)
-			bi_idset_put(o->an.sv[i].set);
-		free(o->an.sv);
-		free(o->an.ents);
-		free(o->sets);
-		free(o->extras);
-		free(o);
-	}
-	btrfsimg_creport_free(c->report);
+	struct owned *o = (struct owned *)c;
+	for (size_t i = 0; i < o->an.nsv; i++)
+		bi_tree_ids_put(o->an.sv[i].set);
+	free(o->an.sv);
+	free(o->an.ents);
+	free(o->sets);
+	free(o->extras);
+	btrfsimg_collide_report_free(c->report);
 	free(c->readdir_mismatch);
 	free(c->subvols);
 	free(c->stub_entries);
-	free(c);
+	free(o);
 }
 
 int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examples,
@@ -196,22 +199,18 @@ int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examp
 	if (!fs->opened)
 		return bi_err(fs, -EINVAL, "btrfsimg_collisions: filesystem not open");
 	*out = NULL;
-	struct btrfsimg_fs_collisions *c = calloc(1, sizeof(*c));
 	struct owned *o = calloc(1, sizeof(*o));
-	if (!c || !o) {
-		free(c);
-		free(o);
+	if (!o)
 		return bi_err(fs, -ENOMEM, "out of memory");
-	}
-	c->priv = o;
+	struct btrfsimg_fs_collisions *c = &o->pub;
 	o->an.fs = fs;
 	int rc = mount_subvol ? 0 : btrfsimg_default_subvol(fs, &mount_subvol);
 	if (rc == 0)
 		rc = gather(&o->an, mount_subvol, &c->skipped_subvols);
-	struct btrfsimg_cinput in;
+	struct btrfsimg_collide_input in;
 	if (rc == 0 && build_input(o, c, &in) < 0)
 		rc = bi_err(fs, -ENOMEM, "out of memory");
-	struct btrfsimg_copts opts = { max_examples, 0 };
+	struct btrfsimg_collide_opts opts = { max_examples, 0 };
 	char err[256] = "";
 	if (rc == 0 && (rc = btrfsimg_collide_all(&in, &opts, &c->report, err, sizeof(err))) < 0)
 		rc = bi_err(fs, rc, "collision analysis: %s", err);

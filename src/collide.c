@@ -87,7 +87,7 @@ struct run {
 	size_t used, cap;
 	uint64_t dev;
 	uint64_t groups, inodes;
-	struct btrfsimg_cgroup *ex;	/* the result's example array */
+	struct btrfsimg_collide_group *ex;	/* the result's example array */
 	size_t *nex, maxex;
 	struct vm *mat;			/* materialise scratch */
 	size_t matcap;
@@ -105,22 +105,22 @@ static void set_err(char *err, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-bool bi_csubvol_has(const struct btrfsimg_csubvol *s, uint64_t a)
+bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a)
 {
-	if (bi_cset_has(s->add, a))
+	if (bi_idset_has(s->add, a))
 		return true;
-	return bi_cset_has(s->base, a) && !bi_cset_has(s->del, a);
+	return bi_idset_has(s->base, a) && !bi_idset_has(s->del, a);
 }
 
 uint64_t bi_scheme_const(const struct btrfsimg_scheme *s, uint64_t subvol)
 {
 	if (s->uniquifier)
 		return btrfsimg_uniquifier(subvol);
-	return btrfsimg_overlay(subvol, s->inumbits);
+	return btrfsimg_inumbits_overlay(subvol, s->inumbits);
 }
 
-/* Device of subvols[i] (extras: see btrfsimg_cextra). */
-static uint64_t subvol_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_csubvol *v,
+/* Device of subvols[i] (extras: see btrfsimg_collide_extra). */
+static uint64_t subvol_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_collide_subvol *v,
 			   size_t i)
 {
 	if (s->numdevs == BTRFSIMG_NUMDEVS_2)
@@ -130,7 +130,7 @@ static uint64_t subvol_dev(const struct btrfsimg_scheme *s, const struct btrfsim
 	return 0;
 }
 
-static uint64_t extra_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_cextra *e)
+static uint64_t extra_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_collide_extra *e)
 {
 	return s->numdevs == BTRFSIMG_NUMDEVS_2 ? e->parity : 0;
 }
@@ -163,7 +163,7 @@ static bool want_examples(const struct run *r)
 static void example(struct run *r, uint64_t value, int64_t m)
 {
 	if (want_examples(r)) {
-		struct btrfsimg_cgroup *g = &r->ex[(*r->nex)++];
+		struct btrfsimg_collide_group *g = &r->ex[(*r->nex)++];
 		g->device = r->dev;
 		g->ino = value;
 		g->size = (uint64_t)m;
@@ -316,7 +316,7 @@ static size_t lower(const uint64_t *v, size_t n, uint64_t x)
 	return lo;
 }
 
-bool bi_cset_has(const struct btrfsimg_idset *s, uint64_t x)
+bool bi_idset_has(const struct btrfsimg_idset *s, uint64_t x)
 {
 	size_t k = s ? lower(s->v, s->n, x) : 0;
 	return s && k < s->n && s->v[k] == x;
@@ -527,12 +527,12 @@ static size_t merge_pieces(struct piece *p, size_t np)
 
 /* What one scheme run shares between devices. */
 struct ctx {
-	const struct btrfsimg_cinput *in;
+	const struct btrfsimg_collide_input *in;
 	const struct btrfsimg_scheme *s;
 	uint64_t *c;			/* per-subvolume constant */
 	size_t *order;			/* subvolume indices grouped by device */
 	size_t max_members;
-	struct btrfsimg_cresult *out;
+	struct btrfsimg_collide_result *out;
 	struct run run;
 	struct piece *pieces;		/* root pieces of the current device */
 };
@@ -553,9 +553,9 @@ static void add_value(struct piece *p, size_t *np, const uint64_t *v, int64_t m,
 /* Subvolume i's owner tag. Its base + add - del is a set and a ^ c is one
  * to one, so it presents each value once; except that with both 0 and c
  * in the set, 0 presents 0 ^ c = c and so does c: then it is left mixed. */
-static uint32_t subvol_owner(const struct btrfsimg_csubvol *v, uint64_t c, size_t i)
+static uint32_t subvol_owner(const struct btrfsimg_collide_subvol *v, uint64_t c, size_t i)
 {
-	if (i >= OWNER_NONE || (c && bi_csubvol_has(v, 0) && bi_csubvol_has(v, c)))
+	if (i >= OWNER_NONE || (c && bi_collide_subvol_has(v, 0) && bi_collide_subvol_has(v, c)))
 		return OWNER_MIXED;
 	return (uint32_t)i;
 }
@@ -567,13 +567,13 @@ static size_t device_pieces(struct ctx *x, size_t lo, size_t hi, uint64_t dev, b
 
 	for (size_t k = lo; k < hi; k++) {
 		size_t i = x->order[k];
-		const struct btrfsimg_csubvol *v = &x->in->subvols[i];
+		const struct btrfsimg_collide_subvol *v = &x->in->subvols[i];
 		uint64_t c = x->c[i];
 		uint32_t o = subvol_owner(v, c, i);
 		add_piece(x->pieces, &np, v->base, c, 1, o);
 		add_piece(x->pieces, &np, v->add, c, 1, o);
 		add_piece(x->pieces, &np, v->del, c, -1, o);
-		if (c && bi_csubvol_has(v, c)) {
+		if (c && bi_collide_subvol_has(v, c)) {
 			/* a == c presents c, not c ^ c = 0 */
 			add_value(x->pieces, &np, &zero_value, -1, o);
 			add_value(x->pieces, &np, &x->c[i], 1, o);
@@ -585,7 +585,7 @@ static size_t device_pieces(struct ctx *x, size_t lo, size_t hi, uint64_t dev, b
 	return merge_pieces(x->pieces, np);
 }
 
-static int add_member(struct ctx *x, struct btrfsimg_cgroup *g, uint64_t subvol,
+static int add_member(struct ctx *x, struct btrfsimg_collide_group *g, uint64_t subvol,
 		      uint64_t obj, bool extra, size_t extra_index)
 {
 	if (!g->members) {
@@ -595,29 +595,29 @@ static int add_member(struct ctx *x, struct btrfsimg_cgroup *g, uint64_t subvol,
 			return -ENOMEM;
 	}
 	if (g->nmembers < x->max_members)
-		g->members[g->nmembers++] = (struct btrfsimg_cmember){ subvol, obj, extra,
+		g->members[g->nmembers++] = (struct btrfsimg_collide_member){ subvol, obj, extra,
 									  extra_index };
 	return 0;
 }
 
 /* Fill the members of example @g by asking each inode of its device. */
-static int fill_members(struct ctx *x, struct btrfsimg_cgroup *g, size_t lo, size_t hi,
+static int fill_members(struct ctx *x, struct btrfsimg_collide_group *g, size_t lo, size_t hi,
 			bool extras)
 {
 	int rc = 0;
 
 	for (size_t k = lo; k < hi && !rc; k++) {
 		size_t i = x->order[k];
-		const struct btrfsimg_csubvol *v = &x->in->subvols[i];
+		const struct btrfsimg_collide_subvol *v = &x->in->subvols[i];
 		uint64_t c = x->c[i], a = g->ino ^ c;
 		/* a = ino ^ c presents ino unless a == c (ino == 0) */
-		if ((c == 0 || a != c) && bi_csubvol_has(v, a))
+		if ((c == 0 || a != c) && bi_collide_subvol_has(v, a))
 			rc = add_member(x, g, v->id, a, false, 0);
-		if (!rc && c && g->ino == c && bi_csubvol_has(v, c))
+		if (!rc && c && g->ino == c && bi_collide_subvol_has(v, c))
 			rc = add_member(x, g, v->id, c, false, 0);
 	}
 	for (size_t i = 0; extras && !rc && i < x->in->nextras; i++) {
-		const struct btrfsimg_cextra *e = &x->in->extras[i];
+		const struct btrfsimg_collide_extra *e = &x->in->extras[i];
 		if (extra_dev(x->s, e) == g->device && e->ino == g->ino)
 			rc = add_member(x, g, e->subvol, e->ino, true, i);
 	}
@@ -682,7 +682,7 @@ static int count_all(struct ctx *x)
 /* ----------------------------- headroom ----------------------------- */
 
 /* Constant tables of the current scheme: subvolumes and extras. */
-static int constants(struct ctx *x, struct bi_cconst **t, struct bi_cconst **fx)
+static int constants(struct ctx *x, struct bi_subvol_const **t, struct bi_subvol_const **fx)
 {
 	size_t n = x->in->nsubvols, ne = x->in->nextras;
 
@@ -691,17 +691,18 @@ static int constants(struct ctx *x, struct bi_cconst **t, struct bi_cconst **fx)
 	if (!*t || !*fx)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		(*t)[i] = (struct bi_cconst){ subvol_dev(x->s, &x->in->subvols[i], i), x->c[i],
+		(*t)[i] = (struct bi_subvol_const){ subvol_dev(x->s, &x->in->subvols[i], i),
+		 x->c[i],
 					      x->in->subvols[i].id };
 	for (size_t i = 0; i < ne; i++)
-		(*fx)[i] = (struct bi_cconst){ extra_dev(x->s, &x->in->extras[i]),
+		(*fx)[i] = (struct bi_subvol_const){ extra_dev(x->s, &x->in->extras[i]),
 					       x->in->extras[i].ino, x->in->extras[i].subvol };
 	return 0;
 }
 
-static int headroom(struct ctx *x, const struct bi_cstats *st)
+static int headroom(struct ctx *x, const struct bi_collide_stats *st)
 {
-	struct bi_cconst *t = NULL, *fx = NULL;
+	struct bi_subvol_const *t = NULL, *fx = NULL;
 	int rc = constants(x, &t, &fx);
 
 	if (!rc)
@@ -731,7 +732,7 @@ static int set_ok(const struct btrfsimg_idset *s, const char *what, uint64_t id,
 }
 
 /* Every distinct slice strictly increasing: each array is checked once. */
-static int slices_sorted(const struct btrfsimg_cinput *in, char *err, size_t len)
+static int slices_sorted(const struct btrfsimg_collide_input *in, char *err, size_t len)
 {
 	size_t n = 0, cap = in->nsubvols * 3;
 	struct piece *p = calloc(cap ? cap : 1, sizeof(*p));
@@ -759,7 +760,7 @@ static int slices_sorted(const struct btrfsimg_cinput *in, char *err, size_t len
 	return rc;
 }
 
-static void stat_set(struct bi_cstats *st, const struct btrfsimg_idset *s)
+static void stat_set(struct bi_collide_stats *st, const struct btrfsimg_idset *s)
 {
 	if (!s || !s->n)
 		return;
@@ -771,16 +772,17 @@ static void stat_set(struct bi_cstats *st, const struct btrfsimg_idset *s)
 }
 
 /* add disjoint from base, del inside base; totals fit in 64 bits. */
-static int deltas_ok(const struct btrfsimg_csubvol *v, uint64_t *total, char *err, size_t len)
+static int deltas_ok(const struct btrfsimg_collide_subvol *v, uint64_t *total, char *err,
+		     size_t len)
 {
 	for (size_t j = 0; v->add && j < v->add->n; j++)
-		if (bi_cset_has(v->base, v->add->v[j])) {
+		if (bi_idset_has(v->base, v->add->v[j])) {
 			set_err(err, len, "subvolume %llu: added objectid %llu is already in the base",
 				ULL(v->id), ULL(v->add->v[j]));
 			return -EINVAL;
 		}
 	for (size_t j = 0; v->del && j < v->del->n; j++)
-		if (!bi_cset_has(v->base, v->del->v[j])) {
+		if (!bi_idset_has(v->base, v->del->v[j])) {
 			set_err(err, len, "subvolume %llu: deleted objectid %llu is not in the base",
 				ULL(v->id), ULL(v->del->v[j]));
 			return -EINVAL;
@@ -793,11 +795,12 @@ static int deltas_ok(const struct btrfsimg_csubvol *v, uint64_t *total, char *er
 	return 0;
 }
 
-static int subvols_ok(const struct btrfsimg_cinput *in, struct bi_cstats *st, uint64_t *total,
+static int subvols_ok(const struct btrfsimg_collide_input *in, struct bi_collide_stats *st,
+		      uint64_t *total,
 		      char *err, size_t len)
 {
 	for (size_t i = 0; i < in->nsubvols; i++) {
-		const struct btrfsimg_csubvol *v = &in->subvols[i];
+		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
 		if (v->parity > 1) {
 			set_err(err, len, "subvolume %llu: parity %u, expected 0 or 1", ULL(v->id),
 				v->parity);
@@ -821,7 +824,7 @@ static int subvols_ok(const struct btrfsimg_cinput *in, struct bi_cstats *st, ui
 	return rc;
 }
 
-static int ids_unique(const struct btrfsimg_cinput *in, char *err, size_t len)
+static int ids_unique(const struct btrfsimg_collide_input *in, char *err, size_t len)
 {
 	uint64_t *ids = calloc(in->nsubvols ? in->nsubvols : 1, sizeof(*ids));
 	int rc = 0;
@@ -840,11 +843,12 @@ static int ids_unique(const struct btrfsimg_cinput *in, char *err, size_t len)
 	return rc;
 }
 
-static int input_ok(const struct btrfsimg_cinput *in, struct bi_cstats *st, char *err, size_t len)
+static int input_ok(const struct btrfsimg_collide_input *in, struct bi_collide_stats *st,
+		    char *err, size_t len)
 {
 	uint64_t total = 0;
 
-	*st = (struct bi_cstats){ 0, UINT64_MAX, 0, 0, false };
+	*st = (struct bi_collide_stats){ 0, UINT64_MAX, 0, 0, false };
 	if (!in || (in->nsubvols && !in->subvols) || (in->nextras && !in->extras)) {
 		set_err(err, len, "no input, or a count without its array");
 		return -EINVAL;
@@ -925,7 +929,7 @@ int btrfsimg_scheme_name(const struct btrfsimg_scheme *s, char *buf, size_t len)
 	return snprintf(buf, len, "inumbits=%u,numdevs=%s", s->inumbits, d);
 }
 
-void btrfsimg_cresult_clear(struct btrfsimg_cresult *r)
+void btrfsimg_collide_result_clear(struct btrfsimg_collide_result *r)
 {
 	if (!r)
 		return;
@@ -937,9 +941,9 @@ void btrfsimg_cresult_clear(struct btrfsimg_cresult *r)
 }
 
 /* Count one scheme over validated input. */
-static int run_one(const struct btrfsimg_cinput *in, const struct btrfsimg_scheme *s,
-		   const struct btrfsimg_copts *o, const struct bi_cstats *st,
-		   struct btrfsimg_cresult *out)
+static int run_one(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
+		   const struct btrfsimg_collide_opts *o, const struct bi_collide_stats *st,
+		   struct btrfsimg_collide_result *out)
 {
 	size_t n = in->nsubvols, maxex = o ? o->max_examples : 0;
 	struct ctx x = { .in = in, .s = s, .out = out };
@@ -964,11 +968,11 @@ out:
 	return rc;
 }
 
-int btrfsimg_collide(const struct btrfsimg_cinput *in, const struct btrfsimg_scheme *s,
-		     const struct btrfsimg_copts *o, struct btrfsimg_cresult *out, char *err,
+int btrfsimg_collide(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
+		     const struct btrfsimg_collide_opts *o, struct btrfsimg_collide_result *out, char *err,
 		     size_t errlen)
 {
-	struct bi_cstats st;
+	struct bi_collide_stats st;
 
 	if (!out)
 		return -EINVAL;
@@ -983,17 +987,17 @@ int btrfsimg_collide(const struct btrfsimg_cinput *in, const struct btrfsimg_sch
 	return rc;
 }
 
-void btrfsimg_creport_free(struct btrfsimg_creport *r)
+void btrfsimg_collide_report_free(struct btrfsimg_collide_report *r)
 {
 	if (!r)
 		return;
 	for (size_t i = 0; r->results && i < r->nresults; i++)
-		btrfsimg_cresult_clear(&r->results[i]);
+		btrfsimg_collide_result_clear(&r->results[i]);
 	free(r->results);
 	free(r);
 }
 
-/* The i-th scheme of a report (see btrfsimg_creport). */
+/* The i-th scheme of a report (see btrfsimg_collide_report). */
 static struct btrfsimg_scheme report_scheme(size_t i)
 {
 	if (i == 0)
@@ -1007,10 +1011,10 @@ static struct btrfsimg_scheme report_scheme(size_t i)
 	return (struct btrfsimg_scheme){ 0, false, BTRFSIMG_NUMDEVS_MANY };
 }
 
-static void summarise(struct btrfsimg_creport *r)
+static void summarise(struct btrfsimg_collide_report *r)
 {
 	for (size_t i = 2; i < 2 + 66; i++) {
-		const struct btrfsimg_cresult *x = &r->results[i];
+		const struct btrfsimg_collide_result *x = &r->results[i];
 		bool two = x->scheme.numdevs == BTRFSIMG_NUMDEVS_2;
 		unsigned *fr = two ? &r->min_free_n2 : &r->min_free_n1;
 		unsigned *pr = two ? &r->min_proven_n2 : &r->min_proven_n1;
@@ -1021,11 +1025,12 @@ static void summarise(struct btrfsimg_creport *r)
 	}
 }
 
-int btrfsimg_collide_all(const struct btrfsimg_cinput *in, const struct btrfsimg_copts *o,
-			 struct btrfsimg_creport **out, char *err, size_t errlen)
+int btrfsimg_collide_all(const struct btrfsimg_collide_input *in,
+			 const struct btrfsimg_collide_opts *o,
+			 struct btrfsimg_collide_report **out, char *err, size_t errlen)
 {
-	struct btrfsimg_creport *r = NULL;
-	struct bi_cstats st;
+	struct btrfsimg_collide_report *r = NULL;
+	struct bi_collide_stats st;
 	int rc;
 
 	if (!out)
@@ -1036,9 +1041,9 @@ int btrfsimg_collide_all(const struct btrfsimg_cinput *in, const struct btrfsimg
 		return rc;
 	rc = -ENOMEM;
 	r = calloc(1, sizeof(*r));
-	if (!r || !(r->results = calloc(BTRFSIMG_CREPORT_SCHEMES, sizeof(*r->results))))
+	if (!r || !(r->results = calloc(BTRFSIMG_COLLIDE_SCHEMES, sizeof(*r->results))))
 		goto out;
-	for (size_t i = 0; i < BTRFSIMG_CREPORT_SCHEMES; i++) {
+	for (size_t i = 0; i < BTRFSIMG_COLLIDE_SCHEMES; i++) {
 		struct btrfsimg_scheme s = report_scheme(i);
 		r->nresults = i + 1;
 		rc = run_one(in, &s, o, &st, &r->results[i]);
@@ -1051,6 +1056,6 @@ int btrfsimg_collide_all(const struct btrfsimg_cinput *in, const struct btrfsimg
 out:
 	if (rc == -ENOMEM)
 		set_err(err, errlen, "out of memory counting collisions");
-	btrfsimg_creport_free(r);
+	btrfsimg_collide_report_free(r);
 	return rc;
 }

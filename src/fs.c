@@ -19,8 +19,6 @@
 void btrfsimg_open_opts_init(struct btrfsimg_open_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->super_mirror = -1;
-	o->offset = -1;
 }
 
 int btrfsimg_fs_new(btrfsimg_fs **out, const struct btrfsimg_open_opts *opts)
@@ -35,7 +33,10 @@ int btrfsimg_fs_new(btrfsimg_fs **out, const struct btrfsimg_open_opts *opts)
 		fs->opts = *opts;
 	else
 		btrfsimg_open_opts_init(&fs->opts);
-	if (fs->opts.super_mirror >= SB_MIRROR_MAX || fs->opts.partition < 0) {
+	const unsigned known = BTRFSIMG_OPEN_NO_DATA_VERIFY | BTRFSIMG_OPEN_NO_LOG_REPLAY |
+			       BTRFSIMG_OPEN_SUPER_MIRROR | BTRFSIMG_OPEN_OFFSET;
+	if ((fs->opts.flags & ~known) || fs->opts.super_mirror >= SB_MIRROR_MAX ||
+	    fs->opts.offset > INT64_MAX) {
 		free(fs);
 		return -EINVAL;
 	}

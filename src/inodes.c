@@ -389,36 +389,36 @@ static int inodes_of(struct btrfsimg_fs *fs, const struct btrfsimg_subvol *sv,
 }
 
 struct present {
-	btrfsimg_presented_fn fn;
+	btrfsimg_inode_numbers_fn fn;
 	void *ctx;
 	struct btrfsimg_subvol *v;
 	size_t n;
 	uint64_t mount;
-	struct btrfsimg_presented p;	/* constants of the current subvolume */
+	struct btrfsimg_inode_numbers p;	/* constants of the current subvolume */
 	uint64_t cur;
 };
 
 static int present_one(void *ctx, const struct btrfsimg_inode_entry *e)
 {
 	struct present *x = ctx;
-	struct btrfsimg_presented *p = &x->p;
+	struct btrfsimg_inode_numbers *p = &x->p;
 	uint64_t sv = e->inode.subvol, obj = e->inode.objectid;
 	if (sv != x->cur) {
 		x->cur = sv;
 		p->tree_id = sv;
-		p->overlay = btrfsimg_overlay(sv, p->inumbits);
+		p->overlay = btrfsimg_inumbits_overlay(sv, p->inumbits);
 		p->uniquifier = btrfsimg_uniquifier(sv);
 		int d = btrfsimg_subvol_depth(x->v, x->n, x->mount, sv);
 		p->numdevs2_dev = d < 0 ? -1 : d & 1;
 	}
 	p->st_ino = obj;
-	p->ino = btrfsimg_presented(obj, p->overlay);
-	p->nfs_fileid = btrfsimg_presented(obj, p->uniquifier);
+	p->ino = btrfsimg_presented_ino(obj, p->overlay);
+	p->nfs_fileid = btrfsimg_presented_ino(obj, p->uniquifier);
 	return x->fn(x->ctx, e, p);
 }
 
 int btrfsimg_inodes_presented(btrfsimg_fs *fs, uint64_t subvol, unsigned inumbits,
-			      uint64_t mount_subvol, btrfsimg_presented_fn fn, void *ctx)
+			      uint64_t mount_subvol, btrfsimg_inode_numbers_fn fn, void *ctx)
 {
 	if (!fs || !fn || (inumbits && (inumbits < 32 || inumbits > 64)))
 		return -EINVAL;

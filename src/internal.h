@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "btrfsimg.h"
+#include "btrfsimg_inum.h"
 #include "cursor.h"
 #include "ondisk.h"
 
@@ -70,7 +71,7 @@ struct btrfsimg_fs {
 	struct bi_chunk_map *chunks;
 	struct bi_cache *cache;
 	struct bi_root root_tree, chunk_tree;
-	struct bi_overlay *overlays;	/* replayed log, per subvolume (logtree.c) */
+	struct bi_log_overlay *overlays;	/* replayed log, per subvolume (logtree.c) */
 };
 
 /* Set the handle's message and return @code (a negative errno). */
@@ -387,15 +388,15 @@ struct bi_ovl_put {
 struct bi_ovl_del {
 	bi_key start, end;
 };
-struct bi_overlay {
+struct bi_log_overlay {
 	uint64_t root;
 	struct bi_ovl_put *puts;
 	size_t nputs;
 	struct bi_ovl_del *dels;
 	size_t ndels;
-	struct bi_overlay *next;
+	struct bi_log_overlay *next;
 };
-const struct bi_overlay *bi_overlay_for(const struct btrfsimg_fs *fs, uint64_t root);
+const struct bi_log_overlay *bi_overlay_for(const struct btrfsimg_fs *fs, uint64_t root);
 void bi_overlays_free(struct btrfsimg_fs *fs);
 
 struct bi_iter {
@@ -407,7 +408,7 @@ struct bi_iter {
 	int top;		/* root level */
 	bool started, done;
 	/* merging with an overlay (tree.c) */
-	const struct bi_overlay *ovl;
+	const struct bi_log_overlay *ovl;
 	size_t ovl_pos, del_pos;
 	struct bi_item base;
 	bool have_base, base_done;
@@ -456,8 +457,8 @@ typedef int (*bi_subent_fn)(void *ctx, const struct bi_subent *e);
  * @ids (both strictly increasing, del inside the base, ids outside it), so
  * it costs its difference, not a copy. Reference counted; a delta holds a
  * reference to its base. */
-struct bi_idset {
-	struct bi_idset *base;
+struct bi_tree_ids {
+	struct bi_tree_ids *base;
 	uint64_t *ids;
 	size_t nids;
 	uint64_t *del;
@@ -468,7 +469,7 @@ struct bi_idset {
 	size_t nleaves;
 	uint32_t refs;
 };
-void bi_idset_put(struct bi_idset *set);
+void bi_tree_ids_put(struct bi_tree_ids *set);
 
 struct bi_scan;
 struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs);
@@ -478,7 +479,7 @@ void bi_scan_free(struct bi_scan *s);
  * distinct leaf is decoded once per bi_scan; a tree whose leaves come
  * mostly from an earlier full set gets a delta against it when that is
  * smaller than a full set. */
-int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
+int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_tree_ids **out,
 		 bi_subent_fn fn, void *ctx);
 
 /* ================= extent.c: file contents ================= */
@@ -559,15 +560,15 @@ int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64
 
 /* The engine behind btrfsimg_collide(). */
 /* x in @s (NULL = empty); O(log n). */
-bool bi_cset_has(const struct btrfsimg_idset *s, uint64_t x);
+bool bi_idset_has(const struct btrfsimg_idset *s, uint64_t x);
 /* a in base + add - del of @s. */
-bool bi_csubvol_has(const struct btrfsimg_csubvol *s, uint64_t a);
+bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a);
 /* The constant c_s a scheme XORs in: 0, the overlay or the uniquifier. */
 uint64_t bi_scheme_const(const struct btrfsimg_scheme *s, uint64_t subvol);
 
 /* Bit-range headroom (schemes.c). A constant on a device: a subvolume's
  * (c = c_s, id = subvol) or a fixed number's (c = the number, e.g. 2). */
-struct bi_cconst {
+struct bi_subvol_const {
 	uint64_t dev, c, id;
 };
 enum { BI_LIM_NONE, BI_LIM_PAIR, BI_LIM_SAME, BI_LIM_FIXED, BI_LIM_FIXED2 };
@@ -581,7 +582,7 @@ struct bi_limit {
 /* Largest bits such that objectids in [256, 2^bits) cannot collide: every
  * two constants of a device differ at bit >= bits, and no fixed number can
  * be met. Sorts both tables. O((n + nfx) log n). */
-void bi_objbits(struct bi_cconst *t, size_t n, struct bi_cconst *fx, size_t nfx,
+void bi_objbits(struct bi_subvol_const *t, size_t n, struct bi_subvol_const *fx, size_t nfx,
 		struct bi_limit *l);
 /* Smallest x > @lo with (x & @mask) == @want (@want inside @mask); false if
  * none below 2^64. O(64). */
@@ -598,10 +599,10 @@ struct bi_clash {
  * where objectids < 2^k0 stop being provably apart. Devices ignored (a new
  * subvolume may land anywhere). O((n + nfx) 64). */
 struct bi_clash bi_first_clash(unsigned nbits, unsigned k0, uint64_t lo,
-			       const struct bi_cconst *t, size_t n, const struct bi_cconst *fx,
+			       const struct bi_subvol_const *t, size_t n, const struct bi_subvol_const *fx,
 			       size_t nfx);
 /* What the headroom argument needs to know about an input. */
-struct bi_cstats {
+struct bi_collide_stats {
 	uint64_t maxobj, minobj;	/* over every set (minobj UINT64_MAX if none) */
 	uint64_t maxid;			/* largest subvolume id */
 	uint64_t total;			/* inodes counted with base and add */
@@ -610,9 +611,9 @@ struct bi_cstats {
 /* Fill @o's objbits, max_objectid, proven, max_subvol, clash_* and reason
  * (o->groups and o->inodes already counted) for scheme @s from the
  * subvolume constants @t and the fixed numbers @fx (both get sorted). */
-void bi_headroom(const struct btrfsimg_scheme *s, struct bi_cconst *t, size_t n,
-		 struct bi_cconst *fx, size_t nfx, const struct bi_cstats *st,
-		 struct btrfsimg_cresult *o);
+void bi_headroom(const struct btrfsimg_scheme *s, struct bi_subvol_const *t, size_t n,
+		 struct bi_subvol_const *fx, size_t nfx, const struct bi_collide_stats *st,
+		 struct btrfsimg_collide_result *o);
 
 /* ================= root.c: the root tree ================= */
 
@@ -785,9 +786,9 @@ struct bi_lr_trees {
  * exceeded), -E2BIG (max_steps exceeded), -EINVAL (bad params), or a
  * source's error; @why says what and where. */
 int bi_lr_replay(const struct bi_lr_params *p, const struct bi_lr_log *logs, size_t nlogs,
-		 const struct bi_lr_trees *trees, struct bi_overlay **out, char *why,
+		 const struct bi_lr_trees *trees, struct bi_log_overlay **out, char *why,
 		 size_t whylen);
-void bi_lr_overlays_free(struct bi_overlay *list);
+void bi_lr_overlays_free(struct bi_log_overlay *list);
 
 
 #endif

@@ -276,7 +276,8 @@ static int window_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t 
 			      "ended early (truncated while open?)",
 			      d->name, len, (ull)off, where);
 	if (rc < 0)
-		return bi_err(fs, -EIO, "device '%s': read of %zu bytes at offset %llu%s failed: %s",
+		return bi_err(fs, -EIO,
+			      "device '%s': read of %zu bytes at offset %llu%s failed: %s",
 			      d->name, len, (ull)off, where, strerror(-rc));
 	return 0;
 }
@@ -717,7 +718,7 @@ static int use_part(struct btrfsimg_fs *fs, struct bi_dev *d, const struct btrfs
 static int pick_numbered(struct btrfsimg_fs *fs, struct bi_dev *d,
 			 const struct btrfsimg_partition *p, int n)
 {
-	int want = fs->opts.partition;
+	int want = (int)fs->opts.partition;
 	for (int i = 0; i < n; i++) {
 		if (p[i].number != want)
 			continue;
@@ -793,15 +794,15 @@ static int locate_at(struct btrfsimg_fs *fs, struct bi_dev *d, uint64_t off)
 
 int bi_dev_locate(struct btrfsimg_fs *fs, struct bi_dev *d)
 {
-	if (fs->opts.offset >= 0)
-		return locate_at(fs, d, (uint64_t)fs->opts.offset);
+	if (fs->opts.flags & BTRFSIMG_OPEN_OFFSET)
+		return locate_at(fs, d, fs->opts.offset);
 	bool magic;
 	int rc = probe_magic(fs, d, 0, d->raw_size, &magic);
 	if (rc < 0)
 		return rc;
 	if (magic) {
 		if (fs->opts.partition > 0)
-			bi_info(fs, "image '%s' holds btrfs itself; partition %d ignored", d->name,
+			bi_info(fs, "image '%s' holds btrfs itself; partition %u ignored", d->name,
 				fs->opts.partition);
 		return locate_at(fs, d, 0);
 	}

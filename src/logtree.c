@@ -552,7 +552,7 @@ static int replay_all(struct lr_ctx *cx, const struct bi_lr_log *logs, size_t nl
 
 /* After the replay: orphan cleanup, freed extents, the overlays. */
 static int finish(struct lr_ctx *cx, struct lr_view *views, size_t nlogs,
-		  struct bi_overlay **out)
+		  struct bi_log_overlay **out)
 {
 	int rc = 0;
 	cx->stage = 0;
@@ -569,7 +569,7 @@ static int finish(struct lr_ctx *cx, struct lr_view *views, size_t nlogs,
 }
 
 int bi_lr_replay(const struct bi_lr_params *p, const struct bi_lr_log *logs, size_t nlogs,
-		 const struct bi_lr_trees *trees, struct bi_overlay **out, char *why,
+		 const struct bi_lr_trees *trees, struct bi_log_overlay **out, char *why,
 		 size_t whylen)
 {
 	*out = NULL;
@@ -874,7 +874,7 @@ int bi_log_replay(struct btrfsimg_fs *fs)
 	struct fs_src csum, ext;
 	struct bi_lr_array empty = { NULL, 0 };
 	struct bi_lr_trees trees;
-	struct bi_overlay *ovl = NULL;
+	struct bi_log_overlay *ovl = NULL;
 	char why[768] = "";
 	fs->err[0] = '\0';
 	int rc = load_logs(fs, &ls);
@@ -886,7 +886,7 @@ int bi_log_replay(struct btrfsimg_fs *fs)
 	}
 	log_set_free(&ls);
 	if (rc == 0) {
-		struct bi_overlay **tail = &fs->overlays;
+		struct bi_log_overlay **tail = &fs->overlays;
 		while (*tail)
 			tail = &(*tail)->next;
 		*tail = ovl;

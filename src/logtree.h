@@ -153,7 +153,7 @@ int bi_view_append(struct lr_ctx *cx, struct lr_view *v, const bi_key *k,
 		   const struct lr_item *it, const uint8_t *add, uint32_t n);
 /* Add view @v's changes to @list as an overlay (none if unchanged); the
  * map's item data moves into it. */
-int bi_lr_emit(struct lr_ctx *cx, struct lr_view *v, struct bi_overlay **list);
+int bi_lr_emit(struct lr_ctx *cx, struct lr_view *v, struct bi_log_overlay **list);
 
 /* ------------------------------------------- logview.c: the log, parsers */
 

@@ -624,7 +624,7 @@ int bi_lr_iupdate(struct lr_ctx *cx, struct lr_inode *in)
 
 /* In-order walk filling the overlay (data moves from the map). */
 static int emit_walk(struct lr_ctx *cx, struct lr_view *v, struct lr_node *n,
-		     struct bi_overlay *o, bool count)
+		     struct bi_log_overlay *o, bool count)
 {
 	if (!n)
 		return 0;
@@ -650,13 +650,13 @@ static int emit_walk(struct lr_ctx *cx, struct lr_view *v, struct lr_node *n,
 	return emit_walk(cx, v, n->r, o, count);
 }
 
-int bi_lr_emit(struct lr_ctx *cx, struct lr_view *v, struct bi_overlay **list)
+int bi_lr_emit(struct lr_ctx *cx, struct lr_view *v, struct bi_log_overlay **list)
 {
-	struct bi_overlay c = { 0 };
+	struct bi_log_overlay c = { 0 };
 	int rc = emit_walk(cx, v, v->map, &c, true);
 	if (rc || (!c.nputs && !c.ndels))
 		return rc;
-	struct bi_overlay *o = calloc(1, sizeof(*o));
+	struct bi_log_overlay *o = calloc(1, sizeof(*o));
 	if (o) {
 		o->puts = calloc(c.nputs + 1, sizeof(*o->puts));
 		o->dels = calloc(c.ndels + 1, sizeof(*o->dels));

@@ -27,7 +27,7 @@ struct leafsum {
 	uint32_t nids;
 	struct bi_subent *subents;
 	uint32_t nsub;
-	struct bi_idset *owner;	/* the first full set made with this leaf */
+	struct bi_tree_ids *owner;	/* the first full set made with this leaf */
 	uint64_t in_tree, in_base;	/* bi_scan.epoch when marked (set differences) */
 };
 
@@ -35,7 +35,7 @@ struct bi_scan {
 	struct btrfsimg_fs *fs;
 	struct leafsum **slots;	/* open addressing by bytenr */
 	size_t nslots, used;
-	struct bi_idset **sets;	/* the full sets, bases for later trees */
+	struct bi_tree_ids **sets;	/* the full sets, bases for later trees */
 	size_t nsets, capsets;
 	uint64_t epoch;
 };
@@ -55,10 +55,10 @@ struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs)
 	return s;
 }
 
-void bi_idset_put(struct bi_idset *set)
+void bi_tree_ids_put(struct bi_tree_ids *set)
 {
 	if (set && --set->refs == 0) {
-		bi_idset_put(set->base); /* bases are full sets: one level */
+		bi_tree_ids_put(set->base); /* bases are full sets: one level */
 		free(set->ids);
 		free(set->del);
 		free(set->leaves);
@@ -77,7 +77,7 @@ void bi_scan_free(struct bi_scan *s)
 			free(s->slots[i]);
 		}
 	for (size_t i = 0; i < s->nsets; i++)
-		bi_idset_put(s->sets[i]);
+		bi_tree_ids_put(s->sets[i]);
 	free(s->sets);
 	free(s->slots);
 	free(s);
@@ -275,12 +275,12 @@ static int check_ascending(struct bi_scan *s, const struct bi_root *r,
 
 /* Concatenate the leaves' ids (ascending, as checked). The set keeps the
  * leaf list and becomes the owner of the leaves no set owned yet. */
-static int materialize(struct bi_scan *s, struct leaflist *ll, struct bi_idset **out)
+static int materialize(struct bi_scan *s, struct leaflist *ll, struct bi_tree_ids **out)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < ll->n; i++)
 		n += ll->v[i]->nids;
-	struct bi_idset *set = calloc(1, sizeof(*set));
+	struct bi_tree_ids *set = calloc(1, sizeof(*set));
 	if (!set || !(set->ids = malloc((n ? n : 1) * sizeof(uint64_t)))) {
 		free(set);
 		return bi_err(s->fs, -ENOMEM, "out of memory for %zu inode numbers", n);
@@ -305,15 +305,15 @@ static int materialize(struct bi_scan *s, struct leaflist *ll, struct bi_idset *
 /* The full set that made most of these leaves (delta_of then weighs the
  * difference). Only a few candidates are counted: a snapshot's leaves come
  * from one or two sets. */
-static struct bi_idset *best_base(const struct leaflist *ll)
+static struct bi_tree_ids *best_base(const struct leaflist *ll)
 {
 	struct cand {
-		struct bi_idset *set;
+		struct bi_tree_ids *set;
 		size_t n;
 	} cand[8];
 	size_t nc = 0, best = 0;
 	for (size_t i = 0; i < ll->n; i++) {
-		struct bi_idset *o = ll->v[i]->owner;
+		struct bi_tree_ids *o = ll->v[i]->owner;
 		size_t k = 0;
 		while (k < nc && cand[k].set != o)
 			k++;
@@ -421,7 +421,7 @@ static int differences(struct bi_scan *s, struct idcur *gone, struct idcur *fres
 
 /* The largest objectid of base - del + add. del is inside the base, both
  * ascending: the base's top ids that del removes are del's top ids. */
-static uint64_t delta_max(const struct bi_idset *base, const uint64_t *del, size_t ndel,
+static uint64_t delta_max(const struct bi_tree_ids *base, const uint64_t *del, size_t ndel,
 			  const uint64_t *add, size_t nadd)
 {
 	size_t i = base->nids, j = ndel;
@@ -434,8 +434,8 @@ static uint64_t delta_max(const struct bi_idset *base, const uint64_t *del, size
 /* The tree as @base minus the ids it lacks plus the ids only it has, found
  * by comparing only the leaves the two do not share. Returns 1 when those
  * would be as many ids as the tree's own: a full set is then no larger. */
-static int delta_of(struct bi_scan *s, struct bi_idset *base, struct leaflist *ll,
-		    struct bi_idset **out)
+static int delta_of(struct bi_scan *s, struct bi_tree_ids *base, struct leaflist *ll,
+		    struct bi_tree_ids **out)
 {
 	struct leafsum **bl = (struct leafsum **)base->leaves;
 	uint64_t epoch = ++s->epoch;
@@ -450,13 +450,13 @@ static int delta_of(struct bi_scan *s, struct bi_idset *base, struct leaflist *l
 	struct idcur fresh = { ll->v, ll->n, 0, false, epoch };
 	struct idvec del = { 0 }, add = { 0 };
 	int rc = differences(s, &gone, &fresh, own, &del, &add);
-	struct bi_idset *set = rc == 0 ? calloc(1, sizeof(*set)) : NULL;
+	struct bi_tree_ids *set = rc == 0 ? calloc(1, sizeof(*set)) : NULL;
 	if (!set) {
 		free(del.v);
 		free(add.v);
 		return rc ? rc : bi_err(s->fs, -ENOMEM, "out of memory");
 	}
-	*set = (struct bi_idset){ .base = base, .ids = shrunk(&add), .nids = add.n,
+	*set = (struct bi_tree_ids){ .base = base, .ids = shrunk(&add), .nids = add.n,
 				  .del = shrunk(&del), .ndel = del.n,
 				  .n = base->n - del.n + add.n, .refs = 1 };
 	set->max_id = delta_max(base, set->del, set->ndel, set->ids, set->nids);
@@ -465,7 +465,7 @@ static int delta_of(struct bi_scan *s, struct bi_idset *base, struct leaflist *l
 	return 0;
 }
 
-static int remember_set(struct bi_scan *s, struct bi_idset *set)
+static int remember_set(struct bi_scan *s, struct bi_tree_ids *set)
 {
 	if (s->nsets == s->capsets) {
 		size_t cap = s->capsets ? s->capsets * 2 : 16;
@@ -480,7 +480,7 @@ static int remember_set(struct bi_scan *s, struct bi_idset *set)
 	return 0;
 }
 
-static int ids_push(struct btrfsimg_fs *fs, struct bi_idset *set, size_t *cap, uint64_t id)
+static int ids_push(struct btrfsimg_fs *fs, struct bi_tree_ids *set, size_t *cap, uint64_t id)
 {
 	if (set->nids == *cap) {
 		size_t c = *cap ? *cap * 2 : 1024;
@@ -518,10 +518,10 @@ static int merged_subent(struct btrfsimg_fs *fs, const struct bi_item *it, bi_su
  * its leaves: walk it item by item through the merged view instead. Such a
  * set is private (a log belongs to one tree).
  */
-static int scan_merged(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
+static int scan_merged(struct bi_scan *s, const struct bi_root *r, struct bi_tree_ids **out,
 		       bi_subent_fn fn, void *ctx)
 {
-	struct bi_idset *set = calloc(1, sizeof(*set));
+	struct bi_tree_ids *set = calloc(1, sizeof(*set));
 	if (!set)
 		return bi_err(s->fs, -ENOMEM, "out of memory");
 	set->refs = 1;
@@ -540,14 +540,14 @@ static int scan_merged(struct bi_scan *s, const struct bi_root *r, struct bi_ids
 	}
 	bi_iter_end(&it);
 	if (rc < 0 || !out) {
-		bi_idset_put(set);
+		bi_tree_ids_put(set);
 		return rc;
 	}
 	*out = set;
 	return 0;
 }
 
-int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **out,
+int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_tree_ids **out,
 		 bi_subent_fn fn, void *ctx)
 {
 	if (bi_overlay_for(s->fs, r->id))
@@ -564,12 +564,12 @@ int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_idset **o
 		free(ll.v);
 		return rc;
 	}
-	struct bi_idset *base = best_base(&ll);
+	struct bi_tree_ids *base = best_base(&ll);
 	rc = base ? delta_of(s, base, &ll, out) : 1;
 	if (rc == 1) {
 		rc = materialize(s, &ll, out);
 		if (rc == 0 && (rc = remember_set(s, *out)) < 0)
-			bi_idset_put(*out);
+			bi_tree_ids_put(*out);
 	}
 	free(ll.v);
 	return rc;

@@ -24,7 +24,7 @@
 
 #include "internal.h"
 
-uint64_t btrfsimg_swab64(uint64_t v)
+uint64_t bi_swab64(uint64_t v)
 {
 	uint64_t r = 0;
 
@@ -35,23 +35,23 @@ uint64_t btrfsimg_swab64(uint64_t v)
 	return r;
 }
 
-uint64_t btrfsimg_overlay(uint64_t subvol, unsigned inumbits)
+uint64_t btrfsimg_inumbits_overlay(uint64_t subvol, unsigned inumbits)
 {
 	/* The patch accepts BITS_PER_LONG/2..BITS_PER_LONG; anything else
 	 * (and 0, "off") means no overlay. Never shift by 64. */
 	if (inumbits < 32 || inumbits > 64 || subvol == OBJ_FS_TREE)
 		return 0;
-	return btrfsimg_swab64(subvol) >> (64 - inumbits);
+	return bi_swab64(subvol) >> (64 - inumbits);
 }
 
-uint64_t btrfsimg_presented(uint64_t objectid, uint64_t v)
+uint64_t btrfsimg_presented_ino(uint64_t objectid, uint64_t v)
 {
 	return objectid == v ? objectid : objectid ^ v;
 }
 
 uint64_t btrfsimg_uniquifier(uint64_t subvol)
 {
-	return subvol == OBJ_FS_TREE ? 0 : btrfsimg_swab64(subvol);
+	return subvol == OBJ_FS_TREE ? 0 : bi_swab64(subvol);
 }
 
 static const struct btrfsimg_subvol *subvol_find(const struct btrfsimg_subvol *v, size_t n,
@@ -105,7 +105,7 @@ static unsigned msb64(uint64_t v)
 
 static int cconst_cmp(const void *a, const void *b)
 {
-	const struct bi_cconst *x = a, *y = b;
+	const struct bi_subvol_const *x = a, *y = b;
 	if (x->dev != y->dev)
 		return x->dev < y->dev ? -1 : 1;
 	return x->c < y->c ? -1 : x->c > y->c;
@@ -119,9 +119,9 @@ static void tighten(struct bi_limit *l, unsigned bits, int kind, uint64_t a, uin
 }
 
 /* First entry >= (dev, c) of the sorted table. */
-static size_t cconst_lower(const struct bi_cconst *t, size_t n, uint64_t dev, uint64_t c)
+static size_t cconst_lower(const struct bi_subvol_const *t, size_t n, uint64_t dev, uint64_t c)
 {
-	struct bi_cconst key = { dev, c, 0 };
+	struct bi_subvol_const key = { dev, c, 0 };
 	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
@@ -136,7 +136,7 @@ static size_t cconst_lower(const struct bi_cconst *t, size_t n, uint64_t dev, ui
 
 /* Constants inside e's 256-block give objectids < 256 (no constraint) except
  * c == e; outside it, the nearest constant on each side differs lowest. */
-static void fixed_limit(const struct bi_cconst *t, size_t n, const struct bi_cconst *e,
+static void fixed_limit(const struct bi_subvol_const *t, size_t n, const struct bi_subvol_const *e,
 			struct bi_limit *l)
 {
 	size_t i = cconst_lower(t, n, e->dev, e->c & ~0xffull);
@@ -150,7 +150,7 @@ static void fixed_limit(const struct bi_cconst *t, size_t n, const struct bi_cco
 		tighten(l, msb64(e->c ^ t[i].c), BI_LIM_FIXED, e->c, t[i].id, e->dev);
 }
 
-void bi_objbits(struct bi_cconst *t, size_t n, struct bi_cconst *fx, size_t nfx,
+void bi_objbits(struct bi_subvol_const *t, size_t n, struct bi_subvol_const *fx, size_t nfx,
 		struct bi_limit *l)
 {
 	*l = (struct bi_limit){ 64, BI_LIM_NONE, 0, 0, 0 };
@@ -215,7 +215,7 @@ static struct idbits id_bits(unsigned nbits, unsigned k0)
 	struct idbits b = { 64 - nbits + k0, 0 };
 
 	if (b.j < 64)
-		b.mask = btrfsimg_swab64(~0ull << b.j);
+		b.mask = bi_swab64(~0ull << b.j);
 	return b;
 }
 
@@ -227,7 +227,7 @@ static bool id_target(struct idbits b, uint64_t g, uint64_t *want)
 		return g == 0;
 	if (b.j > 0 && (g >> (64 - b.j)) != 0)
 		return false;
-	*want = btrfsimg_swab64(g << b.j);
+	*want = bi_swab64(g << b.j);
 	return true;
 }
 
@@ -266,7 +266,7 @@ static void new_new(struct idbits b, uint64_t lo, struct bi_clash *c)
 }
 
 struct bi_clash bi_first_clash(unsigned nbits, unsigned k0, uint64_t lo,
-			       const struct bi_cconst *t, size_t n, const struct bi_cconst *fx,
+			       const struct bi_subvol_const *t, size_t n, const struct bi_subvol_const *fx,
 			       size_t nfx)
 {
 	struct idbits b = id_bits(nbits, k0);
@@ -333,7 +333,7 @@ static void say_limit(struct text *t, const struct bi_limit *l, int numdevs)
 		put(t, ", so objectids < 2^%u cannot collide", l->bits);
 }
 
-static void say_clash(struct text *t, const struct btrfsimg_cresult *o,
+static void say_clash(struct text *t, const struct btrfsimg_collide_result *o,
 		      const struct bi_clash *c, unsigned k0)
 {
 	static const char *const what[] = { "", "subvolume", "new subvolume", "extra ino" };
@@ -351,7 +351,8 @@ static unsigned bitlen(uint64_t v)
 	return v ? msb64(v) + 1 : 0;
 }
 
-static void verdict(struct text *t, const struct btrfsimg_cresult *o, const struct bi_cstats *st,
+static void verdict(struct text *t, const struct btrfsimg_collide_result *o,
+		    const struct bi_collide_stats *st,
 		    unsigned k0)
 {
 	if (o->groups)
@@ -363,9 +364,9 @@ static void verdict(struct text *t, const struct btrfsimg_cresult *o, const stru
 		put(t, "; largest objectid %llu < 2^%u: proven", ULL(st->maxobj), k0);
 }
 
-void bi_headroom(const struct btrfsimg_scheme *s, struct bi_cconst *t, size_t n,
-		 struct bi_cconst *fx, size_t nfx, const struct bi_cstats *st,
-		 struct btrfsimg_cresult *o)
+void bi_headroom(const struct btrfsimg_scheme *s, struct bi_subvol_const *t, size_t n,
+		 struct bi_subvol_const *fx, size_t nfx, const struct bi_collide_stats *st,
+		 struct btrfsimg_collide_result *o)
 {
 	struct text txt = { o->reason, sizeof(o->reason), 0 };
 	unsigned k0 = bitlen(st->maxobj);

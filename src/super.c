@@ -212,7 +212,7 @@ static int read_device_copies(struct btrfsimg_fs *fs, struct bi_dev *d, struct b
 			m->state = BTRFSIMG_MIRROR_OTHER_FS;
 			continue;
 		}
-		if (fs->opts.super_mirror >= 0 && fs->opts.super_mirror != i)
+		if ((fs->opts.flags & BTRFSIMG_OPEN_SUPER_MIRROR) && fs->opts.super_mirror != (unsigned)i)
 			continue;
 		if (*best_idx < 0 || s.info.generation > best->info.generation) {
 			*best = s;
@@ -271,9 +271,9 @@ static int choose_super(struct btrfsimg_fs *fs, struct bi_super *per_dev, int *p
 			pick = (int)k;
 	}
 	if (first < 0) {
-		if (fs->opts.super_mirror >= 0)
+		if (fs->opts.flags & BTRFSIMG_OPEN_SUPER_MIRROR)
 			return bi_err(fs, -EUCLEAN,
-				      "no valid superblock copy %d on any device (first: '%s')",
+				      "no valid superblock copy %u on any device (first: '%s')",
 				      fs->opts.super_mirror, fs->devs[0].name);
 		return bi_err(fs, -EUCLEAN, "no valid btrfs superblock on any device (first: '%s')",
 			      fs->devs[0].name);

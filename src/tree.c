@@ -792,16 +792,16 @@ static int base_next(struct bi_iter *it, struct bi_item *out)
 
 /* ---------------------------------------------------------------- overlay */
 
-const struct bi_overlay *bi_overlay_for(const struct btrfsimg_fs *fs, uint64_t root)
+const struct bi_log_overlay *bi_overlay_for(const struct btrfsimg_fs *fs, uint64_t root)
 {
-	for (const struct bi_overlay *o = fs->overlays; o; o = o->next)
+	for (const struct bi_log_overlay *o = fs->overlays; o; o = o->next)
 		if (o->root == root)
 			return o;
 	return NULL;
 }
 
 /* Deletions are sorted, non-overlapping ranges; keys arrive ascending. */
-static bool ovl_hidden(const struct bi_overlay *o, const bi_key *k, size_t *pos)
+static bool ovl_hidden(const struct bi_log_overlay *o, const bi_key *k, size_t *pos)
 {
 	while (*pos < o->ndels && bi_key_cmp(&o->dels[*pos].end, k) < 0)
 		(*pos)++;
@@ -810,7 +810,7 @@ static bool ovl_hidden(const struct bi_overlay *o, const bi_key *k, size_t *pos)
 
 static const struct bi_ovl_put *ovl_peek(const struct bi_iter *it)
 {
-	const struct bi_overlay *o = it->ovl;
+	const struct bi_log_overlay *o = it->ovl;
 	if (it->ovl_pos >= o->nputs || bi_key_cmp(&o->puts[it->ovl_pos].key, &it->max) > 0)
 		return NULL;
 	return &o->puts[it->ovl_pos];
@@ -851,10 +851,10 @@ int bi_iter_next(struct bi_iter *it, struct bi_item *out)
 
 /* Here, not in logview.c: the handle frees its overlays whether or not
  * the log replay is built in. */
-void bi_lr_overlays_free(struct bi_overlay *o)
+void bi_lr_overlays_free(struct bi_log_overlay *o)
 {
 	while (o) {
-		struct bi_overlay *next = o->next;
+		struct bi_log_overlay *next = o->next;
 		for (size_t i = 0; i < o->nputs; i++)
 			free(o->puts[i].data);
 		free(o->puts);
@@ -872,7 +872,7 @@ void bi_overlays_free(struct btrfsimg_fs *fs)
 
 static void ovl_start(struct bi_iter *it)
 {
-	const struct bi_overlay *o = bi_overlay_for(it->fs, it->root.id);
+	const struct bi_log_overlay *o = bi_overlay_for(it->fs, it->root.id);
 	if (!o)
 		return;
 	it->ovl = o;

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "btrfsimg.h"
+#include "btrfsimg_inum.h"
 
 /* Byte reversal through an array. */
 static uint64_t bf_swab(uint64_t v)
@@ -74,7 +74,7 @@ static bool bf_in(const struct btrfsimg_idset *s, uint64_t x)
 }
 
 /* Membership by linear scans is too slow for big sets: a merge instead. */
-static size_t bf_members(const struct btrfsimg_csubvol *v, uint64_t *out)
+static size_t bf_members(const struct btrfsimg_collide_subvol *v, uint64_t *out)
 {
 	size_t k = 0, d = 0;
 
@@ -94,13 +94,13 @@ static size_t bf_members(const struct btrfsimg_csubvol *v, uint64_t *out)
 struct bf_result {
 	uint64_t groups, inodes;
 	size_t nexamples;
-	struct btrfsimg_cgroup ex[64];
-	struct btrfsimg_cmember mem[64][64];
+	struct btrfsimg_collide_group ex[64];
+	struct btrfsimg_collide_member mem[64][64];
 };
 
 /* Count @in under @s; keep the first @maxex (<= 64) groups with up to
  * @maxmem (<= 64) members. Returns 0 or -1 (no memory). */
-static inline int bf_count(const struct btrfsimg_cinput *in, const struct btrfsimg_scheme *s,
+static inline int bf_count(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
 		    size_t maxex, size_t maxmem, struct bf_result *r)
 {
 	size_t total = in->nextras, k = 0;
@@ -117,7 +117,7 @@ static inline int bf_count(const struct btrfsimg_cinput *in, const struct btrfsi
 		return -1;
 	}
 	for (size_t i = 0; i < in->nsubvols; i++) {
-		const struct btrfsimg_csubvol *v = &in->subvols[i];
+		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
 		uint64_t c = bf_const(s, v->id);
 		uint64_t dev = s->numdevs == 1 ? 0 : s->numdevs == 2 ? v->parity : i + 1;
 		size_t n = bf_members(v, tmp);
@@ -127,7 +127,7 @@ static inline int bf_count(const struct btrfsimg_cinput *in, const struct btrfsi
 		}
 	}
 	for (size_t i = 0; i < in->nextras; i++) {
-		const struct btrfsimg_cextra *x = &in->extras[i];
+		const struct btrfsimg_collide_extra *x = &in->extras[i];
 		uint64_t dev = s->numdevs == 2 ? x->parity : 0;
 		e[k++] = (struct bf_ent){ dev, x->ino, 1, i, x->subvol, x->ino };
 	}
@@ -146,7 +146,7 @@ static inline int bf_count(const struct btrfsimg_cinput *in, const struct btrfsi
 				r->ex[x].size = j - i;
 				r->ex[x].members = r->mem[x];
 				for (size_t m = i; m < j && r->ex[x].nmembers < maxmem; m++)
-					r->mem[x][r->ex[x].nmembers++] = (struct btrfsimg_cmember){
+					r->mem[x][r->ex[x].nmembers++] = (struct btrfsimg_collide_member){
 						e[m].subvol, e[m].obj, e[m].extra != 0,
 						e[m].extra ? e[m].idx : 0 };
 			}
@@ -159,7 +159,7 @@ static inline int bf_count(const struct btrfsimg_cinput *in, const struct btrfsi
 }
 
 /* 0 if the engine's result equals the reference, else a line number. */
-static inline int bf_same(const struct btrfsimg_cresult *got, const struct bf_result *want)
+static inline int bf_same(const struct btrfsimg_collide_result *got, const struct bf_result *want)
 {
 	if (got->groups != want->groups)
 		return __LINE__;
@@ -168,7 +168,7 @@ static inline int bf_same(const struct btrfsimg_cresult *got, const struct bf_re
 	if (got->nexamples != want->nexamples)
 		return __LINE__;
 	for (size_t i = 0; i < got->nexamples; i++) {
-		const struct btrfsimg_cgroup *g = &got->examples[i], *w = &want->ex[i];
+		const struct btrfsimg_collide_group *g = &got->examples[i], *w = &want->ex[i];
 		if (g->device != w->device || g->ino != w->ino || g->size != w->size)
 			return __LINE__;
 		if (g->nmembers != w->nmembers)
@@ -187,10 +187,10 @@ static inline int bf_same(const struct btrfsimg_cresult *got, const struct bf_re
 }
 
 /* Reference validity of an input (what the engine must accept). */
-static inline bool bf_valid(const struct btrfsimg_cinput *in)
+static inline bool bf_valid(const struct btrfsimg_collide_input *in)
 {
 	for (size_t i = 0; i < in->nsubvols; i++) {
-		const struct btrfsimg_csubvol *v = &in->subvols[i];
+		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
 		const struct btrfsimg_idset *sets[3] = { v->base, v->add, v->del };
 		if (v->parity > 1)
 			return false;

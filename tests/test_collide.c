@@ -65,9 +65,9 @@ static size_t sort_unique(uint64_t *v, size_t n)
 /* An input and everything it points to. */
 #define MAXS 2100
 struct cfg {
-	struct btrfsimg_cinput in;
-	struct btrfsimg_csubvol sv[MAXS];
-	struct btrfsimg_cextra ex[8];
+	struct btrfsimg_collide_input in;
+	struct btrfsimg_collide_subvol sv[MAXS];
+	struct btrfsimg_collide_extra ex[8];
 	struct btrfsimg_idset sets[3 * MAXS + 8];
 	uint64_t *arrays[3 * MAXS + 8];
 	size_t nsets;
@@ -118,12 +118,12 @@ static void cfg_subvol(struct cfg *c, uint64_t id, unsigned parity,
 		       const struct btrfsimg_idset *base, const struct btrfsimg_idset *add,
 		       const struct btrfsimg_idset *del)
 {
-	c->sv[c->in.nsubvols++] = (struct btrfsimg_csubvol){ id, parity, base, add, del };
+	c->sv[c->in.nsubvols++] = (struct btrfsimg_collide_subvol){ id, parity, base, add, del };
 }
 
 static void cfg_extra(struct cfg *c, uint64_t subvol, uint64_t ino, unsigned parity)
 {
-	c->ex[c->in.nextras++] = (struct btrfsimg_cextra){ subvol, ino, parity };
+	c->ex[c->in.nextras++] = (struct btrfsimg_collide_extra){ subvol, ino, parity };
 }
 
 static struct btrfsimg_scheme scheme(unsigned n, bool uq, int devs)
@@ -133,9 +133,9 @@ static struct btrfsimg_scheme scheme(unsigned n, bool uq, int devs)
 
 /* Run one scheme; compare with the brute force; return the result. */
 static void check_one(const struct cfg *c, struct btrfsimg_scheme s, size_t maxex,
-		      size_t maxmem, struct btrfsimg_cresult *out)
+		      size_t maxmem, struct btrfsimg_collide_result *out)
 {
-	struct btrfsimg_copts o = { maxex, maxmem };
+	struct btrfsimg_collide_opts o = { maxex, maxmem };
 	struct bf_result *want = malloc(sizeof(*want));
 	char err[256] = "", name[64];
 	assert_non_null(want);
@@ -153,15 +153,15 @@ static void check_one(const struct cfg *c, struct btrfsimg_scheme s, size_t maxe
 }
 
 /* Every scheme through btrfsimg_collide_all, each against the brute force. */
-static struct btrfsimg_creport *check_all(const struct cfg *c, size_t maxex, size_t maxmem)
+static struct btrfsimg_collide_report *check_all(const struct cfg *c, size_t maxex, size_t maxmem)
 {
-	struct btrfsimg_copts o = { maxex, maxmem };
-	struct btrfsimg_creport *r = NULL;
+	struct btrfsimg_collide_opts o = { maxex, maxmem };
+	struct btrfsimg_collide_report *r = NULL;
 	struct bf_result *want = malloc(sizeof(*want));
 	char err[256] = "", name[64];
 	assert_non_null(want);
 	assert_int_equal(btrfsimg_collide_all(&c->in, &o, &r, err, sizeof(err)), 0);
-	assert_int_equal(r->nresults, BTRFSIMG_CREPORT_SCHEMES);
+	assert_int_equal(r->nresults, BTRFSIMG_COLLIDE_SCHEMES);
 	unsigned free1 = 0, free2 = 0;
 	for (size_t i = 0; i < r->nresults; i++) {
 		struct btrfsimg_scheme s = bf_scheme(i);
@@ -172,7 +172,7 @@ static struct btrfsimg_creport *check_all(const struct cfg *c, size_t maxex, siz
 		btrfsimg_scheme_name(&s, name, sizeof(name));
 		if (line) {
 			for (size_t k = 0; k < c->in.nsubvols; k++) {
-				const struct btrfsimg_csubvol *v = &c->sv[k];
+				const struct btrfsimg_collide_subvol *v = &c->sv[k];
 				print_message("subvol %llu p%u:", (unsigned long long)v->id, v->parity);
 				const struct btrfsimg_idset *ss[3] = { v->base, v->add, v->del };
 				for (int q = 0; q < 3; q++) {
@@ -209,7 +209,7 @@ static void test_nfsd_roots(void **state)
 	struct btrfsimg_idset *s = cfg_set(c, v, 2);
 	cfg_subvol(c, 5, 0, s, NULL, NULL);
 	cfg_subvol(c, 256, 1, s, NULL, NULL);
-	struct btrfsimg_cresult r;
+	struct btrfsimg_collide_result r;
 	/* nfsd: both subvolumes present 256 and 257 as themselves: 2 groups of 2 */
 	check_one(c, scheme(0, false, 1), 4, 0, &r);
 	assert_int_equal(r.groups, 2);
@@ -218,23 +218,23 @@ static void test_nfsd_roots(void **state)
 	assert_true(r.examples[0].ino == 256 && r.examples[0].nmembers == 2);
 	assert_true(r.examples[0].members[0].subvol == 5 && r.examples[0].members[1].subvol == 256);
 	assert_false(r.proven);		/* constants 0 and 0 are equal */
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* uniquifier: 256 presents 256 ^ 2^48: apart from 5 */
 	check_one(c, scheme(0, true, 1), 4, 0, &r);
 	assert_int_equal(r.groups, 0);
 	assert_true(r.proven);
 	assert_int_equal(r.objbits, 48);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* numdevs=many: one device each */
 	check_one(c, scheme(0, false, 3), 4, 0, &r);
 	assert_int_equal(r.groups, 0);
 	assert_true(r.proven);
 	assert_true(r.max_subvol == 0xffffffffffffff00ull);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* numdevs=2 with no overlay: different parities, so no collision */
 	check_one(c, scheme(0, false, 2), 4, 0, &r);
 	assert_int_equal(r.groups, 0);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	cfg_free(c);
 }
 
@@ -247,24 +247,24 @@ static void test_stubs(void **state)
 	cfg_extra(c, 5, 2, 0);
 	cfg_extra(c, 5, 2, 0);
 	cfg_extra(c, 5, 2, 1);
-	struct btrfsimg_cresult r;
+	struct btrfsimg_collide_result r;
 	/* numdevs=many: every stub is on the superblock's device: 1 group of 3 */
 	check_one(c, scheme(0, false, 3), 4, 0, &r);
 	assert_int_equal(r.groups, 1);
 	assert_int_equal(r.inodes, 3);
 	assert_true(r.examples[0].device == 0 && r.examples[0].members[0].extra);
 	assert_false(r.proven);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* numdevs=2: two stubs on device 0, one on device 1: 1 group of 2 */
 	check_one(c, scheme(56, false, 2), 4, 0, &r);
 	assert_int_equal(r.groups, 1);
 	assert_int_equal(r.inodes, 2);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* one device: 1 group of 3; subvolume 5 presents 256, not 2 */
 	check_one(c, scheme(0, false, 1), 4, 0, &r);
 	assert_int_equal(r.groups, 1);
 	assert_int_equal(r.inodes, 3);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	cfg_free(c);
 }
 
@@ -278,21 +278,21 @@ static void test_exception(void **state)
 	 * 0x01010000 -> 0x03030000, no group. */
 	uint64_t v[] = { 0, 0x01010000 };
 	cfg_subvol(c, 257, 0, cfg_set(c, v, 2), NULL, NULL);
-	struct btrfsimg_cresult r;
+	struct btrfsimg_collide_result r;
 	check_one(c, scheme(32, false, 1), 4, 0, &r);
 	assert_int_equal(r.groups, 1);
 	assert_int_equal(r.inodes, 2);
 	assert_true(r.examples[0].ino == 0x01010000);
 	assert_true(r.examples[0].members[0].objectid == 0);
 	assert_true(r.examples[0].members[1].objectid == 0x01010000);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	check_one(c, scheme(33, false, 1), 4, 0, &r);
 	assert_int_equal(r.groups, 0);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* numdevs=many keeps the inside-one-subvolume group under N=32 */
 	check_one(c, scheme(32, false, 3), 4, 0, &r);
 	assert_int_equal(r.groups, 1);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	cfg_free(c);
 
 	/* subvol 5 holds 0x01010000 (presents itself); 257 holds 0x01010000 and
@@ -305,7 +305,7 @@ static void test_exception(void **state)
 	assert_int_equal(r.groups, 1);
 	assert_int_equal(r.inodes, 2);
 	assert_true(r.examples[0].ino == 0x01010000);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	cfg_free(c);
 }
 
@@ -323,11 +323,11 @@ static void test_deltas(void **state)
 	cfg_subvol(c, 257, 0, base, NULL, NULL);
 	cfg_subvol(c, 258, 0, base, add, del);
 	cfg_subvol(c, 259, 0, base, add, NULL);
-	struct btrfsimg_cresult r;
+	struct btrfsimg_collide_result r;
 	check_one(c, scheme(0, false, 1), 20, 0, &r);
 	assert_int_equal(r.groups, 11);
 	assert_int_equal(r.inodes, 41);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	cfg_free(c);
 
 	/* One array as one subvolume's deletion and another's addition (the
@@ -343,7 +343,7 @@ static void test_deltas(void **state)
 	check_one(c, scheme(0, false, 1), 20, 0, &r);
 	assert_int_equal(r.groups, 9);
 	assert_int_equal(r.inodes, 18);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	cfg_free(c);
 }
 
@@ -363,7 +363,7 @@ static void test_headroom_hand(void **state)
 {
 	(void)state;
 	struct cfg *c = hundred();
-	struct btrfsimg_cresult r;
+	struct btrfsimg_collide_result r;
 	/* N=56: c_s = swab64(s) >> 8. s = 0x1XX -> XX << 48 | 1 << 40; c_5 = 0.
 	 * Closest pair: 5 and 256 (0 and 2^40): bit 40. Objectids < 2^40 safe,
 	 * largest is < 2^20: proven. New ids: c_x >> 20 = swab64(x) >> 28
@@ -377,13 +377,13 @@ static void test_headroom_hand(void **state)
 	assert_true(r.max_subvol == (1ull << 32) - 1);
 	assert_true(r.clash_subvol == 1ull << 32);
 	assert_true(r.clash_with == 5);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* numdevs=2: 5 alone on device 0; on device 1 constants differ in
 	 * bits 48..55: objbits 48. Ids: any device, so still 2^32 - 1. */
 	check_one(c, scheme(56, false, 2), 0, 0, &r);
 	assert_int_equal(r.objbits, 48);
 	assert_true(r.max_subvol == (1ull << 32) - 1);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* uniquifier: swab64(s) = XX << 56 | 1 << 48: 5 vs 256 at bit 48.
 	 * c_x >> 20 = swab64(x) >> 20 keeps id bits 0..39 and 44..47: first
 	 * all-zero id above 356 is 2^40. */
@@ -391,20 +391,20 @@ static void test_headroom_hand(void **state)
 	assert_int_equal(r.objbits, 48);
 	assert_true(r.max_subvol == (1ull << 40) - 1);
 	assert_true(r.clash_with == 5);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* N=32: c_256 = 0x10000 meets c_5 = 0 at bit 16 < 20: not proven. */
 	check_one(c, scheme(32, false, 1), 0, 0, &r);
 	assert_int_equal(r.objbits, 16);
 	assert_false(r.proven);
 	assert_true(r.max_subvol == 0);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	/* Summary: numdevs=1 needs c_256 = 2^(N-16) >= 2^20: N = 36. Under
 	 * numdevs=2 device 1's constants differ from bit N-8 up, 5 is alone:
 	 * N = 32 already gives bit 24. */
-	struct btrfsimg_creport *rep = check_all(c, 2, 4);
+	struct btrfsimg_collide_report *rep = check_all(c, 2, 4);
 	assert_int_equal(rep->min_proven_n1, 36);
 	assert_int_equal(rep->min_proven_n2, 32);
-	btrfsimg_creport_free(rep);
+	btrfsimg_collide_report_free(rep);
 	cfg_free(c);
 }
 
@@ -414,7 +414,7 @@ static void test_headroom_hand(void **state)
 static uint64_t pick_obj(uint64_t *rs, const struct cfg *c, struct btrfsimg_scheme target)
 {
 	uint64_t r = rnd(rs), small = 256 + rnd(rs) % 48;
-	const struct btrfsimg_csubvol *v = c->in.nsubvols ? &c->sv[rnd(rs) % c->in.nsubvols] : NULL;
+	const struct btrfsimg_collide_subvol *v = c->in.nsubvols ? &c->sv[rnd(rs) % c->in.nsubvols] : NULL;
 	uint64_t k = v ? bi_scheme_const(&target, v->id) : 0;
 	switch (r % 12) {
 	case 0: case 1: case 2:
@@ -477,7 +477,7 @@ static struct btrfsimg_idset *random_delta(uint64_t *rs, struct cfg *c,
 		if (del && base->n)
 			v[n++] = base->v[rnd(rs) % base->n];
 		uint64_t x = pick_obj(rs, c, target);
-		if (!del && !bi_cset_has(base, x))
+		if (!del && !bi_idset_has(base, x))
 			v[n++] = x;
 	}
 	return n ? cfg_set(c, v, n) : NULL;
@@ -486,7 +486,7 @@ static struct btrfsimg_idset *random_delta(uint64_t *rs, struct cfg *c,
 static struct cfg *random_cfg(uint64_t *rs, size_t maxsub, size_t maxset)
 {
 	struct cfg *c = cfg_new();
-	struct btrfsimg_scheme target = bf_scheme(rnd(rs) % BTRFSIMG_CREPORT_SCHEMES);
+	struct btrfsimg_scheme target = bf_scheme(rnd(rs) % BTRFSIMG_COLLIDE_SCHEMES);
 	size_t nsub = 1 + rnd(rs) % maxsub, nsets = 1 + rnd(rs) % 4;
 	for (size_t i = 0; i < nsub; i++) {
 		uint64_t id = pick_id(rs);
@@ -501,7 +501,7 @@ static struct cfg *random_cfg(uint64_t *rs, size_t maxsub, size_t maxset)
 	for (size_t i = 0; i < nsets; i++)
 		sets[i] = random_set(rs, c, target, maxset);
 	for (size_t i = 0; i < c->in.nsubvols; i++) {
-		struct btrfsimg_csubvol *v = &c->sv[i];
+		struct btrfsimg_collide_subvol *v = &c->sv[i];
 		v->base = rnd(rs) % 8 ? sets[rnd(rs) % nsets] : NULL;
 		if (v->base && rnd(rs) % 3 == 0)
 			v->add = random_delta(rs, c, v->base, target, false);
@@ -521,7 +521,7 @@ static void test_random_small(void **state)
 	uint64_t rs = 12345;
 	for (int trial = 0; trial < 3000; trial++) {
 		struct cfg *c = random_cfg(&rs, 10, 24);
-		btrfsimg_creport_free(check_all(c, 3 + trial % 5, trial % 3 ? 3 : 0));
+		btrfsimg_collide_report_free(check_all(c, 3 + trial % 5, trial % 3 ? 3 : 0));
 		cfg_free(c);
 	}
 }
@@ -551,13 +551,13 @@ static void test_random_dense(void **state)
 			cfg_subvol(c, id, rnd(&rs) % 2, b, NULL, d);
 		}
 		cfg_extra(c, 5, 2, 0);
-		struct btrfsimg_cresult r;
+		struct btrfsimg_collide_result r;
 		for (unsigned n = 32; n <= 40; n += 2) {
 			check_one(c, scheme(n, false, 1 + (int)(rnd(&rs) % 2)), 6, 5, &r);
-			btrfsimg_cresult_clear(&r);
+			btrfsimg_collide_result_clear(&r);
 		}
 		check_one(c, scheme(0, false, 1), 6, 5, &r);
-		btrfsimg_cresult_clear(&r);
+		btrfsimg_collide_result_clear(&r);
 		cfg_free(c);
 	}
 }
@@ -609,7 +609,7 @@ static void test_random_blocks(void **state)
 				size_t k = 0;
 				for (int q = 0; q < 8; q++) {
 					uint64_t y = 256 + rnd(&rs) % 0x20000;
-					if (!bi_cset_has(b, y))
+					if (!bi_idset_has(b, y))
 						x[k++] = y;
 				}
 				add = cfg_set(c, x, k);
@@ -618,7 +618,7 @@ static void test_random_blocks(void **state)
 		}
 		if (rnd(&rs) % 2)
 			cfg_extra(c, 5, 2, 0);
-		btrfsimg_creport_free(check_all(c, 1 + trial % 7, 4));
+		btrfsimg_collide_report_free(check_all(c, 1 + trial % 7, 4));
 		cfg_free(c);
 	}
 }
@@ -645,8 +645,9 @@ static void test_next_masked(void **state)
 }
 
 /* The first clashing new id by scanning ids one by one. */
-static uint64_t scan_clash(unsigned nbits, unsigned k0, uint64_t lo, const struct bi_cconst *t,
-			   size_t n, const struct bi_cconst *fx, size_t nfx, uint64_t limit)
+static uint64_t scan_clash(unsigned nbits, unsigned k0, uint64_t lo,
+			   const struct bi_subvol_const *t,
+			   size_t n, const struct bi_subvol_const *fx, size_t nfx, uint64_t limit)
 {
 	unsigned shift = 64 - nbits + k0;
 	size_t words = shift >= 64 ? 1 : ((size_t)1 << (64 - shift)) / 64 + 1;
@@ -682,16 +683,17 @@ static void test_first_clash_scan(void **state)
 		unsigned nbits = 32 + rnd(&rs) % 33;
 		/* keep at most ~22 id bits so the scan's bitmap stays small */
 		unsigned k0 = nbits - 22 + rnd(&rs) % 23;
-		struct bi_cconst t[6], fx[2];
+		struct bi_subvol_const t[6], fx[2];
 		size_t n = 1 + rnd(&rs) % 6, nfx = rnd(&rs) % 3;
 		uint64_t lo = 255;
 		for (size_t i = 0; i < n; i++) {
 			uint64_t id = i == 0 ? 5 : 256 + rnd(&rs) % 5000;
-			t[i] = (struct bi_cconst){ 0, btrfsimg_overlay(id, nbits), id };
+			t[i] = (struct bi_subvol_const){ 0, btrfsimg_inumbits_overlay(id, nbits),
+				id };
 			lo = id > lo ? id : lo;
 		}
 		for (size_t i = 0; i < nfx; i++)
-			fx[i] = (struct bi_cconst){ 0, rnd(&rs) % 2 ? 2 : rnd(&rs), 0 };
+			fx[i] = (struct bi_subvol_const){ 0, rnd(&rs) % 2 ? 2 : rnd(&rs), 0 };
 		struct bi_clash c = bi_first_clash(nbits, k0, lo, t, n, fx, nfx);
 		uint64_t want = scan_clash(nbits, k0, lo, t, n, fx, nfx, 1u << 23);
 		if (want)
@@ -710,24 +712,24 @@ static void test_objbits_tight(void **state)
 	static const uint64_t pairs[][2] = { { 256, 256 + 16 * 65536 }, { 5, 256 + 4 * 65536 },
 					     { 256, 256 + 8 * 65536 }, { 5, 256 } };
 	for (size_t p = 0; p < 4; p++) {
-		struct btrfsimg_cresult r;
+		struct btrfsimg_collide_result r;
 		struct cfg *c = cfg_new();
 		cfg_subvol(c, pairs[p][0], 0, NULL, NULL, NULL);
 		cfg_subvol(c, pairs[p][1], 0, NULL, NULL, NULL);
 		check_one(c, scheme(32, false, 1), 0, 0, &r);
 		unsigned k = r.objbits;
-		btrfsimg_cresult_clear(&r);
+		btrfsimg_collide_result_clear(&r);
 		assert_true(k >= 10 && k <= 16);
 		c->sv[0].base = c->sv[1].base = cfg_range(c, 256, 1ull << k);
 		check_one(c, scheme(32, false, 1), 0, 0, &r);
 		assert_int_equal(r.groups, 0);
 		assert_true(r.proven);
-		btrfsimg_cresult_clear(&r);
+		btrfsimg_collide_result_clear(&r);
 		c->sv[0].base = c->sv[1].base = cfg_range(c, 256, 1ull << (k + 1));
 		check_one(c, scheme(32, false, 1), 0, 0, &r);
 		assert_true(r.groups > 0);
 		assert_false(r.proven);
-		btrfsimg_cresult_clear(&r);
+		btrfsimg_collide_result_clear(&r);
 		cfg_free(c);
 	}
 }
@@ -757,11 +759,11 @@ static void test_subvol_bound_built(void **state)
 			if (!dup)
 				cfg_subvol(c, id, 0, full, NULL, NULL);
 		}
-		struct btrfsimg_cresult r;
+		struct btrfsimg_collide_result r;
 		check_one(c, s, 0, 0, &r);
-		struct btrfsimg_cresult keep = r;
+		struct btrfsimg_collide_result keep = r;
 		if (!r.proven) {
-			btrfsimg_cresult_clear(&r);
+			btrfsimg_collide_result_clear(&r);
 			cfg_free(c);
 			continue;
 		}
@@ -776,10 +778,10 @@ static void test_subvol_bound_built(void **state)
 			if (!dup)
 				cfg_subvol(c, id, 0, full, NULL, NULL);
 		}
-		btrfsimg_cresult_clear(&r);
+		btrfsimg_collide_result_clear(&r);
 		check_one(c, s, 0, 0, &r);
 		assert_int_equal(r.groups, 0);
-		btrfsimg_cresult_clear(&r);
+		btrfsimg_collide_result_clear(&r);
 		c->in.nsubvols = base;
 		/* the first id past the bound, and its partner if it is new */
 		if (keep.clash_subvol) {
@@ -788,7 +790,7 @@ static void test_subvol_bound_built(void **state)
 				cfg_subvol(c, keep.clash_with, 0, full, NULL, NULL);
 			check_one(c, s, 0, 0, &r);
 			assert_true(r.groups > 0);
-			btrfsimg_cresult_clear(&r);
+			btrfsimg_collide_result_clear(&r);
 		}
 		cfg_free(c);
 	}
@@ -799,10 +801,10 @@ static void test_subvol_bound_built(void **state)
 static void expect_einval(const struct cfg *c, const char *needle)
 {
 	struct btrfsimg_scheme s = scheme(56, false, 1);
-	struct btrfsimg_cresult r;
+	struct btrfsimg_collide_result r;
 	char err[256] = "";
 	assert_int_equal(btrfsimg_collide(&c->in, &s, NULL, &r, err, sizeof(err)), -EINVAL);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	if (!strstr(err, needle))
 		fail_msg("message \"%s\" lacks \"%s\"", err, needle);
 }
@@ -832,19 +834,19 @@ static void test_validation(void **state)
 	c->sv[1].add = &nullv;
 	expect_einval(c, "no array");
 	c->sv[1].add = &o;
-	struct btrfsimg_cresult r;
+	struct btrfsimg_collide_result r;
 	char err[256] = "";
 	struct btrfsimg_scheme bads[] = { { 31, false, 1 }, { 56, true, 1 }, { 56, false, 4 },
 					  { 65, false, 2 } };
 	for (size_t i = 0; i < 4; i++) {
 		assert_int_equal(btrfsimg_collide(&c->in, &bads[i], NULL, &r, err, sizeof(err)),
 				 -EINVAL);
-		btrfsimg_cresult_clear(&r);
+		btrfsimg_collide_result_clear(&r);
 		assert_non_null(strstr(err, "bad scheme"));
 	}
 	struct btrfsimg_scheme s = scheme(56, false, 2);
 	assert_int_equal(btrfsimg_collide(&c->in, &s, NULL, &r, NULL, 0), 0);
-	btrfsimg_cresult_clear(&r);
+	btrfsimg_collide_result_clear(&r);
 	char name[64];
 	btrfsimg_scheme_name(&s, name, sizeof(name));
 	assert_string_equal(name, "inumbits=56,numdevs=2");
@@ -882,15 +884,15 @@ static void test_scale_snapshots(void **state)
 		}
 		cfg_subvol(c, id, id % 2, base, add, del);
 	}
-	struct btrfsimg_copts o = { 10, 8 };
-	struct btrfsimg_creport *r = NULL;
+	struct btrfsimg_collide_opts o = { 10, 8 };
+	struct btrfsimg_collide_report *r = NULL;
 	char err[256] = "";
 	double t1 = now();
 	assert_int_equal(btrfsimg_collide_all(&c->in, &o, &r, err, sizeof(err)), 0);
 	double t2 = now();
 	print_message("101 subvolumes x 1,000,000 shared objectids + deltas: all %d schemes in "
-		      "%.3f s\n", BTRFSIMG_CREPORT_SCHEMES, t2 - t1);
-	const struct btrfsimg_cresult *nfsd = &r->results[0];
+		      "%.3f s\n", BTRFSIMG_COLLIDE_SCHEMES, t2 - t1);
+	const struct btrfsimg_collide_result *nfsd = &r->results[0];
 	assert_true(nfsd->groups == 1000000 + 500);
 	assert_true(nfsd->inodes == 101ull * 1000000 - 1100 + 1000);
 	assert_int_equal(nfsd->nexamples, 10);
@@ -909,7 +911,7 @@ static void test_scale_snapshots(void **state)
 		      r->min_free_n1, r->min_free_n2, r->min_proven_n1, r->min_proven_n2,
 		      r->results[26].reason);
 	(void)t0;
-	btrfsimg_creport_free(r);
+	btrfsimg_collide_report_free(r);
 	cfg_free(c);
 }
 
@@ -926,14 +928,14 @@ static void test_scale_many(void **state)
 		cfg_subvol(c, i == 0 ? 5 : 255 + i, rnd(&rs) % 2, cfg_set(c, v, 500), NULL, NULL);
 	}
 	cfg_extra(c, 300, 2, 0);
-	struct btrfsimg_copts o = { 5, 4 };
-	struct btrfsimg_creport *r = NULL;
+	struct btrfsimg_collide_opts o = { 5, 4 };
+	struct btrfsimg_collide_report *r = NULL;
 	char err[256] = "";
 	double t1 = now();
 	assert_int_equal(btrfsimg_collide_all(&c->in, &o, &r, err, sizeof(err)), 0);
 	double t2 = now();
 	print_message("2,000 subvolumes x 500 objectids: all %d schemes in %.3f s\n",
-		      BTRFSIMG_CREPORT_SCHEMES, t2 - t1);
+		      BTRFSIMG_COLLIDE_SCHEMES, t2 - t1);
 	/* spot checks against the brute force */
 	static const size_t pick[] = { 0, 1, 2, 10, 18, 26, 34, 35, 43, 51, 59, 67, 68 };
 	struct bf_result *want = malloc(sizeof(*want));
@@ -944,7 +946,7 @@ static void test_scale_many(void **state)
 		assert_int_equal(bf_same(&r->results[pick[i]], want), 0);
 	}
 	free(want);
-	btrfsimg_creport_free(r);
+	btrfsimg_collide_report_free(r);
 	cfg_free(c);
 }
 

@@ -443,8 +443,11 @@ static btrfsimg_fs *fs_on_img(struct img *m, int partition, int64_t offset)
 {
 	struct btrfsimg_open_opts o;
 	btrfsimg_open_opts_init(&o);
-	o.partition = partition;
-	o.offset = offset;
+	o.partition = (unsigned)partition;
+	if (offset >= 0) {
+		o.offset = (uint64_t)offset;
+		o.flags |= BTRFSIMG_OPEN_OFFSET;
+	}
 	btrfsimg_fs *fs;
 	assert_int_equal(btrfsimg_fs_new(&fs, &o), 0);
 	assert_int_equal(btrfsimg_add_device_io(fs, img_read, m, m->vsize, "disk.img"), 0);

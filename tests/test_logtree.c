@@ -146,7 +146,7 @@ static uint64_t h(const char *name)
 struct replay {
 	struct items base, log, csum, ext;
 	struct bi_lr_array a_base, a_csum, a_ext;
-	struct bi_overlay *ovl;
+	struct bi_log_overlay *ovl;
 	char why[512];
 };
 
@@ -168,9 +168,9 @@ static int run(struct replay *r, uint64_t max_bytes, uint64_t max_steps)
 	return bi_lr_replay(&p, &l, 1, &t, &r->ovl, r->why, sizeof(r->why));
 }
 
-static const struct bi_overlay *ovl_of(const struct replay *r, uint64_t root)
+static const struct bi_log_overlay *ovl_of(const struct replay *r, uint64_t root)
 {
-	for (const struct bi_overlay *o = r->ovl; o; o = o->next)
+	for (const struct bi_log_overlay *o = r->ovl; o; o = o->next)
 		if (o->root == root)
 			return o;
 	return NULL;
@@ -181,7 +181,7 @@ static const struct bi_overlay *ovl_of(const struct replay *r, uint64_t root)
 static void expect(const struct replay *r, uint64_t root, struct items *puts,
 		   const bi_key *dels, size_t ndels)
 {
-	const struct bi_overlay *o = ovl_of(r, root);
+	const struct bi_log_overlay *o = ovl_of(r, root);
 	sort_items(puts);
 	size_t np = o ? o->nputs : 0, nd = o ? o->ndels : 0;
 	if (np != puts->n)

@@ -63,10 +63,10 @@ static bool holds(const uint64_t *v, size_t n, uint64_t x)
 
 /* What a set stands for, spelled out the slow way: base - del + add,
  * sorted by insertion into place. */
-static struct ids expanded(const struct bi_idset *set)
+static struct ids expanded(const struct bi_tree_ids *set)
 {
 	struct ids out = { 0 };
-	const struct bi_idset *full = set->base ? set->base : set;
+	const struct bi_tree_ids *full = set->base ? set->base : set;
 	for (size_t i = 0; i < full->nids; i++)
 		if (!set->base || !holds(set->del, set->ndel, full->ids[i]))
 			ids_add(&out, full->ids[i]);
@@ -99,7 +99,7 @@ static void test_snapshot_sets(void **state)
 		if (v[i].deleted)
 			continue;
 		struct bi_root r;
-		struct bi_idset *set;
+		struct bi_tree_ids *set;
 		assert_int_equal(bi_root_find(fs, v[i].id, &r), 0);
 		assert_int_equal(bi_scan_tree(scan, &r, &set, NULL, NULL), 0);
 		struct ids want = walked_ids(fs, &r), have = expanded(set);
@@ -126,7 +126,7 @@ static void test_snapshot_sets(void **state)
 		both += set->base && set->ndel && set->nids;
 		free(want.v);
 		free(have.v);
-		bi_idset_put(set);
+		bi_tree_ids_put(set);
 	}
 	assert_true(both >= 1);
 	bi_scan_free(scan);

@@ -20,15 +20,15 @@ static void test_swab64(void **state)
 {
 	(void)state;
 	/* bytes 01..08 from low to high come back in the other order */
-	assert_true(btrfsimg_swab64(0x0102030405060708ull) == 0x0807060504030201ull);
+	assert_true(bi_swab64(0x0102030405060708ull) == 0x0807060504030201ull);
 	/* 257 = 0x0101: bytes 01 01 00.. -> 0x0101000000000000 (facts 4.1) */
-	assert_true(btrfsimg_swab64(257) == 0x0101000000000000ull);
+	assert_true(bi_swab64(257) == 0x0101000000000000ull);
 	/* 256 = 0x0100: byte 1 is 01 -> byte 6 is 01 */
-	assert_true(btrfsimg_swab64(256) == 0x0001000000000000ull);
-	assert_true(btrfsimg_swab64(0) == 0);
-	assert_true(btrfsimg_swab64(~0ull) == ~0ull);
+	assert_true(bi_swab64(256) == 0x0001000000000000ull);
+	assert_true(bi_swab64(0) == 0);
+	assert_true(bi_swab64(~0ull) == ~0ull);
 	/* an involution */
-	assert_true(btrfsimg_swab64(btrfsimg_swab64(0x123456789abcdef0ull)) ==
+	assert_true(bi_swab64(bi_swab64(0x123456789abcdef0ull)) ==
 		    0x123456789abcdef0ull);
 }
 
@@ -37,39 +37,39 @@ static void test_overlay_257(void **state)
 	(void)state;
 	/* swab64(257) = 0x0101000000000000 shifted right by 64 - N: */
 	/* N=64: no shift */
-	assert_true(btrfsimg_overlay(257, 64) == 0x0101000000000000ull);
+	assert_true(btrfsimg_inumbits_overlay(257, 64) == 0x0101000000000000ull);
 	/* N=63: >> 1: 0x01 01 -> 0x00 80 80 */
-	assert_true(btrfsimg_overlay(257, 63) == 0x0080800000000000ull);
+	assert_true(btrfsimg_inumbits_overlay(257, 63) == 0x0080800000000000ull);
 	/* N=56: >> 8 (facts 4.1) */
-	assert_true(btrfsimg_overlay(257, 56) == 0x0001010000000000ull);
+	assert_true(btrfsimg_inumbits_overlay(257, 56) == 0x0001010000000000ull);
 	/* N=48: >> 16 */
-	assert_true(btrfsimg_overlay(257, 48) == 0x0000010100000000ull);
+	assert_true(btrfsimg_inumbits_overlay(257, 48) == 0x0000010100000000ull);
 	/* N=32: >> 32: the byte-reversed low 32 bits, 0x01010000 */
-	assert_true(btrfsimg_overlay(257, 32) == 0x0000000001010000ull);
+	assert_true(btrfsimg_inumbits_overlay(257, 32) == 0x0000000001010000ull);
 }
 
 static void test_overlay_other(void **state)
 {
 	(void)state;
 	/* subvol 256, N=56: 0x0001000000000000 >> 8 (facts 4.1) */
-	assert_true(btrfsimg_overlay(256, 56) == 0x0000010000000000ull);
+	assert_true(btrfsimg_inumbits_overlay(256, 56) == 0x0000010000000000ull);
 	/* subvol 256, N=32: 0x0001000000000000 >> 32 = 0x00010000 */
-	assert_true(btrfsimg_overlay(256, 32) == 0x10000ull);
+	assert_true(btrfsimg_inumbits_overlay(256, 32) == 0x10000ull);
 	/* subvol 0x123456789abc, N=48: swab64 = 0xbc9a785634120000, >> 16 */
-	assert_true(btrfsimg_overlay(0x123456789abcull, 48) == 0x0000bc9a78563412ull);
+	assert_true(btrfsimg_inumbits_overlay(0x123456789abcull, 48) == 0x0000bc9a78563412ull);
 	/* the last fs tree id 2^64 - 256 = 0xffffffffffffff00, N=64:
 	 * swab64 = 0x00ffffffffffffff */
-	assert_true(btrfsimg_overlay(0xffffffffffffff00ull, 64) == 0x00ffffffffffffffull);
+	assert_true(btrfsimg_inumbits_overlay(0xffffffffffffff00ull, 64) == 0x00ffffffffffffffull);
 	/* N=63: >> 1 of that */
-	assert_true(btrfsimg_overlay(0xffffffffffffff00ull, 63) == 0x007fffffffffffffull);
+	assert_true(btrfsimg_inumbits_overlay(0xffffffffffffff00ull, 63) == 0x007fffffffffffffull);
 	/* subvolume 5 never gets an overlay */
 	for (unsigned n = 32; n <= 64; n++)
-		assert_true(btrfsimg_overlay(5, n) == 0);
+		assert_true(btrfsimg_inumbits_overlay(5, n) == 0);
 	/* N = 0 is off; other N outside 32..64 give 0 too (never shift by 64) */
-	assert_true(btrfsimg_overlay(257, 0) == 0);
-	assert_true(btrfsimg_overlay(257, 31) == 0);
-	assert_true(btrfsimg_overlay(257, 65) == 0);
-	assert_true(btrfsimg_overlay(257, 1) == 0);
+	assert_true(btrfsimg_inumbits_overlay(257, 0) == 0);
+	assert_true(btrfsimg_inumbits_overlay(257, 31) == 0);
+	assert_true(btrfsimg_inumbits_overlay(257, 65) == 0);
+	assert_true(btrfsimg_inumbits_overlay(257, 1) == 0);
 }
 
 static void test_presented(void **state)
@@ -77,26 +77,30 @@ static void test_presented(void **state)
 	(void)state;
 	uint64_t ov = 0x0001010000000000ull;	/* subvol 257, N=56 */
 	/* ino 257 -> 0x0001010000000101 (facts 4.1) */
-	assert_true(btrfsimg_presented(257, ov) == 0x0001010000000101ull);
+	assert_true(btrfsimg_presented_ino(257, ov) == 0x0001010000000101ull);
 	/* root dir 256 -> 0x0001010000000100 (facts 4.1) */
-	assert_true(btrfsimg_presented(256, ov) == 0x0001010000000100ull);
+	assert_true(btrfsimg_presented_ino(256, ov) == 0x0001010000000100ull);
 	/* objectid equal to the overlay presents itself, not 0 */
-	assert_true(btrfsimg_presented(ov, ov) == ov);
+	assert_true(btrfsimg_presented_ino(ov, ov) == ov);
 	/* ... and objectid 0 presents the same number: 0 ^ ov = ov */
-	assert_true(btrfsimg_presented(0, ov) == ov);
+	assert_true(btrfsimg_presented_ino(0, ov) == ov);
 	/* N=32, subvol 257: overlay 0x01010000 = 16842752 */
-	assert_true(btrfsimg_presented(16842752, btrfsimg_overlay(257, 32)) == 16842752);
-	assert_true(btrfsimg_presented(16842753, btrfsimg_overlay(257, 32)) == 1);
+	assert_true(btrfsimg_presented_ino(16842752, btrfsimg_inumbits_overlay(257,
+		    32)) == 16842752);
+	assert_true(btrfsimg_presented_ino(16842753, btrfsimg_inumbits_overlay(257, 32)) == 1);
 	/* N=64, subvol 257, ino 300 = 0x12c */
-	assert_true(btrfsimg_presented(300, btrfsimg_overlay(257, 64)) == 0x010100000000012cull);
+	assert_true(btrfsimg_presented_ino(300, btrfsimg_inumbits_overlay(257,
+		    64)) == 0x010100000000012cull);
 	/* N=48, subvol 257, ino 0x0000010100000000 (== overlay) stays */
-	assert_true(btrfsimg_presented(0x0000010100000000ull, btrfsimg_overlay(257, 48)) ==
+	assert_true(btrfsimg_presented_ino(0x0000010100000000ull, btrfsimg_inumbits_overlay(257,
+		    48)) ==
 		    0x0000010100000000ull);
 	/* N=63, subvol 257: 256 ^ 0x0080800000000000 */
-	assert_true(btrfsimg_presented(256, btrfsimg_overlay(257, 63)) == 0x0080800000000100ull);
+	assert_true(btrfsimg_presented_ino(256, btrfsimg_inumbits_overlay(257,
+		    63)) == 0x0080800000000100ull);
 	/* subvolume 5 (overlay 0) presents objectids unchanged */
-	assert_true(btrfsimg_presented(256, btrfsimg_overlay(5, 56)) == 256);
-	assert_true(btrfsimg_presented(0, 0) == 0);
+	assert_true(btrfsimg_presented_ino(256, btrfsimg_inumbits_overlay(5, 56)) == 256);
+	assert_true(btrfsimg_presented_ino(0, 0) == 0);
 }
 
 static void test_uniquifier(void **state)
@@ -107,10 +111,10 @@ static void test_uniquifier(void **state)
 	assert_true(btrfsimg_uniquifier(257) == 0x0101000000000000ull);
 	assert_true(btrfsimg_uniquifier(256) == 0x0001000000000000ull);
 	/* fileid of the root dir (256) of subvol 257: 0x0101000000000000 ^ 0x100 */
-	assert_true(btrfsimg_presented(256, btrfsimg_uniquifier(257)) == 0x0101000000000100ull);
+	assert_true(btrfsimg_presented_ino(256, btrfsimg_uniquifier(257)) == 0x0101000000000100ull);
 	/* the uniquifier is the N=64 overlay */
 	for (uint64_t id = 256; id < 300; id++)
-		assert_true(btrfsimg_uniquifier(id) == btrfsimg_overlay(id, 64));
+		assert_true(btrfsimg_uniquifier(id) == btrfsimg_inumbits_overlay(id, 64));
 	/* subvolume 65792 = 0x10100 and 256 differ only in byte 2: uniquifiers
 	 * 0x0001010000000000 and 0x0001000000000000 differ only in bit 40 */
 	assert_true((btrfsimg_uniquifier(65792) ^ btrfsimg_uniquifier(256)) == 1ull << 40);

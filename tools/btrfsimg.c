@@ -145,17 +145,19 @@ static int parse_one(struct cli *c, int o, const char *arg)
 	case OPT_MIRROR:
 		if (!parse_u64(arg, &v) || v > 2)
 			return bad_value("--super-mirror", arg);
-		c->opts.super_mirror = (int)v;
+		c->opts.super_mirror = (unsigned)v;
+		c->opts.flags |= BTRFSIMG_OPEN_SUPER_MIRROR;
 		return 0;
 	case OPT_PARTITION:
 		if (!parse_u64(arg, &v) || v == 0 || v > 1024)
 			return bad_value("--partition", arg);
-		c->opts.partition = (int)v;
+		c->opts.partition = (unsigned)v;
 		return 0;
 	case OPT_OFFSET:
 		if (!parse_u64(arg, &v) || v > INT64_MAX)
 			return bad_value("--offset", arg);
-		c->opts.offset = (int64_t)v;
+		c->opts.offset = v;
+		c->opts.flags |= BTRFSIMG_OPEN_OFFSET;
 		return 0;
 	case OPT_SUBVOL:
 		if (!parse_u64(arg, &c->subvol))

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "btrfsimg_inum.h"
 #include "cli.h"
 #include "json.h"
 
@@ -82,7 +83,7 @@ struct report_ctx {
 };
 
 /* A stub's path: its directory's path and the entry's name. */
-static char *stub_path(struct report_ctx *r, const struct btrfsimg_cmember *m)
+static char *stub_path(struct report_ctx *r, const struct btrfsimg_collide_member *m)
 {
 	if (m->extra_index >= r->col->stubs)
 		return NULL;
@@ -99,13 +100,13 @@ static char *stub_path(struct report_ctx *r, const struct btrfsimg_cmember *m)
 	return p;
 }
 
-static char *member_path(struct report_ctx *r, const struct btrfsimg_cmember *m)
+static char *member_path(struct report_ctx *r, const struct btrfsimg_collide_member *m)
 {
 	return m->extra ? stub_path(r, m)
 			: inode_path(r->c->fs, r->sv, r->nsv, m->subvol, m->objectid);
 }
 
-static void put_member(struct jw *w, struct report_ctx *r, const struct btrfsimg_cmember *m)
+static void put_member(struct jw *w, struct report_ctx *r, const struct btrfsimg_collide_member *m)
 {
 	jw_open_obj(w, NULL);
 	jw_u64(w, "subvol", m->subvol);
@@ -118,7 +119,7 @@ static void put_member(struct jw *w, struct report_ctx *r, const struct btrfsimg
 	jw_close_obj(w);
 }
 
-static void scheme_json(struct report_ctx *r, const struct btrfsimg_cresult *res,
+static void scheme_json(struct report_ctx *r, const struct btrfsimg_collide_result *res,
 			uint64_t mismatch)
 {
 	char name[48];
@@ -141,7 +142,7 @@ static void scheme_json(struct report_ctx *r, const struct btrfsimg_cresult *res
 	jw_end(&w);
 }
 
-static void headroom_json(struct jw *w, const struct btrfsimg_cresult *res)
+static void headroom_json(struct jw *w, const struct btrfsimg_collide_result *res)
 {
 	char name[48];
 	btrfsimg_scheme_name(&res->scheme, name, sizeof(name));
@@ -159,7 +160,7 @@ static void headroom_json(struct jw *w, const struct btrfsimg_cresult *res)
 
 static void summary_json(const struct btrfsimg_fs_collisions *col)
 {
-	const struct btrfsimg_creport *rep = col->report;
+	const struct btrfsimg_collide_report *rep = col->report;
 	struct jw w;
 	jw_begin(&w, stdout);
 	jw_bool(&w, "summary", true);
@@ -186,7 +187,8 @@ static void summary_json(const struct btrfsimg_fs_collisions *col)
 	jw_end(&w);
 }
 
-static const struct btrfsimg_cresult *find(const struct btrfsimg_creport *rep, unsigned n,
+static const struct btrfsimg_collide_result *find(const struct btrfsimg_collide_report *rep,
+						  unsigned n,
 					   bool uniq, int devs)
 {
 	for (size_t i = 0; i < rep->nresults; i++) {
@@ -197,14 +199,15 @@ static const struct btrfsimg_cresult *find(const struct btrfsimg_creport *rep, u
 	return NULL;
 }
 
-static void print_examples(struct report_ctx *r, const struct btrfsimg_cresult *res, size_t max)
+static void print_examples(struct report_ctx *r, const struct btrfsimg_collide_result *res,
+			   size_t max)
 {
 	for (size_t g = 0; g < res->nexamples && g < max; g++) {
-		const struct btrfsimg_cgroup *grp = &res->examples[g];
+		const struct btrfsimg_collide_group *grp = &res->examples[g];
 		printf("    number %" PRIu64 " is shared by %" PRIu64 " inodes:\n", grp->ino,
 		       grp->size);
 		for (size_t k = 0; k < grp->nmembers && k < 4; k++) {
-			const struct btrfsimg_cmember *m = &grp->members[k];
+			const struct btrfsimg_collide_member *m = &grp->members[k];
 			char *p = member_path(r, m);
 			printf("      subvol %-6" PRIu64 " inode %-10" PRIu64 " %s%s\n", m->subvol,
 			       m->objectid, p ? (*p ? p : "(top level)") : "(unreachable)",
@@ -219,15 +222,15 @@ static void print_examples(struct report_ctx *r, const struct btrfsimg_cresult *
 static void text_report(struct report_ctx *r)
 {
 	const struct btrfsimg_fs_collisions *col = r->col;
-	const struct btrfsimg_creport *rep = col->report;
+	const struct btrfsimg_collide_report *rep = col->report;
 	printf("%zu subvolumes, %" PRIu64 " inodes, %" PRIu64 " stub directories "
 	       "(largest objectid %" PRIu64 ", largest subvolume id %" PRIu64 ")\n",
 	       col->nsubvols, col->inodes, col->stubs, col->max_objectid, col->max_subvol);
 	if (col->skipped_subvols)
 		printf("%" PRIu64 " deleted or unreachable subvolumes not counted\n",
 		       col->skipped_subvols);
-	const struct btrfsimg_cresult *today = find(rep, 0, false, 1);
-	const struct btrfsimg_cresult *many = find(rep, 0, false, 3);
+	const struct btrfsimg_collide_result *today = find(rep, 0, false, 1);
+	const struct btrfsimg_collide_result *many = find(rep, 0, false, 3);
 	printf("\nToday's kernel (a device per subvolume): %" PRIu64 " shared numbers%s; "
 	       "readdir disagrees with stat for %" PRIu64 " subvolume entries.\n",
 	       many ? many->groups : 0,
@@ -250,12 +253,12 @@ static void text_report(struct report_ctx *r)
 			       devs);
 			continue;
 		}
-		const struct btrfsimg_cresult *res = find(rep, n, false, devs);
+		const struct btrfsimg_collide_result *res = find(rep, n, false, devs);
 		printf("numdevs=%d: use inumbits=%u or more (smallest collision-free).\n  %s\n",
 		       devs, n, res ? res->reason : "");
 	}
 	printf("  overlayfs xino keeps working for up to 128 layers with inumbits <= 56.\n");
-	const struct btrfsimg_cresult *u = find(rep, 0, true, 1);
+	const struct btrfsimg_collide_result *u = find(rep, 0, true, 1);
 	if (u)
 		printf("\nnfsd with ino_uniquifier: %s (%" PRIu64 " shared numbers).\n",
 		       u->groups ? "collides" : "collision-free", u->groups);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "btrfsimg_inum.h"
 #include "cli.h"
 #include "handoff.h"
 #include "json.h"
@@ -105,7 +106,7 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 		flush_lines(x);
 }
 
-static void put_text(const struct btrfsimg_inode_entry *e, const struct btrfsimg_presented *p)
+static void put_text(const struct btrfsimg_inode_entry *e, const struct btrfsimg_inode_numbers *p)
 {
 	const struct btrfsimg_inode *i = &e->inode;
 	printf("%6" PRIu64 " %10" PRIu64 "  ino %#18" PRIx64 "  nfs %#18" PRIx64 "  %s%s\n",
@@ -120,7 +121,7 @@ static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
 		put_json(ctx, &r[k], bytes + r[k].path_off);
 }
 
-static void row_of(const struct btrfsimg_inode_entry *e, const struct btrfsimg_presented *p,
+static void row_of(const struct btrfsimg_inode_entry *e, const struct btrfsimg_inode_numbers *p,
 		   struct irow *r)
 {
 	const struct btrfsimg_inode *i = &e->inode;
@@ -133,7 +134,7 @@ static void row_of(const struct btrfsimg_inode_entry *e, const struct btrfsimg_p
 }
 
 static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
-		   const struct btrfsimg_presented *p)
+		   const struct btrfsimg_inode_numbers *p)
 {
 	if (x->h) {
 		char *bytes;
@@ -156,7 +157,7 @@ static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
 }
 
 static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
-		    const struct btrfsimg_presented *p)
+		    const struct btrfsimg_inode_numbers *p)
 {
 	struct inodes_ctx *x = ctx;
 	progress_tick("inodes", ++x->count);

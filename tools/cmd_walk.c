@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "btrfsimg_inum.h"
 #include "cli.h"
 #include "digest.h"
 #include "handoff.h"
@@ -128,12 +129,14 @@ static void take_schemes(struct walk_ctx *wc, const struct visit_node *n, struct
 	unsigned bits = (unsigned)wc->c->inumbits;
 	uint64_t st_ino = n->objectid;
 	r->schemes = true;
-	r->scheme_ino = n->stub ? st_ino : btrfsimg_presented(st_ino, btrfsimg_overlay(n->subvol, bits));
-	r->nfs_fileid = n->stub ? st_ino : btrfsimg_presented(st_ino, btrfsimg_uniquifier(n->subvol));
+	r->scheme_ino = n->stub ? st_ino : btrfsimg_presented_ino(st_ino,
+								  btrfsimg_inumbits_overlay(n->subvol, bits));
+	r->nfs_fileid = n->stub ? st_ino : btrfsimg_presented_ino(st_ino,
+								  btrfsimg_uniquifier(n->subvol));
 	if (!n->is_start) {
 		uint64_t loc = n->ent.location_objectid, dir = n->dir_tree_subvol;
-		r->scheme_d_ino = btrfsimg_presented(loc, btrfsimg_overlay(dir, bits));
-		r->nfs_d_fileid = btrfsimg_presented(loc, btrfsimg_uniquifier(dir));
+		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
+		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
 	}
 	int dev = n->stub ? 0 : nest_dev(&wc->nest, n->subvol);
 	r->dev = (int8_t)(dev < 0 ? -1 : dev);

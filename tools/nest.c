@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "btrfsimg_inum.h"
+
 const struct btrfsimg_subvol *nest_find(const struct nest *n, uint64_t id)
 {
 	size_t lo = 0, hi = n->n; /* btrfsimg_subvols sorts by id */
