@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "0-base/err.h"
+#include "0-base/ondisk.h"
+#include "4-files/compress.h"
 
 #define FUZZ_CHECK(c) do { if (!(c)) abort(); } while (0)
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "btrfsimg_inum.h"
 #include "sparse_image.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)

@@ -14,7 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "0-base/handle.h"
+#include "0-base/ondisk.h"
+#include "1-image/dev.h"
+#include "2-volume/part.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 #define MAXP 64

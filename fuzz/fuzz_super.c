@@ -20,7 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "0-base/csum.h"
+#include "0-base/cursor.h"
+#include "0-base/handle.h"
+#include "0-base/ondisk.h"
+#include "3-btrfs/super.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

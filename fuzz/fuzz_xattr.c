@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "0-base/csum.h"
+#include "0-base/err.h"
+#include "0-base/key.h"
+#include "0-base/ondisk.h"
+#include "3-btrfs/check.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

@@ -22,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "0-base/csum.h"
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "0-base/ondisk.h"
 
 #define SPARSE_MAX_RECORDS 4096
 

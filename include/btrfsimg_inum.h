@@ -21,9 +21,6 @@ extern "C" {
 /* ------------------------------------------------------------------ */
 /** @name Inode-number schemes (the 2021 proposals; pure functions) */
 
-/** swab64: byte-reverse a 64-bit value. */
-BTRFSIMG_API uint64_t bi_swab64(uint64_t v);
-
 /**
  * inumbits overlay of a subvolume: 0 if @p inumbits is 0 or @p subvol is 5,
  * else swab64(subvol) >> (64 - inumbits). @p inumbits is 0 or 32..64;

@@ -27,7 +27,17 @@
 #include <isa-l/erasure_code.h>
 #include <isa-l/raid.h>
 
-#include "internal.h"
+#include "0-base/csum.h"
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "0-base/handle.h"
+#include "0-base/ondisk.h"
+#include "1-image/dev.h"
+#include "3-btrfs/check.h"
+#include "3-btrfs/chunk.h"
+#include "3-btrfs/open.h"
+#include "3-btrfs/raid.h"
+#include "3-btrfs/tree.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)
@@ -1621,7 +1631,7 @@ static int load_tree(struct leafb *l, uint64_t incompat, struct logbuf *lb,
 	memcpy(fs->devs[0].dev_uuid, u, 16);
 	int rc = bi_chunk_load_sys_array(fs);
 	if (rc == 0)
-		rc = bi_chunk_load_tree(fs);
+		rc = bi_load_chunk_tree(fs);
 	*out = fs;
 	return rc;
 }

@@ -25,7 +25,10 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "5-analysis/collide.h"
+#include "5-analysis/schemes.h"
 #include "collide_brute.h"
 
 /* ------------------------------ helpers ------------------------------ */

@@ -27,7 +27,10 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "internal.h"
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "0-base/ondisk.h"
+#include "4-files/compress.h"
 
 static struct bi_zctx *zc;
 static char why[256];

@@ -20,7 +20,11 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "btrfsimg.h"
+#include "0-base/csum.h"
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "0-base/ondisk.h"
 
 static void unhex(const char *hex, uint8_t *out, size_t n)
 {

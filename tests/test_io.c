@@ -27,7 +27,12 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "internal.h"
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "0-base/handle.h"
+#include "0-base/ondisk.h"
+#include "1-image/dev.h"
+#include "2-volume/part.h"
 
 #define MAXP 16
 #define MAGIC_AT (SB_PRIMARY_OFFSET + SB_MAGIC_OFF)

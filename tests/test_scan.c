@@ -18,7 +18,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "internal.h"
+#include "0-base/handle.h"
+#include "0-base/key.h"
+#include "0-base/ondisk.h"
+#include "3-btrfs/root.h"
+#include "3-btrfs/tree.h"
+#include "5-analysis/scan.h"
 #include "unpack.h"
 
 struct ids {

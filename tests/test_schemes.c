@@ -14,7 +14,8 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "5-analysis/collide.h"
+#include "5-analysis/schemes.h"
 
 static void test_swab64(void **state)
 {

@@ -17,7 +17,16 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "internal.h"
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "0-base/handle.h"
+#include "0-base/key.h"
+#include "0-base/ondisk.h"
+#include "1-image/dev.h"
+#include "3-btrfs/check.h"
+#include "3-btrfs/chunk.h"
+#include "3-btrfs/root.h"
+#include "3-btrfs/tree.h"
 #include "unpack.h"
 
 #define NS 4096u

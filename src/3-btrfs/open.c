@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The btrfs core's open sequence, bottom up: locate every device (the
+ * image itself or a partition: 2-volume/part.c), read the superblocks and
+ * match devices (super.c), bootstrap the chunk map from the
+ * sys_chunk_array, read the chunk tree through it (chunk.c, tree.c), then
+ * check that the root tree is readable. Each step leaves a message on
+ * failure. The file layer adds log replay on top (4-files/fs.c).
+ *
+ * The chunk tree is read here, above both the chunk map and the tree
+ * reader, so that neither of them calls the other's loader: the map is
+ * filled from below (bi_chunk_add) while tree.c reads through it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "3-btrfs/open.h"
+
+#include "0-base/err.h"
+#include "0-base/handle.h"
+#include "1-image/dev.h"
+#include "0-base/key.h"
+#include "0-base/ondisk.h"
+#include "2-volume/part.h"
+#include "3-btrfs/check.h"
+#include "3-btrfs/chunk.h"
+#include "3-btrfs/super.h"
+#include "3-btrfs/tree.h"
+
+#define DEFAULT_CACHE_BYTES (64ull << 20)
+
+typedef unsigned long long ull;
+
+int bi_load_chunk_tree(struct btrfsimg_fs *fs)
+{
+	/* the kernel takes every CHUNK_ITEM, whatever its objectid */
+	bi_key min = { 0, 0, 0 }, max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	int rc = bi_iter_start(fs, &it, &fs->chunk_tree, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
+		if (item.key.type != KT_CHUNK_ITEM) {
+			rc = 0;
+			continue;
+		}
+		char where[96];
+		snprintf(where, sizeof(where), "chunk tree leaf: block=%llu slot=%u",
+			 (ull)item.block, item.slot);
+		rc = bi_chunk_add(fs, item.data, item.size, item.key.offset, where);
+	}
+	bi_iter_end(&it);
+	if (rc < 0)
+		return rc;
+	bi_chunk_map_report_degraded(fs);
+	return 0;
+}
+
+static int open_locate_devices(struct btrfsimg_fs *fs)
+{
+	if (fs->ndevs == 0)
+		return bi_err(fs, -EINVAL, "no device image given");
+	for (size_t i = 0; i < fs->ndevs; i++) {
+		int rc = bi_dev_locate(fs, &fs->devs[i]);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int open_chunks(struct btrfsimg_fs *fs)
+{
+	fs->chunks = bi_chunk_map_new();
+	fs->cache = bi_cache_new(fs->opts.cache_bytes ? fs->opts.cache_bytes
+						      : DEFAULT_CACHE_BYTES);
+	if (!fs->chunks || !fs->cache)
+		return bi_err(fs, -ENOMEM, "out of memory creating the chunk map");
+	int rc = bi_chunk_load_sys_array(fs);
+	if (rc < 0)
+		return rc;
+	return bi_load_chunk_tree(fs);
+}
+
+static int open_root_tree(struct btrfsimg_fs *fs)
+{
+	struct bi_expect e = { .owner = OBJ_ROOT_TREE,
+			       .generation = fs->root_tree.generation,
+			       .level = fs->root_tree.level };
+	struct bi_block *b;
+	int rc = bi_block_read(fs, fs->root_tree.bytenr, &e, &b);
+	if (rc < 0)
+		return rc;
+	bi_block_put(fs, b);
+	return 0;
+}
+
+int bi_core_open(struct btrfsimg_fs *fs)
+{
+	int rc = open_locate_devices(fs);
+	if (rc == 0)
+		rc = bi_super_load(fs);
+	if (rc < 0)
+		return rc;
+	fs->root_tree = (struct bi_root){ OBJ_ROOT_TREE, fs->sb.info.root, fs->sb.info.generation,
+					  fs->sb.info.root_level };
+	fs->chunk_tree = (struct bi_root){ OBJ_CHUNK_TREE, fs->sb.info.chunk_root,
+					   fs->sb.chunk_root_generation,
+					   fs->sb.info.chunk_root_level };
+	rc = open_chunks(fs);
+	if (rc == 0)
+		rc = open_root_tree(fs);
+	return rc;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * File contents: extent pieces and open files.
+ */
+#ifndef BI_EXTENT_H
+#define BI_EXTENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "0-base/handle.h"
+#include "3-btrfs/check.h"
+
+/* A run of file bytes and where they come from. */
+struct bi_piece {
+	uint64_t pos, len;	/* file range */
+	enum bi_extent_kind kind;
+	uint64_t src;		/* DISK: logical address; INLINE / COMPRESSED: index
+				   into the decoded data (ram_bytes long) */
+};
+
+/* The pieces of [pos, end) that extent @e serves, given that the inode's
+ * next EXTENT_DATA item starts at @next (UINT64_MAX if none): first the gap
+ * [pos, e->file_offset) as zeros, then e's bytes up to min(e->end, @next)
+ * (an item is cut where the next begins: the later key wins, as the
+ * kernel's lookup takes the last item at or before an offset), inline
+ * bytes past ram_bytes as zeros. Writes at most 3 pieces, contiguous from
+ * @pos; returns how many. Pure. */
+size_t bi_extent_pieces(const struct bi_extent *e, uint64_t next, uint64_t pos, uint64_t end,
+			struct bi_piece out[3]);
+
+/* An open regular file: random-access reads that keep their place in the
+ * extent items, the checksum item in use and the last decompressed extent,
+ * so sequential reads cost one tree walk, not one search per call. */
+struct bi_file;
+/* Open inode @ino of subvolume @subvol (not a directory: -EINVAL).
+ * *out is released with bi_file_close(). */
+int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct bi_file **out);
+void bi_file_close(struct bi_file *f);
+/* i_size of the open file. */
+uint64_t bi_file_size(const struct bi_file *f);
+/* Read like btrfsimg_file_read: *got < len only at end of file. */
+int bi_file_pread(struct bi_file *f, uint64_t offset, void *buf, size_t len, size_t *got);
+
+/* Called with consecutive chunks (at most 1 MiB each) of a file; @offset is
+ * the file offset of @data. Return 0 to go on, > 0 to stop, < 0 to fail. */
+typedef int (*bi_data_fn)(void *ctx, uint64_t offset, const uint8_t *data, size_t len);
+/* Stream [offset, min(offset + len, i_size)) of a file through @fn (for
+ * cat and hashing). Returns 0, @fn's positive value, or a negative errno. */
+int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64_t offset,
+		   uint64_t len, bi_data_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inodes of a subvolume, read through the checker.
+ */
+#ifndef BI_INODE_H
+#define BI_INODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "0-base/handle.h"
+
+/* Read INODE_ITEM (subvol, objectid) through bi_inode_parse. -ENOENT with
+ * a message if absent. */
+int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t objectid,
+		  struct btrfsimg_inode *out);
+
+#endif

@@ -1,0 +1,1066 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Exact collision counting of presented inode numbers over an abstract set
+ * of inodes, without expanding shared sets.
+ *
+ * Model. Subvolume s holds objectids S_s (base + add - del) and presents
+ * a as P_s(a) = a ^ c_s, except a == c_s which presents c_s (c_s: 0, the
+ * inumbits overlay or the nfsd uniquifier). Extras (stubs) present a fixed
+ * number. A group is a presented number held by >= 2 inodes of one device.
+ *
+ * Signed pieces. Everything a device presents is a sum of pieces (sorted
+ * slice A, constant c, weight m): the multiset { a ^ c : a in A }, m times.
+ * A subvolume gives base(+1), add(+1), del(-1); the exception a == c_s
+ * gives {0}(-1) and {c_s}(+1); an extra gives {ino}(+1). Pieces with the
+ * same slice and constant merge first: k snapshots sharing a tree under one
+ * constant are one piece of weight k.
+ *
+ * XOR trie over the value bits, high to low. At the node for bit b (values
+ * lo .. lo + 2^(b+1) - 1) every piece's elements share the bits above b, so
+ * a slice splits at bit b with one binary search:
+ *
+ *      slice (bit b of a):  [ 0 0 0 0 | 1 1 1 ]
+ *      value bit b = a_b ^ c_b  ->  child c_b  |  child !c_b
+ *
+ * What makes it fast:
+ *  - levels where every image sits on one side are jumped over at once;
+ *    pieces whose constants differ above their sets' top bit part at the
+ *    first differing bit (the bit-range argument, made exact and local);
+ *  - a slice holding all 2^(b+1) objectids of its prefix (dense objectid
+ *    ranges) covers the whole node: it is folded into the node's base
+ *    weight, and a node whose base (minus any deletions) is >= 2 is all
+ *    groups, counted in O(pieces);
+ *  - one piece alone: its values are groups iff base + m >= 2;
+ *  - pieces that all come from one subvolume (its base, deltas and the
+ *    exception) present each value at most once: no groups, settled at
+ *    once. Snapshots stored as deltas of one base are cut apart by their
+ *    constants' high bits, then stop: their deltas cost only the levels
+ *    they share with other subvolumes;
+ *  - small nodes, or nodes of very short slices, are listed and sorted (or
+ *    tallied in a table when they fill the node).
+ *
+ * Cost, with P pieces after merging and n the longest slice: O(P log P) to
+ * merge, then each piece is touched at most once per trie level it shares
+ * with another (<= 64), O(64 P log n); deltas cost O(64 |delta| log n) at
+ * worst (one constant for all: nfsd), as the base is cut only along their
+ * paths, and far less when constants differ; dense shared ranges cost O(64)
+ * per range boundary. Images that genuinely interleave cost O(T log T) in
+ * small sorted batches for the T interleaved elements (every one may be a
+ * group of its own). Memory: O(P) plus the DFS piece stack, <= 64 P.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btrfsimg_inum.h"
+#include "5-analysis/collide.h"
+
+#include "0-base/cursor.h"
+#include "0-base/err.h"
+#include "5-analysis/schemes.h"
+
+#define MAT_MAX 256
+#define MAT_SHORT 8		/* average slice length worth splitting */
+#define DEFAULT_MEMBERS 16
+#define ULL(v) ((unsigned long long)(v))
+
+static const uint64_t zero_value;	/* the image of the exception a == c */
+
+/* Whose elements a piece holds: a subvolume's index, or OWNER_MIXED for
+ * extras, for a subvolume that may present a value twice (subvol_owner) and
+ * once pieces of two owners merged. One owner presents each value at most
+ * once (see single_owner). */
+#define OWNER_MIXED UINT32_MAX
+#define OWNER_NONE (UINT32_MAX - 1)
+
+struct piece {
+	const uint64_t *v;
+	size_t n;
+	uint64_t c;
+	int64_t m;
+	uint32_t owner;
+};
+
+struct vm {
+	uint64_t v;
+	int64_t m;
+};
+
+/* One device's counting pass. */
+struct run {
+	struct piece *stack;		/* DFS piece stack; indices, it may move */
+	size_t used, cap;
+	uint64_t dev;
+	uint64_t groups, inodes;
+	struct btrfsimg_collide_group *ex;	/* the result's example array */
+	size_t *nex, maxex;
+	struct vm *mat;			/* materialise scratch */
+	size_t matcap;
+};
+
+static void set_err(char *err, size_t len, const char *fmt, ...) BI_PRINTF(3, 4);
+static void set_err(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a)
+{
+	if (bi_idset_has(s->add, a))
+		return true;
+	return bi_idset_has(s->base, a) && !bi_idset_has(s->del, a);
+}
+
+uint64_t bi_scheme_const(const struct btrfsimg_scheme *s, uint64_t subvol)
+{
+	if (s->uniquifier)
+		return btrfsimg_uniquifier(subvol);
+	return btrfsimg_inumbits_overlay(subvol, s->inumbits);
+}
+
+/* Device of subvols[i] (extras: see btrfsimg_collide_extra). */
+static uint64_t subvol_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_collide_subvol *v,
+			   size_t i)
+{
+	if (s->numdevs == BTRFSIMG_NUMDEVS_2)
+		return v->parity;
+	if (s->numdevs == BTRFSIMG_NUMDEVS_MANY)
+		return (uint64_t)i + 1;
+	return 0;
+}
+
+static uint64_t extra_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_collide_extra *e)
+{
+	return s->numdevs == BTRFSIMG_NUMDEVS_2 ? e->parity : 0;
+}
+
+/* ---------------------------- the trie ---------------------------- */
+
+static int stack_reserve(struct run *r, size_t more)
+{
+	if (r->stack && more <= r->cap - r->used)
+		return 0;
+	size_t cap = r->cap ? r->cap : 64;
+	while (cap - r->used < more) {
+		if (cap > SIZE_MAX / 2 / sizeof(struct piece))
+			return -ENOMEM;
+		cap *= 2;
+	}
+	struct piece *p = realloc(r->stack, cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	r->stack = p;
+	r->cap = cap;
+	return 0;
+}
+
+static bool want_examples(const struct run *r)
+{
+	return *r->nex < r->maxex;
+}
+
+static void example(struct run *r, uint64_t value, int64_t m)
+{
+	if (want_examples(r)) {
+		struct btrfsimg_collide_group *g = &r->ex[(*r->nex)++];
+		g->device = r->dev;
+		g->ino = value;
+		g->size = (uint64_t)m;
+	}
+}
+
+static void record(struct run *r, uint64_t value, int64_t m)
+{
+	if (m < 2)
+		return;
+	r->groups++;
+	r->inodes += (uint64_t)m;
+	example(r, value, m);
+}
+
+static void vm_swap(struct vm *a, struct vm *b)
+{
+	struct vm t = *a;
+	*a = *b;
+	*b = t;
+}
+
+/* Sort by value: quicksort with a median-of-three pivot, recursing into
+ * the smaller side (depth <= log2 n), insertion sort for short runs.
+ * qsort's indirect comparisons cost more than the whole trie. */
+static void sort_vm(struct vm *a, size_t n)
+{
+	while (n > 16) {
+		size_t mid = n / 2, i = 0, j = n - 1;
+		if (a[mid].v < a[0].v)
+			vm_swap(&a[mid], &a[0]);
+		if (a[n - 1].v < a[0].v)
+			vm_swap(&a[n - 1], &a[0]);
+		if (a[n - 1].v < a[mid].v)
+			vm_swap(&a[n - 1], &a[mid]);
+		uint64_t pivot = a[mid].v;
+		for (;;) {		/* Hoare partition */
+			while (a[i].v < pivot)
+				i++;
+			while (a[j].v > pivot)
+				j--;
+			if (i >= j)
+				break;
+			vm_swap(&a[i++], &a[j--]);
+		}
+		size_t left = j + 1;	/* [0, left) <= pivot <= [left, n) */
+		if (left < n - left) {
+			sort_vm(a, left);
+			a += left;
+			n -= left;
+		} else {
+			sort_vm(a + left, n - left);
+			n = left;
+		}
+	}
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && a[j].v < a[j - 1].v; j--)
+			vm_swap(&a[j], &a[j - 1]);
+}
+
+/*
+ * A trie node: the values lo .. lo + 2^(b+1) - 1. Pieces whose slice
+ * covers all of them (positive weight, 2^(b+1) elements: dense objectid
+ * ranges) are folded into @base, the inodes every value of the node holds.
+ */
+struct nd {
+	int b;
+	uint64_t lo;
+	int64_t base;
+	uint32_t base_owner;	/* of the pieces folded into base (OWNER_NONE: none) */
+};
+
+static uint32_t owner_join(uint32_t a, uint32_t b)
+{
+	return a == OWNER_NONE ? b : b == OWNER_NONE || a == b ? a : OWNER_MIXED;
+}
+
+static int mat_reserve(struct run *r, size_t n)
+{
+	if (n > r->matcap) {
+		if (n > SIZE_MAX / sizeof(*r->mat))
+			return -ENOMEM;
+		struct vm *m = realloc(r->mat, n * sizeof(*m));
+		if (!m)
+			return -ENOMEM;
+		r->mat = m;
+		r->matcap = n;
+	}
+	return 0;
+}
+
+/* Dense node: weights summed in a table indexed by value - lo. */
+static void tally(struct run *r, const struct piece *p, size_t np, const struct nd *d)
+{
+	size_t size = (size_t)1 << (d->b + 1);
+
+	for (size_t i = 0; i < size; i++)
+		r->mat[i].m = 0;
+	for (size_t i = 0; i < np; i++)
+		for (size_t j = 0; j < p[i].n; j++)
+			r->mat[(p[i].v[j] ^ p[i].c) - d->lo].m += p[i].m;
+	for (size_t i = 0; i < size; i++)
+		if (r->mat[i].m)
+			record(r, d->lo + i, r->mat[i].m + d->base);
+}
+
+/* Few elements left, or pieces so short that splitting them costs more
+ * than sorting (base <= 1, so uncovered values are no groups): list them,
+ * sort (or tally, when they fill much of the node), sum equal values. */
+static int materialise(struct run *r, const struct piece *p, size_t np, size_t total,
+		       const struct nd *d)
+{
+	size_t k = 0;
+	bool dense = d->b < 40 && ((size_t)1 << (d->b + 1)) <= 2 * total;
+	int rc = mat_reserve(r, dense ? (size_t)1 << (d->b + 1) : total);
+
+	if (rc)
+		return rc;
+	if (dense) {
+		tally(r, p, np, d);
+		return 0;
+	}
+	for (size_t i = 0; i < np; i++)
+		for (size_t j = 0; j < p[i].n; j++)
+			r->mat[k++] = (struct vm){ p[i].v[j] ^ p[i].c, p[i].m };
+	sort_vm(r->mat, k);
+	for (size_t i = 0; i < k;) {
+		int64_t m = d->base;
+		size_t j = i;
+		for (; j < k && r->mat[j].v == r->mat[i].v; j++)
+			m += r->mat[j].m;
+		record(r, r->mat[i].v, m);
+		i = j;
+	}
+	return 0;
+}
+
+/* Index of the first element >= x (or with bit b set, see split_at). */
+static size_t lower(const uint64_t *v, size_t n, uint64_t x)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+bool bi_idset_has(const struct btrfsimg_idset *s, uint64_t x)
+{
+	size_t k = s ? lower(s->v, s->n, x) : 0;
+	return s && k < s->n && s->v[k] == x;
+}
+
+/* First index whose bit b is set: the slice shares the bits above b, so
+ * bit b reads 0...0 1...1 along it. */
+static size_t split_at(const struct piece *p, int b)
+{
+	uint64_t bit = 1ull << b;
+	return lower(p->v, p->n, (p->v[0] & ~(bit - 1) & ~bit) | bit);
+}
+
+/*
+ * Jump over the levels where nothing splits: when every piece's first and
+ * last images agree above bit b', so do all images, and the levels above
+ * b' each send everything to one child. (A piece covering a skipped level
+ * would differ there, so no fold into base is missed.)
+ */
+static void skip_levels(const struct piece *p, size_t np, struct nd *d)
+{
+	uint64_t x0, diff = 0;
+
+	/* with base >= 2 the skipped siblings would be groups */
+	if (!np || d->b < 0 || d->base >= 2)
+		return;
+	x0 = p[0].v[0] ^ p[0].c;
+	for (size_t i = 0; i < np; i++)
+		diff |= (p[i].v[0] ^ p[i].c ^ x0) | (p[i].v[p[i].n - 1] ^ p[i].c ^ x0);
+	int b = diff ? 63 - __builtin_clzll(diff) : -1;
+	if (b >= d->b)
+		return;
+	d->b = b;
+	d->lo = b < 0 ? x0 : x0 & ~((2ull << b) - 1);
+}
+
+/* Fold the pieces covering the whole node into its base. */
+static size_t absorb_full(struct piece *p, size_t np, struct nd *d)
+{
+	size_t k = 0;
+
+	if (d->b >= 62)
+		return np;
+	for (size_t i = 0; i < np; i++) {
+		if (p[i].m > 0 && p[i].n == (size_t)1 << (d->b + 1)) {
+			d->base += p[i].m;
+			d->base_owner = owner_join(d->base_owner, p[i].owner);
+		} else {
+			p[k++] = p[i];
+		}
+	}
+	return k;
+}
+
+/* Every value of the node holds >= 2 inodes: count them all; examples are
+ * the first values, each weighed by the pieces that hold it. */
+static void bulk(struct run *r, const struct piece *p, size_t np, const struct nd *d)
+{
+	uint64_t size = 1ull << (d->b + 1);
+
+	r->groups += size;
+	r->inodes += (uint64_t)d->base * size;
+	for (size_t i = 0; i < np; i++)
+		r->inodes += (uint64_t)((int64_t)p[i].n * p[i].m);
+	for (uint64_t v = d->lo; want_examples(r) && v - d->lo < size; v++) {
+		int64_t m = d->base;
+		for (size_t i = 0; i < np; i++) {
+			size_t k = lower(p[i].v, p[i].n, v ^ p[i].c);
+			m += k < p[i].n && p[i].v[k] == (v ^ p[i].c) ? p[i].m : 0;
+		}
+		example(r, v, m);
+	}
+}
+
+/* Everything in the node comes from one owner, which presents each value
+ * at most once: no groups here, however its deltas cut the base. */
+static bool single_owner(const struct piece *p, size_t np, const struct nd *d)
+{
+	uint32_t o = d->base ? d->base_owner : OWNER_NONE;
+	for (size_t i = 0; i < np; i++)
+		o = owner_join(o, p[i].owner);
+	return o != OWNER_MIXED && o != OWNER_NONE;
+}
+
+/* A node that needs no split: 1 if it was settled, 0 if not, or -ENOMEM. */
+static int settle(struct run *r, const struct piece *p, size_t np, const struct nd *d)
+{
+	int64_t neg = 0;
+	size_t total = 0;
+
+	if (single_owner(p, np, d))
+		return true;
+
+	for (size_t i = 0; i < np; i++) {
+		neg += p[i].m < 0 ? p[i].m : 0;
+		total += p[i].n;
+	}
+	if (d->base + neg >= 2) {
+		bulk(r, p, np, d);
+		return true;
+	}
+	if (np == 0)
+		return true;	/* every value holds base <= 1 */
+	if (np == 1 && (!want_examples(r) || (d->base + p->m < 2 && d->base < 2))) {
+		/* covered values hold base + m, the others base (then m < 0) */
+		if (d->base + p->m >= 2) {
+			r->groups += p->n;
+			r->inodes += (uint64_t)((int64_t)p->n * (d->base + p->m));
+		}
+		if (d->base >= 2) {
+			uint64_t rest = (1ull << (d->b + 1)) - p->n;
+			r->groups += rest;
+			r->inodes += rest * (uint64_t)d->base;
+		}
+		return true;
+	}
+	if (d->b < 0) {		/* one value; every piece holds it once */
+		int64_t m = d->base;
+		for (size_t i = 0; i < np; i++)
+			m += p[i].m;
+		record(r, d->lo, m);
+		return true;
+	}
+	if (d->base <= 1 && (total <= MAT_MAX || total <= MAT_SHORT * np)) {
+		int rc = materialise(r, p, np, total, d);
+		return rc ? rc : 1;
+	}
+	return 0;
+}
+
+/*
+ * Pieces stack[first, first+np) at node @d. Child 0 (value bit 0) is pushed
+ * on the stack and counted first, so groups come out in value order; child
+ * 1 is compacted in place and handled by the loop.
+ */
+static int node(struct run *r, size_t first, size_t np, struct nd d)
+{
+	for (;; d.b--) {
+		skip_levels(r->stack + first, np, &d);
+		np = absorb_full(r->stack + first, np, &d);
+		int rc = settle(r, r->stack + first, np, &d);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		rc = stack_reserve(r, np);
+		if (rc)
+			return rc;
+		struct piece *p = r->stack + first, *c0 = r->stack + r->used;
+		size_t n0 = 0, n1 = 0;
+		for (size_t i = 0; i < np; i++) {
+			struct piece q = p[i];
+			size_t k = split_at(&q, d.b);
+			bool flip = (q.c >> d.b) & 1;
+			/* low part: value bit = c_b; high part: !c_b */
+			struct piece lo = { q.v, k, q.c, q.m, q.owner };
+			struct piece hi = { q.v + k, q.n - k, q.c, q.m, q.owner };
+			struct piece *to0 = flip ? &hi : &lo, *to1 = flip ? &lo : &hi;
+			if (to0->n)
+				c0[n0++] = *to0;
+			if (to1->n)
+				p[n1++] = *to1;
+		}
+		r->used += n0;
+		rc = node(r, r->used - n0, n0, (struct nd){ d.b - 1, d.lo, d.base, d.base_owner });
+		r->used -= n0;
+		if (rc)
+			return rc;
+		d.lo |= 1ull << d.b;
+		np = n1;
+	}
+}
+
+/* Count every group of the pieces on the stack (one device). */
+static int count_pieces(struct run *r, size_t np)
+{
+	return node(r, 0, np, (struct nd){ 63, 0, 0, OWNER_NONE });
+}
+
+static int piece_cmp(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+	if (x->v != y->v)
+		return (uintptr_t)x->v < (uintptr_t)y->v ? -1 : 1;
+	if (x->n != y->n)
+		return x->n < y->n ? -1 : 1;
+	return x->c < y->c ? -1 : x->c > y->c;
+}
+
+/* Merge pieces with the same slice and constant; drop weight 0. */
+static size_t merge_pieces(struct piece *p, size_t np)
+{
+	size_t k = 0;
+
+	qsort(p, np, sizeof(*p), piece_cmp);
+	for (size_t i = 0; i < np; i++) {
+		if (k && piece_cmp(&p[k - 1], &p[i]) == 0) {
+			p[k - 1].m += p[i].m;
+			p[k - 1].owner = owner_join(p[k - 1].owner, p[i].owner);
+		} else {
+			p[k++] = p[i];
+		}
+		if (k && p[k - 1].m == 0 && (i + 1 == np || piece_cmp(&p[k - 1], &p[i + 1])))
+			k--;
+	}
+	return k;
+}
+
+/* ------------------------- one device, one scheme ------------------------- */
+
+/* What one scheme run shares between devices. */
+struct ctx {
+	const struct btrfsimg_collide_input *in;
+	const struct btrfsimg_scheme *s;
+	uint64_t *c;			/* per-subvolume constant */
+	size_t *order;			/* subvolume indices grouped by device */
+	size_t max_members;
+	struct btrfsimg_collide_result *out;
+	struct run run;
+	struct piece *pieces;		/* root pieces of the current device */
+};
+
+static void add_piece(struct piece *p, size_t *np, const struct btrfsimg_idset *set,
+		      uint64_t c, int64_t m, uint32_t owner)
+{
+	if (set && set->n)
+		p[(*np)++] = (struct piece){ set->v, set->n, c, m, owner };
+}
+
+static void add_value(struct piece *p, size_t *np, const uint64_t *v, int64_t m,
+		      uint32_t owner)
+{
+	p[(*np)++] = (struct piece){ v, 1, 0, m, owner };
+}
+
+/* Subvolume i's owner tag. Its base + add - del is a set and a ^ c is one
+ * to one, so it presents each value once; except that with both 0 and c
+ * in the set, 0 presents 0 ^ c = c and so does c: then it is left mixed. */
+static uint32_t subvol_owner(const struct btrfsimg_collide_subvol *v, uint64_t c, size_t i)
+{
+	if (i >= OWNER_NONE || (c && bi_collide_subvol_has(v, 0) && bi_collide_subvol_has(v, c)))
+		return OWNER_MIXED;
+	return (uint32_t)i;
+}
+
+/* Root pieces of subvolumes order[lo, hi) and of the extras on @dev. */
+static size_t device_pieces(struct ctx *x, size_t lo, size_t hi, uint64_t dev, bool extras)
+{
+	size_t np = 0;
+
+	for (size_t k = lo; k < hi; k++) {
+		size_t i = x->order[k];
+		const struct btrfsimg_collide_subvol *v = &x->in->subvols[i];
+		uint64_t c = x->c[i];
+		uint32_t o = subvol_owner(v, c, i);
+		add_piece(x->pieces, &np, v->base, c, 1, o);
+		add_piece(x->pieces, &np, v->add, c, 1, o);
+		add_piece(x->pieces, &np, v->del, c, -1, o);
+		if (c && bi_collide_subvol_has(v, c)) {
+			/* a == c presents c, not c ^ c = 0 */
+			add_value(x->pieces, &np, &zero_value, -1, o);
+			add_value(x->pieces, &np, &x->c[i], 1, o);
+		}
+	}
+	for (size_t i = 0; extras && i < x->in->nextras; i++)
+		if (extra_dev(x->s, &x->in->extras[i]) == dev)
+			add_value(x->pieces, &np, &x->in->extras[i].ino, 1, OWNER_MIXED);
+	return merge_pieces(x->pieces, np);
+}
+
+static int add_member(struct ctx *x, struct btrfsimg_collide_group *g, uint64_t subvol,
+		      uint64_t obj, bool extra, size_t extra_index)
+{
+	if (!g->members) {
+		size_t n = g->size < x->max_members ? (size_t)g->size : x->max_members;
+		g->members = calloc(n ? n : 1, sizeof(*g->members));
+		if (!g->members)
+			return -ENOMEM;
+	}
+	if (g->nmembers < x->max_members)
+		g->members[g->nmembers++] = (struct btrfsimg_collide_member){ subvol, obj, extra,
+									  extra_index };
+	return 0;
+}
+
+/* Fill the members of example @g by asking each inode of its device. */
+static int fill_members(struct ctx *x, struct btrfsimg_collide_group *g, size_t lo, size_t hi,
+			bool extras)
+{
+	int rc = 0;
+
+	for (size_t k = lo; k < hi && !rc; k++) {
+		size_t i = x->order[k];
+		const struct btrfsimg_collide_subvol *v = &x->in->subvols[i];
+		uint64_t c = x->c[i], a = g->ino ^ c;
+		/* a = ino ^ c presents ino unless a == c (ino == 0) */
+		if ((c == 0 || a != c) && bi_collide_subvol_has(v, a))
+			rc = add_member(x, g, v->id, a, false, 0);
+		if (!rc && c && g->ino == c && bi_collide_subvol_has(v, c))
+			rc = add_member(x, g, v->id, c, false, 0);
+	}
+	for (size_t i = 0; extras && !rc && i < x->in->nextras; i++) {
+		const struct btrfsimg_collide_extra *e = &x->in->extras[i];
+		if (extra_dev(x->s, e) == g->device && e->ino == g->ino)
+			rc = add_member(x, g, e->subvol, e->ino, true, i);
+	}
+	return rc;
+}
+
+/* Count device @dev: subvolumes order[lo, hi), extras if @extras. */
+static int count_device(struct ctx *x, size_t lo, size_t hi, uint64_t dev, bool extras)
+{
+	size_t np = device_pieces(x, lo, hi, dev, extras), ex0 = x->out->nexamples;
+	struct run *r = &x->run;
+
+	r->dev = dev;
+	r->used = 0;
+	int rc = stack_reserve(r, np);
+	if (rc)
+		return rc;
+	if (np)
+		memcpy(r->stack, x->pieces, np * sizeof(*r->stack));
+	r->used = np;
+	rc = count_pieces(r, np);
+	for (size_t i = ex0; !rc && i < x->out->nexamples; i++)
+		rc = fill_members(x, &x->out->examples[i], lo, hi, extras);
+	return rc;
+}
+
+/* Group subvolume indices by device (parity 0 first under numdevs=2),
+ * keeping input order within one; returns where device 1 starts. */
+static size_t order_by_device(struct ctx *x)
+{
+	size_t n = x->in->nsubvols, k = 0, split = n;
+
+	for (unsigned p = 0; p < 2; p++) {
+		if (p == 1)
+			split = k;
+		for (size_t i = 0; i < n; i++)
+			if (x->s->numdevs != BTRFSIMG_NUMDEVS_2 ? p == 0
+							       : x->in->subvols[i].parity == p)
+				x->order[k++] = i;
+	}
+	return split;
+}
+
+static int count_all(struct ctx *x)
+{
+	size_t n = x->in->nsubvols, split = order_by_device(x);
+	int rc;
+
+	if (x->s->numdevs == BTRFSIMG_NUMDEVS_MANY) {
+		/* the superblock's device holds only the extras */
+		rc = count_device(x, 0, 0, 0, true);
+		for (size_t i = 0; !rc && i < n; i++)
+			rc = count_device(x, i, i + 1, (uint64_t)i + 1, false);
+		return rc;
+	}
+	rc = count_device(x, 0, split, 0, true);
+	if (!rc && x->s->numdevs == BTRFSIMG_NUMDEVS_2)
+		rc = count_device(x, split, n, 1, true);
+	return rc;
+}
+
+/* ----------------------------- headroom ----------------------------- */
+
+/* Constant tables of the current scheme: subvolumes and extras. */
+static int constants(struct ctx *x, struct bi_subvol_const **t, struct bi_subvol_const **fx)
+{
+	size_t n = x->in->nsubvols, ne = x->in->nextras;
+
+	*t = calloc(n + 1, sizeof(**t));
+	*fx = calloc(ne + 1, sizeof(**fx));
+	if (!*t || !*fx)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		(*t)[i] = (struct bi_subvol_const){ subvol_dev(x->s, &x->in->subvols[i], i),
+		 x->c[i],
+					      x->in->subvols[i].id };
+	for (size_t i = 0; i < ne; i++)
+		(*fx)[i] = (struct bi_subvol_const){ extra_dev(x->s, &x->in->extras[i]),
+					       x->in->extras[i].ino, x->in->extras[i].subvol };
+	return 0;
+}
+
+static int headroom(struct ctx *x, const struct bi_collide_stats *st)
+{
+	struct bi_subvol_const *t = NULL, *fx = NULL;
+	int rc = constants(x, &t, &fx);
+
+	if (!rc)
+		bi_headroom(x->s, t, x->in->nsubvols, fx, x->in->nextras, st, x->out);
+	free(t);
+	free(fx);
+	return rc;
+}
+
+/* ----------------------------- validation ----------------------------- */
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int set_ok(const struct btrfsimg_idset *s, const char *what, uint64_t id, char *err,
+		  size_t len)
+{
+	if (s && s->n && !s->v) {
+		set_err(err, len, "subvolume %llu: %s set has %zu entries and no array", ULL(id),
+			what, s->n);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Every distinct slice strictly increasing: each array is checked once. */
+static int slices_sorted(const struct btrfsimg_collide_input *in, char *err, size_t len)
+{
+	size_t n = 0, cap = in->nsubvols * 3;
+	struct piece *p = calloc(cap ? cap : 1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	for (size_t i = 0; i < in->nsubvols; i++) {
+		add_piece(p, &n, in->subvols[i].base, 0, 1, OWNER_MIXED);
+		add_piece(p, &n, in->subvols[i].add, 0, 1, OWNER_MIXED);
+		add_piece(p, &n, in->subvols[i].del, 0, 1, OWNER_MIXED);
+	}
+	qsort(p, n, sizeof(*p), piece_cmp);
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (i && p[i].v == p[i - 1].v && p[i].n == p[i - 1].n)
+			continue;
+		for (size_t j = 1; j < p[i].n && !rc; j++)
+			if (p[i].v[j] <= p[i].v[j - 1]) {
+				set_err(err, len, "objectid set not strictly increasing at index %zu: "
+					"have %llu after %llu", j, ULL(p[i].v[j]), ULL(p[i].v[j - 1]));
+				rc = -EINVAL;
+			}
+	}
+	free(p);
+	return rc;
+}
+
+static void stat_set(struct bi_collide_stats *st, const struct btrfsimg_idset *s)
+{
+	if (!s || !s->n)
+		return;
+	st->any = true;
+	if (s->v[0] < st->minobj)
+		st->minobj = s->v[0];
+	if (s->v[s->n - 1] > st->maxobj)
+		st->maxobj = s->v[s->n - 1];
+}
+
+/* add disjoint from base, del inside base; totals fit in 64 bits. */
+static int deltas_ok(const struct btrfsimg_collide_subvol *v, uint64_t *total, char *err,
+		     size_t len)
+{
+	for (size_t j = 0; v->add && j < v->add->n; j++)
+		if (bi_idset_has(v->base, v->add->v[j])) {
+			set_err(err, len, "subvolume %llu: added objectid %llu is already in the base",
+				ULL(v->id), ULL(v->add->v[j]));
+			return -EINVAL;
+		}
+	for (size_t j = 0; v->del && j < v->del->n; j++)
+		if (!bi_idset_has(v->base, v->del->v[j])) {
+			set_err(err, len, "subvolume %llu: deleted objectid %llu is not in the base",
+				ULL(v->id), ULL(v->del->v[j]));
+			return -EINVAL;
+		}
+	if (!bi_add_ok(*total, v->base ? v->base->n : 0, total) ||
+	    !bi_add_ok(*total, v->add ? v->add->n : 0, total)) {
+		set_err(err, len, "more than 2^64 inodes");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int subvols_ok(const struct btrfsimg_collide_input *in, struct bi_collide_stats *st,
+		      uint64_t *total,
+		      char *err, size_t len)
+{
+	for (size_t i = 0; i < in->nsubvols; i++) {
+		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
+		if (v->parity > 1) {
+			set_err(err, len, "subvolume %llu: parity %u, expected 0 or 1", ULL(v->id),
+				v->parity);
+			return -EINVAL;
+		}
+		int rc = set_ok(v->base, "base", v->id, err, len);
+		if (!rc)
+			rc = set_ok(v->add, "add", v->id, err, len);
+		if (!rc)
+			rc = set_ok(v->del, "del", v->id, err, len);
+		if (rc)
+			return rc;
+		if (v->id > st->maxid)
+			st->maxid = v->id;
+		stat_set(st, v->base);
+		stat_set(st, v->add);
+	}
+	int rc = slices_sorted(in, err, len);
+	for (size_t i = 0; !rc && i < in->nsubvols; i++)
+		rc = deltas_ok(&in->subvols[i], total, err, len);
+	return rc;
+}
+
+static int ids_unique(const struct btrfsimg_collide_input *in, char *err, size_t len)
+{
+	uint64_t *ids = calloc(in->nsubvols ? in->nsubvols : 1, sizeof(*ids));
+	int rc = 0;
+
+	if (!ids)
+		return -ENOMEM;
+	for (size_t i = 0; i < in->nsubvols; i++)
+		ids[i] = in->subvols[i].id;
+	qsort(ids, in->nsubvols, sizeof(*ids), u64_cmp);
+	for (size_t i = 1; i < in->nsubvols && !rc; i++)
+		if (ids[i] == ids[i - 1]) {
+			set_err(err, len, "subvolume %llu listed twice", ULL(ids[i]));
+			rc = -EINVAL;
+		}
+	free(ids);
+	return rc;
+}
+
+static int input_ok(const struct btrfsimg_collide_input *in, struct bi_collide_stats *st,
+		    char *err, size_t len)
+{
+	uint64_t total = 0;
+
+	*st = (struct bi_collide_stats){ 0, UINT64_MAX, 0, 0, false };
+	if (!in || (in->nsubvols && !in->subvols) || (in->nextras && !in->extras)) {
+		set_err(err, len, "no input, or a count without its array");
+		return -EINVAL;
+	}
+	if (in->nsubvols > SIZE_MAX / 8 / sizeof(struct piece)) {
+		set_err(err, len, "too many subvolumes: %zu", in->nsubvols);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < in->nextras; i++)
+		if (in->extras[i].parity > 1) {
+			set_err(err, len, "extra %zu (subvolume %llu): parity %u, expected 0 or 1", i,
+				ULL(in->extras[i].subvol), in->extras[i].parity);
+			return -EINVAL;
+		}
+	int rc = ids_unique(in, err, len);
+	if (!rc)
+		rc = subvols_ok(in, st, &total, err, len);
+	if (!rc && !bi_add_ok(total, in->nextras, &total)) {
+		set_err(err, len, "more than 2^64 inodes");
+		rc = -EINVAL;
+	}
+	st->total = total;
+	return rc;
+}
+
+static int scheme_ok(const struct btrfsimg_scheme *s, char *err, size_t len)
+{
+	if (!s || (s->inumbits && (s->inumbits < 32 || s->inumbits > 64)) ||
+	    (s->uniquifier && s->inumbits) || s->numdevs < 1 || s->numdevs > 3) {
+		set_err(err, len, "bad scheme: inumbits %u (0 or 32..64), uniquifier %d (needs "
+			"inumbits 0), numdevs %d (1, 2 or 3)", s ? s->inumbits : 0,
+			s ? s->uniquifier : 0, s ? s->numdevs : 0);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ------------------- the interface analyze.c uses ------------------- */
+
+static void ctx_free(struct ctx *x)
+{
+	free(x->c);
+	free(x->order);
+	free(x->pieces);
+	free(x->run.stack);
+	free(x->run.mat);
+}
+
+static int ctx_alloc(struct ctx *x, size_t n, size_t nextras, size_t maxex)
+{
+	if (n > SIZE_MAX / 8 / sizeof(struct piece) || nextras > SIZE_MAX / 8 / sizeof(struct piece))
+		return -ENOMEM;
+	x->c = calloc(n + 1, sizeof(*x->c));
+	x->order = calloc(n + 1, sizeof(*x->order));
+	x->pieces = calloc(5 * n + nextras + 1, sizeof(*x->pieces));
+	x->out->examples = calloc(maxex + 1, sizeof(*x->out->examples));
+	x->run.ex = x->out->examples;
+	x->run.nex = &x->out->nexamples;
+	x->run.maxex = maxex;
+	return x->c && x->order && x->pieces && x->out->examples ? 0 : -ENOMEM;
+}
+
+/* ----------------------------- public API ----------------------------- */
+
+int btrfsimg_scheme_name(const struct btrfsimg_scheme *s, char *buf, size_t len)
+{
+	static const char *const devs[] = { "", "1", "2", "many" };
+	const char *d = s && s->numdevs >= 1 && s->numdevs <= 3 ? devs[s->numdevs] : "?";
+
+	if (!s)
+		return snprintf(buf, len, "?");
+	if (s->uniquifier)
+		return snprintf(buf, len, "nfsd-uniquifier");
+	if (!s->inumbits && s->numdevs == BTRFSIMG_NUMDEVS_1)
+		return snprintf(buf, len, "nfsd");
+	if (!s->inumbits)
+		return snprintf(buf, len, "numdevs=%s", d);
+	return snprintf(buf, len, "inumbits=%u,numdevs=%s", s->inumbits, d);
+}
+
+void btrfsimg_collide_result_clear(struct btrfsimg_collide_result *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; r->examples && i < r->nexamples; i++)
+		free(r->examples[i].members);
+	free(r->examples);
+	r->examples = NULL;
+	r->nexamples = 0;
+}
+
+/* Count one scheme over validated input. */
+static int run_one(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
+		   const struct btrfsimg_collide_opts *o, const struct bi_collide_stats *st,
+		   struct btrfsimg_collide_result *out)
+{
+	size_t n = in->nsubvols, maxex = o ? o->max_examples : 0;
+	struct ctx x = { .in = in, .s = s, .out = out };
+	int rc = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	out->scheme = *s;
+	x.max_members = o && o->max_members ? o->max_members : DEFAULT_MEMBERS;
+	if (maxex > st->total / 2)	/* each group holds >= 2 inodes */
+		maxex = (size_t)(st->total / 2);
+	if (ctx_alloc(&x, n, in->nextras, maxex))
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		x.c[i] = bi_scheme_const(s, in->subvols[i].id);
+	rc = count_all(&x);
+	out->groups = x.run.groups;
+	out->inodes = x.run.inodes;
+	if (!rc)
+		rc = headroom(&x, st);
+out:
+	ctx_free(&x);
+	return rc;
+}
+
+int btrfsimg_collide(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
+		     const struct btrfsimg_collide_opts *o, struct btrfsimg_collide_result *out, char *err,
+		     size_t errlen)
+{
+	struct bi_collide_stats st;
+
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	int rc = scheme_ok(s, err, errlen);
+	if (!rc)
+		rc = input_ok(in, &st, err, errlen);
+	if (!rc)
+		rc = run_one(in, s, o, &st, out);
+	if (rc == -ENOMEM)
+		set_err(err, errlen, "out of memory counting collisions");
+	return rc;
+}
+
+void btrfsimg_collide_report_free(struct btrfsimg_collide_report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; r->results && i < r->nresults; i++)
+		btrfsimg_collide_result_clear(&r->results[i]);
+	free(r->results);
+	free(r);
+}
+
+/* The i-th scheme of a report (see btrfsimg_collide_report). */
+static struct btrfsimg_scheme report_scheme(size_t i)
+{
+	if (i == 0)
+		return (struct btrfsimg_scheme){ 0, false, BTRFSIMG_NUMDEVS_1 };
+	if (i == 1)
+		return (struct btrfsimg_scheme){ 0, true, BTRFSIMG_NUMDEVS_1 };
+	if (i < 2 + 33)
+		return (struct btrfsimg_scheme){ (unsigned)(32 + i - 2), false, BTRFSIMG_NUMDEVS_1 };
+	if (i < 2 + 66)
+		return (struct btrfsimg_scheme){ (unsigned)(32 + i - 35), false, BTRFSIMG_NUMDEVS_2 };
+	return (struct btrfsimg_scheme){ 0, false, BTRFSIMG_NUMDEVS_MANY };
+}
+
+static void summarise(struct btrfsimg_collide_report *r)
+{
+	for (size_t i = 2; i < 2 + 66; i++) {
+		const struct btrfsimg_collide_result *x = &r->results[i];
+		bool two = x->scheme.numdevs == BTRFSIMG_NUMDEVS_2;
+		unsigned *fr = two ? &r->min_free_n2 : &r->min_free_n1;
+		unsigned *pr = two ? &r->min_proven_n2 : &r->min_proven_n1;
+		if (!x->groups && !*fr)
+			*fr = x->scheme.inumbits;
+		if (x->proven && !*pr)
+			*pr = x->scheme.inumbits;
+	}
+}
+
+int btrfsimg_collide_all(const struct btrfsimg_collide_input *in,
+			 const struct btrfsimg_collide_opts *o,
+			 struct btrfsimg_collide_report **out, char *err, size_t errlen)
+{
+	struct btrfsimg_collide_report *r = NULL;
+	struct bi_collide_stats st;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	rc = input_ok(in, &st, err, errlen);
+	if (rc)
+		return rc;
+	rc = -ENOMEM;
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->results = calloc(BTRFSIMG_COLLIDE_SCHEMES, sizeof(*r->results))))
+		goto out;
+	for (size_t i = 0; i < BTRFSIMG_COLLIDE_SCHEMES; i++) {
+		struct btrfsimg_scheme s = report_scheme(i);
+		r->nresults = i + 1;
+		rc = run_one(in, &s, o, &st, &r->results[i]);
+		if (rc)
+			goto out;
+	}
+	summarise(r);
+	*out = r;
+	r = NULL;
+out:
+	if (rc == -ENOMEM)
+		set_err(err, errlen, "out of memory counting collisions");
+	btrfsimg_collide_report_free(r);
+	return rc;
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collision engine's helpers (collide.c).
+ */
+#ifndef BI_COLLIDE_H
+#define BI_COLLIDE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btrfsimg_inum.h"
+
+/* The engine behind btrfsimg_collide(). */
+/* x in @s (NULL = empty); O(log n). */
+bool bi_idset_has(const struct btrfsimg_idset *s, uint64_t x);
+/* a in base + add - del of @s. */
+bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a);
+/* The constant c_s a scheme XORs in: 0, the overlay or the uniquifier. */
+uint64_t bi_scheme_const(const struct btrfsimg_scheme *s, uint64_t subvol);
+
+#endif
