@@ -197,7 +197,10 @@ static int start_node(struct walker *w, struct visit_node *n)
 	memset(n, 0, sizeof(*n));
 	n->is_start = true;
 	n->path = w->path;
-	if (*path == '\0' || strspn(path, "/") == strlen(path)) {
+	if (w->o->objectid) {
+		n->subvol = w->o->subvol;
+		n->objectid = w->o->objectid;
+	} else if (*path == '\0' || strspn(path, "/") == strlen(path)) {
 		n->subvol = w->o->subvol;
 		n->objectid = 256;
 	} else {

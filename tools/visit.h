@@ -34,6 +34,7 @@ typedef int (*visit_fn)(void *ctx, const struct visit_node *n);
 struct visit_opts {
 	uint64_t subvol;	/* where the start path is resolved */
 	const char *path;	/* start path ("" or NULL: the subvolume root) */
+	uint64_t objectid;	/* not 0: start at inode @subvol:@objectid (no @path) */
 	bool post_dirs;		/* also call @post after a directory's children */
 	visit_fn post;
 };
