@@ -1,25 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared state of the btrfsimg command line: parsed options, the open
- * filesystem, and the exit-status rules (0 ok, 1 results despite damage,
- * 2 nothing readable). */
+ * filesystem, the exit-status rules (0 ok, 1 results despite damage,
+ * 2 nothing readable or a usage error), and the description of a command
+ * (struct cmd_struct, one per cmd_*.c file, as btrfs-progs' cmds/). */
 #ifndef BTRFSIMG_TOOLS_CLI_H
 #define BTRFSIMG_TOOLS_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "btrfsimg.h"
 
-enum { EXIT_OK = 0, EXIT_DAMAGED = 1, EXIT_FAILED = 2 };
+enum { EXIT_OK = 0, EXIT_DAMAGED = 1, EXIT_FAILED = 2, EXIT_USAGE = 2 };
+
+struct cmd_struct;
 
 struct cli {
 	const char *cmd;
+	const struct cmd_struct *command;
 	bool json, hash, verbose, quiet;
 	struct btrfsimg_open_opts opts;
 	bool have_subvol;
 	uint64_t subvol;
 	const char *path;
-	const char *inode;	/* "SUBVOL:OBJECTID" */
+	const char *inode;	/* "SUBVOL:OBJECTID", parsed into the two below */
+	uint64_t inode_subvol, inode_objectid;
 	int inumbits;		/* -1: not given */
 	bool have_mount_subvol;
 	uint64_t mount_subvol;
@@ -30,6 +36,53 @@ struct cli {
 	uint64_t errors;	/* per-item failures that did not stop the command */
 };
 
+/* Every option of the CLI; a command accepts the ones it lists. */
+enum cli_opt {
+	OPT_END = 0,
+	OPT_JSON, OPT_HASH, OPT_SUBVOL, OPT_PATH, OPT_INODE, OPT_INUMBITS, OPT_MOUNT_SUBVOL,
+	OPT_NO_VERIFY,
+	/* opening an image */
+	OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
+	OPT_HELP,
+	OPT_COUNT
+};
+
+/* One option a command accepts; @help NULL: the option's usual text. */
+struct cmd_option {
+	enum cli_opt id;
+	const char *help;
+};
+
+/* The options of every command that opens a filesystem (--help is implied). */
+#define CMD_IMAGE_OPTIONS                                                              \
+	{ OPT_PARTITION, NULL }, { OPT_OFFSET, NULL }, { OPT_SUPER_MIRROR, NULL },     \
+	{ OPT_NO_LOG_REPLAY, NULL }, { OPT_VERBOSE, NULL }, { OPT_QUIET, NULL }
+
+struct cmd_struct {
+	const char *name;
+	const char *summary;	/* one line, for `btrfsimg --help` */
+	const char *args;	/* the positional arguments: "IMAGE..." */
+	const char *about;	/* what it prints, for `btrfsimg CMD --help` */
+	const char *examples;	/* lines, each a full command line */
+	const struct cmd_option *options;	/* ends with OPT_END; --help is implied */
+	/* Option combinations and positional arguments, after parsing; NULL:
+	 * at least one IMAGE. Returns 0 or EXIT_USAGE (the reason said). */
+	int (*check)(struct cli *c);
+	int (*run)(struct cli *c);
+	bool no_fs;		/* reads image files itself: no filesystem is opened */
+};
+
+extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_walk,
+	cmd_struct_cat, cmd_struct_extract, cmd_struct_bodyfile, cmd_struct_inodes,
+	cmd_struct_collisions, cmd_struct_partitions;
+
+/* The subvolume walk, extract and bodyfile start in: --inode's, else
+ * --subvol's, else 5 (the top level). */
+static inline uint64_t cli_start_subvol(const struct cli *c)
+{
+	return c->inode ? c->inode_subvol : c->have_subvol ? c->subvol : 5;
+}
+
 /* Print "btrfsimg: <msg>" on stderr. */
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Report a library failure with the handle's message; returns EXIT_FAILED. */
@@ -37,13 +90,19 @@ int cli_fail(struct cli *c, int rc, const char *what);
 /* The exit status for a command that produced its results. */
 int cli_status(const struct cli *c);
 
-int cmd_super(struct cli *c);
-int cmd_subvols(struct cli *c);
-int cmd_walk(struct cli *c);
-int cmd_cat(struct cli *c);
-int cmd_extract(struct cli *c);
-int cmd_bodyfile(struct cli *c);
-int cmd_inodes(struct cli *c);
-int cmd_collisions(struct cli *c);
+/* options.c: parse argv (after the command name) with @c->command's
+ * options, run its check; EXIT_OK, or EXIT_USAGE with the reason said.
+ * --help prints the usage and exits 0. */
+int cli_parse(struct cli *c, int argc, char **argv);
+/* The command's usage: options, arguments, examples. */
+void cli_usage(const struct cmd_struct *cmd, FILE *out);
+/* Every option @cmd accepts, one a line ("-v" and "--verbose" both). */
+void cli_list_options(const struct cmd_struct *cmd, FILE *out);
+/* Checks commands share: at least @min positional arguments; --inode
+ * excludes --path and --subvol. Return 0 or EXIT_USAGE. */
+int cli_need_images(struct cli *c, int min, const char *what);
+int cli_inode_alone(const struct cli *c);
+/* "@opt only applies with @needed" when @given and not @have. */
+int cli_needs(const struct cli *c, bool given, const char *opt, bool have, const char *needed);
 
 #endif

@@ -77,11 +77,45 @@ static int on_node(void *ctx, const struct visit_node *n)
 	return 0;
 }
 
-int cmd_bodyfile(struct cli *c)
+static int cmd_bodyfile(struct cli *c)
 {
-	struct visit_opts o = { .subvol = c->have_subvol ? c->subvol : 5, .path = c->path };
+	struct visit_opts o = { .subvol = cli_start_subvol(c), .path = c->path,
+				.objectid = c->inode_objectid };
 	int rc = visit_tree(c->fs, &o, on_node, c, &c->errors);
 	if (rc < 0)
 		return cli_fail(c, rc, "bodyfile");
 	return cli_status(c);
 }
+
+static int bodyfile_check(struct cli *c)
+{
+	if (cli_need_images(c, 1, "IMAGE...") || cli_inode_alone(c) ||
+	    cli_needs(c, c->opts.flags & BTRFSIMG_OPEN_NO_DATA_VERIFY, "--no-verify", c->hash,
+		      "--hash"))
+		return EXIT_USAGE;
+	return EXIT_OK;
+}
+
+static const struct cmd_option bodyfile_options[] = {
+	{ OPT_HASH, "MD5 of regular files' contents (else 0)" },
+	{ OPT_SUBVOL, NULL },
+	{ OPT_PATH, NULL },
+	{ OPT_INODE, "start at inode S:O (subvolume S, objectid O)" },
+	{ OPT_NO_VERIFY, "with --hash: do not verify data checksums" },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_bodyfile = {
+	.name = "bodyfile",
+	.summary = "The Sleuth Kit body file for mactime timelines",
+	.args = "IMAGE...",
+	.about = "One line per path in The Sleuth Kit 3.x body format\n"
+		 "(MD5|name|inode|mode|UID|GID|size|atime|mtime|ctime|crtime), the inode\n"
+		 "as SUBVOL:OBJECTID, for mactime.",
+	.examples = "btrfsimg bodyfile disk.img > body.txt && mactime -b body.txt\n"
+		    "btrfsimg bodyfile --hash --path home disk.img",
+	.options = bodyfile_options,
+	.check = bodyfile_check,
+	.run = cmd_bodyfile,
+};

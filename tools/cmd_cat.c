@@ -11,30 +11,12 @@
 
 #define CHUNK (1u << 20)
 
-static int parse_inode(const char *s, uint64_t *subvol, uint64_t *obj)
-{
-	char *end;
-	errno = 0;
-	*subvol = strtoull(s, &end, 10);
-	if (errno || end == s || *end != ':')
-		return -1;
-	const char *o = end + 1;
-	*obj = strtoull(o, &end, 10);
-	return (errno || end == o || *end) ? -1 : 0;
-}
-
 static int resolve(struct cli *c, uint64_t *subvol, uint64_t *obj)
 {
 	if (c->inode) {
-		if (parse_inode(c->inode, subvol, obj) < 0) {
-			cli_warn("cat: --inode wants SUBVOL:OBJECTID, got '%s'", c->inode);
-			return -EINVAL;
-		}
+		*subvol = c->inode_subvol;
+		*obj = c->inode_objectid;
 		return 0;
-	}
-	if (!c->path) {
-		cli_warn("cat: give --path P or --inode SUBVOL:OBJECTID");
-		return -EINVAL;
 	}
 	struct btrfsimg_dirent d;
 	int rc = btrfsimg_path_lookup(c->fs, c->have_subvol ? c->subvol : 5, c->path, &d);
@@ -62,12 +44,10 @@ static uint64_t salvage(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t o
 	return done;
 }
 
-int cmd_cat(struct cli *c)
+static int cmd_cat(struct cli *c)
 {
 	uint64_t subvol, obj;
 	int rc = resolve(c, &subvol, &obj);
-	if (rc == -EINVAL && !*btrfsimg_errmsg(c->fs))
-		return EXIT_FAILED;
 	struct btrfsimg_inode ino;
 	if (rc == 0)
 		rc = btrfsimg_inode_get(c->fs, subvol, obj, &ino);
@@ -108,3 +88,37 @@ int cmd_cat(struct cli *c)
 	/* some bytes out, then an error (already said): partial, exit 1 */
 	return rc < 0 ? EXIT_DAMAGED : cli_status(c);
 }
+
+static int cat_check(struct cli *c)
+{
+	if (cli_need_images(c, 1, "IMAGE...") || cli_inode_alone(c))
+		return EXIT_USAGE;
+	if (!c->path && !c->inode) {
+		cli_warn("cat: give --path P or --inode SUBVOL:OBJECTID");
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+static const struct cmd_option cat_options[] = {
+	{ OPT_SUBVOL, "resolve --path in subvolume ID (default 5)" },
+	{ OPT_PATH, "the file at path P" },
+	{ OPT_INODE, "the file of objectid O in subvolume S" },
+	{ OPT_NO_VERIFY, NULL },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_cat = {
+	.name = "cat",
+	.summary = "one file's contents (--path P or --inode SUBVOL:OBJECTID)",
+	.args = "IMAGE...",
+	.about = "One regular file's bytes on standard output. On a bad sector it writes\n"
+		 "what comes before it, as read() would, and exits 1.",
+	.examples = "btrfsimg cat --path etc/fstab disk.img > fstab\n"
+		    "btrfsimg cat --subvol 256 --path home/notes.txt disk.img\n"
+		    "btrfsimg cat --inode 5:258 disk.img | sha256sum",
+	.options = cat_options,
+	.check = cat_check,
+	.run = cmd_cat,
+};

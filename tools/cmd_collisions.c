@@ -264,7 +264,7 @@ static void text_report(struct report_ctx *r)
 		       u->groups ? "collides" : "collision-free", u->groups);
 }
 
-int cmd_collisions(struct cli *c)
+static int cmd_collisions(struct cli *c)
 {
 	struct btrfsimg_fs_collisions *col;
 	int rc = btrfsimg_collisions(c->fs, c->have_mount_subvol ? c->mount_subvol : 0, 10, &col);
@@ -284,3 +284,23 @@ int cmd_collisions(struct cli *c)
 	btrfsimg_fs_collisions_free(col);
 	return cli_status(c);
 }
+
+static const struct cmd_option collisions_options[] = {
+	{ OPT_JSON, "one JSON object per scheme, then a summary" },
+	{ OPT_MOUNT_SUBVOL, NULL },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_collisions = {
+	.name = "collisions",
+	.summary = "inode-number collisions under every scheme",
+	.args = "IMAGE...",
+	.about = "For today's kernel and every proposed scheme: the inode numbers shared on\n"
+		 "one device, the inodes behind them (by path), readdir/stat disagreements,\n"
+		 "the smallest safe inumbits, and how far the filesystem may grow.",
+	.examples = "btrfsimg collisions disk.img\n"
+		    "btrfsimg collisions --json --mount-subvol 256 disk.img",
+	.options = collisions_options,
+	.run = cmd_collisions,
+};

@@ -42,12 +42,17 @@ struct ex_ctx {
 	uint8_t *buf;
 	struct link_rec *links;
 	size_t nlinks, caplinks;
+	char start_name[256];	/* a start that is not a directory: its name */
+	uint64_t entries, bytes;	/* created, for the summary */
 };
 
 static void ex_warn(struct ex_ctx *x, const struct visit_node *n, const char *what, int err)
 {
-	cli_warn("extract: %.*s: %s: %s", (int)n->path_len, (const char *)n->path, what,
-		 strerror(err));
+	if (n->depth == 0)
+		cli_warn("extract: %s: %s: %s", x->start_name, what, strerror(err));
+	else
+		cli_warn("extract: %.*s: %s: %s", (int)n->path_len, (const char *)n->path, what,
+			 strerror(err));
 	x->c->errors++;
 }
 
@@ -145,6 +150,8 @@ static int make_file(struct ex_ctx *x, const struct visit_node *n, int dirfd, co
 	if (l) {
 		if (linkat(x->dirfd[0], l->relpath, dirfd, name, 0) < 0)
 			ex_warn(x, n, "link", errno);
+		else
+			x->entries++;
 		return 0;
 	}
 	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -152,15 +159,18 @@ static int make_file(struct ex_ctx *x, const struct visit_node *n, int dirfd, co
 		ex_warn(x, n, "create", errno);
 		return 0;
 	}
+	x->entries++;
 	int rc = write_contents(x, fd, n);
 	if (rc < 0) {
-		cli_warn("extract: %.*s: %s", (int)n->path_len, (const char *)n->path,
-			 btrfsimg_errmsg(x->c->fs));
+		cli_warn("extract: %.*s: %s", (int)(n->depth ? n->path_len : strlen(x->start_name)),
+			 n->depth ? (const char *)n->path : x->start_name, btrfsimg_errmsg(x->c->fs));
 		x->c->errors++;
+	} else {
+		x->bytes += n->inode.size;
 	}
 	apply_meta(x, fd, &n->inode, true, n->subvol, n->objectid);
 	close(fd);
-	if (n->inode.nlink > 1)
+	if (n->inode.nlink > 1 && n->depth > 0)
 		remember_link(x, n);
 	return 0;
 }
@@ -175,10 +185,13 @@ static int make_symlink(struct ex_ctx *x, const struct visit_node *n, int dirfd,
 	}
 	char *target = strndup((const char *)t, len);
 	free(t);
-	if (!target || symlinkat(target, dirfd, name) < 0)
+	if (!target || symlinkat(target, dirfd, name) < 0) {
 		ex_warn(x, n, "symlink", errno);
-	else if (x->as_root)
-		fchownat(dirfd, name, n->inode.uid, n->inode.gid, AT_SYMLINK_NOFOLLOW);
+	} else {
+		x->entries++;
+		if (x->as_root)
+			fchownat(dirfd, name, n->inode.uid, n->inode.gid, AT_SYMLINK_NOFOLLOW);
+	}
 	free(target);
 	apply_times(dirfd, name, &n->inode);
 	return 0;
@@ -192,6 +205,7 @@ static int make_special(struct ex_ctx *x, const struct visit_node *n, int dirfd,
 		ex_warn(x, n, "mknod", errno);
 		return 0;
 	}
+	x->entries++;
 	if (x->as_root)
 		fchownat(dirfd, name, i->uid, i->gid, AT_SYMLINK_NOFOLLOW);
 	fchmodat(dirfd, name, i->mode & 07777, 0);
@@ -205,6 +219,7 @@ static int make_dir(struct ex_ctx *x, const struct visit_node *n, int dirfd, con
 		ex_warn(x, n, "mkdir", errno);
 		return 1; /* do not descend */
 	}
+	x->entries++;
 	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		ex_warn(x, n, "open directory", errno);
@@ -220,21 +235,8 @@ static int make_dir(struct ex_ctx *x, const struct visit_node *n, int dirfd, con
 	return 0;
 }
 
-static int on_node(void *ctx, const struct visit_node *n)
+static int make_entry(struct ex_ctx *x, const struct visit_node *n, int dirfd, const char *name)
 {
-	struct ex_ctx *x = ctx;
-	if (n->depth == 0)
-		return S_ISDIR(n->inode.mode) ? 0 : 1;
-	if (n->depth >= DEPTH_MAX)
-		return 1;
-	if (!safe_name(n->ent.name, n->ent.name_len)) {
-		ex_warn(x, n, "unsafe name refused", EINVAL);
-		return 1;
-	}
-	char name[256];
-	memcpy(name, n->ent.name, n->ent.name_len);
-	name[n->ent.name_len] = '\0';
-	int dirfd = x->dirfd[n->depth - 1];
 	switch (n->inode.mode & S_IFMT) {
 	case S_IFDIR: return make_dir(x, n, dirfd, name);
 	case S_IFREG: return make_file(x, n, dirfd, name);
@@ -245,6 +247,70 @@ static int on_node(void *ctx, const struct visit_node *n)
 	case S_IFSOCK: return make_special(x, n, dirfd, name);
 	default: ex_warn(x, n, "unknown file type", EINVAL); return 0;
 	}
+}
+
+static int first_name(void *ctx, uint64_t parent, uint64_t index, const uint8_t *name,
+		      size_t len)
+{
+	char *out = ctx;
+	(void)parent;
+	(void)index;
+	if (len > 255)
+		len = 255;
+	memcpy(out, name, len);
+	out[len] = '\0';
+	return 1;
+}
+
+/* The name a start that is not a directory gets in DESTDIR: the last
+ * component of --path, or the inode's first name (--inode). */
+static void name_start(struct ex_ctx *x, const struct visit_node *n)
+{
+	const char *path = x->c->path;
+	if (path) {
+		size_t len = strlen(path);
+		while (len > 1 && path[len - 1] == '/')
+			len--;
+		size_t at = len;
+		while (at > 0 && path[at - 1] != '/')
+			at--;
+		snprintf(x->start_name, sizeof(x->start_name), "%.*s", (int)(len - at), path + at);
+		return;
+	}
+	x->start_name[0] = '\0';
+	btrfsimg_inode_names(x->c->fs, n->subvol, n->objectid, first_name, x->start_name);
+	if (!x->start_name[0])
+		snprintf(x->start_name, sizeof(x->start_name), "%" PRIu64 ":%" PRIu64, n->subvol,
+			 n->objectid);
+}
+
+/* A file, symlink or special file as the start: that one entry. */
+static int make_start(struct ex_ctx *x, const struct visit_node *n)
+{
+	name_start(x, n);
+	if (!safe_name((const uint8_t *)x->start_name, strlen(x->start_name))) {
+		ex_warn(x, n, "unsafe name refused", EINVAL);
+		return 1;
+	}
+	make_entry(x, n, x->dirfd[0], x->start_name);
+	return 1;
+}
+
+static int on_node(void *ctx, const struct visit_node *n)
+{
+	struct ex_ctx *x = ctx;
+	if (n->depth == 0)
+		return S_ISDIR(n->inode.mode) ? 0 : make_start(x, n);
+	if (n->depth >= DEPTH_MAX)
+		return 1;
+	if (!safe_name(n->ent.name, n->ent.name_len)) {
+		ex_warn(x, n, "unsafe name refused", EINVAL);
+		return 1;
+	}
+	char name[256];
+	memcpy(name, n->ent.name, n->ent.name_len);
+	name[n->ent.name_len] = '\0';
+	return make_entry(x, n, x->dirfd[n->depth - 1], name);
 }
 
 static int after_dir(void *ctx, const struct visit_node *n)
@@ -259,7 +325,15 @@ static int after_dir(void *ctx, const struct visit_node *n)
 	return 0;
 }
 
-int cmd_extract(struct cli *c)
+static void summary(const struct ex_ctx *x, int status)
+{
+	uint64_t errors = x->c->errors + (status == EXIT_FAILED && !x->c->errors);
+	cli_warn("extract: %" PRIu64 " %s (%" PRIu64 " bytes of file contents) into '%s', %"
+		 PRIu64 " %s", x->entries, x->entries == 1 ? "entry" : "entries", x->bytes,
+		 x->c->destdir, errors, errors == 1 ? "error" : "errors");
+}
+
+static int cmd_extract(struct cli *c)
 {
 	struct ex_ctx x = { .c = c, .as_root = geteuid() == 0 };
 	x.dirfd = malloc(DEPTH_MAX * sizeof(int));
@@ -278,8 +352,9 @@ int cmd_extract(struct cli *c)
 		cli_warn("extract: %s: %s", c->destdir, strerror(errno));
 		rc = -errno;
 	} else {
-		struct visit_opts o = { .subvol = c->have_subvol ? c->subvol : 5, .path = c->path,
-					.post_dirs = true, .post = after_dir };
+		struct visit_opts o = { .subvol = cli_start_subvol(c), .path = c->path,
+					.objectid = c->inode_objectid, .post_dirs = true,
+					.post = after_dir };
 		rc = visit_tree(c->fs, &o, on_node, &x, &c->errors);
 		close(x.dirfd[0]);
 	}
@@ -288,7 +363,55 @@ int cmd_extract(struct cli *c)
 	free(x.links);
 	free(x.dirfd);
 	free(x.buf);
+	int status = cli_status(c);
 	if (rc < 0)
-		return *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
-	return cli_status(c);
+		status = *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
+	summary(&x, status);
+	return status;
 }
+
+static int extract_check(struct cli *c)
+{
+	if (c->nimages < 2) {
+		cli_warn("extract: give IMAGE... DESTDIR (the last argument is the directory to "
+			 "extract into)");
+		return EXIT_USAGE;
+	}
+	c->destdir = c->images[--c->nimages];
+	struct stat st;
+	if (stat(c->destdir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		cli_warn("extract: DESTDIR '%s' is not a directory (the last argument is the "
+			 "directory to extract into)", c->destdir);
+		return EXIT_USAGE;
+	}
+	return cli_inode_alone(c);
+}
+
+static const struct cmd_option extract_options[] = {
+	{ OPT_SUBVOL, NULL },
+	{ OPT_PATH, "extract path P: a directory's tree into DESTDIR, or\n"
+		    "that one file, symlink or special file" },
+	{ OPT_INODE, "extract inode S:O (subvolume S, objectid O): a\n"
+		     "directory's tree, or that one object (its first name)" },
+	{ OPT_NO_VERIFY, NULL },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_extract = {
+	.name = "extract",
+	.summary = "restore a tree into a directory: IMAGE... DESTDIR",
+	.args = "IMAGE... DESTDIR",
+	.about = "Restore a tree (the top level, --subvol, --path or --inode) into DESTDIR,\n"
+		 "the last argument (created if need be): contents with holes, hard links,\n"
+		 "symlinks, special files, modes, owners (as root), xattrs, times. Nothing\n"
+		 "is written outside DESTDIR and no existing file is overwritten. Ends with\n"
+		 "a summary on stderr: entries created, bytes of file contents, errors.",
+	.examples = "btrfsimg extract disk.img /tmp/restore\n"
+		    "btrfsimg extract --subvol 256 --path home/alice disk.img /tmp/alice\n"
+		    "btrfsimg extract --path etc/fstab disk.img /tmp/out\n"
+		    "btrfsimg extract --inode 256:257 disk.img /tmp/out",
+	.options = extract_options,
+	.check = extract_check,
+	.run = cmd_extract,
+};

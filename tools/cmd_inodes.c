@@ -167,7 +167,7 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
 	return 0;
 }
 
-int cmd_inodes(struct cli *c)
+static int cmd_inodes(struct cli *c)
 {
 	struct inodes_ctx x = { .c = c, .bits = c->inumbits >= 0 ? (unsigned)c->inumbits : 56,
 				.cur = 0, .w = { .out = stdout } };
@@ -192,3 +192,26 @@ int cmd_inodes(struct cli *c)
 	}
 	return cli_status(c);
 }
+
+static const struct cmd_option inodes_options[] = {
+	{ OPT_JSON, "one JSON object per inode" },
+	{ OPT_SUBVOL, "only subvolume ID (default: every subvolume)" },
+	{ OPT_INUMBITS, "the inumbits=N proposal's numbers (0 or 32..64;\n"
+			"default 56)" },
+	{ OPT_MOUNT_SUBVOL, NULL },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_inodes = {
+	.name = "inodes",
+	.summary = "every inode with today's and each proposal's numbers",
+	.args = "IMAGE...",
+	.about = "Every inode, in subvolume then objectid order, with one path, today's\n"
+		 "st_ino and each proposal's number (inumbits=N, the nfsd uniquifier,\n"
+		 "numdevs=2's device, the /proc form). Streamed: memory stays small.",
+	.examples = "btrfsimg inodes disk.img\n"
+		    "btrfsimg inodes --json --inumbits 48 --mount-subvol 5 disk.img",
+	.options = inodes_options,
+	.run = cmd_inodes,
+};

@@ -37,7 +37,7 @@ static void subvol_text(const struct btrfsimg_subvol *s, uint64_t def)
 	       s->id == def ? "  [default]" : "");
 }
 
-int cmd_subvols(struct cli *c)
+static int cmd_subvols(struct cli *c)
 {
 	struct btrfsimg_subvol *v;
 	size_t n;
@@ -56,3 +56,21 @@ int cmd_subvols(struct cli *c)
 	btrfsimg_subvols_free(v, n);
 	return cli_status(c);
 }
+
+static const struct cmd_option subvols_options[] = {
+	{ OPT_JSON, "one JSON object per subvolume" },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_subvols = {
+	.name = "subvols",
+	.summary = "every subvolume and snapshot",
+	.args = "IMAGE...",
+	.about = "Every subvolume and snapshot: id, parent, path, uuids, generations, otime,\n"
+		 "read-only, deleted; the default subvolume is marked.",
+	.examples = "btrfsimg subvols disk.img\n"
+		    "btrfsimg subvols --json dev1.img dev2.img",
+	.options = subvols_options,
+	.run = cmd_subvols,
+};

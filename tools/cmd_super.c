@@ -80,7 +80,7 @@ static void super_text(const struct btrfsimg_super_info *s)
 	}
 }
 
-int cmd_super(struct cli *c)
+static int cmd_super(struct cli *c)
 {
 	struct btrfsimg_super_info s;
 	int rc = btrfsimg_super(c->fs, &s);
@@ -92,3 +92,29 @@ int cmd_super(struct cli *c)
 		super_text(&s);
 	return cli_status(c);
 }
+
+static const struct cmd_option super_options[] = {
+	{ OPT_JSON, "one JSON object" },
+	{ OPT_PARTITION, NULL },
+	{ OPT_OFFSET, NULL },
+	{ OPT_SUPER_MIRROR, NULL },
+	{ OPT_NO_LOG_REPLAY, "do not replay the log tree (the same output; a damaged\n"
+			     "log tree is then not reported)" },
+	{ OPT_VERBOSE, NULL },
+	{ OPT_QUIET, NULL },
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_super = {
+	.name = "super",
+	.summary = "the superblock in use and the state of every copy",
+	.args = "IMAGE...",
+	.about = "The superblock in use (fsid, label, generation, tree roots, checksum type,\n"
+		 "sizes, flags), the copy it came from, and the state of the three copies\n"
+		 "of the first image given.",
+	.examples = "btrfsimg super disk.img\n"
+		    "btrfsimg super --json --super-mirror 1 disk.img\n"
+		    "btrfsimg super --partition 2 whole-disk.img",
+	.options = super_options,
+	.run = cmd_super,
+};

@@ -311,7 +311,7 @@ static int on_node(void *ctx, const struct visit_node *n)
 	return 0;
 }
 
-int cmd_walk(struct cli *c)
+static int cmd_walk(struct cli *c)
 {
 	struct walk_ctx wc = { .c = c };
 	if (c->inumbits >= 0) {
@@ -324,7 +324,8 @@ int cmd_walk(struct cli *c)
 		fflush(stdout); /* lines bypass stdio from here on */
 		wc.h = handoff_start(sizeof(struct wrow), put_batch, &wc);
 	}
-	struct visit_opts o = { .subvol = c->have_subvol ? c->subvol : 5, .path = c->path };
+	struct visit_opts o = { .subvol = cli_start_subvol(c), .path = c->path,
+				.objectid = c->inode_objectid };
 	int rc = visit_tree(c->fs, &o, on_node, &wc, &c->errors);
 	handoff_finish(wc.h);
 	jw_flush_fd(&wc.w, STDOUT_FILENO, &wc.write_errno);
@@ -340,3 +341,47 @@ int cmd_walk(struct cli *c)
 	}
 	return cli_status(c);
 }
+
+static int walk_check(struct cli *c)
+{
+	if (cli_need_images(c, 1, "IMAGE...") || cli_inode_alone(c) ||
+	    cli_needs(c, c->inumbits >= 0, "--inumbits", c->json, "--json") ||
+	    cli_needs(c, c->have_mount_subvol, "--mount-subvol", c->inumbits >= 0, "--inumbits") ||
+	    cli_needs(c, c->opts.flags & BTRFSIMG_OPEN_NO_DATA_VERIFY, "--no-verify", c->hash,
+		      "--hash"))
+		return EXIT_USAGE;
+	return EXIT_OK;
+}
+
+static const struct cmd_option walk_options[] = {
+	{ OPT_JSON, "one JSON object per path: stat/statx fields, d_ino,\n"
+		    "file handles" },
+	{ OPT_HASH, "sha256 of regular files' contents (and, with --json,\n"
+		    "of xattrs)" },
+	{ OPT_SUBVOL, NULL },
+	{ OPT_PATH, NULL },
+	{ OPT_INODE, "start at inode S:O (subvolume S, objectid O): a\n"
+		     "directory's tree, or that one object" },
+	{ OPT_INUMBITS, "with --json, add each path's number under inumbits=N,\n"
+			"the nfsd uniquifier and numdevs=2 (0 or 32..64)" },
+	{ OPT_MOUNT_SUBVOL, "with --inumbits: the mounted subvolume for numdevs=2\n"
+			    "(default: the default subvolume)" },
+	{ OPT_NO_VERIFY, "with --hash: do not verify data checksums" },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_walk = {
+	.name = "walk",
+	.summary = "every path with what stat, readdir and name_to_handle_at show",
+	.args = "IMAGE...",
+	.about = "Every path under the start (the top level, --subvol, --path or --inode),\n"
+		 "depth-first in readdir order, crossing into subvolumes, with what\n"
+		 "stat/statx, readdir and name_to_handle_at show for it.",
+	.examples = "btrfsimg walk disk.img\n"
+		    "btrfsimg walk --json --hash --subvol 256 disk.img\n"
+		    "btrfsimg walk --json --inode 256:257 disk.img",
+	.options = walk_options,
+	.check = walk_check,
+	.run = cmd_walk,
+};

@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The options of the CLI and their parsing for one command: a command
+ * accepts the options its struct cmd_struct lists, its usage is generated
+ * from that list, and any other option is an error (exit status 2) that
+ * names the option and the command, suggests the nearest option for a
+ * misspelled one, and says which value a missing one wants.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "suggest.h"
+
+struct opt_def {
+	const char *name;
+	char short_name;	/* 0: none */
+	const char *arg;	/* the value's name; NULL: takes no value */
+	const char *help;	/* what it does, unless the command says otherwise */
+};
+
+static const struct opt_def defs[OPT_COUNT] = {
+	[OPT_JSON] = { "json", 0, NULL, "JSON Lines output (one object per line)" },
+	[OPT_HASH] = { "hash", 0, NULL, "digests of file contents" },
+	[OPT_SUBVOL] = { "subvol", 0, "ID", "start in subvolume ID (default 5, the top level)" },
+	[OPT_PATH] = { "path", 0, "P", "start at path P (inside --subvol ID if given)" },
+	[OPT_INODE] = { "inode", 0, "S:O", "start at the inode of objectid O in subvolume S" },
+	[OPT_INUMBITS] = { "inumbits", 0, "N", "the inumbits=N proposal (0 or 32..64)" },
+	[OPT_MOUNT_SUBVOL] = { "mount-subvol", 0, "ID",
+			       "the mounted subvolume for numdevs=2\n(default: the default subvolume)" },
+	[OPT_NO_VERIFY] = { "no-verify", 0, NULL, "do not verify data checksums" },
+	[OPT_PARTITION] = { "partition", 0, "N",
+			    "the Nth partition of a whole-disk image\n(an error if an image holds "
+			    "btrfs itself)" },
+	[OPT_OFFSET] = { "offset", 0, "BYTES", "the filesystem starts at BYTES in every image" },
+	[OPT_SUPER_MIRROR] = { "super-mirror", 0, "N",
+			       "use superblock copy N (0, 1, 2) instead of the newest" },
+	[OPT_NO_LOG_REPLAY] = { "no-log-replay", 0, NULL,
+				"show the last committed state (ignore the log tree)" },
+	[OPT_VERBOSE] = { "verbose", 'v', NULL, "also report what was read or replayed" },
+	[OPT_QUIET] = { "quiet", 'q', NULL, "do not report damage that was worked around" },
+	[OPT_HELP] = { "help", 'h', NULL, "this text" },
+};
+
+#define VAL_BASE 256	/* getopt values of long options: VAL_BASE + enum cli_opt */
+#define HEAD_WIDTH 20
+
+static bool takes(const struct cmd_struct *cmd, int id)
+{
+	if (id == OPT_HELP)
+		return true;
+	for (const struct cmd_option *o = cmd->options; o->id != OPT_END; o++)
+		if ((int)o->id == id)
+			return true;
+	return false;
+}
+
+/* ------------------------------------------------------------ usage */
+
+static void put_help(FILE *out, const char *help)
+{
+	for (const char *p = help; *p; p++) {
+		fputc(*p, out);
+		if (*p == '\n')
+			fprintf(out, "%*s", HEAD_WIDTH + 4, "");
+	}
+	fputc('\n', out);
+}
+
+static void put_option(FILE *out, int id, const char *help)
+{
+	const struct opt_def *d = &defs[id];
+	char head[48];
+	if (d->short_name)
+		snprintf(head, sizeof(head), "-%c, --%s", d->short_name, d->name);
+	else
+		snprintf(head, sizeof(head), "--%s%s%s", d->name, d->arg ? " " : "",
+			 d->arg ? d->arg : "");
+	fprintf(out, "  %-*s  ", HEAD_WIDTH, head);
+	put_help(out, help ? help : d->help);
+}
+
+static void put_indented(FILE *out, const char *text)
+{
+	while (*text) {
+		size_t n = strcspn(text, "\n");
+		fprintf(out, "  %.*s\n", (int)n, text);
+		text += n + (text[n] == '\n');
+	}
+}
+
+void cli_usage(const struct cmd_struct *cmd, FILE *out)
+{
+	fprintf(out, "usage: btrfsimg %s [OPTIONS] %s\n\n%s\n\noptions:\n", cmd->name, cmd->args,
+		cmd->about);
+	for (const struct cmd_option *o = cmd->options; o->id != OPT_END; o++)
+		put_option(out, o->id, o->help);
+	put_option(out, OPT_HELP, NULL);
+	fputs("\nexamples:\n", out);
+	put_indented(out, cmd->examples);
+	fputs("\nexit status: 0 success, 1 results despite damage (reported on stderr),\n"
+	      "2 nothing could be read, or a usage error\n", out);
+}
+
+void cli_list_options(const struct cmd_struct *cmd, FILE *out)
+{
+	for (int id = OPT_END + 1; id < OPT_COUNT; id++) {
+		if (!takes(cmd, id))
+			continue;
+		if (defs[id].short_name)
+			fprintf(out, "-%c\n", defs[id].short_name);
+		fprintf(out, "--%s\n", defs[id].name);
+	}
+}
+
+/* ------------------------------------------------------------ values */
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || s[0] == '-')
+		return false;
+	*out = v;
+	return true;
+}
+
+/* "SUBVOL:OBJECTID", both decimal. */
+static bool parse_inode(const char *s, uint64_t *subvol, uint64_t *obj)
+{
+	char *end;
+	errno = 0;
+	*subvol = strtoull(s, &end, 10);
+	if (errno || end == s || *end != ':' || s[0] == '-')
+		return false;
+	const char *o = end + 1;
+	*obj = strtoull(o, &end, 10);
+	return !errno && end != o && !*end && o[0] != '-' && *obj != 0;
+}
+
+static int bad_value(const char *opt, const char *v)
+{
+	cli_warn("invalid value for %s: '%s'", opt, v);
+	return EXIT_USAGE;
+}
+
+static int set_number(struct cli *c, int id, const char *arg)
+{
+	uint64_t v;
+	switch (id) {
+	case OPT_SUPER_MIRROR:
+		if (!parse_u64(arg, &v) || v > 2)
+			return bad_value("--super-mirror", arg);
+		c->opts.super_mirror = (unsigned)v;
+		c->opts.flags |= BTRFSIMG_OPEN_SUPER_MIRROR;
+		return 0;
+	case OPT_PARTITION:
+		if (!parse_u64(arg, &v) || v == 0 || v > 1024)
+			return bad_value("--partition", arg);
+		c->opts.partition = (unsigned)v;
+		return 0;
+	case OPT_OFFSET:
+		if (!parse_u64(arg, &v) || v > INT64_MAX)
+			return bad_value("--offset", arg);
+		c->opts.offset = v;
+		c->opts.flags |= BTRFSIMG_OPEN_OFFSET;
+		return 0;
+	case OPT_SUBVOL:
+		if (!parse_u64(arg, &c->subvol))
+			return bad_value("--subvol", arg);
+		c->have_subvol = true;
+		return 0;
+	case OPT_MOUNT_SUBVOL:
+		if (!parse_u64(arg, &c->mount_subvol))
+			return bad_value("--mount-subvol", arg);
+		c->have_mount_subvol = true;
+		return 0;
+	default: /* OPT_INUMBITS */
+		if (!parse_u64(arg, &v) || (v != 0 && (v < 32 || v > 64)))
+			return bad_value("--inumbits (0 or 32..64)", arg);
+		c->inumbits = (int)v;
+		return 0;
+	}
+}
+
+static int set_option(struct cli *c, int id, const char *arg)
+{
+	switch (id) {
+	case OPT_JSON: c->json = true; return 0;
+	case OPT_HASH: c->hash = true; return 0;
+	case OPT_NO_VERIFY: c->opts.flags |= BTRFSIMG_OPEN_NO_DATA_VERIFY; return 0;
+	case OPT_NO_LOG_REPLAY: c->opts.flags |= BTRFSIMG_OPEN_NO_LOG_REPLAY; return 0;
+	case OPT_VERBOSE: c->verbose = true; return 0;
+	case OPT_QUIET: c->quiet = true; return 0;
+	case OPT_PATH: c->path = arg; return 0;
+	case OPT_INODE:
+		if (!parse_inode(arg, &c->inode_subvol, &c->inode_objectid))
+			return bad_value("--inode (SUBVOL:OBJECTID)", arg);
+		c->inode = arg;
+		return 0;
+	case OPT_HELP:
+		cli_usage(c->command, stdout);
+		exit(EXIT_OK);
+	default:
+		return set_number(c, id, arg);
+	}
+}
+
+/* ------------------------------------------------------------ errors */
+
+static int not_taken(const struct cli *c, const char *dashes, const char *name)
+{
+	cli_warn("%s does not take %s%s; see 'btrfsimg %s --help'", c->cmd, dashes, name, c->cmd);
+	return EXIT_USAGE;
+}
+
+static int short_id(char ch)
+{
+	for (int id = OPT_END + 1; id < OPT_COUNT; id++)
+		if (defs[id].short_name == ch)
+			return id;
+	return -1;
+}
+
+/* Options whose name starts with @name[0..len) (the command's, or all). */
+static int matches(const struct cmd_struct *cmd, const char *name, size_t len, int *first)
+{
+	int n = 0;
+	for (int id = OPT_END + 1; id < OPT_COUNT; id++) {
+		if ((cmd && !takes(cmd, id)) || strncmp(defs[id].name, name, len) != 0)
+			continue;
+		if (strlen(defs[id].name) == len) { /* exact: getopt takes it */
+			*first = id;
+			return 1;
+		}
+		if (n++ == 0)
+			*first = id;
+	}
+	return n;
+}
+
+static int ambiguous(const struct cli *c, const char *name, size_t len)
+{
+	fprintf(stderr, "btrfsimg: option '--%.*s' is ambiguous for %s:", (int)len, name, c->cmd);
+	for (int id = OPT_END + 1; id < OPT_COUNT; id++)
+		if (takes(c->command, id) && strncmp(defs[id].name, name, len) == 0)
+			fprintf(stderr, " --%s", defs[id].name);
+	fputc('\n', stderr);
+	return EXIT_USAGE;
+}
+
+static int unknown(const struct cli *c, const char *shown, const char *name)
+{
+	const char *words[OPT_COUNT];
+	size_t n = 0;
+	for (int id = OPT_END + 1; id < OPT_COUNT; id++)
+		if (takes(c->command, id))
+			words[n++] = defs[id].name;
+	const char *near = closest_word(name, words, n);
+	if (near)
+		cli_warn("unknown option '%s' for %s; did you mean --%s?", shown, c->cmd, near);
+	else
+		cli_warn("unknown option '%s' for %s; see 'btrfsimg %s --help'", shown, c->cmd,
+			 c->cmd);
+	return EXIT_USAGE;
+}
+
+static int bad_long(const struct cli *c, const char *elem)
+{
+	if (strncmp(elem, "--", 2) != 0) {
+		cli_warn("%s: invalid option '%s'", c->cmd, elem);
+		return EXIT_USAGE;
+	}
+	const char *name = elem + 2;
+	size_t len = strcspn(name, "=");
+	int id = -1;
+	if (matches(c->command, name, len, &id) > 1)
+		return ambiguous(c, name, len);
+	if (matches(NULL, name, len, &id) == 1)
+		return not_taken(c, "--", defs[id].name);
+	char word[64];
+	snprintf(word, sizeof(word), "%.*s", (int)(len < 63 ? len : 63), name);
+	return unknown(c, elem, word);
+}
+
+/* The argument holding short option @ch: "-json" read as -j -s -o -n is
+ * a long option with one dash. */
+static const char *short_elem(int argc, char **argv, char ch)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (argv[i][0] == '-' && argv[i][1] != '-' && strchr(argv[i] + 1, ch))
+			return argv[i];
+	return NULL;
+}
+
+static int bad_short(const struct cli *c, int argc, char **argv, char ch)
+{
+	int id = short_id(ch);
+	if (id > 0 && !takes(c->command, id))
+		return not_taken(c, "-", (char[]){ ch, '\0' });
+	const char *elem = short_elem(argc, argv, ch);
+	if (elem && strlen(elem) > 2)
+		return unknown(c, elem, elem + 1);
+	return unknown(c, (char[]){ '-', ch, '\0' }, (char[]){ ch, '\0' });
+}
+
+static int bad_option(const struct cli *c, int argc, char **argv)
+{
+	if (optopt >= VAL_BASE) {
+		cli_warn("%s: --%s takes no value", c->cmd, defs[optopt - VAL_BASE].name);
+		return EXIT_USAGE;
+	}
+	if (optopt > 0)
+		return bad_short(c, argc, argv, (char)optopt);
+	return bad_long(c, argv[optind - 1]);
+}
+
+static int missing_value(const struct cli *c)
+{
+	int id = optopt >= VAL_BASE ? optopt - VAL_BASE : short_id((char)optopt);
+	if (id > 0 && defs[id].arg)
+		cli_warn("%s: --%s needs a value (%s)", c->cmd, defs[id].name, defs[id].arg);
+	else
+		cli_warn("%s: an option needs a value", c->cmd);
+	return EXIT_USAGE;
+}
+
+/* ------------------------------------------------------------ parsing */
+
+struct parser {
+	struct option longs[OPT_COUNT + 1];
+	char shorts[2 * OPT_COUNT + 2];
+};
+
+static void build(const struct cmd_struct *cmd, struct parser *p)
+{
+	size_t nl = 0, ns = 0;
+	p->shorts[ns++] = ':'; /* a missing value returns ':', not '?' */
+	for (int id = OPT_END + 1; id < OPT_COUNT; id++) {
+		if (!takes(cmd, id))
+			continue;
+		const struct opt_def *d = &defs[id];
+		p->longs[nl++] = (struct option){ d->name, d->arg ? required_argument : no_argument,
+						  NULL, VAL_BASE + id };
+		if (d->short_name) {
+			p->shorts[ns++] = d->short_name;
+			if (d->arg)
+				p->shorts[ns++] = ':';
+		}
+	}
+	p->longs[nl] = (struct option){ NULL, 0, NULL, 0 };
+	p->shorts[ns] = '\0';
+}
+
+static int exclusive(const struct cli *c)
+{
+	if (c->opts.partition && (c->opts.flags & BTRFSIMG_OPEN_OFFSET)) {
+		cli_warn("%s: give --partition or --offset, not both", c->cmd);
+		return EXIT_USAGE;
+	}
+	if (c->verbose && c->quiet) {
+		cli_warn("%s: give -v or -q, not both", c->cmd);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+int cli_parse(struct cli *c, int argc, char **argv)
+{
+	struct parser p;
+	build(c->command, &p);
+	opterr = 0;
+	optind = 1;
+	int o;
+	while ((o = getopt_long(argc, argv, p.shorts, p.longs, NULL)) != -1) {
+		int rc;
+		if (o == '?')
+			rc = bad_option(c, argc, argv);
+		else if (o == ':')
+			rc = missing_value(c);
+		else
+			rc = set_option(c, o >= VAL_BASE ? o - VAL_BASE : short_id((char)o), optarg);
+		if (rc)
+			return EXIT_USAGE;
+	}
+	c->images = argv + optind;
+	c->nimages = argc - optind;
+	if (exclusive(c))
+		return EXIT_USAGE;
+	if (c->command->check)
+		return c->command->check(c);
+	return cli_need_images(c, 1, "IMAGE...");
+}
+
+/* ------------------------------------------------------------ checks */
+
+int cli_need_images(struct cli *c, int min, const char *what)
+{
+	if (c->nimages >= min)
+		return 0;
+	if (c->nimages == 0)
+		cli_warn("%s: no image given; usage: btrfsimg %s [OPTIONS] %s", c->cmd, c->cmd, what);
+	else
+		cli_warn("%s: give %s", c->cmd, what);
+	return EXIT_USAGE;
+}
+
+int cli_inode_alone(const struct cli *c)
+{
+	if (!c->inode || (!c->path && !c->have_subvol))
+		return 0;
+	cli_warn("%s: --inode names the start by itself: give it without %s", c->cmd,
+		 c->path ? "--path" : "--subvol");
+	return EXIT_USAGE;
+}
+
+int cli_needs(const struct cli *c, bool given, const char *opt, bool have, const char *needed)
+{
+	if (!given || have)
+		return 0;
+	cli_warn("%s: %s only applies with %s", c->cmd, opt, needed);
+	return EXIT_USAGE;
+}
