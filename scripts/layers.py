@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Check that the library's dependencies point down the stack.
+
+    scripts/layers.py REPO [LIBBTRFSIMG_INTERNAL.a]
+
+src/ has one folder per layer, numbered in the order data flows up:
+0-base, 1-image, 2-volume, 3-btrfs, 4-files, 5-analysis. Two graphs are
+checked:
+  - includes: a file may include headers of its own layer or a lower one
+    (the public btrfsimg_inum.h counts as the analysis layer's); tools/
+    includes only the public headers in include/ and its own;
+  - calls (with the static library): file A depends on file B when A's
+    object file uses a symbol B's defines (nm). Every such edge must point
+    to the same or a lower layer, and the files must form no cycle.
+Exit 0 when both hold, 1 with every offending edge or cycle listed.
+"""
+import os
+import re
+import subprocess
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(\d)-([a-z0-9-]+)/([A-Za-z0-9_]+\.h)"', re.M)
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+PUBLIC_LAYER = {'btrfsimg.h': 0, 'btrfsimg_inum.h': 5}
+
+
+def layer_of(path):
+    m = re.match(r'(\d)-[a-z0-9-]+/', path)
+    return int(m.group(1)) if m else None
+
+
+def sources(src):
+    for d in sorted(os.listdir(src)):
+        if layer_of(d + '/') is None:
+            continue
+        for f in sorted(os.listdir(os.path.join(src, d))):
+            if f.endswith(('.c', '.h')):
+                yield d + '/' + f
+
+
+def include_problems(src):
+    bad = []
+    for f in sources(src):
+        text = open(os.path.join(src, f)).read()
+        for m in INCLUDE.finditer(text):
+            target = '%s-%s/%s' % m.groups()
+            if not os.path.exists(os.path.join(src, target)):
+                bad.append('%s includes %s, which does not exist' % (f, target))
+            elif int(m.group(1)) > layer_of(f):
+                bad.append('%s (layer %d) includes %s (layer %s): an upward include'
+                           % (f, layer_of(f), target, m.group(1)))
+        for m in ANY_INCLUDE.finditer(text):
+            layer = PUBLIC_LAYER.get(m.group(1))
+            if layer is not None and layer > layer_of(f):
+                bad.append('%s (layer %d) includes %s (layer %d): an upward include'
+                           % (f, layer_of(f), m.group(1), layer))
+    stray = [f for f in os.listdir(src) if f.endswith(('.c', '.h'))]
+    bad += ['src/%s is outside every layer folder' % f for f in stray]
+    return bad
+
+
+def tools_problems(repo):
+    """The CLI is thin over the public headers: nothing from src/."""
+    bad, tools = [], os.path.join(repo, 'tools')
+    public = set(os.listdir(os.path.join(repo, 'include')))
+    for f in sorted(os.listdir(tools)):
+        if not f.endswith(('.c', '.h')):
+            continue
+        for m in ANY_INCLUDE.finditer(open(os.path.join(tools, f)).read()):
+            name = m.group(1)
+            if name not in public and not os.path.exists(os.path.join(tools, name)):
+                bad.append('tools/%s includes "%s": not a public header' % (f, name))
+    return bad
+
+
+def object_name(member):
+    # meson names objects src_3-btrfs_tree.c.o
+    m = re.match(r'src_(\d-[a-z0-9-]+)_(.+)\.c\.o$', os.path.basename(member))
+    return '%s/%s.c' % m.groups() if m else None
+
+
+def call_graph(archive):
+    out = subprocess.run(['nm', '-A', archive], capture_output=True, text=True, check=True).stdout
+    defs, uses = {}, []
+    for line in out.splitlines():
+        # archive:member: [value] type name
+        parts = line.split(':')
+        if len(parts) < 3:
+            continue
+        f = object_name(parts[1])
+        fields = parts[-1].split()
+        if f is None or len(fields) < 2:
+            continue
+        kind, sym = fields[-2], fields[-1]
+        if kind == 'U':
+            uses.append((f, sym))
+        elif kind in 'TDRBC':
+            defs[sym] = f
+    edges = {}
+    for f, sym in uses:
+        g = defs.get(sym)
+        if g and g != f:
+            edges.setdefault(f, {}).setdefault(g, []).append(sym)
+    return edges
+
+
+def cycles(edges):
+    """Strongly connected components with more than one file (Tarjan)."""
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    nodes = set(edges) | {g for e in edges.values() for g in e}
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def call_problems(archive):
+    edges = call_graph(archive)
+    bad = []
+    for f, targets in sorted(edges.items()):
+        for g, syms in sorted(targets.items()):
+            if layer_of(g) > layer_of(f):
+                bad.append('%s (layer %d) calls %s (layer %d): %s'
+                           % (f, layer_of(f), g, layer_of(g), ', '.join(sorted(set(syms)))))
+    for comp in cycles(edges):
+        links = ['%s -> %s (%s)' % (f, g, ', '.join(sorted(set(edges[f][g]))[:3]))
+                 for f in comp for g in edges.get(f, {}) if g in comp]
+        bad.append('cycle among %s: %s' % (', '.join(comp), '; '.join(links)))
+    nfiles = len(set(edges) | {g for e in edges.values() for g in e})
+    return bad, nfiles, sum(len(t) for t in edges.values())
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    src = os.path.join(sys.argv[1], 'src')
+    bad = include_problems(src) + tools_problems(sys.argv[1])
+    summary = 'includes of %d library files and of tools/' % len(list(sources(src)))
+    if len(sys.argv) == 3:
+        more, nfiles, nedges = call_problems(sys.argv[2])
+        bad += more
+        summary += ', %d call edges between %d files' % (nedges, nfiles)
+    for b in bad:
+        print('layers: ' + b)
+    print('layers: %s checked, %d problems' % (summary, len(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
