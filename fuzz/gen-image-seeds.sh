@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # Rebuild fuzz/corpus/image (root + loop): small images with 4 KiB nodes,
 # single metadata, a few subvolumes, files of each kind and compression, so
 # that the whole-image target starts from real structures.
@@ -40,4 +41,4 @@ umount "$mnt"
 mv "$work/log-crash.img" "$work/log.img"
 btrfs inspect-internal dump-super "$work/log.img" | grep -q '^log_root[[:space:]]*[1-9]' ||
   { echo "gen-image-seeds: the log image has no log tree" >&2; exit 1; }
-python3 "$here/make_seeds.py" "$here/corpus/image" "$work"/*.img
+python3 "$here/gen_sparse_seeds.py" "$here/corpus/image" "$work"/*.img

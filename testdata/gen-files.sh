@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # Rebuild testdata/files/: small btrfs images made by the real kernel, each
-# with the kernel's own view of it (testdata/kview.py on a fresh read-only
+# with the kernel's own view of it (testdata/gen_kview.py on a fresh read-only
 # mount), for tests/test_files.py. Needs root, loop devices, btrfs-progs,
 # zstd, chattr, python3.
 #
@@ -19,7 +20,7 @@
 #   NAME.subvols.txt      `btrfs subvolume list -apcguqR` of the top level
 # Each view is recorded twice on two fresh mounts (ro,noatime,subvolid=5)
 # and must be identical apart from a stub's lookup-time fields
-# (kview.py compare), so nothing in it depends on the recording.
+# (gen_kview.py compare), so nothing in it depends on the recording.
 #
 # Images: comp (each size around the inline / sector / 128 KiB limits, text
 # random and zero data, under compress-force none/zlib/lzo/zstd, one subvol
@@ -37,7 +38,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-kview="$here/kview.py"
+kview="$here/gen_kview.py"
 small=0 raw=0 only="" out="$here/files"
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # gen-images.sh: build the kernel-oracle image corpus for the foundation layer
 # (superblocks, chunk map, subvolumes) in testdata/images/<name>/.
 #
@@ -21,14 +22,14 @@
 #   degraded-*.txt        subvolume list from a ro,degraded kernel mount of a
 #                         device subset (proves the subset opens degraded)
 # all read from ro mounts (the device hashes are checked to be unchanged).
-# testdata/progs2json.py turns them into expected-super.json,
+# testdata/gen_progs2json.py turns them into expected-super.json,
 # expected-mirrors.json and expected-subvols.jsonl, cross-checking every
 # field between at least two of the sources.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$HERE/images
-CONV=$HERE/progs2json.py
+CONV=$HERE/gen_progs2json.py
 ALL=(nested csum-xxhash csum-sha256 csum-blake2 node4k node64k
 	raid0 raid1 raid10 raid5 raid6 raid1c3 raid1c4 dup mixed
 	metauuid gpt1 mbr1 gpt2 big257g shrunk reused)

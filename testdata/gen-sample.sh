@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # Rebuild testdata/sample.img.zst: the demo image (root + loop devices).
 # A top level with files, two subvolumes, nested ones, and snapshots, so
 # that inode numbers repeat across subvolumes as they do on real systems.

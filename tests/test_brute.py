@@ -14,31 +14,26 @@ Skipped (exit 77) without root, loop devices or btrfs.
 import os, subprocess, sys, tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from tally import Tally  # noqa: E402
-from test_oracle import skip_reason  # noqa: E402
-
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
 
 
 def main():
     cli, brute, testdata = sys.argv[1:4]
-    why = skip_reason()
-    release = tuple(int(x) for x in os.uname().release.split(".")[:2])
-    if not why and release < (6, 10):
+    why = imgtest.skip_reason()
+    if not why and imgtest.kernel_release() < (6, 10):
         why = f"Linux {os.uname().release} has no STATX_SUBVOL (6.10)"
     if why:
         print(f"SKIP: live mount: {why}")
-        return SKIP
-    exact = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "exact.py")
+        return imgtest.SKIP
+    exact = os.path.join(imgtest.REPO, "bench", "exact.py")
     files = os.path.join(testdata, "files")
-    tally = Tally()
+    tally = imgtest.Tally()
     with tempfile.TemporaryDirectory(prefix="btrfsimg-brute.") as work:
         for name in sorted(os.listdir(files)):
             if not name.endswith(".img.zst") or name.startswith("log."):
                 continue  # log.img: the kernel cannot replay its log on a read-only loop device
-            img = os.path.join(work, name[:-4])
-            subprocess.run(["zstd", "-q", "-d", "-f", os.path.join(files, name), "-o", img],
-                           check=True)
+            img = imgtest.private_copy(os.path.join(files, name), work)
             p = subprocess.run([sys.executable, exact, cli, img, "--c", brute],
                                capture_output=True, text=True, timeout=300)
             tally.check(f"{name[:-8]}: collisions equal bench/brute.c for 69 schemes",

@@ -21,43 +21,18 @@ the random trial count. Prints 'N passed, M failed'.
 import itertools, os, random, re, resource, shutil, struct, subprocess, sys, tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from tally import Tally  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
+from imgtest import crc32c  # noqa: E402  (as btrfs stores it; testdata/genlib.py)
 
 CLI, TESTDATA = sys.argv[1], sys.argv[2]
 TIMEOUT = 120
-tally = Tally()
+tally = imgtest.Tally()
 check = tally.check
 
 
 def run(args, img):
-    try:
-        p = subprocess.run([CLI] + args + [img], capture_output=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return None, b"", b"timeout"
-    return p.returncode, p.stdout, p.stderr
-
-
-def _crc32c_table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 & -(c & 1))
-        t.append(c)
-    return t
-
-
-CRC32C_TABLE = _crc32c_table()
-
-
-def crc32c(data):
-    """CRC-32C (Castagnoli, reflected), as btrfs stores it: table-driven
-    form of the bitwise definition (check value of b"123456789" is 0xe3069283)."""
-    crc = 0xFFFFFFFF
-    t = CRC32C_TABLE
-    for b in data:
-        crc = (crc >> 8) ^ t[(crc ^ b) & 0xFF]
-    return crc ^ 0xFFFFFFFF
+    return imgtest.run_cli(CLI, args + [img], timeout=TIMEOUT)
 
 
 def dump_super(img):
@@ -117,10 +92,6 @@ def no_signal(name, rc, err):
         check(name, False, "exit 2 without a message")
         return False
     return True
-
-
-def decompress(src, dst):
-    subprocess.run(["zstd", "-q", "-d", "-f", src, "-o", dst], check=True)
 
 
 def fresh(base, work, name):
@@ -379,12 +350,7 @@ def run_limited(args, img, stdout=subprocess.PIPE):
         if MEM_LIMIT:
             resource.setrlimit(resource.RLIMIT_AS, (MEM_LIMIT, MEM_LIMIT))
     imgs = img if isinstance(img, list) else [img]
-    try:
-        p = subprocess.run([CLI] + args + imgs, stdout=stdout, stderr=subprocess.PIPE,
-                           timeout=TIMEOUT, preexec_fn=limit)
-    except subprocess.TimeoutExpired:
-        return None, b"", b"timeout"
-    return p.returncode, p.stdout, p.stderr
+    return imgtest.run_cli(CLI, args + imgs, timeout=TIMEOUT, stdout=stdout, preexec_fn=limit)
 
 
 def expect_error(name, rc, err, words, codes=(1, 2)):
@@ -923,7 +889,7 @@ def case_devices(work):
         devs[name] = []
         for i in range(1, n + 1):
             p = os.path.join(work, f"{name}-dev{i}.img")
-            decompress(os.path.join(TESTDATA, "images", name, f"dev{i}.img.zst"), p)
+            imgtest.unzstd(os.path.join(TESTDATA, "images", name, f"dev{i}.img.zst"), p)
             devs[name].append(p)
     for name, ds in devs.items():
         for cmd in (["subvols", "--json"], ["walk", "--hash", "--json"]):
@@ -1062,9 +1028,7 @@ def workdir():
 
 
 def unpack(work, path, name):
-    dst = os.path.join(work, name)
-    decompress(path, dst)
-    return dst
+    return imgtest.unzstd(path, os.path.join(work, name))
 
 
 def main():

@@ -12,13 +12,14 @@
   full read.
 Prints 'N passed, M failed'.
 """
-import hashlib, json, os, shutil, stat, subprocess, sys, tempfile
+import os, shutil, stat, sys, tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from tally import Tally  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
 
 CLI, TESTDATA = sys.argv[1], sys.argv[2]
-tally = Tally()
+tally = imgtest.Tally()
 check = tally.check
 
 
@@ -26,18 +27,14 @@ def fsencode(p):
     return p.encode("utf-8", "surrogateescape")
 
 
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
+def run(args):
+    return imgtest.run_cli(CLI, args)
 
 
 def test_extract(name, img, view, work):
     dest = os.path.join(work, "x-" + name)
-    p = subprocess.run([CLI, "extract", img, dest], capture_output=True)
-    check(f"{name}: extract exit", p.returncode in (0, 1), p.stderr[-300:])
+    rc, out, err = run(["extract", img, dest])
+    check(f"{name}: extract exit", rc in (0, 1), err[-300:])
     bad, links = [], {}
     for r in view:
         if not r["path"]:
@@ -58,7 +55,7 @@ def test_extract(name, img, view, work):
         if stat.S_ISREG(st.st_mode):
             if st.st_size != r["size"]:
                 bad.append((r["path"], "size", st.st_size, r["size"]))
-            elif r.get("sha256") and sha256(path) != r["sha256"]:
+            elif r.get("sha256") and imgtest.sha256_file(path) != r["sha256"]:
                 bad.append((r["path"], "sha256"))
             # the destination filesystem (ext4) stores seconds up to 2^34
             fits = 0 <= r["mtime"][0] < 2**34
@@ -77,9 +74,9 @@ def test_extract(name, img, view, work):
 
 
 def test_bodyfile(name, img, view):
-    p = subprocess.run([CLI, "bodyfile", img], capture_output=True)
-    check(f"{name}: bodyfile exit", p.returncode in (0, 1), p.stderr[-300:])
-    lines = p.stdout.split(b"\n")[:-1]
+    rc, out, err = run(["bodyfile", img])
+    check(f"{name}: bodyfile exit", rc in (0, 1), err[-300:])
+    lines = out.split(b"\n")[:-1]
     check(f"{name}: bodyfile has one line per path", len(lines) == len(view),
           f"{len(lines)} lines, {len(view)} paths")
     bad = []
@@ -99,48 +96,40 @@ def test_bodyfile(name, img, view):
 
 def test_degraded(work):
     d = os.path.join(TESTDATA, "images", "raid1")
-    devs = []
-    for n in ("dev1", "dev2"):
-        out = os.path.join(work, n + ".img")
-        subprocess.run(["zstd", "-q", "-d", "-f", os.path.join(d, n + ".img.zst"), "-o", out],
-                       check=True)
-        devs.append(out)
-    full = subprocess.run([CLI, "walk", "--json", "--hash"] + devs, capture_output=True)
+    devs = [imgtest.private_copy(os.path.join(d, n + ".img.zst"), work) for n in ("dev1", "dev2")]
+    full_rc, full_out, _ = run(["walk", "--json", "--hash"] + devs)
     for keep in devs:
-        one = subprocess.run([CLI, "walk", "--json", "--hash", keep], capture_output=True)
+        rc, out, err = run(["walk", "--json", "--hash", keep])
         check(f"raid1 with only {os.path.basename(keep)}: same walk and contents, exit 1",
-              one.stdout == full.stdout and one.returncode == 1 and full.returncode == 0,
-              f"rc {one.returncode}/{full.returncode} {one.stderr[-200:]!r}")
+              out == full_out and rc == 1 and full_rc == 0,
+              f"rc {rc}/{full_rc} {err[-200:]!r}")
         check(f"raid1 with only {os.path.basename(keep)}: the missing device is reported once, "
               "not again for each block on it",
-              b"devices missing" in one.stderr and b"trying the next copy" not in one.stderr,
-              one.stderr[-400:].decode(errors="replace"))
+              b"devices missing" in err and b"trying the next copy" not in err,
+              err[-400:].decode(errors="replace"))
 
 
 def test_walk_text_hash(name, img, view):
     """`walk --hash` in text: the sha256 column holds the kernel's sha256 of
     each regular file's contents ("-" for other types)."""
-    p = subprocess.run([CLI, "walk", "--hash", img], capture_output=True)
+    rc, out, err = run(["walk", "--hash", img])
     got = {}
-    for line in p.stdout.splitlines():
+    for line in out.splitlines():
         parts = line.split(None, 7)
         if len(parts) == 8:
             got[parts[7].split(b"  [stub]")[0]] = parts[6].decode()
     want = {fsencode(v["path"] or "."): (v["sha256"] or "-") for v in view}
     bad = [(k, got.get(k), w) for k, w in want.items() if got.get(k) != w]
     check(f"{name}: walk --hash (text) sha256 column equals the kernel's", not bad and
-          p.returncode == 0, f"rc {p.returncode} {bad[:3]}")
+          rc == 0, f"rc {rc} {bad[:3]}")
 
 
 def main():
     work = tempfile.mkdtemp(prefix="btrfsimg-extract.")
     try:
         for name in ("special", "subvols", "extents"):
-            src = os.path.join(TESTDATA, "files", name + ".img.zst")
-            img = os.path.join(work, name + ".img")
-            subprocess.run(["zstd", "-q", "-d", "-f", src, "-o", img], check=True)
-            with open(os.path.join(TESTDATA, "files", name + ".view.jsonl")) as f:
-                view = [json.loads(l) for l in f]
+            img = imgtest.private_copy(os.path.join(TESTDATA, "files", name + ".img.zst"), work)
+            view = imgtest.load_jsonl(os.path.join(TESTDATA, "files", name + ".view.jsonl"))
             test_extract(name, img, view, work)
             test_bodyfile(name, img, view)
             test_walk_text_hash(name, img, view)

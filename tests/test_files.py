@@ -7,11 +7,11 @@
 
 For every testdata/files/NAME.img.zst (or NAME.img) and each recorded view
 NAME[.VARIANT].view.jsonl (written by testdata/gen-files.sh with
-testdata/kview.py on a fresh ro,noatime mount of the real kernel):
+testdata/gen_kview.py on a fresh ro,noatime mount of the real kernel):
 
   NAME[.V] walk      `btrfsimg walk --json --hash [V's flags] IMAGE`: the same
                      set of paths, and every field of every path equal to the
-                     kernel's (see kview.FIELDS); prints the first N diffs
+                     kernel's (see gen_kview.FIELDS); prints the first N diffs
   NAME[.V] order     the same paths in the same order: depth-first, children
                      in the kernel's readdir order (DIR_INDEX order)
   NAME[.V] cat P     sha256 of `btrfsimg cat --path P IMAGE` == the kernel's,
@@ -42,18 +42,12 @@ import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from tally import Tally  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
 
 VARIANT_ARGS = {"": [], "nolog": ["--no-log-replay"]}
 TIMEOUT = 900
 CAT_PER_VIEW = 10
-
-
-def import_kview(testdata):
-    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-    sys.path.insert(0, testdata)
-    import kview  # noqa: E402  (testdata/kview.py: FIELDS and the stub rule)
-    return kview
 
 
 def norm(field, v):
@@ -140,15 +134,8 @@ def compare_order(exp, got):
     return ["kernel has %d records, btrfsimg %d" % (len(ep), len(gp))]
 
 
-def run_cli(cli, args, timeout=TIMEOUT):
-    try:
-        p = subprocess.run([cli] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, b"", b"timed out after %d s" % timeout
-    except OSError as e:
-        return None, b"", str(e).encode()
-    return p.returncode, p.stdout, p.stderr
+def run_cli(cli, args):
+    return imgtest.run_cli(cli, args, timeout=TIMEOUT)
 
 
 def cli_problems(rc, err):
@@ -273,20 +260,6 @@ def subtree_checks(kv, res, cli, name, img, exp, max_diffs):
         res.problems("%s walk %s %s" % (name, a[0], short(os.fsdecode(a[1]), 70)), probs)
 
 
-def decompress(src, tmpdir):
-    """A private copy of the image (so a run can never alter the original)."""
-    if src.endswith(".zst"):
-        dst = os.path.join(tmpdir, os.path.basename(src)[:-4])
-        cmd = ["zstd", "-q", "-d", "-f", "--sparse", src, "-o", dst]
-    else:
-        dst = os.path.join(tmpdir, os.path.basename(src))
-        cmd = ["cp", "--sparse=always", src, dst]
-    p = subprocess.run(cmd, stderr=subprocess.PIPE)
-    if p.returncode != 0:
-        return None, "%s failed: %s" % (" ".join(cmd[:2]), p.stderr.decode(errors="replace").strip())
-    return dst, None
-
-
 def images(files_dir):
     found = {}
     for pat, cut in (("*.img.zst", 8), ("*.img", 4)):
@@ -305,9 +278,10 @@ def views(files_dir, name):
 
 
 def run_image(kv, res, cli, name, src, files_dir, tmpdir, max_diffs):
-    img, err = decompress(src, tmpdir)
-    if img is None:
-        res.problems("%s decompress" % name, [err])
+    try:
+        img = imgtest.private_copy(src, tmpdir)
+    except imgtest.RestoreError as e:
+        res.problems("%s decompress" % name, [str(e)])
         return
     vs = views(files_dir, name)
     if not vs:
@@ -330,9 +304,9 @@ def run_image(kv, res, cli, name, src, files_dir, tmpdir, max_diffs):
 
 def run(cli, testdata, files_dir=None, only=None, max_diffs=20):
     """Run every check; returns the Results. Used by test_oracle.py too."""
-    kv = import_kview(testdata)
+    kv = imgtest.import_kview(testdata)
     files_dir = files_dir or os.path.join(testdata, "files")
-    res = Tally()
+    res = imgtest.Tally()
     imgs = images(files_dir)
     if only:
         imgs = [(n, f) for n, f in imgs if n in only]

@@ -3,8 +3,8 @@
 """test_images.py: `btrfsimg super --json` and `btrfsimg subvols --json`
 against the kernel's and btrfs-progs' recorded view of every image in
 testdata/images/ (made by testdata/gen-images.sh, expected JSON made by
-testdata/progs2json.py from dump-super, dump-tree, subvolume list/show and the
-kernel's GET_SUBVOL_INFO ioctl).
+testdata/gen_progs2json.py from dump-super, dump-tree, subvolume list/show
+and the kernel's GET_SUBVOL_INFO ioctl).
 
     test_images.py BTRFSIMG TESTDATA [--only NAME]... [--keep]
 
@@ -30,7 +30,8 @@ import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from tally import Tally  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
 
 TIMEOUT = 300
 
@@ -46,18 +47,15 @@ def strict_eq(a, b):
     return a == b
 
 
-class Runner(Tally):
+class Runner(imgtest.Tally):
     def __init__(self, cli):
         super().__init__()
         self.cli = cli
 
     def run(self, cmd, args, devs):
-        argv = [self.cli, cmd, "--json"] + list(args) + list(devs)
-        try:
-            p = subprocess.run(argv, capture_output=True, timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            return None, b"", b"timed out after %d s" % TIMEOUT, argv
-        return p.returncode, p.stdout, p.stderr, argv
+        args = [cmd, "--json"] + list(args) + list(devs)
+        rc, out, err = imgtest.run_cli(self.cli, args, timeout=TIMEOUT)
+        return rc, out, err, [self.cli] + args
 
 
 def short(b, n=600):
@@ -120,10 +118,8 @@ def parse_lines(stdout):
 
 
 def load(d, name):
-    with open(os.path.join(d, name)) as f:
-        if name.endswith(".jsonl"):
-            return [json.loads(l) for l in f if l.strip()]
-        return json.load(f)
+    path = os.path.join(d, name)
+    return imgtest.load_jsonl(path) if name.endswith(".jsonl") else imgtest.load_json(path)
 
 
 def decompress(src, dst, files):
@@ -134,9 +130,11 @@ def decompress(src, dst, files):
         z = os.path.join(src, name + ".zst")
         t = os.path.join(src, name + ".tar.zst")
         if os.path.exists(z):
-            p = subprocess.run(["zstd", "-q", "-d", "-f", "--long=31", z, "-o", target],
-                               capture_output=True)
-            err = p.returncode != 0 and short(p.stderr)
+            try:
+                imgtest.unzstd(z, target)
+                err = None
+            except imgtest.RestoreError as e:
+                err = str(e)
         elif os.path.exists(t):
             z = subprocess.Popen(["zstd", "-q", "-d", "-c", "--long=31", t],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -15,10 +15,11 @@ Also fixed vectors worked out by hand. Prints 'N passed, M failed'.
 import collections, json, os, shutil, subprocess, sys, tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from tally import Tally  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
 
 CLI = TESTDATA = None  # set by __main__; bench/exact.py imports the brute force
-tally = Tally()
+tally = imgtest.Tally()
 check = tally.check
 
 
@@ -45,14 +46,6 @@ def hand_vectors():
     check("vector overlay(256,56)", overlay(256, 56) == 0x0000010000000000)
     check("vector presented(257, ov(257,56))",
           presented(257, overlay(257, 56)) == 0x0001010000000101)
-
-
-def load_view(path):
-    recs = []
-    with open(path) as f:
-        for line in f:
-            recs.append(json.loads(line))
-    return recs
 
 
 def kernel_inodes(view):
@@ -113,8 +106,8 @@ def scheme_of(name):
 
 
 def run_json(args):
-    p = subprocess.run([CLI] + args, capture_output=True)
-    return p.returncode, [json.loads(l) for l in p.stdout.splitlines()], p.stderr
+    rc, out, err = imgtest.run_cli(CLI, args)
+    return rc, [json.loads(l) for l in out.splitlines()], err
 
 
 def test_image(name, img, view):
@@ -164,10 +157,10 @@ def check_write_error(name, img):
     run, and say so."""
     for cmd in ("inodes", "walk"):
         with open("/dev/full", "wb") as full:
-            p = subprocess.run([CLI, cmd, "--json", img], stdout=full, stderr=subprocess.PIPE)
-        check(f"{name}: {cmd} --json to a full disk fails", p.returncode == 2, str(p.returncode))
+            rc, _, err = imgtest.run_cli(CLI, [cmd, "--json", img], stdout=full)
+        check(f"{name}: {cmd} --json to a full disk fails", rc == 2, str(rc))
         check(f"{name}: ... naming the write error",
-              b"write error on standard output" in p.stderr, p.stderr[-300:])
+              b"write error on standard output" in err, err[-300:])
 
 
 def check_paths(name, recs, view):
@@ -290,9 +283,8 @@ def main():
             if not os.path.exists(src) or not os.path.exists(view):
                 check(f"{name}: corpus present", False, src)
                 continue
-            img = os.path.join(work, name + ".img")
-            subprocess.run(["zstd", "-q", "-d", "-f", src, "-o", img], check=True)
-            test_image(name, img, load_view(view))
+            img = imgtest.private_copy(src, work)
+            test_image(name, img, imgtest.load_jsonl(view))
             os.unlink(img)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -17,33 +17,14 @@ code). The last line is exactly "N passed, M failed".
 """
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-SKIP = 77
-
-
-def skip_reason():
-    if os.geteuid() != 0:
-        return "not root (needs mount and loop devices)"
-    for tool in ("mkfs.btrfs", "btrfs", "losetup", "zstd", "chattr", "bash"):
-        if not shutil.which(tool):
-            return "%s not found" % tool
-    if not os.path.exists("/dev/loop-control"):
-        return "no /dev/loop-control (loop devices unavailable)"
-    p = subprocess.run(["losetup", "--find"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if p.returncode != 0:
-        return "no free loop device (%s)" % p.stderr.decode(errors="replace").strip()
-    with open("/proc/filesystems") as f:
-        if "btrfs" not in f.read():
-            subprocess.run(["modprobe", "btrfs"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-            with open("/proc/filesystems") as g:
-                if "btrfs" not in g.read():
-                    return "the kernel has no btrfs"
-    return None
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
+import test_files  # noqa: E402
 
 
 def main():
@@ -54,15 +35,11 @@ def main():
     ap.add_argument("--only", help="comma-separated image names")
     ap.add_argument("--keep", help="generate into this directory and keep it")
     a = ap.parse_args()
-    why = skip_reason()
+    why = imgtest.skip_reason()
     if why:
         print("SKIP: live kernel oracle: %s" % why)
-        return SKIP
+        return imgtest.SKIP
     testdata = os.path.abspath(a.testdata)
-    sys.dont_write_bytecode = True
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import test_files  # noqa: E402  (same directory)
-
     tmp = None
     if a.keep:
         out = os.path.abspath(a.keep)

@@ -17,10 +17,9 @@ Skipped (exit 77) without root, loop devices or btrfs.
 import os, struct, subprocess, sys, tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from tally import Tally  # noqa: E402
-from test_oracle import skip_reason  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
 
-SKIP = 77
 # The two frames either side of the workspace's edge: where exactly it lies
 # depends on the kernel's zstd version, measured on this one.
 EDGE = {0x5a, 0x5b}
@@ -42,6 +41,7 @@ VARIANTS = [
 
 
 def run(*cmd, **kw):
+    """A system command (mkfs, mount, filefrag)."""
     return subprocess.run(cmd, capture_output=True, **kw)
 
 
@@ -93,12 +93,12 @@ def kernel_reads(img, mnt):
 
 def main():
     cli = sys.argv[1]
-    why = skip_reason()
+    why = imgtest.skip_reason()
     if why:
         print(f"SKIP: live mount: {why}")
-        return SKIP
-    tally = Tally()
-    release = tuple(int(x) for x in os.uname().release.split(".")[:2])
+        return imgtest.SKIP
+    tally = imgtest.Tally()
+    release = imgtest.kernel_release()
     with tempfile.TemporaryDirectory(prefix="btrfsimg-zstd.") as work:
         img, mnt, physical = make_image(work)
         for fhd, wd, fcs in VARIANTS:
@@ -110,12 +110,12 @@ def main():
             variant = os.path.join(work, "v.img")
             rewrite(img, physical, fhd, wd, fcs, variant)
             kernel = kernel_reads(variant, mnt)
-            p = run(cli, "cat", "--no-verify", "--path", "g", variant)
-            mine = p.stdout if p.returncode == 0 else None
+            rc, out, err = imgtest.run_cli(cli, ["cat", "--no-verify", "--path", "g", variant])
+            mine = out if rc == 0 else None
             tally.check(f"{name}: kernel {'reads' if kernel is not None else 'refuses'}, "
                         f"btrfsimg the same", kernel == mine,
                         f"kernel {None if kernel is None else len(kernel)} bytes, btrfsimg exit "
-                        f"{p.returncode} {p.stderr.decode(errors='replace')[-300:]}")
+                        f"{rc} {err.decode(errors='replace')[-300:]}")
             os.unlink(variant)
     return tally.summary(need_one=True)
 

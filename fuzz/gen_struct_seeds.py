@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 """Seeds for fuzz_super, fuzz_block and fuzz_rootitem from the committed
 kernel-made images (testdata/images/*/dev1.img.zst).
 
-    make_struct_seeds.py [REPO]     (default: the repository of this script)
+    gen_struct_seeds.py [REPO]     (default: the repository of this script)
 
 super:    the primary superblock copy of each image, trailing zeros cut
           (the harness pads to 4096), flags 0 (checksum as written).
@@ -18,7 +19,11 @@ Each corpus stays well under 300 KB. Output is deterministic. The corpora
 also hold inputs merged from fuzzing runs (40-hex-digit names, libFuzzer's
 -merge=1); this script neither makes nor removes those.
 """
-import os, struct, subprocess, sys
+import os, struct, sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata"))
+import genlib  # noqa: E402  (testdata/genlib.py: zstd decompression)
 
 SB_OFF = 0x10000
 HDR = 101
@@ -30,8 +35,7 @@ LAST_FREE = (1 << 64) - 256
 
 
 def image(path):
-    return subprocess.run(["zstd", "-q", "-d", "--long=31", "-c", path], check=True,
-                          stdout=subprocess.PIPE).stdout
+    return genlib.unzstd_bytes(path)
 
 
 def super_info(img):

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""seeds.py [OUTDIR]: write the fuzz_logtree seeds (default
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""gen_logtree_seeds.py [OUTDIR]: write the fuzz_logtree seeds (default
 fuzz/corpus/logtree/): small fs trees and logs built item by item, one per
 replay path (new names, deleted names in logged ranges, renames, extrefs,
 xattrs, truncation, extent splits, freed extents and their checksums,
@@ -11,26 +12,22 @@ import os
 import struct
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from genlib import crc32c_raw  # noqa: E402  (testdata/genlib.py)
+
 FS, LOG, CSUM, EXT = 0, 1, 2, 3
 INODE, IREF, EXTREF, XATTR, DIRLOG, DIRITEM, DIRINDEX, EXTENT, CSUMK, EXTITEM = \
     1, 12, 13, 24, 72, 84, 96, 108, 128, 168
 T = 8
 
 
-def crc32c(data, crc):
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc
-
-
 def name_hash(name):
-    return crc32c(name, 0xFFFFFFFE)
+    return crc32c_raw(0xFFFFFFFE, name)
 
 
 def extref_hash(parent, name):
-    return crc32c(name, parent & 0xFFFFFFFF)
+    return crc32c_raw(parent & 0xFFFFFFFF, name)
 
 
 def rec(which, objectid, ktype, offset, data):

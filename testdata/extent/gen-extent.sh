@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # Rebuild testdata/extent/: images written by the real kernel (needs root
 # and loop devices) and the kernel's own view of every file in them.
 #

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""gen.py: record where the kernel puts data for every chunk profile.
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""gen_chunk.py: record where the kernel puts data for every chunk profile.
 
-    sudo python3 testdata/chunk/gen.py            # every layout
-    sudo python3 testdata/chunk/gen.py raid5-3    # only these
+    sudo python3 testdata/chunk/gen_chunk.py            # every layout
+    sudo python3 testdata/chunk/gen_chunk.py raid5-3    # only these
 
 Needs root, loop devices, a kernel with btrfs, btrfs-progs (mkfs.btrfs,
 btrfs, btrfs-map-logical) and losetup. For each layout it makes a
@@ -276,7 +277,7 @@ def make(name, work):
 
 def main():
     if os.geteuid() != 0:
-        raise SystemExit("gen.py: needs root (mkfs, loop devices, mount)")
+        raise SystemExit("gen_chunk.py: needs root (mkfs, loop devices, mount)")
     names = sys.argv[1:] or list(LAYOUTS)
     with tempfile.TemporaryDirectory(prefix="hk-chunkgen.") as work:
         for n in names:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 """Write the libFuzzer dictionaries fuzz/<target>.dict.
 
-    make_dicts.py [FUZZDIR]
+    gen_dicts.py [FUZZDIR]
 
 Every value comes from src/ondisk.h (checked against
 /work/shared/reference/btrfs-facts.md) or the compression / partition
@@ -135,7 +136,7 @@ def main():
             continue
         entries = make()
         with open(os.path.join(d, f"{t}.dict"), "w") as f:
-            f.write(f"# libFuzzer dictionary for fuzz_{t} (made by make_dicts.py)\n")
+            f.write(f"# libFuzzer dictionary for fuzz_{t} (made by gen_dicts.py)\n")
             seen = set()
             for k in sorted(entries):
                 if entries[k] in seen:

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# make.sh: build the log-tree crash images and record what the kernel makes
-# of them. Needs root, loop devices, a kernel with btrfs, btrfs-progs, zstd,
-# python3.
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+# gen-logtree.sh: build the log-tree crash images and record what the kernel
+# makes of them. Needs root, loop devices, a kernel with btrfs, btrfs-progs,
+# zstd, python3.
 #
-#   sudo bash testdata/logtree/make.sh            # every scenario
-#   sudo bash testdata/logtree/make.sh ops links  # only these
+#   sudo bash testdata/logtree/gen-logtree.sh            # every scenario
+#   sudo bash testdata/logtree/gen-logtree.sh ops links  # only these
 #
-# For each scenario NAME (populators in pop.py):
+# For each scenario NAME (populators in gen_logtree_pop.py):
 #   1. mkfs a 128 MiB image (1 GiB for extents), mount it with commit=300
 #      (holes: mkfs -O ^no-holes; extents: -o compress=zstd), build the base state
 #      and sync (committed); then make the changes, each followed by an
@@ -24,7 +25,7 @@
 #      a zstd patch against the crash image (zstd -d --long=30
 #      --patch-from=NAME.crash.img).
 #   5. NAME.crash.img.zst, NAME.super.txt (dump-super of the crash image).
-# ID is 5 for the top level and each subvolume's id (view.py formats).
+# ID is 5 for the top level and each subvolume's id (gen_logtree_view.py formats).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,9 +36,9 @@ declare -A MOUNT=([extents]="compress=zstd")
 # and the kernel commits, emptying the log
 declare -A SIZE=([extents]=1G)
 
-[ "$(id -u)" = 0 ] || { echo "make.sh: needs root" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "gen-logtree.sh: needs root" >&2; exit 2; }
 for t in mkfs.btrfs btrfs losetup zstd python3; do
-	command -v "$t" >/dev/null || { echo "make.sh: $t missing" >&2; exit 2; }
+	command -v "$t" >/dev/null || { echo "gen-logtree.sh: $t missing" >&2; exit 2; }
 done
 
 work=$(mktemp -d /tmp/hl-logtree.XXXXXX)
@@ -59,9 +60,9 @@ detach() { losetup -d "$loop"; loop=""; }
 # views SUFFIX: one view file per subvolume of the mounted filesystem
 views() {
 	local name=$1 suffix=$2 id path
-	python3 "$here/view.py" "$mnt" >"$work/$name$suffix.view.5.txt"
+	python3 "$here/gen_logtree_view.py" "$mnt" >"$work/$name$suffix.view.5.txt"
 	btrfs subvolume list -o "$mnt" | while read -r _ id _ _ _ _ _ _ path; do
-		python3 "$here/view.py" "$mnt/$path" >"$work/$name$suffix.view.$id.txt"
+		python3 "$here/gen_logtree_view.py" "$mnt/$path" >"$work/$name$suffix.view.$id.txt"
 	done
 }
 
@@ -73,15 +74,15 @@ scenario() {
 	mkfs.btrfs -q -f ${MKFS[$name]:-} "$img" >/dev/null
 	attach "$img"
 	mount -o "commit=300${MOUNT[$name]:+,${MOUNT[$name]}}" "$loop" "$mnt"
-	python3 "$here/pop.py" "$name" base "$mnt"
+	python3 "$here/gen_logtree_pop.py" "$name" base "$mnt"
 	sync
-	python3 "$here/pop.py" "$name" fsync "$mnt"
+	python3 "$here/gen_logtree_pop.py" "$name" fsync "$mnt"
 	cp --sparse=always "$img" "$crash"
 	umount "$mnt"
 	detach
 	local lr
 	lr=$(btrfs inspect-internal dump-super "$crash" | awk '$1 == "log_root" {print $2}')
-	[ "$lr" != 0 ] || { echo "make.sh: $name: the copy has no log tree" >&2; exit 1; }
+	[ "$lr" != 0 ] || { echo "gen-logtree.sh: $name: the copy has no log tree" >&2; exit 1; }
 
 	cp --sparse=always "$crash" "$work/t.img"
 	attach "$work/t.img"
@@ -103,7 +104,7 @@ scenario() {
 	detach
 	for f in "$work/$name".view.*.txt; do
 		cmp -s "$f" "$work/again/$(basename "$f")" ||
-			{ echo "make.sh: $name: the view changed between mounts" >&2; exit 1; }
+			{ echo "gen-logtree.sh: $name: the view changed between mounts" >&2; exit 1; }
 	done
 	rm -rf "$work/again" "$work/t.img" "$img"
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""view.py MOUNTPOINT > NAME.view.txt: the kernel's view of a mounted btrfs,
-one line per path, depth-first in readdir order (for btrfs: DIR_INDEX
-order), in the format tests/test_logtree.c rebuilds through the public API:
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""gen_logtree_view.py MOUNTPOINT > NAME.view.txt: the kernel's view of a
+mounted btrfs, one line per path, depth-first in readdir order (for btrfs:
+DIR_INDEX order), in the format tests/test_logtree.c rebuilds through the
+public API:
 
   path ino mode nlink uid gid size rdev atime mtime ctime btime sha256 target xattrs
 
@@ -13,48 +15,30 @@ of a regular file's contents ("-" otherwise); target is a symlink's bytes
 of the hex names ("-" for none). Subvolume roots are not descended into
 (their entry is still listed); the tests compare one subvolume at a time.
 """
-import ctypes
 import hashlib
 import os
 import stat
 import sys
 
-SYS_STATX = 332  # x86_64
-AT_SYMLINK_NOFOLLOW = 0x100
-STATX_ALL = 0xfff
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import genlib  # noqa: E402  (testdata/genlib.py: statx, sha256)
 
-libc = ctypes.CDLL(None, use_errno=True)
+STATX_ALL = 0xfff
 
 
 def statx(path):
-    buf = ctypes.create_string_buffer(256)
-    rc = libc.syscall(SYS_STATX, -100, os.fsencode(path), AT_SYMLINK_NOFOLLOW, STATX_ALL, buf)
-    if rc != 0:
-        raise OSError(ctypes.get_errno(), path)
-    b = buf.raw
+    s = genlib.statx(path, STATX_ALL)
 
-    def u32(o):
-        return int.from_bytes(b[o:o + 4], "little")
-
-    def u64(o):
-        return int.from_bytes(b[o:o + 8], "little")
-
-    def ts(o):
-        return "%d.%09d" % (int.from_bytes(b[o:o + 8], "little", signed=True), u32(o + 8))
+    def ts(t):
+        return "%d.%09d" % t
 
     return {
-        "nlink": u32(0x10), "uid": u32(0x14), "gid": u32(0x18), "mode": int.from_bytes(b[0x1c:0x1e], "little"),
-        "ino": u64(0x20), "size": u64(0x28), "atime": ts(0x40), "btime": ts(0x50),
-        "ctime": ts(0x60), "mtime": ts(0x70), "rdev": (u32(0x80) << 20) | u32(0x84),
+        "nlink": s["nlink"], "uid": s["uid"], "gid": s["gid"], "mode": s["mode"],
+        "ino": s["ino"], "size": s["size"], "atime": ts(s["atime"]), "btime": ts(s["btime"]),
+        "ctime": ts(s["ctime"]), "mtime": ts(s["mtime"]),
+        "rdev": (s["rdev_major"] << 20) | s["rdev_minor"],
     }
-
-
-def sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def xattrs(path):
@@ -71,7 +55,7 @@ def line(root, rel):
     p = os.path.join(root, rel) if rel else root
     s = statx(p)
     m = s["mode"]
-    digest = sha(p) if stat.S_ISREG(m) else "-"
+    digest = genlib.sha256_file(p) if stat.S_ISREG(m) else "-"
     target = os.fsencode(os.readlink(p)).hex() if stat.S_ISLNK(m) else "-"
     name = os.fsencode(rel).hex() if rel else "."
     return "\t".join(str(x) for x in (name, s["ino"], "%o" % m, s["nlink"], s["uid"], s["gid"],

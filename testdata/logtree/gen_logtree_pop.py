@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""Populators for the log-tree crash images: python3 pop.py SCENARIO STAGE MNT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""Populators for the log-tree crash images:
+python3 gen_logtree_pop.py SCENARIO STAGE MNT
 
-STAGE "base" builds the committed state (make.sh syncs after it); STAGE
+STAGE "base" builds the committed state (gen-logtree.sh syncs after it); STAGE
 "fsync" makes changes that are each followed by an fsync, so they live only
-in the log tree when make.sh copies the image. Data is deterministic
+in the log tree when gen-logtree.sh copies the image. Data is deterministic
 (seeded), so a rebuilt image holds the same contents.
 """
 import os

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # Rebuild testdata/dir/: one small image written by the real kernel (needs
 # root and a loop device) and the kernel's answers about every path in it
-# (record.py record), for tests/test_dir.c and tests/test_inode.c.
+# (gen_dir_record.py record), for tests/test_dir.c and tests/test_inode.c.
 #
 #   dir.img.zst   256 MiB image, mkfs defaults (16K nodes, extref, no-holes):
 #     d/f            0640 1000:100, xattrs user.a, user.empty (""), user.big
@@ -25,8 +26,8 @@
 #                    deleted after snap1 was taken, and cleaned)
 #     snap1          snapshot of sv1: nested, dd/inner and gone are stubs
 #     snap5          snapshot of the top level: every subvolume in it is a stub
-#   dir.expect    record.py record on a fresh ro,noatime,subvolid=5 mount;
-#                 then per damaged copy (record.py CRAFTS: d/moved's ROOT_ITEM
+#   dir.expect    gen_dir_record.py record on a fresh ro,noatime,subvolid=5 mount;
+#                 then per damaged copy (gen_dir_record.py CRAFTS: d/moved's ROOT_ITEM
 #                 with refs 0 or absent, its ROOT_REF with another dirid or
 #                 name) the bytes changed and what the kernel says d/moved is
 #   kernel.txt    kernel and btrfs-progs versions
@@ -61,7 +62,7 @@ setx d/f "$(hex user.a)" 31
 setx d/f "$(hex user.empty)" ""
 setx d/f "$(hex user.big)" "$(python3 -c "print(bytes(range(256)).hex() * 11 + '00' * 184)")"
 setx d/f "$(hex trusted.t)" 78
-for n in $(python3 "$here/record.py" collide 7 3 user.c); do
+for n in $(python3 "$here/gen_dir_record.py" collide 7 3 user.c); do
 	setx d/f "$n" "$n"
 done
 ln d/f d/link1
@@ -74,7 +75,7 @@ mknod blk b 7 0
 mknod chr2 c 300 70000
 python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('sock')"
 for i in 1 2 3; do touch "coll/plain$i"; done
-for n in $(python3 "$here/record.py" collide 11 3 c); do
+for n in $(python3 "$here/gen_dir_record.py" collide 11 3 c); do
 	python3 -c "import os,sys; open(b'coll/' + bytes.fromhex(sys.argv[1]), 'w').close()" "$n"
 done
 touch coll/zz
@@ -111,11 +112,11 @@ btrfs -q subvolume sync "$mnt"
 umount "$mnt"
 
 mount -o ro,noatime,subvolid=5 "$loop" "$mnt"
-python3 "$here/record.py" record "$mnt" >"$work/dir.expect"
+python3 "$here/gen_dir_record.py" record "$mnt" >"$work/dir.expect"
 umount "$mnt"
 # a second fresh mount must give the same answers (stub times aside)
 mount -o ro,noatime,subvolid=5 "$loop" "$mnt"
-python3 "$here/record.py" record "$mnt" >"$work/dir.expect2"
+python3 "$here/gen_dir_record.py" record "$mnt" >"$work/dir.expect2"
 umount "$mnt"
 losetup -d "$loop"
 loop=""
@@ -130,17 +131,17 @@ for x, y in zip(a, b):
         assert fx[0] == "S" and fx[2] == "2", (x, y)
         assert fx[:14] == fy[:14] and fx[20:] == fy[20:], (x, y)
 EOF
-# Damaged copies (record.py CRAFTS): the root tree is one leaf; patch both
+# Damaged copies (gen_dir_record.py CRAFTS): the root tree is one leaf; patch both
 # DUP copies of it, then ask the kernel what d/moved is.
 leaf=$(btrfs inspect-internal dump-tree -t root "$img" | awk '/^leaf .* owner ROOT_TREE$/ {print $2; exit}')
 [ "$(btrfs inspect-internal dump-tree -t root "$img" | grep -c '^node')" = 0 ]
 phys=$(btrfs-map-logical -l "$leaf" "$img" | awk '{print $6}')
 for v in refs0 noitem dirid name; do
 	cp "$img" "$work/craft.img"
-	python3 "$here/record.py" craft "$work/craft.img" "$v" $phys >>"$work/dir.expect"
+	python3 "$here/gen_dir_record.py" craft "$work/craft.img" "$v" $phys >>"$work/dir.expect"
 	loop=$(losetup -f --show "$work/craft.img")
 	mount -o ro,noatime,subvolid=5 "$loop" "$mnt"
-	python3 "$here/record.py" record "$mnt" "$v" >>"$work/dir.expect"
+	python3 "$here/gen_dir_record.py" record "$mnt" "$v" >>"$work/dir.expect"
 	umount "$mnt"
 	losetup -d "$loop"
 	loop=""

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""kview.py: record the kernel's view of a mounted btrfs, as JSON Lines in
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""gen_kview.py: record the kernel's view of a mounted btrfs, as JSON Lines in
 exactly the format of `btrfsimg walk --json --hash`, so that tests compare
 the two field by field.
 
-    kview.py record MOUNTPOINT [--start REL] > view.jsonl  # paths relative
-                                          # to REL, like walk --path
-    kview.py compare A.jsonl B.jsonl      # same view apart from documented
-                                          # volatile fields? exit 0 / 1
+    gen_kview.py record MOUNTPOINT [--start REL] > view.jsonl  # paths relative
+                                              # to REL, like walk --path
+    gen_kview.py compare A.jsonl B.jsonl      # same view apart from documented
+                                              # volatile fields? exit 0 / 1
 
 The walk is depth-first in the order the kernel's readdir gives (btrfs: the
 DIR_INDEX order, not sorted), so the line order itself records readdir order.
@@ -33,7 +34,6 @@ Volatile fields (see VOLATILE): a stub directory (st_ino 2, a snapshot's
 entry for a nested subvolume it does not contain) gets mtime/ctime/btime =
 the time of lookup, so those three are never compared for stubs.
 """
-import ctypes
 import errno
 import hashlib
 import json
@@ -41,16 +41,12 @@ import os
 import stat
 import sys
 
-SYS_STATX = 332             # x86_64
-SYS_NAME_TO_HANDLE_AT = 303  # x86_64
-AT_FDCWD = -100
-AT_SYMLINK_NOFOLLOW = 0x100
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import genlib  # noqa: E402  (testdata/genlib.py, this script's directory)
+from genlib import STATX_BASIC_STATS, STATX_BTIME, STATX_MNT_ID, STATX_SUBVOL  # noqa: E402
+from genlib import sha256_file  # noqa: E402
+
 AT_HANDLE_CONNECTABLE = 0x002
-STATX_BASIC_STATS = 0x7ff
-STATX_BTIME = 0x800
-STATX_MNT_ID = 0x1000
-STATX_SUBVOL = 0x8000
-MAX_HANDLE_SZ = 128
 STUB_INO = 2
 # Fields of a stub that the kernel fills with the time of lookup.
 VOLATILE_STUB_FIELDS = ("mtime", "ctime", "btime")
@@ -58,43 +54,22 @@ FIELDS = ("path", "ino", "subvol", "mode", "nlink", "uid", "gid", "size", "rdev"
           "atime", "mtime", "ctime", "btime", "target", "d_ino", "handle",
           "handle_conn", "sha256", "xattrs")
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-
-
-def _u32(b, off):
-    return int.from_bytes(b[off:off + 4], "little")
-
-
-def _u64(b, off):
-    return int.from_bytes(b[off:off + 8], "little")
-
-
-def _ts(b, off):
-    sec = int.from_bytes(b[off:off + 8], "little", signed=True)
-    return [sec, _u32(b, off + 8)]
-
 
 def statx(path):
     """statx(2) of path (bytes) without following a final symlink."""
-    buf = ctypes.create_string_buffer(256)
     mask = STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID | STATX_SUBVOL
-    rc = _libc.syscall(SYS_STATX, AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, mask, buf)
-    if rc != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e), path)
-    b = buf.raw
-    got = _u32(b, 0x00)
+    s = genlib.statx(path, mask)
+    got = s["mask"]
     r = {
         "mask": got,
-        "nlink": _u32(b, 0x10), "uid": _u32(b, 0x14), "gid": _u32(b, 0x18),
-        "mode": int.from_bytes(b[0x1c:0x1e], "little"),
-        "ino": _u64(b, 0x20), "size": _u64(b, 0x28),
-        "atime": _ts(b, 0x40), "btime": _ts(b, 0x50) if got & STATX_BTIME else None,
-        "ctime": _ts(b, 0x60), "mtime": _ts(b, 0x70),
-        "rdev": "%d:%d" % (_u32(b, 0x80), _u32(b, 0x84)),
-        "mnt_id": _u64(b, 0x90) if got & STATX_MNT_ID else None,
-        "subvol": _u64(b, 0xa0) if got & STATX_SUBVOL else None,
+        "nlink": s["nlink"], "uid": s["uid"], "gid": s["gid"],
+        "mode": s["mode"],
+        "ino": s["ino"], "size": s["size"],
+        "atime": list(s["atime"]), "btime": list(s["btime"]) if got & STATX_BTIME else None,
+        "ctime": list(s["ctime"]), "mtime": list(s["mtime"]),
+        "rdev": "%d:%d" % (s["rdev_major"], s["rdev_minor"]),
+        "mnt_id": s["mnt_id"] if got & STATX_MNT_ID else None,
+        "subvol": s["subvol"] if got & STATX_SUBVOL else None,
     }
     return r
 
@@ -102,31 +77,12 @@ def statx(path):
 def handle(path, flags):
     """name_to_handle_at(2): {type, hex}, or None if the kernel rejects the
     flags with EINVAL (kernels before AT_HANDLE_CONNECTABLE)."""
-    buf = ctypes.create_string_buffer(8 + MAX_HANDLE_SZ)
-    buf[0:4] = MAX_HANDLE_SZ.to_bytes(4, "little")
-    mnt = ctypes.c_int(0)
-    rc = _libc.syscall(SYS_NAME_TO_HANDLE_AT, AT_FDCWD, path, buf,
-                       ctypes.byref(mnt), flags)
-    if rc != 0:
-        e = ctypes.get_errno()
-        if e == errno.EINVAL and flags:
+    h = genlib.name_to_handle(path, flags)
+    if h is None:
+        if flags:
             return None
-        raise OSError(e, os.strerror(e), path)
-    b = buf.raw
-    n = _u32(b, 0)
-    htype = int.from_bytes(b[4:8], "little", signed=True)
-    return {"type": htype, "hex": b[8:8 + n].hex()}
-
-
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                break
-            h.update(chunk)
-    return h.hexdigest()
+        raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), path)
+    return {"type": h[0], "hex": h[1].hex()}
 
 
 def xattrs(path):

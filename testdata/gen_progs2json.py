@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""progs2json.py: the oracle side of testdata/images/. It turns what
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""gen_progs2json.py: the oracle side of testdata/images/. It turns what
 btrfs-progs and the kernel said about an image (recorded by gen-images.sh)
 into the JSON that `btrfsimg super --json` / `btrfsimg subvols --json` must
 print. It never looks at btrfsimg.
 
-    progs2json.py ioctl MOUNTPOINT REL...   # kernel BTRFS_IOC_GET_SUBVOL_INFO
-                                            # of each subvolume, JSON Lines
-    progs2json.py convert IMAGEDIR          # raw outputs -> expected-*.json
+    gen_progs2json.py ioctl MOUNTPOINT REL...   # kernel BTRFS_IOC_GET_SUBVOL_INFO
+                                                # of each subvolume, JSON Lines
+    gen_progs2json.py convert IMAGEDIR          # raw outputs -> expected-*.json
 
 Per filesystem TAG of the manifest ("" or p1, p2 for partitions; files of a
 tagged one start with "TAG."), convert reads
@@ -418,7 +419,7 @@ def main(argv):
             for d in argv[2:]:
                 convert(d)
         except OracleError as e:
-            print("progs2json: %s: %s" % (d, e), file=sys.stderr)
+            print("gen_progs2json: %s: %s" % (d, e), file=sys.stderr)
             return 1
         return 0
     print(__doc__, file=sys.stderr)

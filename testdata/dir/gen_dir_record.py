@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""record.py: helpers for testdata/dir/make.sh.
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""gen_dir_record.py: helpers for testdata/dir/gen-dir.sh.
 
-    record.py collide SEED COUNT PREFIX   print COUNT names (hex, one a line)
-                                          that share one btrfs name hash
-    record.py record MOUNTPOINT > dir.expect
-    record.py craft IMAGE VARIANT PHYS...  damage the root tree leaf (every
-                                          copy at PHYS...), print Z records
+    gen_dir_record.py collide SEED COUNT PREFIX   print COUNT names (hex, one
+                                                  a line) that share one btrfs
+                                                  name hash
+    gen_dir_record.py record MOUNTPOINT > dir.expect
+    gen_dir_record.py craft IMAGE VARIANT PHYS... damage the root tree leaf
+                                                  (every copy at PHYS...),
+                                                  print Z records
 
 `record` writes the kernel's answers for every path under a mounted btrfs
 (a subvolid=5, ro, noatime mount), one record a line, fields separated by
@@ -46,11 +49,12 @@ import stat
 import struct
 import sys
 
-SYS_STATX = 332
-SYS_NAME_TO_HANDLE_AT = 303
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import genlib  # noqa: E402  (testdata/genlib.py: crc32c, statx, name_to_handle_at)
+from genlib import crc32c, crc32c_raw  # noqa: E402
+
 SYS_GETDENTS64 = 217
-AT_FDCWD = -100
-AT_SYMLINK_NOFOLLOW = 0x100
 AT_HANDLE_CONNECTABLE = 0x002
 STATX_ALL = 0xfff | 0x8000
 STATX_SUBVOL = 0x8000
@@ -61,15 +65,6 @@ libc.syscall.restype = ctypes.c_long
 
 
 # ---------------------------------------------------------------- names
-
-
-def crc32c_raw(seed, data):
-    crc = seed
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc
 
 
 def name_hash(name):
@@ -121,25 +116,15 @@ def penc(rel):
 
 
 def statx(path):
-    buf = ctypes.create_string_buffer(256)
-    rc = libc.syscall(SYS_STATX, AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_ALL, buf)
-    if rc != 0:
-        raise OSError(ctypes.get_errno(), "statx", path)
-    b = buf.raw
-    mask, = struct.unpack_from("<I", b, 0)
-    nlink, uid, gid = struct.unpack_from("<III", b, 0x10)
-    mode, = struct.unpack_from("<H", b, 0x1c)
-    ino, size, blocks = struct.unpack_from("<QQQ", b, 0x20)
+    s = genlib.statx(path, STATX_ALL)
 
-    def ts(off):
-        s, ns = struct.unpack_from("<qI", b, off)
-        return "%d %d" % (s, ns)
-    rmaj, rmin = struct.unpack_from("<II", b, 0x80)
-    subvol, = struct.unpack_from("<Q", b, 0xa0)
-    return dict(ino=ino, subvol=subvol if mask & STATX_SUBVOL else None, mode=mode,
-                nlink=nlink, uid=uid, gid=gid, size=size, rmaj=rmaj, rmin=rmin,
-                blocks=blocks, atime=ts(0x40), btime=ts(0x50), ctime=ts(0x60),
-                mtime=ts(0x70))
+    def ts(t):
+        return "%d %d" % t
+    return dict(ino=s["ino"], subvol=s["subvol"] if s["mask"] & STATX_SUBVOL else None,
+                mode=s["mode"], nlink=s["nlink"], uid=s["uid"], gid=s["gid"], size=s["size"],
+                rmaj=s["rdev_major"], rmin=s["rdev_minor"], blocks=s["blocks"],
+                atime=ts(s["atime"]), btime=ts(s["btime"]), ctime=ts(s["ctime"]),
+                mtime=ts(s["mtime"]))
 
 
 def generation(path, mode):
@@ -160,17 +145,10 @@ def generation(path, mode):
 
 
 def handle(path, flags):
-    buf = ctypes.create_string_buffer(8 + 128)
-    struct.pack_into("<I", buf, 0, 128)
-    mnt = ctypes.c_int()
-    rc = libc.syscall(SYS_NAME_TO_HANDLE_AT, AT_FDCWD, path, buf, ctypes.byref(mnt), flags)
-    if rc != 0:
-        e = ctypes.get_errno()
-        if e == errno.EINVAL:
-            return "- -"
-        raise OSError(e, "name_to_handle_at", path)
-    nbytes, htype = struct.unpack_from("<Ii", buf.raw, 0)
-    return "%d %s" % (htype & 0xFFFFFFFF, buf.raw[8:8 + nbytes].hex())
+    h = genlib.name_to_handle(path, flags)
+    if h is None:  # EINVAL
+        return "- -"
+    return "%d %s" % (h[0] & 0xFFFFFFFF, h[1].hex())
 
 
 def getdents(path):
@@ -273,15 +251,6 @@ CRAFTS = {
     "dirid": "ROOT_REF (5, 156, d/moved) with dirid 256 instead of d",
     "name": "ROOT_REF (5, 156, d/moved) naming 'moveX'",
 }
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
 
 
 def find_item(blk, oid, typ, off=None):

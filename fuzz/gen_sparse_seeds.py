@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 """Turn btrfs images into whole-image fuzz seeds (fuzz/sparse_image.h format).
 
-    make_seeds.py OUTDIR IMAGE[.zst]...
+    gen_sparse_seeds.py OUTDIR IMAGE[.zst]...
 
 Keeps every non-zero 4 KiB block of the image as a record (adjacent blocks
 merged up to 64 KiB - 1 bytes per record), with the checksum-fixing flag set.
 """
-import os, struct, subprocess, sys
+import os, struct, sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata"))
+import genlib  # noqa: E402  (testdata/genlib.py: zstd decompression)
 
 BLOCK = 4096
 
 def read_image(path):
     if path.endswith(".zst"):
-        return subprocess.run(["zstd", "-q", "-d", "-c", path], check=True,
-                              stdout=subprocess.PIPE).stdout
+        return genlib.unzstd_bytes(path)
     with open(path, "rb") as f:
         return f.read()
 

@@ -1,5 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # Seeds for fuzz/fuzz_partition.c: small whole-disk images with tables
 # written by sfdisk (the harness pads them with zeros to larger sizes).
 #   mbr-ext      MBR: 2 primaries, extended with 2 logicals
