@@ -129,7 +129,7 @@ int bi_csum(int csum_type, const void *data, size_t len, uint8_t out[CSUM_SIZE_M
 		return 0;
 	case CSUM_TYPE_BLAKE2:
 		/* cannot fail: outlen 32 is within [16, 64] and there is no key */
-		crypto_generichash(out, 32, p, (unsigned long long)len, NULL, 0);
+		crypto_generichash(out, 32, p, len, NULL, 0);
 		return 0;
 	default:
 		return -EOPNOTSUPP;

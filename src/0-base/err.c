@@ -39,14 +39,27 @@ int bi_err(struct btrfsimg_fs *fs, int code, const char *fmt, ...)
 	return code;
 }
 
+static void format_into(char *buf, size_t len, const char *fmt, va_list ap)
+{
+	if (buf && len)
+		vsnprintf(buf, len, fmt, ap);
+}
+
+int bi_msg(char *buf, size_t len, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	format_into(buf, len, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
 int bi_why(char *why, size_t whylen, const char *fmt, ...)
 {
-	if (why && whylen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
+	va_list ap;
+	va_start(ap, fmt);
+	format_into(why, whylen, fmt, ap);
+	va_end(ap);
 	return -EUCLEAN;
 }
 

@@ -27,7 +27,11 @@ struct btrfsimg_fs;
 
 /* Set the handle's message and return @code (a negative errno). */
 int bi_err(struct btrfsimg_fs *fs, int code, const char *fmt, ...) BI_PRINTF(3, 4);
-/* Format a parser's reason into @why (may be NULL) and return -EUCLEAN. */
+/* The same for code with no handle (pure parsers, the collision engine):
+ * format into @buf (may be NULL) and return @code. */
+int bi_msg(char *buf, size_t len, int code, const char *fmt, ...) BI_PRINTF(4, 5);
+/* A failed check in a pure parser: the reason into @why (may be NULL),
+ * returns -EUCLEAN. */
 int bi_why(char *why, size_t whylen, const char *fmt, ...) BI_PRINTF(3, 4);
 /* Report damage that was worked around; counts it and logs it. */
 void bi_damage(struct btrfsimg_fs *fs, const char *fmt, ...) BI_PRINTF(2, 3);

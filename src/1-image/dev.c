@@ -29,8 +29,6 @@
 
 /* A bound on open files and per-device work; real multi-device sets are far smaller. */
 #define MAX_DEVS BI_MAX_DEVS
-typedef unsigned long long ull;
-
 /* ---------------------------------------------------------------- */
 /* Adding devices */
 
@@ -120,7 +118,8 @@ int btrfsimg_add_device_file(btrfsimg_fs *fs, const char *path)
 		goto out;
 	}
 	if (d.raw_size > INT64_MAX) {
-		rc = bi_err(fs, -EINVAL, "device '%s': size %llu too large", path, (ull)d.raw_size);
+		rc = bi_err(fs, -EINVAL, "device '%s': size %" PRIu64 " too large", path,
+			    d.raw_size);
 		goto out;
 	}
 	rc = dev_append(fs, &d);
@@ -232,22 +231,24 @@ static int window_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t 
 {
 	char where[64] = "";
 	if (base)
-		snprintf(where, sizeof(where), " (image offset %llu)", (ull)base);
+		snprintf(where, sizeof(where), " (image offset %" PRIu64 ")", base);
 	if (!bi_fits64(size, off, len))
 		return bi_err(fs, -EIO,
-			      "device '%s': read of %zu bytes at offset %llu past end of device "
-			      "(size %llu)%s",
-			      d->name, len, (ull)off, (ull)size, where);
+			      "device '%s': read of %zu bytes at offset %" PRIu64
+			      " past end of device "
+			      "(size %" PRIu64 ")%s",
+			      d->name, len, off, size, where);
 	int rc = raw_read(d, base + off, buf, len);
 	if (rc == -ENODATA)
 		return bi_err(fs, -EIO,
-			      "device '%s': read of %zu bytes at offset %llu%s failed: image "
+			      "device '%s': read of %zu bytes at offset %" PRIu64
+			      "%s failed: image "
 			      "ended early (truncated while open?)",
-			      d->name, len, (ull)off, where);
+			      d->name, len, off, where);
 	if (rc < 0)
 		return bi_err(fs, -EIO,
-			      "device '%s': read of %zu bytes at offset %llu%s failed: %s",
-			      d->name, len, (ull)off, where, strerror(-rc));
+			      "device '%s': read of %zu bytes at offset %" PRIu64 "%s failed: %s",
+			      d->name, len, off, where, strerror(-rc));
 	return 0;
 }
 

@@ -53,8 +53,6 @@
 _Static_assert(BI_PART_MAX >= GPT_ARRAY_MAX / GPT_ENTRY_MIN + 4 + 4 * EBR_MAX,
 	       "BI_PART_MAX bounds what bi_part_parse returns");
 
-typedef unsigned long long ull;
-
 /* ---------------------------------------------------------------- */
 /* Partition tables */
 
@@ -68,28 +66,17 @@ struct pt {
 	size_t errlen;
 };
 
-BI_PRINTF(3, 4)
-static int pt_err(struct pt *t, int code, const char *fmt, ...)
-{
-	if (t->err && t->errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(t->err, t->errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 static int pt_read(struct pt *t, uint64_t off, void *buf, size_t len, const char *what)
 {
 	if (!bi_fits64(t->size, off, len))
-		return pt_err(t, -EUCLEAN, "%s at byte %llu (%zu bytes) lies past the end of the "
-				       "image (size %llu)",
-			      what, (ull)off, len, (ull)t->size);
+		return bi_msg(t->err, t->errlen, -EUCLEAN,
+			      "%s at byte %" PRIu64 " (%zu bytes) lies past the end of the "
+			      "image (size %" PRIu64 ")",
+			      what, off, len, t->size);
 	int rc = t->rd(t->ctx, off, buf, len);
 	if (rc != 0)
-		return pt_err(t, rc < 0 ? rc : -EIO, "reading %s at byte %llu (%zu bytes) failed",
-			      what, (ull)off, len);
+		return bi_msg(t->err, t->errlen, rc < 0 ? rc : -EIO,
+			      "reading %s at byte %" PRIu64 " (%zu bytes) failed", what, off, len);
 	return 0;
 }
 
@@ -156,12 +143,13 @@ static int ebr_chain(struct pt *t, int slot, uint64_t start, uint64_t count, int
 	for (uint64_t ebr = start; ebr != 0;) {
 		for (size_t i = 0; i < nseen; i++)
 			if (seen[i] == ebr)
-				return pt_err(t, -EUCLEAN,
-					      "MBR: extended partition %d: EBR chain loops, link %zu "
-					      "points back to sector %llu",
-					      slot, nseen, (ull)ebr);
+				return bi_msg(
+					t->err, t->errlen, -EUCLEAN,
+					"MBR: extended partition %d: EBR chain loops, link %zu "
+					"points back to sector %" PRIu64,
+					slot, nseen, ebr);
 		if (nseen > EBR_MAX)
-			return pt_err(t, -EUCLEAN,
+			return bi_msg(t->err, t->errlen, -EUCLEAN,
 				      "MBR: extended partition %d: EBR chain longer than %d links",
 				      slot, EBR_MAX);
 		seen[nseen++] = ebr;
@@ -209,32 +197,34 @@ static int gpt_header(struct pt *t, unsigned ss, uint64_t lba, struct gpt_hdr *h
 	uint8_t buf[4096];
 	uint64_t off = lba * ss;
 	if (!bi_fits64(t->size, off, ss)) {
-		snprintf(why, whylen, "no room for a header at byte %llu", (ull)off);
+		snprintf(why, whylen, "no room for a header at byte %" PRIu64, off);
 		return 0;
 	}
 	int rc = pt_read(t, off, buf, ss, "GPT header");
 	if (rc < 0)
 		return rc;
 	if (memcmp(buf, GPT_SIG, 8) != 0) {
-		snprintf(why, whylen, "no \"EFI PART\" signature at byte %llu", (ull)off);
+		snprintf(why, whylen, "no \"EFI PART\" signature at byte %" PRIu64, off);
 		return 0;
 	}
 	uint32_t hsize = bi_le32(buf + 12), have = bi_le32(buf + 16);
 	if (hsize < GPT_HDR_MIN || hsize > ss) {
-		snprintf(why, whylen, "header at byte %llu: header size %u, expect %u..%u",
-			 (ull)off, hsize, GPT_HDR_MIN, ss);
+		snprintf(why, whylen, "header at byte %" PRIu64 ": header size %u, expect %u..%u",
+			 off, hsize, GPT_HDR_MIN, ss);
 		return 0;
 	}
 	memset(buf + 16, 0, 4);
 	uint32_t want = (uint32_t)crc32(0, buf, hsize);
 	if (have != want) {
-		snprintf(why, whylen, "header at byte %llu: bad CRC32, have 0x%08x expect 0x%08x",
-			 (ull)off, have, want);
+		snprintf(why, whylen,
+			 "header at byte %" PRIu64 ": bad CRC32, have 0x%08x expect 0x%08x", off,
+			 have, want);
 		return 0;
 	}
 	if (bi_le64(buf + 24) != lba) {
-		snprintf(why, whylen, "header at byte %llu: my_lba %llu, expect %llu", (ull)off,
-			 (ull)bi_le64(buf + 24), (ull)lba);
+		snprintf(why, whylen,
+			 "header at byte %" PRIu64 ": my_lba %" PRIu64 ", expect %" PRIu64, off,
+			 bi_le64(buf + 24), lba);
 		return 0;
 	}
 	*h = (struct gpt_hdr){ ss, lba, bi_le64(buf + 72), bi_le32(buf + 80), bi_le32(buf + 84),
@@ -248,19 +238,25 @@ static int gpt_array_ok(struct pt *t, const struct gpt_hdr *h, uint64_t *aoff, c
 {
 	uint64_t off = h->lba * h->ss, asize = (uint64_t)h->num * h->esize;
 	if (h->esize < GPT_ENTRY_MIN || h->esize % 8) {
-		snprintf(why, whylen, "header at byte %llu: entry size %u, expect a multiple of 8 "
-				      ">= %u", (ull)off, h->esize, GPT_ENTRY_MIN);
+		snprintf(why, whylen,
+			 "header at byte %" PRIu64 ": entry size %u, expect a multiple of 8 "
+			 ">= %u",
+			 off, h->esize, GPT_ENTRY_MIN);
 		return 0;
 	}
 	if (asize > GPT_ARRAY_MAX) {
-		snprintf(why, whylen, "header at byte %llu: %u entries of %u bytes, expect <= %u "
-				      "bytes in all", (ull)off, h->num, h->esize, GPT_ARRAY_MAX);
+		snprintf(why, whylen,
+			 "header at byte %" PRIu64 ": %u entries of %u bytes, expect <= %u "
+			 "bytes in all",
+			 off, h->num, h->esize, GPT_ARRAY_MAX);
 		return 0;
 	}
 	if (!bi_mul_ok(h->entries_lba, h->ss, aoff) || !bi_fits64(t->size, *aoff, asize)) {
-		snprintf(why, whylen, "header at byte %llu: entry array at LBA %llu (%llu bytes) "
-				      "lies past the end of the image (size %llu)",
-			 (ull)off, (ull)h->entries_lba, (ull)asize, (ull)t->size);
+		snprintf(why, whylen,
+			 "header at byte %" PRIu64 ": entry array at LBA %" PRIu64 " (%" PRIu64
+			 " bytes) "
+			 "lies past the end of the image (size %" PRIu64 ")",
+			 off, h->entries_lba, asize, t->size);
 		return 0;
 	}
 	return 1;
@@ -292,14 +288,17 @@ static int gpt_load(struct pt *t, const struct gpt_hdr *h, char *why, size_t why
 	size_t asize = (size_t)h->num * h->esize;
 	uint8_t *a = malloc(asize ? asize : 1);
 	if (!a)
-		return pt_err(t, -ENOMEM, "out of memory for a %zu-byte GPT entry array", asize);
+		return bi_msg(t->err, t->errlen, -ENOMEM,
+			      "out of memory for a %zu-byte GPT entry array", asize);
 	int rc = pt_read(t, aoff, a, asize, "GPT entry array");
 	if (rc < 0)
 		goto out;
 	uint32_t want = (uint32_t)crc32(0, a, (uInt)asize);
 	if (want != h->ecrc) {
-		snprintf(why, whylen, "entry array at byte %llu: bad CRC32, have 0x%08x expect "
-				      "0x%08x", (ull)aoff, h->ecrc, want);
+		snprintf(why, whylen,
+			 "entry array at byte %" PRIu64 ": bad CRC32, have 0x%08x expect "
+			 "0x%08x",
+			 aoff, h->ecrc, want);
 		goto out;
 	}
 	gpt_entries(t, h, a);
@@ -341,13 +340,16 @@ static int gpt_parse(struct pt *t)
 			return rc;
 		if (rc == 1) {
 			if (k >= 2)
-				pt_err(t, 0, "primary GPT header invalid (%s); used the backup at "
-					     "byte %llu", why[k - 2], (ull)(lba * s));
+				bi_msg(t->err, t->errlen, 0,
+				       "primary GPT header invalid (%s); used the backup at "
+				       "byte %" PRIu64,
+				       why[k - 2], (lba * s));
 			return 0;
 		}
 	}
-	return pt_err(t, -EUCLEAN, "GPT: no valid header (protective MBR present): primary: %s; "
-				   "backup: %s; 4096-byte sectors: %s; %s",
+	return bi_msg(t->err, t->errlen, -EUCLEAN,
+		      "GPT: no valid header (protective MBR present): primary: %s; "
+		      "backup: %s; 4096-byte sectors: %s; %s",
 		      why[0], why[2], why[1], why[3]);
 }
 
@@ -461,11 +463,14 @@ static int use_part(struct btrfsimg_fs *fs, struct bi_dev *d, const struct btrfs
 	d->base = p->offset;
 	d->size = avail;
 	if (avail < p->size)
-		bi_damage(fs, "image '%s': partition %d (at byte %llu) extends past the end of the "
-			      "image: table says %llu bytes, image holds %llu; reading what is there",
-			  d->name, p->number, (ull)p->offset, (ull)p->size, (ull)avail);
-	bi_info(fs, "image '%s': using partition %d at byte %llu (%llu bytes)", d->name,
-		p->number, (ull)p->offset, (ull)p->size);
+		bi_damage(fs,
+			  "image '%s': partition %d (at byte %" PRIu64
+			  ") extends past the end of the "
+			  "image: table says %" PRIu64 " bytes, image holds %" PRIu64
+			  "; reading what is there",
+			  d->name, p->number, p->offset, p->size, avail);
+	bi_info(fs, "image '%s': using partition %d at byte %" PRIu64 " (%" PRIu64 " bytes)",
+		d->name, p->number, p->offset, p->size);
 	return 0;
 }
 
@@ -478,10 +483,11 @@ static int pick_numbered(struct btrfsimg_fs *fs, struct bi_dev *d,
 			continue;
 		if (!p[i].is_btrfs)
 			return bi_err(fs, -EUCLEAN,
-				      "image '%s': partition %d (at byte %llu, %llu bytes) holds no "
-				      "btrfs superblock (no magic at byte %llu)",
-				      d->name, want, (ull)p[i].offset, (ull)p[i].size,
-				      (ull)(p[i].offset + MAGIC_AT));
+				      "image '%s': partition %d (at byte %" PRIu64 ", %" PRIu64
+				      " bytes) holds no "
+				      "btrfs superblock (no magic at byte %" PRIu64 ")",
+				      d->name, want, p[i].offset, p[i].size,
+				      (uint64_t)(p[i].offset + MAGIC_AT));
 		return use_part(fs, d, &p[i]);
 	}
 	return bi_err(fs, -ENOENT, "image '%s': no partition %d (%s)", d->name, want,
@@ -513,8 +519,9 @@ static int pick_auto(struct btrfsimg_fs *fs, struct bi_dev *d,
 		if (!p[i].is_btrfs)
 			continue;
 		if (used < sizeof(list))
-			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%d at %llu",
-						 hits ? ", " : "", p[i].number, (ull)p[i].offset);
+			used += (size_t)snprintf(list + used, sizeof(list) - used,
+						 "%s%d at %" PRIu64, hits ? ", " : "", p[i].number,
+						 p[i].offset);
 		hits++;
 		pick = i;
 	}
@@ -529,18 +536,22 @@ static int pick_auto(struct btrfsimg_fs *fs, struct bi_dev *d,
 		return locate_at(fs, d, 0); /* primary destroyed, a mirror survives */
 	if (n == 0)
 		return bi_err(fs, -EUCLEAN,
-			      "no btrfs superblock found: image '%s' has no magic at byte %llu, "
-			      "nor at the mirrors, and no partition table", d->name, (ull)MAGIC_AT);
+			      "no btrfs superblock found: image '%s' has no magic at byte %" PRIu64
+			      ", "
+			      "nor at the mirrors, and no partition table",
+			      d->name, (uint64_t)MAGIC_AT);
 	return bi_err(fs, -EUCLEAN,
-		      "no btrfs superblock found: image '%s' has no magic at byte %llu and "
-		      "none of its %d partitions holds one", d->name, (ull)MAGIC_AT, n);
+		      "no btrfs superblock found: image '%s' has no magic at byte %" PRIu64 " and "
+		      "none of its %d partitions holds one",
+		      d->name, (uint64_t)MAGIC_AT, n);
 }
 
 static int locate_at(struct btrfsimg_fs *fs, struct bi_dev *d, uint64_t off)
 {
 	if (off > d->raw_size)
-		return bi_err(fs, -EINVAL, "image '%s': offset %llu is past its end (size %llu)",
-			      d->name, (ull)off, (ull)d->raw_size);
+		return bi_err(fs, -EINVAL,
+			      "image '%s': offset %" PRIu64 " is past its end (size %" PRIu64 ")",
+			      d->name, off, d->raw_size);
 	d->base = off;
 	d->size = d->raw_size - off;
 	return 0;

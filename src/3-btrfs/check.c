@@ -41,8 +41,6 @@
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
 
-typedef unsigned long long ull;
-
 /* The kernel caps a chunk so that stripe numbers fit in 32 bits. */
 #define LENGTH_LIMIT ((uint64_t)UINT32_MAX * BI_STRIPE_LEN)
 
@@ -54,8 +52,8 @@ static int check_header(const uint8_t *blk, uint32_t nodesize, uint64_t bytenr,
 {
 	uint64_t have_bytenr = bi_le64(blk + HDR_BYTENR);
 	if (have_bytenr != bytenr)
-		return bi_why(why, whylen, "bad bytenr, have %llu expect %llu", (unsigned long long)have_bytenr,
-			    (unsigned long long)bytenr);
+		return bi_why(why, whylen, "bad bytenr, have %" PRIu64 " expect %" PRIu64,
+			      have_bytenr, bytenr);
 	if (memcmp(blk + HDR_FSID, fsid, 16) != 0) {
 		char h[37], w[37];
 		bi_uuid_str(blk + HDR_FSID, h);
@@ -69,8 +67,8 @@ static int check_header(const uint8_t *blk, uint32_t nodesize, uint64_t bytenr,
 		return bi_why(why, whylen, "bad level, have %u expect %d", level, e->level);
 	uint64_t gen = bi_le64(blk + HDR_GENERATION);
 	if (e && e->generation && gen != e->generation)
-		return bi_why(why, whylen, "bad generation, have %llu expect %llu", (unsigned long long)gen,
-			    (unsigned long long)e->generation);
+		return bi_why(why, whylen, "bad generation, have %" PRIu64 " expect %" PRIu64, gen,
+			      e->generation);
 	uint32_t n = bi_le32(blk + HDR_NRITEMS);
 	uint32_t per = level ? KP_SIZE : ITEM_SIZE;
 	uint32_t max = (nodesize - HDR_SIZE) / per;
@@ -86,10 +84,11 @@ static int check_order(const bi_key *prev, const bi_key *k, uint32_t slot, char 
 {
 	if (slot == 0 || bi_key_cmp(prev, k) < 0)
 		return 0;
-	return bi_why(why, whylen, "slot %u: bad key order, have (%llu %u %llu) after (%llu %u %llu)", slot,
-		    (unsigned long long)k->objectid, k->type, (unsigned long long)k->offset,
-		    (unsigned long long)prev->objectid, prev->type,
-		    (unsigned long long)prev->offset);
+	return bi_why(why, whylen,
+		      "slot %u: bad key order, have (%" PRIu64 " %u %" PRIu64 ") after (%" PRIu64
+		      " %u %" PRIu64 ")",
+		      slot, k->objectid, k->type, k->offset, prev->objectid, prev->type,
+		      prev->offset);
 }
 
 static int check_leaf_items(const uint8_t *blk, uint32_t nodesize, uint32_t n, char *why,
@@ -107,8 +106,9 @@ static int check_leaf_items(const uint8_t *blk, uint32_t nodesize, uint32_t n, c
 			return rc;
 		uint32_t off = bi_le32(it + ITEM_OFFSET), size = bi_le32(it + ITEM_DSIZE);
 		if (!bi_fits(data_size, off, size))
-			return bi_why(why, whylen, "slot %u: item data past end, have %llu expect <= %u", i,
-				    (unsigned long long)off + size, data_size);
+			return bi_why(why, whylen,
+				      "slot %u: item data past end, have %" PRIu64 " expect <= %u",
+				      i, (uint64_t)(off + size), data_size);
 		if (off < table_end)
 			return bi_why(why, whylen, "slot %u: item data overlaps the item table, have offset %u expect >= %u",
 				    i, off, table_end);
@@ -155,11 +155,11 @@ int bi_block_check(const uint8_t *blk, uint32_t nodesize, uint64_t bytenr,
 	bi_key first;
 	bi_key_read(blk + HDR_SIZE, &first);
 	if (bi_key_cmp(&first, e->first_key) != 0)
-		return bi_why(why, whylen, "bad first key, have (%llu %u %llu) expect (%llu %u %llu)",
-			    (unsigned long long)first.objectid, first.type,
-			    (unsigned long long)first.offset,
-			    (unsigned long long)e->first_key->objectid, e->first_key->type,
-			    (unsigned long long)e->first_key->offset);
+		return bi_why(why, whylen,
+			      "bad first key, have (%" PRIu64 " %u %" PRIu64 ") expect (%" PRIu64
+			      " %u %" PRIu64 ")",
+			      first.objectid, first.type, first.offset, e->first_key->objectid,
+			      e->first_key->type, e->first_key->offset);
 	return 0;
 }
 
@@ -210,11 +210,13 @@ int bi_inode_parse(const uint8_t *item, uint32_t size, uint64_t subvol, uint64_t
 	struct btrfsimg_inode o = { .subvol = subvol, .objectid = objectid };
 	inode_fields(item, &o);
 	if (max_gen && o.generation > max_gen)
-		return bi_why(why, whylen, "invalid inode generation, have %llu expect <= %llu",
-			    (ull)o.generation, (ull)max_gen);
+		return bi_why(why, whylen,
+			      "invalid inode generation, have %" PRIu64 " expect <= %" PRIu64,
+			      o.generation, max_gen);
 	if (max_gen && o.transid > max_gen)
-		return bi_why(why, whylen, "invalid inode transid, have %llu expect <= %llu",
-			    (ull)o.transid, (ull)max_gen);
+		return bi_why(why, whylen,
+			      "invalid inode transid, have %" PRIu64 " expect <= %" PRIu64,
+			      o.transid, max_gen);
 	if (o.mode & ~(uint32_t)(S_IFMT | 07777))
 		return bi_why(why, whylen, "unknown mode bits, have 0%o expect none outside 0%o",
 			    o.mode, (unsigned)(S_IFMT | 07777));
@@ -223,14 +225,16 @@ int bi_inode_parse(const uint8_t *item, uint32_t size, uint64_t subvol, uint64_t
 	/* The kernel's largest file (s_maxbytes, MAX_LFS_FILESIZE): no write
 	 * or truncate gets past it, and readers would stream up to i_size. */
 	if (o.size > (uint64_t)INT64_MAX)
-		return bi_why(why, whylen, "invalid inode size, have %llu expect <= %llu",
-			    (ull)o.size, (ull)INT64_MAX);
+		return bi_why(why, whylen,
+			      "invalid inode size, have %" PRIu64 " expect <= %" PRIu64, o.size,
+			      INT64_MAX);
 	if (S_ISDIR(o.mode) && o.nlink > 1)
 		return bi_why(why, whylen, "invalid nlink for a directory, have %u expect <= 1",
 			    o.nlink);
 	if ((o.flags & 0xffffffffull) & ~BI_INODE_FLAG_MASK)
-		return bi_why(why, whylen, "unknown inode flags, have 0x%llx expect mask 0x%llx",
-			    (ull)(o.flags & 0xffffffffull), (ull)BI_INODE_FLAG_MASK);
+		return bi_why(why, whylen,
+			      "unknown inode flags, have 0x%" PRIx64 " expect mask 0x%" PRIx64,
+			      (uint64_t)((o.flags & 0xffffffffull)), (uint64_t)BI_INODE_FLAG_MASK);
 	*out = o;
 	return 0;
 }
@@ -244,16 +248,18 @@ static int ref_next(const uint8_t *item, uint32_t size, uint32_t *pos, uint32_t 
 	if (*pos >= size)
 		return 0;
 	if (!bi_fits(size, *pos, hdr))
-		return bi_why(why, whylen, "%s header crosses item boundary, have %llu expect <= %u",
-			    kind, (ull)*pos + hdr, size);
+		return bi_why(why, whylen,
+			      "%s header crosses item boundary, have %" PRIu64 " expect <= %u",
+			      kind, (uint64_t)(*pos + hdr), size);
 	const uint8_t *p = item + *pos;
 	uint16_t n = bi_le16(p + nlen_off);
 	if (n == 0 || n > BI_NAME_MAX)
 		return bi_why(why, whylen, "invalid %s name length, have %u expect 1..%u", kind, n,
 			    BI_NAME_MAX);
 	if (!bi_fits(size, (size_t)*pos + hdr, n))
-		return bi_why(why, whylen, "%s name crosses item boundary, have %llu expect <= %u",
-			    kind, (ull)*pos + hdr + n, size);
+		return bi_why(why, whylen,
+			      "%s name crosses item boundary, have %" PRIu64 " expect <= %u", kind,
+			      (uint64_t)(*pos + hdr + n), size);
 	*entry = p;
 	*nlen = n;
 	*pos += hdr + n;
@@ -326,15 +332,17 @@ static int check_location(const bi_key *l, uint8_t key_type, char *why, size_t w
 	if (key_type == KT_XATTR_ITEM) {
 		if (l->objectid || l->type || l->offset)
 			return bi_why(why, whylen,
-				    "xattr location key not zero, have (%llu %u %llu) expect (0 0 0)",
-				    (ull)l->objectid, l->type, (ull)l->offset);
+				      "xattr location key not zero, have (%" PRIu64 " %u %" PRIu64
+				      ") expect (0 0 0)",
+				      l->objectid, l->type, l->offset);
 		return 0;
 	}
 	if (l->type == KT_ROOT_ITEM) {
 		if (!is_fs_tree(l->objectid))
 			return bi_why(why, whylen,
-				    "invalid location root id, have %llu expect 5 or [256, 2^63)",
-				    (ull)l->objectid);
+				      "invalid location root id, have %" PRIu64
+				      " expect 5 or [256, 2^63)",
+				      l->objectid);
 		return 0;
 	}
 	if (l->type != KT_INODE_ITEM && l->type != 0)
@@ -343,11 +351,13 @@ static int check_location(const bi_key *l, uint8_t key_type, char *why, size_t w
 	bool ok = (l->objectid >= OBJ_FIRST_FREE && l->objectid <= OBJ_LAST_FREE) ||
 		  l->objectid == OBJ_ROOT_TREE_DIR || l->objectid == (uint64_t)-12;
 	if (!ok)
-		return bi_why(why, whylen, "invalid location objectid, have %llu expect [256, %llu]",
-			    (ull)l->objectid, (ull)OBJ_LAST_FREE);
+		return bi_why(why, whylen,
+			      "invalid location objectid, have %" PRIu64 " expect [256, %" PRIu64
+			      "]",
+			      l->objectid, OBJ_LAST_FREE);
 	if (l->offset)
-		return bi_why(why, whylen, "invalid location key offset, have %llu expect 0",
-			    (ull)l->offset);
+		return bi_why(why, whylen, "invalid location key offset, have %" PRIu64 " expect 0",
+			      l->offset);
 	return 0;
 }
 
@@ -366,8 +376,10 @@ int bi_dir_item_next(const uint8_t *item, uint32_t size, uint8_t key_type, uint3
 	if (*pos >= size)
 		return 0;
 	if (!bi_fits(size, *pos, DI_SIZE))
-		return bi_why(why, whylen, "dir item header crosses item boundary, have %llu expect <= %u",
-			    (ull)*pos + DI_SIZE, size);
+		return bi_why(why, whylen,
+			      "dir item header crosses item boundary, have %" PRIu64
+			      " expect <= %u",
+			      (uint64_t)(*pos + DI_SIZE), size);
 	const uint8_t *p = item + *pos;
 	struct bi_dir_entry d = { .offset = *pos };
 	bi_key_read(p + DI_LOCATION, &d.location);
@@ -387,8 +399,9 @@ int bi_dir_item_next(const uint8_t *item, uint32_t size, uint8_t key_type, uint3
 		return bi_why(why, whylen, "dir item with data, have %u bytes expect 0", d.data_len);
 	uint64_t total = (uint64_t)DI_SIZE + d.name_len + d.data_len;
 	if (!bi_fits64(size, *pos, total))
-		return bi_why(why, whylen, "dir item data crosses item boundary, have %llu expect <= %u",
-			    (ull)*pos + total, size);
+		return bi_why(why, whylen,
+			      "dir item data crosses item boundary, have %" PRIu64 " expect <= %u",
+			      *pos + total, size);
 	d.name = p + DI_SIZE;
 	d.data = d.name + d.name_len;
 	*e = d;
@@ -408,8 +421,9 @@ int bi_dir_item_check(const uint8_t *item, uint32_t size, const bi_key *key, cha
 		uint64_t h = bi_name_hash(e.name, e.name_len);
 		if (hashed && h != key->offset)
 			return bi_why(why, whylen,
-				    "name hash mismatch with key (entry at %u), have 0x%llx expect 0x%llx",
-				    e.offset, (ull)h, (ull)key->offset);
+				      "name hash mismatch with key (entry at %u), have 0x%" PRIx64
+				      " expect 0x%" PRIx64,
+				      e.offset, h, key->offset);
 	}
 	if (rc < 0)
 		return rc;
@@ -424,18 +438,22 @@ static int parse_inline(struct bi_extent *e, const uint8_t *item, uint32_t size,
 			uint64_t key_offset, uint32_t ss, char *why, size_t whylen)
 {
 	if (key_offset != 0)
-		return bi_why(why, whylen, "inline extent at file offset %llu, expect 0", (ull)key_offset);
+		return bi_why(why, whylen, "inline extent at file offset %" PRIu64 ", expect 0",
+			      key_offset);
 	e->inline_data = item + FE_INLINE_DATA;
 	e->inline_size = size - FE_INLINE_DATA;
 	if (e->compression == COMPRESS_NONE && e->inline_size != e->ram_bytes)
-		return bi_why(why, whylen, "uncompressed inline extent item size %u, expect %llu (21 + ram_bytes)",
-			    size, (ull)e->ram_bytes + FE_INLINE_DATA);
+		return bi_why(why, whylen,
+			      "uncompressed inline extent item size %u, expect %" PRIu64
+			      " (21 + ram_bytes)",
+			      size, e->ram_bytes + FE_INLINE_DATA);
 	if (e->compression != COMPRESS_NONE && e->inline_size == 0)
 		return bi_why(why, whylen, "compressed inline extent with an empty payload");
 	/* The kernel maps an inline extent onto the first sector only. */
 	if (e->ram_bytes > ss)
-		return bi_why(why, whylen, "inline extent ram_bytes %llu, expect <= sectorsize %u",
-			    (ull)e->ram_bytes, ss);
+		return bi_why(why, whylen,
+			      "inline extent ram_bytes %" PRIu64 ", expect <= sectorsize %u",
+			      e->ram_bytes, ss);
 	e->kind = BI_EXT_INLINE;
 	e->end = e->ram_bytes ? ss : 0;
 	return 0;
@@ -449,8 +467,9 @@ static int check_aligned(const struct bi_extent *e, uint32_t ss, char *why, size
 			       e->num_bytes };
 	for (int i = 0; i < 5; i++)
 		if (v[i] % ss)
-			return bi_why(why, whylen, "unaligned %s %llu, expect a multiple of %u", name[i],
-				    (ull)v[i], ss);
+			return bi_why(why, whylen,
+				      "unaligned %s %" PRIu64 ", expect a multiple of %u", name[i],
+				      v[i], ss);
 	return 0;
 }
 
@@ -459,28 +478,35 @@ static int check_reference(const struct bi_extent *e, char *why, size_t whylen)
 {
 	uint64_t stop, dend;
 	if (!bi_add_ok(e->offset, e->num_bytes, &stop))
-		return bi_why(why, whylen, "offset %llu + num_bytes %llu overflows", (ull)e->offset,
-			    (ull)e->num_bytes);
+		return bi_why(why, whylen, "offset %" PRIu64 " + num_bytes %" PRIu64 " overflows",
+			      e->offset, e->num_bytes);
 	if (!bi_add_ok(e->disk_bytenr, e->disk_num_bytes, &dend))
-		return bi_why(why, whylen, "disk_bytenr %llu + disk_num_bytes %llu overflows",
-			    (ull)e->disk_bytenr, (ull)e->disk_num_bytes);
+		return bi_why(why, whylen,
+			      "disk_bytenr %" PRIu64 " + disk_num_bytes %" PRIu64 " overflows",
+			      e->disk_bytenr, e->disk_num_bytes);
 	if (e->disk_num_bytes == 0)
-		return bi_why(why, whylen, "disk_num_bytes 0 for extent at %llu", (ull)e->disk_bytenr);
+		return bi_why(why, whylen, "disk_num_bytes 0 for extent at %" PRIu64,
+			      e->disk_bytenr);
 	if (e->compression == COMPRESS_NONE) {
 		if (stop > e->disk_num_bytes)
-			return bi_why(why, whylen, "reference [%llu, %llu) past the extent's disk_num_bytes %llu",
-				    (ull)e->offset, (ull)stop, (ull)e->disk_num_bytes);
+			return bi_why(why, whylen,
+				      "reference [%" PRIu64 ", %" PRIu64
+				      ") past the extent's disk_num_bytes %" PRIu64,
+				      e->offset, stop, e->disk_num_bytes);
 		return 0;
 	}
 	if (e->disk_num_bytes > MAX_COMPRESSED)
-		return bi_why(why, whylen, "compressed extent disk_num_bytes %llu, expect <= %u",
-			    (ull)e->disk_num_bytes, MAX_COMPRESSED);
+		return bi_why(why, whylen,
+			      "compressed extent disk_num_bytes %" PRIu64 ", expect <= %u",
+			      e->disk_num_bytes, MAX_COMPRESSED);
 	if (e->ram_bytes == 0 || e->ram_bytes > MAX_UNCOMPRESSED)
-		return bi_why(why, whylen, "compressed extent ram_bytes %llu, expect 1..%u", (ull)e->ram_bytes,
-			    MAX_UNCOMPRESSED);
+		return bi_why(why, whylen, "compressed extent ram_bytes %" PRIu64 ", expect 1..%u",
+			      e->ram_bytes, MAX_UNCOMPRESSED);
 	if (stop > e->ram_bytes)
-		return bi_why(why, whylen, "reference [%llu, %llu) past the extent's ram_bytes %llu",
-			    (ull)e->offset, (ull)stop, (ull)e->ram_bytes);
+		return bi_why(why, whylen,
+			      "reference [%" PRIu64 ", %" PRIu64
+			      ") past the extent's ram_bytes %" PRIu64,
+			      e->offset, stop, e->ram_bytes);
 	return 0;
 }
 
@@ -497,8 +523,9 @@ static int parse_regular(struct bi_extent *e, const uint8_t *item, uint32_t size
 	if (rc)
 		return rc;
 	if (!bi_add_ok(key_offset, e->num_bytes, &e->end))
-		return bi_why(why, whylen, "extent end overflows: file offset %llu + num_bytes %llu",
-			    (ull)key_offset, (ull)e->num_bytes);
+		return bi_why(why, whylen,
+			      "extent end overflows: file offset %" PRIu64 " + num_bytes %" PRIu64,
+			      key_offset, e->num_bytes);
 	if (e->type == FE_TYPE_PREALLOC || e->disk_bytenr == 0) {
 		e->kind = BI_EXT_ZERO;
 		return 0;
@@ -523,8 +550,9 @@ int bi_extent_parse(const uint8_t *item, uint32_t size, uint64_t key_offset,
 	out->compression = item[FE_COMPRESSION];
 	out->type = item[FE_TYPE];
 	if (key_offset % sectorsize)
-		return bi_why(why, whylen, "unaligned file offset %llu, expect a multiple of %u", (ull)key_offset,
-			    sectorsize);
+		return bi_why(why, whylen,
+			      "unaligned file offset %" PRIu64 ", expect a multiple of %u",
+			      key_offset, sectorsize);
 	if (out->type > FE_TYPE_PREALLOC)
 		return bi_why(why, whylen, "invalid file extent type %u, expect 0..2", out->type);
 	if (out->compression > COMPRESS_ZSTD)
@@ -579,9 +607,8 @@ static int why_chunk(char *why, size_t whylen, uint64_t logical, const char *fmt
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return bi_why(why, whylen, "chunk at logical %llu: %s", (ull)logical, msg);
+	return bi_why(why, whylen, "chunk at logical %" PRIu64 ": %s", logical, msg);
 }
-#define WHY(...) why_chunk(why, whylen, c->logical, __VA_ARGS__)
 
 /* Geometry and type, in the kernel's order (btrfs_check_chunk_valid). */
 static int check_geometry(const struct bi_chunk *c, uint32_t chunk_ss, uint32_t ss, char *why,
@@ -589,20 +616,28 @@ static int check_geometry(const struct bi_chunk *c, uint32_t chunk_ss, uint32_t 
 {
 	uint64_t end;
 	if (c->logical % ss)
-		return WHY("start not aligned, have %llu expect a multiple of sectorsize %u",
-			   (ull)c->logical, ss);
+		return why_chunk(why, whylen, c->logical,
+				 "start not aligned, have %" PRIu64
+				 " expect a multiple of sectorsize %u",
+				 c->logical, ss);
 	if (chunk_ss != ss)
-		return WHY("bad sector_size, have %u expect %u", chunk_ss, ss);
+		return why_chunk(why, whylen, c->logical, "bad sector_size, have %u expect %u",
+				 chunk_ss, ss);
 	if (c->length == 0 || c->length % ss)
-		return WHY("bad length, have %llu expect a nonzero multiple of %u",
-			   (ull)c->length, ss);
+		return why_chunk(why, whylen, c->logical,
+				 "bad length, have %" PRIu64 " expect a nonzero multiple of %u",
+				 c->length, ss);
 	if (!bi_add_ok(c->logical, c->length, &end))
-		return WHY("start + length overflows, length %llu", (ull)c->length);
+		return why_chunk(why, whylen, c->logical,
+				 "start + length overflows, length %" PRIu64, c->length);
 	if (c->stripe_len != BI_STRIPE_LEN)
-		return WHY("bad stripe_len, have %llu expect %u", (ull)c->stripe_len, BI_STRIPE_LEN);
+		return why_chunk(why, whylen, c->logical,
+				 "bad stripe_len, have %" PRIu64 " expect %u", c->stripe_len,
+				 BI_STRIPE_LEN);
 	if (c->length >= LENGTH_LIMIT)
-		return WHY("length too large, have %llu expect < %llu", (ull)c->length,
-			   (ull)LENGTH_LIMIT);
+		return why_chunk(why, whylen, c->logical,
+				 "length too large, have %" PRIu64 " expect < %" PRIu64, c->length,
+				 LENGTH_LIMIT);
 	return 0;
 }
 
@@ -610,14 +645,19 @@ static int check_chunk_type(const struct bi_chunk *c, char *why, size_t whylen)
 {
 	uint64_t t = c->type, unknown = t & ~(BG_TYPE_MASK | BG_PROFILE_MASK);
 	if (unknown)
-		return WHY("unknown type bits 0x%llx in type 0x%llx", (ull)unknown, (ull)t);
+		return why_chunk(why, whylen, c->logical,
+				 "unknown type bits 0x%" PRIx64 " in type 0x%" PRIx64, unknown, t);
 	if (__builtin_popcountll(t & BG_PROFILE_MASK) > 1)
-		return WHY("several profile bits, have 0x%llx expect 0 or 1 bit set",
-			   (ull)(t & BG_PROFILE_MASK));
+		return why_chunk(why, whylen, c->logical,
+				 "several profile bits, have 0x%" PRIx64 " expect 0 or 1 bit set",
+				 (uint64_t)((t & BG_PROFILE_MASK)));
 	if (!(t & BG_TYPE_MASK))
-		return WHY("no type bit, have 0x%llx expect one of data/system/metadata", (ull)t);
+		return why_chunk(
+			why, whylen, c->logical,
+			"no type bit, have 0x%" PRIx64 " expect one of data/system/metadata", t);
 	if ((t & BG_SYSTEM) && (t & (BG_DATA | BG_METADATA)))
-		return WHY("system chunk also data or metadata, type 0x%llx", (ull)t);
+		return why_chunk(why, whylen, c->logical,
+				 "system chunk also data or metadata, type 0x%" PRIx64, t);
 	return 0;
 }
 
@@ -626,18 +666,21 @@ static int check_stripes(const struct bi_chunk *c, uint16_t sub, char *why, size
 	const struct profile *p = profile_of(c->type);
 	uint16_t n = c->num_stripes;
 	if (n < p->min || (p->max && n > p->max))
-		return WHY("bad num_stripes for %s, have %u expect %s%u", p->name, n,
-			   p->max ? "" : ">= ", p->min);
+		return why_chunk(why, whylen, c->logical,
+				 "bad num_stripes for %s, have %u expect %s%u", p->name, n,
+				 p->max ? "" : ">= ", p->min);
 	if (p->bit == BG_RAID10 && sub != 2)
-		return WHY("bad sub_stripes for raid10, have %u expect 2", sub);
+		return why_chunk(why, whylen, c->logical,
+				 "bad sub_stripes for raid10, have %u expect 2", sub);
 	uint64_t span = bi_chunk_stripe_span(c), end;
 	for (uint16_t i = 0; i < n; i++)
 		if (!bi_add_ok(c->stripes[i].offset, span, &end))
-			return WHY("stripe %u: device range overflows, offset %llu + %llu", i,
-				   (ull)c->stripes[i].offset, (ull)span);
+			return why_chunk(why, whylen, c->logical,
+					 "stripe %u: device range overflows, offset %" PRIu64
+					 " + %" PRIu64,
+					 i, c->stripes[i].offset, span);
 	return 0;
 }
-#undef WHY
 
 static void decode_chunk(struct bi_cur *cur, struct bi_chunk *c, uint64_t logical, uint16_t n)
 {

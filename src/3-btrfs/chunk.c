@@ -45,8 +45,6 @@
 #include "3-btrfs/check.h"
 #include "3-btrfs/raid.h"
 
-typedef unsigned long long ull;
-
 #define RAID56 (BG_RAID5 | BG_RAID6)
 #define MIRRORED (BG_DUP | BG_RAID1 | BG_RAID1C3 | BG_RAID1C4)
 
@@ -130,9 +128,11 @@ int bi_chunk_map_insert(struct bi_chunk_map *m, struct bi_chunk *c, char *why, s
 	const struct bi_chunk *o = prev && overlaps(prev, c) ? prev
 				   : next && overlaps(next, c) ? next : NULL;
 	if (o) {
-		rc = bi_why(why, whylen, "chunk at logical %llu: range [%llu, %llu) overlaps chunk [%llu, %llu)",
-			    (ull)c->logical, (ull)c->logical, (ull)(c->logical + c->length),
-			    (ull)o->logical, (ull)(o->logical + o->length));
+		rc = bi_why(why, whylen,
+			    "chunk at logical %" PRIu64 ": range [%" PRIu64 ", %" PRIu64
+			    ") overlaps chunk [%" PRIu64 ", %" PRIu64 ")",
+			    c->logical, c->logical, (c->logical + c->length), o->logical,
+			    (o->logical + o->length));
 		goto out;
 	}
 	if ((rc = map_grow(m)) < 0)
@@ -266,8 +266,9 @@ static int read_stripe(struct btrfsimg_fs *fs, const struct bi_chunk *c, const s
 	struct bi_dev *d = stripe_dev(fs, c, ph->stripe);
 	if (!d)
 		return bi_err(fs, -EIO,
-			      "chunk %llu stripe %u: devid %llu is missing (%zu bytes at physical %llu)",
-			      (ull)c->logical, ph->stripe, (ull)ph->devid, len, (ull)ph->physical);
+			      "chunk %" PRIu64 " stripe %u: devid %" PRIu64
+			      " is missing (%zu bytes at physical %" PRIu64 ")",
+			      c->logical, ph->stripe, ph->devid, len, ph->physical);
 	return bi_dev_read(fs, d, ph->physical, buf, len);
 }
 
@@ -310,8 +311,7 @@ static int rebuild(struct btrfsimg_fs *fs, const struct row *r, const struct bi_
 		qacc = calloc(1, r->len);
 	int rc = 0;
 	if (!tmp || !pacc || (p->use_q && !qacc)) {
-		rc = bi_err(fs, -ENOMEM, "out of memory rebuilding logical %llu",
-			    (ull)r->logical);
+		rc = bi_err(fs, -ENOMEM, "out of memory rebuilding logical %" PRIu64, r->logical);
 		goto out;
 	}
 	for (uint32_t pos = 0; pos < r->d + r->np && rc == 0; pos++) {
@@ -343,14 +343,16 @@ static int lost_error(struct btrfsimg_fs *fs, const struct row *r, const uint32_
 			snprintf(what, sizeof(what), "data %u", lost[i]);
 		else if (lost[i] > r->d)
 			what[0] = 'Q';
-		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s on devid %llu (%s)",
-				       i ? ", " : "", what, (ull)ph.devid,
+		at += (size_t)snprintf(list + at, sizeof(list) - at,
+				       "%s%s on devid %" PRIu64 " (%s)", i ? ", " : "", what,
+				       ph.devid,
 				       pos_missing(fs, r, lost[i]) ? "missing" : "distrusted");
 	}
 	return bi_err(fs, -EIO,
-		      "raid%c chunk %llu: cannot rebuild logical %llu (copy %d): %s%s unusable, "
+		      "raid%c chunk %" PRIu64 ": cannot rebuild logical %" PRIu64
+		      " (copy %d): %s%s unusable, "
 		      "parity rebuilds at most %u",
-		      r->np == 2 ? '6' : '5', (ull)r->c->logical, (ull)r->logical, copy, list,
+		      r->np == 2 ? '6' : '5', r->c->logical, r->logical, copy, list,
 		      nlost >= 4 ? ", ..." : "", r->np);
 }
 
@@ -399,8 +401,8 @@ static int read_in_chunk(struct btrfsimg_fs *fs, const struct bi_chunk *c, uint6
 
 static int unmapped(struct btrfsimg_fs *fs, uint64_t logical, size_t len)
 {
-	return bi_err(fs, -EIO, "logical %llu is not in any chunk (reading %zu bytes)",
-		      (ull)logical, len);
+	return bi_err(fs, -EIO, "logical %" PRIu64 " is not in any chunk (reading %zu bytes)",
+		      logical, len);
 }
 
 bool bi_copy_missing(struct btrfsimg_fs *fs, uint64_t logical, int copy)
@@ -446,8 +448,8 @@ int bi_read_copy(struct btrfsimg_fs *fs, uint64_t logical, void *buf, size_t len
 			return unmapped(fs, logical, len);
 		int ways = bi_chunk_num_copies(c);
 		if (copy < 0 || (first && copy >= ways))
-			return bi_err(fs, -EINVAL, "logical %llu has %d copies, not copy %d",
-				      (ull)logical, ways, copy);
+			return bi_err(fs, -EINVAL, "logical %" PRIu64 " has %d copies, not copy %d",
+				      logical, ways, copy);
 		uint64_t left = c->logical + c->length - logical;
 		size_t n = len < left ? len : (size_t)left;
 		int rc = read_in_chunk(fs, c, logical, p, n, copy % ways);
@@ -497,17 +499,20 @@ int bi_chunk_add(struct btrfsimg_fs *fs, const uint8_t *item, size_t len, uint64
 	if (rc == 0 && !(fs->sb.info.incompat_flags & INCOMPAT_MIXED_GROUPS) &&
 	    (c->type & BG_DATA) && (c->type & BG_METADATA)) {
 		snprintf(why, sizeof(why),
-			 "chunk at logical %llu: data and metadata in one chunk (type 0x%llx) "
-			 "without the mixed-groups feature", (ull)logical, (ull)c->type);
+			 "chunk at logical %" PRIu64
+			 ": data and metadata in one chunk (type 0x%" PRIx64 ") "
+			 "without the mixed-groups feature",
+			 logical, c->type);
 		free(c);
 		rc = -EUCLEAN;
 	}
 	if (rc == 0)
 		rc = bi_chunk_map_insert(fs->chunks, c, why, sizeof(why));
 	if (rc == 1)
-		bi_damage(fs, "%s: chunk at logical %llu differs from the copy already loaded "
-			      "(same range); keeping the first, as the kernel does", where,
-			  (ull)logical);
+		bi_damage(fs,
+			  "%s: chunk at logical %" PRIu64 " differs from the copy already loaded "
+			  "(same range); keeping the first, as the kernel does",
+			  where, logical);
 	if (rc == -ENOMEM)
 		return bi_err(fs, rc, "out of memory loading chunks");
 	if (rc < 0)
@@ -536,15 +541,18 @@ static int sys_entry(struct btrfsimg_fs *fs, struct bi_cur *cur, uint32_t *pos)
 	if (n == 0)
 		return SYS_ERR("chunk at offset %u: bad num_stripes, have 0 expect >= 1", at);
 	if (!(ctype & BG_SYSTEM))
-		return SYS_ERR("chunk at offset %u (logical %llu): not a system chunk, type 0x%llx",
-			       at, (ull)logical, (ull)ctype);
+		return SYS_ERR("chunk at offset %u (logical %" PRIu64
+			       "): not a system chunk, type 0x%" PRIx64,
+			       at, logical, ctype);
 	uint32_t len = CHUNK_SIZE + (uint32_t)n * STRIPE_SIZE;
 	if (!bi_fits(size, at, len))
 		return SYS_ERR("chunk at offset %u: %u stripes need %u bytes, have %u", at, n, len,
 			       size - at);
 	if (objectid != OBJ_FIRST_CHUNK_TREE)
-		bi_damage(fs, "sys_chunk_array: key at offset %u has objectid %llu, expect %llu",
-			  *pos, (ull)objectid, (ull)OBJ_FIRST_CHUNK_TREE);
+		bi_damage(fs,
+			  "sys_chunk_array: key at offset %u has objectid %" PRIu64
+			  ", expect %" PRIu64,
+			  *pos, objectid, (uint64_t)OBJ_FIRST_CHUNK_TREE);
 	char where[64];
 	snprintf(where, sizeof(where), "sys_chunk_array offset %u", at);
 	*pos = at + len;
@@ -598,10 +606,11 @@ static void report_degraded(struct btrfsimg_fs *fs, const struct bi_chunk *c)
 	char uuid[37];
 	bi_uuid_str(s->dev_uuid, uuid);
 	bi_damage(fs,
-		  "chunk [%llu, %llu) %s: %u of %u stripes on missing devices (first: stripe %u, "
-		  "devid %llu, dev_uuid %s)%s",
-		  (ull)c->logical, (ull)(c->logical + c->length), bi_chunk_profile_name(c->type),
-		  nmissing, c->num_stripes, first, (ull)s->devid, uuid,
+		  "chunk [%" PRIu64 ", %" PRIu64
+		  ") %s: %u of %u stripes on missing devices (first: stripe %u, "
+		  "devid %" PRIu64 ", dev_uuid %s)%s",
+		  c->logical, (c->logical + c->length), bi_chunk_profile_name(c->type), nmissing,
+		  c->num_stripes, first, s->devid, uuid,
 		  readable(fs, c, nmissing) ? "; still readable from the other stripes"
 					    : "; parts of it cannot be read");
 }

@@ -29,8 +29,6 @@
 
 #define DEFAULT_CACHE_BYTES (64ull << 20)
 
-typedef unsigned long long ull;
-
 int bi_load_chunk_tree(struct btrfsimg_fs *fs)
 {
 	/* the kernel takes every CHUNK_ITEM, whatever its objectid */
@@ -44,8 +42,8 @@ int bi_load_chunk_tree(struct btrfsimg_fs *fs)
 			continue;
 		}
 		char where[96];
-		snprintf(where, sizeof(where), "chunk tree leaf: block=%llu slot=%u",
-			 (ull)item.block, item.slot);
+		snprintf(where, sizeof(where), "chunk tree leaf: block=%" PRIu64 " slot=%u",
+			 item.block, item.slot);
 		rc = bi_chunk_add(fs, item.data, item.size, item.key.offset, where);
 	}
 	bi_iter_end(&it);

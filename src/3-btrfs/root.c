@@ -36,20 +36,22 @@ static int root_from_item(struct btrfsimg_fs *fs, uint64_t id, const uint8_t *p,
 			  struct bi_root *out)
 {
 	if (size < RI_SIZE_V1)
-		return bi_err(fs, -EUCLEAN, "corrupt root item: root=%llu, size %u expect >= %u",
-			      (unsigned long long)id, size, RI_SIZE_V1);
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt root item: root=%" PRIu64 ", size %u expect >= %u", id, size,
+			      RI_SIZE_V1);
 	out->id = id;
 	out->bytenr = bi_le64(p + RI_BYTENR);
 	out->generation = bi_le64(p + RI_GENERATION);
 	out->level = p[RI_LEVEL];
 	if (out->level >= MAX_LEVEL)
-		return bi_err(fs, -EUCLEAN, "corrupt root item: root=%llu, level %u expect < %d",
-			      (unsigned long long)id, out->level, MAX_LEVEL);
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt root item: root=%" PRIu64 ", level %u expect < %d", id,
+			      out->level, MAX_LEVEL);
 	if (out->bytenr == 0 || out->bytenr % fs->sectorsize)
 		return bi_err(fs, -EUCLEAN,
-			      "corrupt root item: root=%llu, bytenr %llu not aligned to %u",
-			      (unsigned long long)id, (unsigned long long)out->bytenr,
-			      fs->sectorsize);
+			      "corrupt root item: root=%" PRIu64 ", bytenr %" PRIu64
+			      " not aligned to %u",
+			      id, out->bytenr, fs->sectorsize);
 	return 0;
 }
 
@@ -79,8 +81,7 @@ int bi_root_find(struct btrfsimg_fs *fs, uint64_t id, struct bi_root *out)
 	if (rc > 0)
 		rc = root_from_item(fs, id, item.data, item.size, out);
 	else if (rc == 0)
-		rc = bi_err(fs, -ENOENT, "tree %llu not found in the root tree",
-			    (unsigned long long)id);
+		rc = bi_err(fs, -ENOENT, "tree %" PRIu64 " not found in the root tree", id);
 	bi_iter_end(&it);
 	return rc;
 }
@@ -134,8 +135,9 @@ static int sv_add(struct btrfsimg_fs *fs, struct sv_list *l, uint64_t id, const 
 	if (l->n && l->v[l->n - 1].id == id)
 		return 0; /* a second ROOT_ITEM (e.g. reloc) for the same id */
 	if (size < RI_SIZE_V1)
-		return bi_err(fs, -EUCLEAN, "corrupt root item: root=%llu, size %u expect >= %u",
-			      (unsigned long long)id, size, RI_SIZE_V1);
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt root item: root=%" PRIu64 ", size %u expect >= %u", id, size,
+			      RI_SIZE_V1);
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
 		void *v = realloc(l->v, cap * sizeof(*l->v));
@@ -161,8 +163,9 @@ static int sv_backref(struct btrfsimg_fs *fs, struct sv_list *l, const struct bi
 	const uint8_t *name = bi_bytes(&c, RR_SIZE, nlen);
 	if (c.bad || nlen == 0)
 		return bi_err(fs, -EUCLEAN,
-			      "corrupt root backref: block=%llu slot=%u, name length %u, item size %u",
-			      (unsigned long long)it->block, it->slot, nlen, it->size);
+			      "corrupt root backref: block=%" PRIu64
+			      " slot=%u, name length %u, item size %u",
+			      it->block, it->slot, nlen, it->size);
 	if (s->path)
 		return 0; /* the kernel allows one; keep the first (even with parent 0) */
 	s->parent_id = it->key.offset;
@@ -213,8 +216,8 @@ static int dir_step(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t *d
 	if (rc == 0)
 		rc = bi_iter_next(&it, &item);
 	if (rc == 0)
-		rc = bi_err(fs, -ENOENT, "root=%llu: directory %llu has no INODE_REF",
-			    (unsigned long long)r->id, (unsigned long long)*dir);
+		rc = bi_err(fs, -ENOENT, "root=%" PRIu64 ": directory %" PRIu64 " has no INODE_REF",
+			    r->id, *dir);
 	if (rc > 0) {
 		struct bi_cur c = bi_cur_make(item.data, item.size);
 		uint16_t nlen = bi_u16(&c, IREF_NAME_LEN);
@@ -223,9 +226,9 @@ static int dir_step(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t *d
 		char *p = c.bad ? NULL : malloc(old + nlen + 2);
 		if (!p) {
 			rc = bi_err(fs, c.bad ? -EUCLEAN : -ENOMEM,
-				    "corrupt inode ref: root=%llu block=%llu slot=%u, name length %u, item size %u",
-				    (unsigned long long)r->id, (unsigned long long)item.block,
-				    item.slot, nlen, item.size);
+				    "corrupt inode ref: root=%" PRIu64 " block=%" PRIu64
+				    " slot=%u, name length %u, item size %u",
+				    r->id, item.block, item.slot, nlen, item.size);
 		} else {
 			memcpy(p, name, nlen);
 			p[nlen] = '/';
@@ -251,8 +254,10 @@ static int dir_path(struct btrfsimg_fs *fs, uint64_t parent, uint64_t dir, char 
 		return bi_err(fs, -ENOMEM, "out of memory");
 	for (int depth = 0; rc == 0 && dir != OBJ_FIRST_FREE; depth++) {
 		if (depth >= PATH_DEPTH_MAX)
-			rc = bi_err(fs, -EUCLEAN, "root=%llu: directory chain from %llu too deep (loop?)",
-				    (unsigned long long)parent, (unsigned long long)dir);
+			rc = bi_err(fs, -EUCLEAN,
+				    "root=%" PRIu64 ": directory chain from %" PRIu64
+				    " too deep (loop?)",
+				    parent, dir);
 		else
 			rc = dir_step(fs, &r, &dir, &path);
 	}

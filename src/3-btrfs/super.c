@@ -29,8 +29,6 @@ static bool is_pow2(uint64_t v)
 	return v && !(v & (v - 1));
 }
 
-#define WHY(...) (snprintf(why, whylen, __VA_ARGS__), BTRFSIMG_MIRROR_BAD_FIELDS)
-
 static void parse_fields(struct bi_cur *c, struct bi_super *s)
 {
 	struct btrfsimg_super_info *i = &s->info;
@@ -75,14 +73,17 @@ static int check_geometry(const struct bi_super *s, char *why, size_t whylen)
 {
 	const struct btrfsimg_super_info *i = &s->info;
 	if (!is_pow2(i->sectorsize) || i->sectorsize < 4096 || i->sectorsize > 65536)
-		return WHY("bad sectorsize, have %u expect a power of two in [4096, 65536]",
-			   i->sectorsize);
+		return bi_why(why, whylen,
+			      "bad sectorsize, have %u expect a power of two in [4096, 65536]",
+			      i->sectorsize);
 	if (!is_pow2(i->nodesize) || i->nodesize < i->sectorsize || i->nodesize > 65536)
-		return WHY("bad nodesize, have %u expect a power of two in [sectorsize %u, 65536]",
-			   i->nodesize, i->sectorsize);
+		return bi_why(
+			why, whylen,
+			"bad nodesize, have %u expect a power of two in [sectorsize %u, 65536]",
+			i->nodesize, i->sectorsize);
 	if (i->stripesize != 4096 && i->stripesize != i->sectorsize)
-		return WHY("bad stripesize, have %u expect 4096 or sectorsize %u", i->stripesize,
-			   i->sectorsize);
+		return bi_why(why, whylen, "bad stripesize, have %u expect 4096 or sectorsize %u",
+			      i->stripesize, i->sectorsize);
 	return 0;
 }
 
@@ -98,15 +99,16 @@ static int check_roots(const struct bi_super *s, char *why, size_t whylen)
 		  { "log_root", i->log_root, i->log_root_level } };
 	for (size_t k = 0; k < 3; k++) {
 		if (r[k].level >= MAX_LEVEL)
-			return WHY("bad %s level, have %u expect < %d", r[k].name, r[k].level,
-				   MAX_LEVEL);
+			return bi_why(why, whylen, "bad %s level, have %u expect < %d", r[k].name,
+				      r[k].level, MAX_LEVEL);
 		if (r[k].bytenr % i->sectorsize)
-			return WHY("%s %llu not aligned to sectorsize %u", r[k].name,
-				   (unsigned long long)r[k].bytenr, i->sectorsize);
+			return bi_why(why, whylen, "%s %" PRIu64 " not aligned to sectorsize %u",
+				      r[k].name, r[k].bytenr, i->sectorsize);
 	}
 	if (i->root == 0 || i->chunk_root == 0)
-		return WHY("root %llu / chunk_root %llu must be nonzero",
-			   (unsigned long long)i->root, (unsigned long long)i->chunk_root);
+		return bi_why(why, whylen,
+			      "root %" PRIu64 " / chunk_root %" PRIu64 " must be nonzero", i->root,
+			      i->chunk_root);
 	return 0;
 }
 
@@ -115,21 +117,22 @@ static int check_counts(const struct bi_super *s, char *why, size_t whylen)
 	const struct btrfsimg_super_info *i = &s->info;
 	if (s->sys_array_size > SB_SYS_CHUNK_ARRAY_MAX ||
 	    s->sys_array_size < KEY_SIZE + CHUNK_SIZE + STRIPE_SIZE)
-		return WHY("bad sys_chunk_array_size, have %u expect in [%u, %u]",
-			   s->sys_array_size, KEY_SIZE + CHUNK_SIZE + STRIPE_SIZE,
-			   SB_SYS_CHUNK_ARRAY_MAX);
+		return bi_why(why, whylen, "bad sys_chunk_array_size, have %u expect in [%u, %u]",
+			      s->sys_array_size, KEY_SIZE + CHUNK_SIZE + STRIPE_SIZE,
+			      SB_SYS_CHUNK_ARRAY_MAX);
 	if (i->num_devices == 0 || i->num_devices > 65536)
-		return WHY("bad num_devices, have %llu expect in [1, 65536]",
-			   (unsigned long long)i->num_devices);
+		return bi_why(why, whylen, "bad num_devices, have %" PRIu64 " expect in [1, 65536]",
+			      i->num_devices);
 	if (i->generation == 0)
-		return WHY("generation is 0");
+		return bi_why(why, whylen, "generation is 0");
 	if (!bi_csum_size(i->csum_type))
-		return WHY("unknown csum_type %u", i->csum_type);
+		return bi_why(why, whylen, "unknown csum_type %u", i->csum_type);
 	const uint8_t *want = (i->incompat_flags & INCOMPAT_METADATA_UUID) ? i->metadata_uuid
 									   : i->fsid;
 	if (memcmp(s->dev_fsid, want, 16) != 0)
-		return WHY("dev_item fsid does not match the %s",
-			   (i->incompat_flags & INCOMPAT_METADATA_UUID) ? "metadata_uuid" : "fsid");
+		return bi_why(why, whylen, "dev_item fsid does not match the %s",
+			      (i->incompat_flags & INCOMPAT_METADATA_UUID) ? "metadata_uuid"
+									   : "fsid");
 	return 0;
 }
 
@@ -138,30 +141,34 @@ int bi_super_parse(const uint8_t *buf, size_t len, uint64_t bytenr, struct bi_su
 {
 	struct bi_cur c = bi_cur_make(buf, len);
 	why[0] = '\0';
-	if (len < SB_SIZE)
-		return WHY("short superblock, have %zu bytes expect %u", len, SB_SIZE);
+	if (len < SB_SIZE) {
+		bi_why(why, whylen, "short superblock, have %zu bytes expect %u", len, SB_SIZE);
+		return BTRFSIMG_MIRROR_BAD_FIELDS;
+	}
 	uint64_t magic = bi_u64(&c, SB_MAGIC_OFF);
 	if (magic != SB_MAGIC) {
-		snprintf(why, whylen, "bad magic, have 0x%016llx expect 0x%016llx",
-			 (unsigned long long)magic, (unsigned long long)SB_MAGIC);
+		bi_why(why, whylen, "bad magic, have 0x%016" PRIx64 " expect 0x%016" PRIx64, magic,
+		       (uint64_t)SB_MAGIC);
 		return BTRFSIMG_MIRROR_BAD_MAGIC;
 	}
 	memset(out, 0, sizeof(*out));
 	memcpy(out->raw, buf, SB_SIZE);
 	parse_fields(&c, out);
 	if (bi_u64(&c, SB_BYTENR) != bytenr) {
-		snprintf(why, whylen, "bytenr field mismatch, have %llu expect %llu",
-			 (unsigned long long)bi_u64(&c, SB_BYTENR), (unsigned long long)bytenr);
+		bi_why(why, whylen, "bytenr field mismatch, have %" PRIu64 " expect %" PRIu64,
+		       bi_u64(&c, SB_BYTENR), bytenr);
 		return BTRFSIMG_MIRROR_BAD_BYTENR;
 	}
 	size_t csize = bi_csum_size(out->info.csum_type);
-	if (!csize)
-		return WHY("unknown csum_type %u", out->info.csum_type);
+	if (!csize) {
+		bi_why(why, whylen, "unknown csum_type %u", out->info.csum_type);
+		return BTRFSIMG_MIRROR_BAD_FIELDS;
+	}
 	uint8_t sum[CSUM_SIZE_MAX];
 	bi_csum(out->info.csum_type, buf + SB_CSUM_START, SB_SIZE - SB_CSUM_START, sum);
 	if (memcmp(sum, buf + SB_CSUM, csize) != 0) {
-		snprintf(why, whylen, "%s checksum mismatch",
-			 btrfsimg_csum_name(out->info.csum_type));
+		bi_why(why, whylen, "%s checksum mismatch",
+		       btrfsimg_csum_name(out->info.csum_type));
 		return BTRFSIMG_MIRROR_BAD_CSUM;
 	}
 	int rc = check_geometry(out, why, whylen);
@@ -169,7 +176,7 @@ int bi_super_parse(const uint8_t *buf, size_t len, uint64_t bytenr, struct bi_su
 		rc = check_roots(out, why, whylen);
 	if (!rc)
 		rc = check_counts(out, why, whylen);
-	return rc ? rc : BTRFSIMG_MIRROR_VALID;
+	return rc < 0 ? BTRFSIMG_MIRROR_BAD_FIELDS : BTRFSIMG_MIRROR_VALID;
 }
 
 /* Read and classify the copies of one device; remember the best one. */
@@ -200,9 +207,9 @@ static int read_device_copies(struct btrfsimg_fs *fs, struct bi_dev *d, struct b
 			m->generation = bi_le64(buf + SB_GENERATION);
 		if (m->state != BTRFSIMG_MIRROR_VALID) {
 			if (i == 0 || m->state != BTRFSIMG_MIRROR_BAD_MAGIC)
-				bi_damage(fs, "device '%s': superblock copy %d at %llu: %s (%s)",
-					  d->name, i, (unsigned long long)off,
-					  state_name[m->state], why);
+				bi_damage(fs,
+					  "device '%s': superblock copy %d at %" PRIu64 ": %s (%s)",
+					  d->name, i, off, state_name[m->state], why);
 			continue;
 		}
 		/* The primary's fsid is authoritative: a mirror left by an older
@@ -238,11 +245,12 @@ static int check_features(struct btrfsimg_fs *fs)
 	const char *name = incompat_names[bit];
 	if (name)
 		return bi_err(fs, -EOPNOTSUPP,
-			      "unsupported incompat feature %s (bit %d, incompat_flags 0x%llx)",
-			      name, bit, (unsigned long long)fs->sb.info.incompat_flags);
+			      "unsupported incompat feature %s (bit %d, incompat_flags 0x%" PRIx64
+			      ")",
+			      name, bit, fs->sb.info.incompat_flags);
 	return bi_err(fs, -EOPNOTSUPP,
-		      "unsupported incompat feature: unknown bit %d (incompat_flags 0x%llx)", bit,
-		      (unsigned long long)fs->sb.info.incompat_flags);
+		      "unsupported incompat feature: unknown bit %d (incompat_flags 0x%" PRIx64 ")",
+		      bit, fs->sb.info.incompat_flags);
 }
 
 /* Record the chosen copy's identity on the device. */
@@ -302,26 +310,25 @@ static int match_members(struct btrfsimg_fs *fs, struct bi_super *per_dev, int *
 		note_device(d, &per_dev[k]);
 		for (size_t j = 0; j < k; j++)
 			if (fs->devs[j].member && fs->devs[j].devid == d->devid)
-				return bi_err(fs, -EINVAL, "devid %llu given twice: '%s' and '%s'",
-					      (unsigned long long)d->devid, fs->devs[j].name,
-					      d->name);
+				return bi_err(fs, -EINVAL,
+					      "devid %" PRIu64 " given twice: '%s' and '%s'",
+					      d->devid, fs->devs[j].name, d->name);
 		if (d->generation != fs->sb.info.generation)
-			bi_damage(fs, "device '%s' (devid %llu) is stale: generation %llu, expected %llu",
-				  d->name, (unsigned long long)d->devid,
-				  (unsigned long long)d->generation,
-				  (unsigned long long)fs->sb.info.generation);
+			bi_damage(fs,
+				  "device '%s' (devid %" PRIu64 ") is stale: generation %" PRIu64
+				  ", expected %" PRIu64,
+				  d->name, d->devid, d->generation, fs->sb.info.generation);
 		d->member = true;
 		members++;
 	}
 	if (members > fs->sb.info.num_devices)
-		return bi_err(fs, -EINVAL, "%llu devices given, the superblock names only %llu",
-			      (unsigned long long)members,
-			      (unsigned long long)fs->sb.info.num_devices);
+		return bi_err(fs, -EINVAL,
+			      "%" PRIu64 " devices given, the superblock names only %" PRIu64,
+			      members, fs->sb.info.num_devices);
 	fs->missing_devs = fs->sb.info.num_devices - members;
 	if (fs->missing_devs)
-		bi_damage(fs, "%llu of %llu devices missing: reading degraded",
-			  (unsigned long long)fs->missing_devs,
-			  (unsigned long long)fs->sb.info.num_devices);
+		bi_damage(fs, "%" PRIu64 " of %" PRIu64 " devices missing: reading degraded",
+			  fs->missing_devs, fs->sb.info.num_devices);
 	return 0;
 }
 

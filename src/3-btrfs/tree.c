@@ -243,9 +243,8 @@ static int verify_copy(struct btrfsimg_fs *fs, const uint8_t *buf, uint64_t byte
 		uint64_t have = 0, want = 0;
 		memcpy(&have, buf, fs->csum_size < 8 ? fs->csum_size : 8);
 		memcpy(&want, sum, fs->csum_size < 8 ? fs->csum_size : 8);
-		snprintf(why, whylen, "%s checksum mismatch, have 0x%llx expect 0x%llx",
-			 btrfsimg_csum_name(fs->csum_type), (unsigned long long)have,
-			 (unsigned long long)want);
+		snprintf(why, whylen, "%s checksum mismatch, have 0x%" PRIx64 " expect 0x%" PRIx64,
+			 btrfsimg_csum_name(fs->csum_type), have, want);
 		return -EIO;
 	}
 	return bi_block_check(buf, fs->nodesize, bytenr, fs->meta_fsid, e, why, whylen);
@@ -273,10 +272,9 @@ static int block_error(struct btrfsimg_fs *fs, int rc, uint64_t bytenr, int leve
 		       const struct bi_expect *e, int copy, int ncopies, const char *why)
 {
 	uint64_t owner = e ? e->owner : 0;
-	return bi_err(fs, rc, "%s %s: root=%llu%s block=%llu copy=%d/%d, %s",
-		      rc == -EIO ? "bad" : "corrupt", block_kind(level),
-		      (unsigned long long)owner, tree_name(owner), (unsigned long long)bytenr,
-		      copy + 1, ncopies, why);
+	return bi_err(fs, rc, "%s %s: root=%" PRIu64 "%s block=%" PRIu64 " copy=%d/%d, %s",
+		      rc == -EIO ? "bad" : "corrupt", block_kind(level), owner, tree_name(owner),
+		      bytenr, copy + 1, ncopies, why);
 }
 
 /* Takes ownership of @buf (the verified copy, not copied again). */
@@ -303,8 +301,7 @@ static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct
 {
 	uint8_t *buf = buffer_for_read(fs->cache, fs->nodesize);
 	if (!buf)
-		return bi_err(fs, -ENOMEM, "out of memory reading block %llu",
-			      (unsigned long long)bytenr);
+		return bi_err(fs, -ENOMEM, "out of memory reading block %" PRIu64, bytenr);
 	int ncopies = bi_num_copies(fs, bytenr), first_rc = 0, good = -1;
 	char first_msg[sizeof(fs->err)] = "";
 	for (int copy = 0; copy < ncopies && good < 0; copy++) {
@@ -335,8 +332,7 @@ static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct
 	} else {
 		*out = block_new(buf, fs->nodesize, bytenr);
 		if (!*out)
-			rc = bi_err(fs, -ENOMEM, "out of memory caching block %llu",
-				    (unsigned long long)bytenr);
+			rc = bi_err(fs, -ENOMEM, "out of memory caching block %" PRIu64, bytenr);
 		else
 			buf = NULL;
 	}
@@ -642,13 +638,13 @@ static int base_next(struct bi_iter *it, struct bi_item *out)
 		if (it->started && bi_key_cmp(&out->key, &it->last) <= 0) {
 			it->done = true;
 			return bi_err(it->fs, -EUCLEAN,
-				      "corrupt leaf: root=%llu block=%llu slot=%u, key (%llu %u %llu) not after the previous leaf's (%llu %u %llu)",
-				      (unsigned long long)it->root.id,
-				      (unsigned long long)leaf->bytenr, it->slot[0],
-				      (unsigned long long)out->key.objectid, out->key.type,
-				      (unsigned long long)out->key.offset,
-				      (unsigned long long)it->last.objectid, it->last.type,
-				      (unsigned long long)it->last.offset);
+				      "corrupt leaf: root=%" PRIu64 " block=%" PRIu64
+				      " slot=%u, key (%" PRIu64 " %u %" PRIu64
+				      ") not after the previous leaf's (%" PRIu64 " %u %" PRIu64
+				      ")",
+				      it->root.id, leaf->bytenr, it->slot[0], out->key.objectid,
+				      out->key.type, out->key.offset, it->last.objectid,
+				      it->last.type, it->last.offset);
 		}
 		it->started = true;
 		it->last = out->key;

@@ -100,24 +100,25 @@ void bi_zctx_free(struct bi_zctx *z)
 	free(z);
 }
 
-#define corrupt bi_why
-
 /* ---------------------------------------------------------------- zlib */
 
 static int zlib_header(const uint8_t *src, size_t srclen, int *wbits, char *why, size_t whylen)
 {
 	if (srclen < 3)
-		return corrupt(why, whylen, "zlib stream at byte 0, too short, have %zu expect >= 3",
-			       srclen);
+		return bi_why(why, whylen, "zlib stream at byte 0, too short, have %zu expect >= 3",
+			      srclen);
 	unsigned cmf = src[0], flg = src[1];
 	if ((cmf & 0x0f) != Z_DEFLATED || ((cmf << 8) | flg) % 31 != 0 || (flg & 0x20))
-		return corrupt(why, whylen,
-			       "zlib header at byte 0, not deflate without preset dictionary, "
-			       "have %02x %02x", cmf, flg);
+		return bi_why(why, whylen,
+			      "zlib header at byte 0, not deflate without preset dictionary, "
+			      "have %02x %02x",
+			      cmf, flg);
 	*wbits = (int)(cmf >> 4) + 8;
 	if (*wbits > MAX_WBITS)
-		return corrupt(why, whylen, "zlib header at byte 0, window too large, have 2^%d "
-			       "expect <= 2^%d", *wbits, MAX_WBITS);
+		return bi_why(why, whylen,
+			      "zlib header at byte 0, window too large, have 2^%d "
+			      "expect <= 2^%d",
+			      *wbits, MAX_WBITS);
 	return 0;
 }
 
@@ -160,11 +161,13 @@ static int do_zlib(struct bi_zctx *z, const uint8_t *src, size_t srclen, uint8_t
 		if (r == Z_MEM_ERROR)
 			return -ENOMEM;
 		if (r != Z_OK && r != Z_BUF_ERROR)
-			return corrupt(why, whylen, "zlib stream corrupt at byte %zu, %s", in,
-				       s->msg ? s->msg : "inflate error");
+			return bi_why(why, whylen, "zlib stream corrupt at byte %zu, %s", in,
+				      s->msg ? s->msg : "inflate error");
 		if (used == 0 && made == 0)
-			return corrupt(why, whylen, "zlib stream truncated at byte %zu, no final "
-				       "block, have %zu bytes out expect %zu", in, out, dstlen);
+			return bi_why(why, whylen,
+				      "zlib stream truncated at byte %zu, no final "
+				      "block, have %zu bytes out expect %zu",
+				      in, out, dstlen);
 	}
 	*outlen = out;
 	return 0;
@@ -226,35 +229,40 @@ static int zstd_fits_kernel(const struct bi_zctx *z, const uint8_t *src, size_t 
 		return 0;
 	char content[32] = "not given";
 	if (fh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN)
-		snprintf(content, sizeof(content), "%llu", fh.frameContentSize);
-	return corrupt(why, whylen, "zstd frame at byte 0, window too large for the kernel's "
-		       "workspace: window %llu, content size %s, needs %llu bytes of stream "
-		       "buffers, expect <= %zu", window, content,
-		       ZSTD_isError(out) ? ~0ull : (unsigned long long)in + out, z->zstd_room);
+		snprintf(content, sizeof(content), "%" PRIu64, (uint64_t)fh.frameContentSize);
+	return bi_why(why, whylen,
+		      "zstd frame at byte 0, window too large for the kernel's "
+		      "workspace: window %" PRIu64 ", content size %s, needs %" PRIu64
+		      " bytes of stream "
+		      "buffers, expect <= %zu",
+		      (uint64_t)window, content, (uint64_t)(ZSTD_isError(out) ? ~0ull : in + out),
+		      z->zstd_room);
 }
 
 static int zstd_fail(size_t r, size_t pos, char *why, size_t whylen)
 {
 	if (ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge)
-		return corrupt(why, whylen, "zstd frame at byte 0, window too large, expect <= %llu",
-			       1ull << ZSTD_WINDOWLOG_LIMIT_DEFAULT);
+		return bi_why(why, whylen,
+			      "zstd frame at byte 0, window too large, expect <= %" PRIu64,
+			      (uint64_t)(1ull << ZSTD_WINDOWLOG_LIMIT_DEFAULT));
 	if (ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation)
 		return -ENOMEM;
-	return corrupt(why, whylen, "zstd frame corrupt at byte %zu, %s", pos,
-		       ZSTD_getErrorName(r));
+	return bi_why(why, whylen, "zstd frame corrupt at byte %zu, %s", pos, ZSTD_getErrorName(r));
 }
 
 static int do_zstd(struct bi_zctx *z, const uint8_t *src, size_t srclen, uint8_t *dst,
 		   size_t dstlen, size_t *outlen, char *why, size_t whylen)
 {
 	if (srclen < 4)
-		return corrupt(why, whylen, "zstd frame at byte 0, too short, have %zu expect >= 4",
-			       srclen);
+		return bi_why(why, whylen, "zstd frame at byte 0, too short, have %zu expect >= 4",
+			      srclen);
 	uint32_t magic = bi_le32(src);
 	if (magic != ZSTD_MAGICNUMBER && (magic & ZSTD_MAGIC_SKIPPABLE_MASK) !=
 	    ZSTD_MAGIC_SKIPPABLE_START)
-		return corrupt(why, whylen, "zstd frame at byte 0, bad magic, have 0x%08x "
-			       "expect 0x%08x", magic, ZSTD_MAGICNUMBER);
+		return bi_why(why, whylen,
+			      "zstd frame at byte 0, bad magic, have 0x%08x "
+			      "expect 0x%08x",
+			      magic, ZSTD_MAGICNUMBER);
 	int rc = zstd_ready(z);
 	if (rc == 0)
 		rc = zstd_fits_kernel(z, src, srclen, why, whylen);
@@ -271,8 +279,10 @@ static int do_zstd(struct bi_zctx *z, const uint8_t *src, size_t srclen, uint8_t
 		if (r == 0 || out.pos == out.size)
 			break;
 		if (in.pos == in0 && out.pos == out0)
-			return corrupt(why, whylen, "zstd frame truncated at byte %zu, no frame end, "
-				       "have %zu bytes out expect %zu", in.pos, out.pos, dstlen);
+			return bi_why(why, whylen,
+				      "zstd frame truncated at byte %zu, no frame end, "
+				      "have %zu bytes out expect %zu",
+				      in.pos, out.pos, dstlen);
 	}
 	*outlen = out.pos;
 	return 0;
@@ -342,17 +352,21 @@ static int lzo_total(const uint8_t *src, size_t srclen, uint32_t sectorsize, siz
 		     char *why, size_t whylen)
 {
 	if (srclen < LZO_LEN)
-		return corrupt(why, whylen, "lzo header at byte 0, too short, have %zu expect >= %u",
-			       srclen, LZO_LEN);
+		return bi_why(why, whylen, "lzo header at byte 0, too short, have %zu expect >= %u",
+			      srclen, LZO_LEN);
 	size_t t = bi_le32(src);
 	size_t lim = srclen < MAX_COMPRESSED ? srclen : MAX_COMPRESSED;
 	if (t > lim)
-		return corrupt(why, whylen, "lzo header at byte 0, total_len too large, have %zu "
-			       "expect <= %zu", t, lim);
+		return bi_why(why, whylen,
+			      "lzo header at byte 0, total_len too large, have %zu "
+			      "expect <= %zu",
+			      t, lim);
 	size_t rounded = (t + sectorsize - 1) / sectorsize * sectorsize;
 	if (rounded < srclen)
-		return corrupt(why, whylen, "lzo header at byte 0, total_len leaves whole sectors "
-			       "unused, have %zu (%zu rounded up) expect >= %zu", t, rounded, srclen);
+		return bi_why(why, whylen,
+			      "lzo header at byte 0, total_len leaves whole sectors "
+			      "unused, have %zu (%zu rounded up) expect >= %zu",
+			      t, rounded, srclen);
 	*total = t;
 	return 0;
 }
@@ -370,21 +384,27 @@ static int do_lzo(struct bi_zctx *z, const uint8_t *src, size_t srclen, uint8_t 
 	size_t cur = LZO_LEN, out = 0;
 	while (cur < total && out < dstlen) {
 		if (total - cur < LZO_LEN)
-			return corrupt(why, whylen, "lzo segment header at byte %zu, past total_len, "
-				       "have end %zu expect <= %zu", cur, cur + LZO_LEN, total);
+			return bi_why(why, whylen,
+				      "lzo segment header at byte %zu, past total_len, "
+				      "have end %zu expect <= %zu",
+				      cur, cur + LZO_LEN, total);
 		size_t seg = bi_le32(src + cur);
 		if (seg < 3 || seg > seg_max)
-			return corrupt(why, whylen, "lzo segment at byte %zu, bad length, have %zu "
-				       "expect 3..%zu", cur, seg, seg_max);
+			return bi_why(why, whylen,
+				      "lzo segment at byte %zu, bad length, have %zu "
+				      "expect 3..%zu",
+				      cur, seg, seg_max);
 		if (seg > total - cur - LZO_LEN)
-			return corrupt(why, whylen, "lzo segment at byte %zu, data past total_len, "
-				       "have end %zu expect <= %zu", cur, cur + LZO_LEN + seg, total);
+			return bi_why(why, whylen,
+				      "lzo segment at byte %zu, data past total_len, "
+				      "have end %zu expect <= %zu",
+				      cur, cur + LZO_LEN + seg, total);
 		size_t made = 0;
 		int r = lzo_segment(z, src + cur + LZO_LEN, seg, dst + out, dstlen - out, seg_max,
 				    &made);
 		if (r != LZO_E_OK)
-			return corrupt(why, whylen, "lzo segment at byte %zu, %s (lzo1x %d)", cur,
-				       lzo_strerror(r), r);
+			return bi_why(why, whylen, "lzo segment at byte %zu, %s (lzo1x %d)", cur,
+				      lzo_strerror(r), r);
 		out += made;
 		cur += LZO_LEN + seg;
 		/* a segment header never straddles a sector: skip the padding */

@@ -41,10 +41,6 @@
 #include "3-btrfs/tree.h"
 #include "4-files/inode.h"
 
-typedef unsigned long long ull;
-
-#define fail bi_why
-
 /* ---------------------------------------------------------- pure parsers */
 
 /* ------------------------------------------------------------ helpers */
@@ -80,8 +76,9 @@ static int child_root(struct btrfsimg_fs *fs, uint64_t id, bool *found, uint32_t
 	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
 		if (item.size < RI_SIZE_V1) {
 			rc = bi_err(fs, -EUCLEAN,
-				    "corrupt root item: root=1 block=%llu slot=%u, size %u expect >= %u",
-				    (ull)item.block, item.slot, item.size, RI_SIZE_V1);
+				    "corrupt root item: root=1 block=%" PRIu64
+				    " slot=%u, size %u expect >= %u",
+				    item.block, item.slot, item.size, RI_SIZE_V1);
 			break;
 		}
 		*found = true;
@@ -107,8 +104,9 @@ static int root_ref_matches(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t di
 	if (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
 		rc = bi_root_ref_parse(item.data, item.size, &ref, why, sizeof(why));
 		if (rc < 0)
-			rc = bi_err(fs, rc, "corrupt root ref: root=1 block=%llu slot=%u, %s",
-				    (ull)item.block, item.slot, why);
+			rc = bi_err(fs, rc,
+				    "corrupt root ref: root=1 block=%" PRIu64 " slot=%u, %s",
+				    item.block, item.slot, why);
 		else
 			*match = ref.dirid == dir && ref.name_len == e->name_len &&
 				 memcmp(ref.name, e->name, e->name_len) == 0;
@@ -150,8 +148,10 @@ static int need_dir(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t di
 	struct btrfsimg_inode ino;
 	int rc = bi_inode_read(fs, r, dir, &ino);
 	if (rc == 0 && !S_ISDIR(ino.mode))
-		rc = bi_err(fs, -ENOTDIR, "inode %llu of subvolume %llu is not a directory (mode 0%o)",
-			    (ull)dir, (ull)r->id, ino.mode);
+		rc = bi_err(fs, -ENOTDIR,
+			    "inode %" PRIu64 " of subvolume %" PRIu64
+			    " is not a directory (mode 0%o)",
+			    dir, r->id, ino.mode);
 	return rc;
 }
 
@@ -177,11 +177,12 @@ static int readdir_item(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 	if (rc > 0 && (rc = bi_dir_item_next(it->data, it->size, KT_DIR_INDEX, &pos, &d, why,
 					     sizeof(why))) > 0 &&
 	    d.location.type != KT_INODE_ITEM && d.location.type != KT_ROOT_ITEM)
-		rc = fail(why, sizeof(why), "location key type %u cannot be looked up",
-			  d.location.type);
+		rc = bi_why(why, sizeof(why), "location key type %u cannot be looked up",
+			    d.location.type);
 	if (rc < 0)
-		return bi_err(fs, rc, "corrupt dir index: root=%llu block=%llu slot=%u, %s",
-			      (ull)subvol, (ull)it->block, it->slot, why);
+		return bi_err(fs, rc,
+			      "corrupt dir index: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s",
+			      subvol, it->block, it->slot, why);
 	/* btrfs_real_readdir uses only the first entry of a DIR_INDEX item. */
 	entry_to_dirent(&d, e);
 	e->index = it->key.offset;
@@ -235,18 +236,21 @@ static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t d
 					      sizeof(why))) > 0)
 			found = d.name_len == len && memcmp(d.name, name, len) == 0;
 		if (found && d.location.type != KT_INODE_ITEM && d.location.type != KT_ROOT_ITEM)
-			rc = fail(why, sizeof(why), "location key type %u cannot be looked up",
-				  d.location.type);
+			rc = bi_why(why, sizeof(why), "location key type %u cannot be looked up",
+				    d.location.type);
 		if (rc < 0)
-			rc = bi_err(fs, rc, "corrupt dir item: root=%llu block=%llu slot=%u, %s",
-				    (ull)r->id, (ull)item.block, item.slot, why);
+			rc = bi_err(fs, rc,
+				    "corrupt dir item: root=%" PRIu64 " block=%" PRIu64
+				    " slot=%u, %s",
+				    r->id, item.block, item.slot, why);
 	}
 	bi_iter_end(&it);
 	if (rc < 0)
 		return rc;
 	if (!found)
-		return bi_err(fs, -ENOENT, "no entry '%s' in directory %llu of subvolume %llu",
-			      esc(name, len, nb, sizeof(nb)), (ull)dir, (ull)r->id);
+		return bi_err(fs, -ENOENT,
+			      "no entry '%s' in directory %" PRIu64 " of subvolume %" PRIu64,
+			      esc(name, len, nb, sizeof(nb)), dir, r->id);
 	entry_to_dirent(&d, out);
 	out->name = name; /* the caller's bytes, not the borrowed leaf's */
 	return bi_dir_resolve(fs, r->id, dir, out);
@@ -263,10 +267,10 @@ int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, const void *
 	if (rc == 0)
 		rc = bi_root_find(fs, subvol, &r);
 	if (rc == 0 && (dir == OBJ_EMPTY_SUBVOL_DIR || name_len > BI_NAME_MAX))
-		rc = bi_err(fs, -ENOENT, "no entry '%s' in %s %llu of subvolume %llu",
+		rc = bi_err(fs, -ENOENT, "no entry '%s' in %s %" PRIu64 " of subvolume %" PRIu64,
 			    esc(name, name_len, nb, sizeof(nb)),
-			    dir == OBJ_EMPTY_SUBVOL_DIR ? "stub directory" : "directory",
-			    (ull)dir, (ull)subvol);
+			    dir == OBJ_EMPTY_SUBVOL_DIR ? "stub directory" : "directory", dir,
+			    subvol);
 	if (rc == 0)
 		rc = need_dir(fs, &r, dir);
 	if (rc == 0)

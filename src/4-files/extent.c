@@ -66,10 +66,6 @@
 #define SYMLINK_MAX 4095	/* the kernel's page_get_link keeps PAGE_SIZE - 1 bytes */
 #define INODE_NODATASUM (1ull << 0)
 
-#define FAIL(...) (snprintf(why, whylen, __VA_ARGS__), -EUCLEAN)
-
-typedef unsigned long long ull;
-
 /* ------------------------------------------------------------- parsing */
 
 size_t bi_extent_pieces(const struct bi_extent *e, uint64_t next, uint64_t pos, uint64_t end,
@@ -227,9 +223,9 @@ static int fetch(struct bi_file *f, struct bi_extent *e, bool *have)
 			     sizeof(why));
 	if (rc < 0)
 		return bi_err(f->fs, -EUCLEAN,
-			      "corrupt leaf: root=%llu block=%llu slot=%u, file extent (ino %llu offset %llu): %s",
-			      (ull)f->subvol, (ull)item.block, item.slot, (ull)f->ino,
-			      (ull)item.key.offset, why);
+			      "corrupt leaf: root=%" PRIu64 " block=%" PRIu64
+			      " slot=%u, file extent (ino %" PRIu64 " offset %" PRIu64 "): %s",
+			      f->subvol, item.block, item.slot, f->ino, item.key.offset, why);
 	if (e->kind == BI_EXT_INLINE && (rc = keep_inline(f, e)) < 0)
 		return rc;
 	*have = true;
@@ -240,9 +236,10 @@ static void note_overlap(struct bi_file *f)
 {
 	if (f->have_cur && f->have_nxt && f->cur.end > f->nxt.file_offset)
 		bi_damage(f->fs,
-			  "overlapping file extents: subvol=%llu inode=%llu, item at %llu ends at %llu after the next item's start %llu; the later item wins",
-			  (ull)f->subvol, (ull)f->ino, (ull)f->cur.file_offset, (ull)f->cur.end,
-			  (ull)f->nxt.file_offset);
+			  "overlapping file extents: subvol=%" PRIu64 " inode=%" PRIu64
+			  ", item at %" PRIu64 " ends at %" PRIu64
+			  " after the next item's start %" PRIu64 "; the later item wins",
+			  f->subvol, f->ino, f->cur.file_offset, f->cur.end, f->nxt.file_offset);
 }
 
 static int cursor_seek(struct bi_file *f, uint64_t pos)
@@ -313,8 +310,9 @@ static int csum_item_range(struct bi_file *f, const struct bi_item *item, uint64
 	    bi_add_ok(*start, (uint64_t)(item->size / cs) * ss, end))
 		return 0;
 	return bi_err(fs, -EUCLEAN,
-		      "corrupt leaf: root=7 block=%llu slot=%u, csum item at %llu of %u bytes, expect whole %u-byte checksums of %u-byte sectors",
-		      (ull)item->block, item->slot, (ull)*start, item->size, cs, ss);
+		      "corrupt leaf: root=7 block=%" PRIu64 " slot=%u, csum item at %" PRIu64
+		      " of %u bytes, expect whole %u-byte checksums of %u-byte sectors",
+		      item->block, item->slot, *start, item->size, cs, ss);
 }
 
 /* Make the window hold the csum item covering @logical, or the gap up to
@@ -412,9 +410,11 @@ static int sector_fail(struct bi_file *f, uint64_t logical, uint64_t fpos, const
 	hex(have, f->fs->csum_size, h);
 	hex(want, f->fs->csum_size, x);
 	return bi_err(f->fs, -EIO,
-		      "data checksum mismatch: subvol=%llu inode=%llu file offset=%llu%s logical=%llu, have 0x%s expect 0x%s, no good copy among %d",
-		      (ull)f->subvol, (ull)f->ino, (ull)fpos,
-		      w->compressed ? " (compressed extent)" : "", (ull)logical, h, x, ncopies);
+		      "data checksum mismatch: subvol=%" PRIu64 " inode=%" PRIu64
+		      " file offset=%" PRIu64 "%s logical=%" PRIu64
+		      ", have 0x%s expect 0x%s, no good copy among %d",
+		      f->subvol, f->ino, fpos, w->compressed ? " (compressed extent)" : "", logical,
+		      h, x, ncopies);
 }
 
 static void damage_sector(struct bi_file *f, uint64_t logical, uint64_t fpos,
@@ -425,9 +425,11 @@ static void damage_sector(struct bi_file *f, uint64_t logical, uint64_t fpos,
 	hex(have, f->fs->csum_size, h);
 	hex(want, f->fs->csum_size, x);
 	bi_damage(f->fs,
-		  "data checksum mismatch: subvol=%llu inode=%llu file offset=%llu%s logical=%llu copy %d/%d, have 0x%s expect 0x%s; read from copy %d",
-		  (ull)f->subvol, (ull)f->ino, (ull)fpos, w->compressed ? " (compressed extent)" : "",
-		  (ull)logical, bad + 1, ncopies, h, x, good + 1);
+		  "data checksum mismatch: subvol=%" PRIu64 " inode=%" PRIu64
+		  " file offset=%" PRIu64 "%s logical=%" PRIu64
+		  " copy %d/%d, have 0x%s expect 0x%s; read from copy %d",
+		  f->subvol, f->ino, fpos, w->compressed ? " (compressed extent)" : "", logical,
+		  bad + 1, ncopies, h, x, good + 1);
 }
 
 /* Replace the sector at @logical (mismatched on copy @bad, or unread if
@@ -467,8 +469,9 @@ static int repair(struct bi_file *f, uint64_t logical, uint8_t *dst, int bad, ui
 	if (mismatch)
 		return sector_fail(f, logical, fpos, w, first, want, ncopies);
 	return bi_err(fs, read_rc ? read_rc : -EIO,
-		      "cannot read data: subvol=%llu inode=%llu file offset=%llu logical=%llu: %.600s",
-		      (ull)f->subvol, (ull)f->ino, (ull)fpos, (ull)logical, fs->err);
+		      "cannot read data: subvol=%" PRIu64 " inode=%" PRIu64 " file offset=%" PRIu64
+		      " logical=%" PRIu64 ": %.600s",
+		      f->subvol, f->ino, fpos, logical, fs->err);
 }
 
 /* Read whole sectors [logical, +len) into @dst, checked against their
@@ -484,9 +487,10 @@ static int read_sectors(struct bi_file *f, uint64_t logical, uint8_t *dst, size_
 		if (rc == 0)
 			used = copy;
 		else if (copy + 1 < ncopies && !bi_copy_missing(fs, logical, copy)) /* said at open */
-			bi_damage(fs, "cannot read data: subvol=%llu inode=%llu logical=%llu copy %d/%d: %.600s; trying the next copy",
-				  (ull)f->subvol, (ull)f->ino, (ull)logical, copy + 1, ncopies,
-				  fs->err);
+			bi_damage(fs,
+				  "cannot read data: subvol=%" PRIu64 " inode=%" PRIu64
+				  " logical=%" PRIu64 " copy %d/%d: %.600s; trying the next copy",
+				  f->subvol, f->ino, logical, copy + 1, ncopies, fs->err);
 	}
 	if (used >= 0 && !f->verify)
 		return 0;
@@ -541,8 +545,9 @@ static int decode_error(struct bi_file *f, int rc, uint64_t fpos, uint64_t logic
 			const char *why)
 {
 	return bi_err(f->fs, rc == -EOPNOTSUPP ? rc : -EUCLEAN,
-		      "corrupt compressed data: subvol=%llu inode=%llu file offset=%llu logical=%llu, %s",
-		      (ull)f->subvol, (ull)f->ino, (ull)fpos, (ull)logical, why);
+		      "corrupt compressed data: subvol=%" PRIu64 " inode=%" PRIu64
+		      " file offset=%" PRIu64 " logical=%" PRIu64 ", %s",
+		      f->subvol, f->ino, fpos, logical, why);
 }
 
 static int ensure_zbufs(struct bi_file *f)
@@ -605,8 +610,9 @@ static int ensure_inline(struct bi_file *f, const struct bi_extent *e)
 			return rc;
 		if (rc < 0)
 			return bi_err(f->fs, rc == -EOPNOTSUPP ? rc : -EUCLEAN,
-				      "corrupt compressed inline extent: subvol=%llu inode=%llu, %s",
-				      (ull)f->subvol, (ull)f->ino, why);
+				      "corrupt compressed inline extent: subvol=%" PRIu64
+				      " inode=%" PRIu64 ", %s",
+				      f->subvol, f->ino, why);
 	}
 	memset(f->inl + got, 0, ss - got);
 	f->inl_ready = true;
@@ -677,7 +683,7 @@ int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct b
 	uint32_t size = 0;
 	rc = bi_tree_get(fs, &root, key_set(&k, ino, KT_INODE_ITEM, 0), &data, &size);
 	if (rc == -ENOENT)
-		return bi_err(fs, rc, "no inode %llu in subvolume %llu", (ull)ino, (ull)subvol);
+		return bi_err(fs, rc, "no inode %" PRIu64 " in subvolume %" PRIu64, ino, subvol);
 	if (rc < 0)
 		return rc;
 	struct btrfsimg_inode inode;
@@ -686,11 +692,13 @@ int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct b
 			    sizeof(why));
 	free(data);
 	if (rc < 0)
-		return bi_err(fs, -EUCLEAN, "corrupt inode item: root=%llu ino=%llu, %s", (ull)subvol,
-			      (ull)ino, why);
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt inode item: root=%" PRIu64 " ino=%" PRIu64 ", %s", subvol,
+			      ino, why);
 	if (S_ISDIR(inode.mode))
-		return bi_err(fs, -EINVAL, "inode %llu of subvolume %llu is a directory", (ull)ino,
-			      (ull)subvol);
+		return bi_err(fs, -EINVAL,
+			      "inode %" PRIu64 " of subvolume %" PRIu64 " is a directory", ino,
+			      subvol);
 	struct bi_file *f = calloc(1, sizeof(*f));
 	if (f) {
 		f->sector = malloc(fs->sectorsize);
@@ -698,7 +706,7 @@ int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct b
 	}
 	if (!f || !f->sector || !f->win) {
 		bi_file_close(f);
-		return bi_err(fs, -ENOMEM, "out of memory opening inode %llu", (ull)ino);
+		return bi_err(fs, -ENOMEM, "out of memory opening inode %" PRIu64, ino);
 	}
 	f->fs = fs;
 	f->subvol = subvol;
@@ -753,7 +761,7 @@ int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64
 		return rc;
 	uint8_t *buf = malloc(STREAM_CHUNK);
 	if (!buf)
-		rc = bi_err(fs, -ENOMEM, "out of memory streaming inode %llu", (ull)ino);
+		rc = bi_err(fs, -ENOMEM, "out of memory streaming inode %" PRIu64, ino);
 	uint64_t end = f->isize;
 	if (offset < end && len < end - offset)
 		end = offset + len;
@@ -798,8 +806,10 @@ int btrfsimg_readlink(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint8
 	struct btrfsimg_inode ino;
 	int rc = btrfsimg_inode_get(fs, subvol, objectid, &ino);
 	if (rc == 0 && !S_ISLNK(ino.mode))
-		rc = bi_err(fs, -EINVAL, "inode %llu of subvolume %llu is not a symlink (mode 0%o)",
-			    (ull)objectid, (ull)subvol, ino.mode);
+		rc = bi_err(fs, -EINVAL,
+			    "inode %" PRIu64 " of subvolume %" PRIu64
+			    " is not a symlink (mode 0%o)",
+			    objectid, subvol, ino.mode);
 	if (rc < 0)
 		return rc;
 	/* The target is the file's first i_size bytes (an inline extent, maybe
@@ -814,8 +824,10 @@ int btrfsimg_readlink(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint8
 		rc = bi_file_pread(f, 0, buf, want, &got);
 	bi_file_close(f);
 	if (rc == 0 && got != want)
-		rc = bi_err(fs, -EUCLEAN, "symlink %llu of subvolume %llu: read %zu bytes, expect %zu",
-			    (ull)objectid, (ull)subvol, got, want);
+		rc = bi_err(fs, -EUCLEAN,
+			    "symlink %" PRIu64 " of subvolume %" PRIu64
+			    ": read %zu bytes, expect %zu",
+			    objectid, subvol, got, want);
 	if (rc < 0) {
 		free(buf);
 		return rc;

@@ -31,8 +31,6 @@
 #include "3-btrfs/root.h"
 #include "3-btrfs/tree.h"
 
-typedef unsigned long long ull;
-
 /* File handle types (include/linux/exportfs.h) and flags name_to_handle_at
  * ORs in (FILEID_IS_CONNECTABLE, FILEID_IS_DIR). */
 #define FH_WITHOUT_PARENT 0x4d
@@ -40,8 +38,6 @@ typedef unsigned long long ull;
 #define FH_WITH_PARENT_ROOT 0x4f
 #define FH_IS_CONNECTABLE 0x10000u
 #define FH_IS_DIR 0x20000u
-
-#define fail bi_why
 
 /* ---------------------------------------------------------- pure parsers */
 
@@ -58,14 +54,16 @@ int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t obje
 	if (rc == 0)
 		rc = bi_iter_next(&it, &item);
 	if (rc == 0)
-		rc = bi_err(fs, -ENOENT, "no inode %llu in subvolume %llu", (ull)objectid,
-			    (ull)r->id);
+		rc = bi_err(fs, -ENOENT, "no inode %" PRIu64 " in subvolume %" PRIu64, objectid,
+			    r->id);
 	if (rc > 0) {
 		rc = bi_inode_parse(item.data, item.size, r->id, objectid,
 				    fs->sb.info.generation + 1, out, why, sizeof(why));
 		if (rc < 0)
-			rc = bi_err(fs, rc, "corrupt inode item: root=%llu block=%llu slot=%u, %s",
-				    (ull)r->id, (ull)item.block, item.slot, why);
+			rc = bi_err(fs, rc,
+				    "corrupt inode item: root=%" PRIu64 " block=%" PRIu64
+				    " slot=%u, %s",
+				    r->id, item.block, item.slot, why);
 	}
 	bi_iter_end(&it);
 	return rc;
@@ -76,9 +74,11 @@ static int inode_root(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid
 		      struct bi_root *r)
 {
 	if (objectid == OBJ_EMPTY_SUBVOL_DIR)
-		return bi_err(fs, -ENOENT,
-			      "subvolume %llu objectid 2 is the kernel's in-memory stub directory (no inode item); see btrfsimg_stub_inode()",
-			      (ull)subvol);
+		return bi_err(
+			fs, -ENOENT,
+			"subvolume %" PRIu64
+			" objectid 2 is the kernel's in-memory stub directory (no inode item); see btrfsimg_stub_inode()",
+			subvol);
 	return bi_root_find(fs, subvol, r);
 }
 
@@ -109,8 +109,9 @@ int btrfsimg_stub_inode(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent_dir,
 	if (rc == 0)
 		rc = bi_inode_read(fs, &r, parent_dir, &p);
 	if (rc == 0 && !S_ISDIR(p.mode))
-		rc = bi_err(fs, -ENOTDIR, "inode %llu of subvolume %llu is not a directory",
-			    (ull)parent_dir, (ull)subvol);
+		rc = bi_err(fs, -ENOTDIR,
+			    "inode %" PRIu64 " of subvolume %" PRIu64 " is not a directory",
+			    parent_dir, subvol);
 	if (rc < 0)
 		return rc;
 	/* new_simple_dir(): only these come from disk (the parent's); mtime,
@@ -147,8 +148,9 @@ static int names_item(struct btrfsimg_fs *fs, const struct bi_item *it, uint64_t
 			return rc;
 	}
 	if (rc < 0)
-		return bi_err(fs, rc, "corrupt inode %s: root=%llu block=%llu slot=%u, %s",
-			      ext ? "extref" : "ref", (ull)subvol, (ull)it->block, it->slot, why);
+		return bi_err(fs, rc,
+			      "corrupt inode %s: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s",
+			      ext ? "extref" : "ref", subvol, it->block, it->slot, why);
 	return 0;
 }
 
@@ -188,8 +190,9 @@ static int xattr_item(struct btrfsimg_fs *fs, const struct bi_item *it, uint64_t
 	uint32_t pos = 0;
 	int rc = bi_dir_item_check(it->data, it->size, &it->key, why, sizeof(why));
 	if (rc < 0)
-		return bi_err(fs, rc, "corrupt xattr item: root=%llu block=%llu slot=%u, %s",
-			      (ull)subvol, (ull)it->block, it->slot, why);
+		return bi_err(fs, rc,
+			      "corrupt xattr item: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s",
+			      subvol, it->block, it->slot, why);
 	/* bi_dir_item_check accepted every entry: the walk cannot fail. */
 	while (bi_dir_item_next(it->data, it->size, KT_XATTR_ITEM, &pos, &e, NULL, 0) > 0) {
 		(*count)++;

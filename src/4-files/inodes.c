@@ -308,9 +308,8 @@ static int take_inode(struct iwalk *w, const struct bi_item *it)
 	if (bi_inode_parse(it->data, it->size, w->subvol, it->key.objectid,
 			   fs->sb.info.generation + 1, &w->cur.ino, why, sizeof(why)) < 0) {
 		/* one bad inode is skipped and reported; the others still count */
-		bi_damage(fs, "corrupt inode item: root=%llu block=%llu slot=%u, %s",
-			  (unsigned long long)w->subvol, (unsigned long long)it->block, it->slot,
-			  why);
+		bi_damage(fs, "corrupt inode item: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s",
+			  w->subvol, it->block, it->slot, why);
 		return 0;
 	}
 	w->have_cur = true;
@@ -331,10 +330,10 @@ static void take_ref(struct iwalk *w, const struct bi_item *it)
 	if (c.bad || nlen == 0 || nlen > 255 || parent == 0) {
 		/* this name is unusable; a later one may serve */
 		bi_damage(w->fs,
-			  "corrupt inode %s: root=%llu block=%llu slot=%u, name length %u, item size %u, parent %llu",
-			  ext ? "extref" : "ref", (unsigned long long)w->subvol,
-			  (unsigned long long)it->block, it->slot, nlen, it->size,
-			  (unsigned long long)parent);
+			  "corrupt inode %s: root=%" PRIu64 " block=%" PRIu64
+			  " slot=%u, name length %u, item size %u, parent %" PRIu64,
+			  ext ? "extref" : "ref", w->subvol, it->block, it->slot, nlen, it->size,
+			  parent);
 		return;
 	}
 	memcpy(w->cur_name, name, nlen);
@@ -413,14 +412,14 @@ int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn
 		rc = inodes_of(fs, &v[i], fn, ctx, &stop);
 		if (rc < 0 && rc != -ENOMEM && !subvol) {
 			/* one damaged subvolume must not hide the others */
-			bi_damage(fs, "subvolume %llu: %s", (unsigned long long)v[i].id, fs->err);
+			bi_damage(fs, "subvolume %" PRIu64 ": %s", v[i].id, fs->err);
 			rc = 0;
 		}
 		if (stop)
 			rc = stop; /* the callback's word ends the walk, as it is */
 	}
 	if (rc == 0 && subvol && !found)
-		rc = bi_err(fs, -ENOENT, "no subvolume %llu", (unsigned long long)subvol);
+		rc = bi_err(fs, -ENOENT, "no subvolume %" PRIu64, subvol);
 	btrfsimg_subvols_free(v, n);
 	return rc;
 }

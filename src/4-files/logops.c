@@ -15,6 +15,7 @@
  * from logview.c, the state they read and change (every change goes
  * through a view, so limits and errors are handled there).
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -230,8 +231,8 @@ static int insert_dir(struct lr_ctx *cx, uint64_t dir, const bi_key *loc, uint8_
 	int rc = ret && ret != -EEXIST ? ret : bi_view_get(cx, cx->fs, &ik, &it);
 	if (rc > 0) {
 		bi_lr_item_free(&it);
-		rc = CORRUPT(cx, "dir %llu already has index %llu", (unsigned long long)dir,
-			     (unsigned long long)index);
+		rc = bi_lr_fail(cx, -EUCLEAN, "dir %" PRIu64 " already has index %" PRIu64, dir,
+				index);
 	} else if (rc == 0) {
 		rc = bi_view_put(cx, cx->fs, &ik, buf, n);
 	}
@@ -244,7 +245,8 @@ int bi_lr_add_link(struct lr_ctx *cx, struct lr_inode *dir, struct lr_inode *in,
 		   const uint8_t *name, uint16_t len, bool backref, uint64_t index)
 {
 	if (in->ino == OBJ_FIRST_FREE)
-		return CORRUPT(cx, "a name for a subvolume root directory (not replayed)");
+		return bi_lr_fail(cx, -EUCLEAN,
+				  "a name for a subvolume root directory (not replayed)");
 	int rc = backref ? insert_ref(cx, in->ino, dir->ino, name, len, index) : 0;
 	if (rc)
 		return rc;
@@ -271,17 +273,19 @@ int bi_lr_unlink_name(struct lr_ctx *cx, struct lr_inode *dir, struct lr_inode *
 	struct lr_dent e;
 	int rc = bi_lr_find_dir_item(cx, dir->ino, name, len, &it, &e);
 	if (rc <= 0)
-		return rc ? rc : CORRUPT(cx, "unlink: dir %llu has no entry \"%.*s\"",
-					 (unsigned long long)dir->ino, (int)len, name);
+		return rc ? rc
+			  : bi_lr_fail(cx, -EUCLEAN,
+				       "unlink: dir %" PRIu64 " has no entry \"%.*s\"", dir->ino,
+				       (int)len, name);
 	rc = bi_view_cut(cx, cx->fs, &it, e.off, e.len);
 	bi_lr_item_free(&it);
 	uint64_t index = 0;
 	if (rc == 0)
 		rc = del_inode_ref(cx, in->ino, dir->ino, name, len, &index);
 	if (rc == -ENOENT)
-		return CORRUPT(cx, "unlink: inode %llu has no ref \"%.*s\" in dir %llu",
-			       (unsigned long long)in->ino, (int)len, name,
-			       (unsigned long long)dir->ino);
+		return bi_lr_fail(cx, -EUCLEAN,
+				  "unlink: inode %" PRIu64 " has no ref \"%.*s\" in dir %" PRIu64,
+				  in->ino, (int)len, name, dir->ino);
 	bi_key ik = { dir->ino, KT_DIR_INDEX, index };
 	if (rc == 0)
 		rc = bi_view_del(cx, cx->fs, &ik);	/* absent: dropped silently */
@@ -377,13 +381,14 @@ int bi_lr_xattr_deletes(struct lr_ctx *cx, uint64_t ino)
 static int dirlog_end(struct lr_ctx *cx, const struct bi_lr_item *li, uint64_t *end)
 {
 	if (li->size != DIR_LOG_SIZE)
-		return CORRUPT(cx, "dir log item (%llu 72 %llu) size %u expect 8",
-			       (unsigned long long)li->key.objectid,
-			       (unsigned long long)li->key.offset, li->size);
+		return bi_lr_fail(cx, -EUCLEAN,
+				  "dir log item (%" PRIu64 " 72 %" PRIu64 ") size %u expect 8",
+				  li->key.objectid, li->key.offset, li->size);
 	*end = bi_le64(li->data);
 	if (*end < li->key.offset)	/* the kernel would loop forever */
-		return CORRUPT(cx, "dir log range [%llu, %llu] ends before it starts",
-			       (unsigned long long)li->key.offset, (unsigned long long)*end);
+		return bi_lr_fail(cx, -EUCLEAN,
+				  "dir log range [%" PRIu64 ", %" PRIu64 "] ends before it starts",
+				  li->key.offset, *end);
 	return 0;
 }
 
@@ -590,9 +595,10 @@ static int ext_ref(struct lr_ctx *cx, const struct lr_fe *fe, int delta, bool al
 		st[8] = 1;
 	uint64_t refs = bi_le64(st);
 	if (!st[8] || (delta < 0 && refs == 0))
-		return CORRUPT(cx, "data extent %llu+%llu: no reference to drop (extent tree)",
-			       (unsigned long long)fe->disk_bytenr,
-			       (unsigned long long)fe->disk_num_bytes);
+		return bi_lr_fail(cx, -EUCLEAN,
+				  "data extent %" PRIu64 "+%" PRIu64
+				  ": no reference to drop (extent tree)",
+				  fe->disk_bytenr, fe->disk_num_bytes);
 	bi_put_le64(st, refs + (uint64_t)(int64_t)delta);
 	return bi_view_put(cx, &cx->ext, &k, st, sizeof(st));
 }
@@ -605,7 +611,7 @@ int bi_lr_free_extents(struct lr_ctx *cx, struct lr_node *n)
 	if (rc == 0 && !n->del && n->size == 9 && n->data[8] && bi_le64(n->data) == 0) {
 		uint64_t end;
 		if (!bi_add_ok(n->key.objectid, n->key.offset, &end))
-			return CORRUPT(cx, "data extent end overflows");
+			return bi_lr_fail(cx, -EUCLEAN, "data extent end overflows");
 		rc = csum_delete(cx, n->key.objectid, end);
 	}
 	return rc ? rc : bi_lr_free_extents(cx, n->r);
@@ -719,7 +725,8 @@ static int replay_csums(struct lr_ctx *cx, const struct lr_fe *fe)
 			  ? bi_add_ok(cs = fe->disk_bytenr, fe->disk_num_bytes, &ce)
 			  : bi_add_ok(fe->disk_bytenr, fe->offset, &cs) && bi_add_ok(cs, fe->num_bytes, &ce);
 	if (!ok || cs % ss || ce % ss)
-		return CORRUPT(cx, "file extent's checksum range is not sector aligned");
+		return bi_lr_fail(cx, -EUCLEAN,
+				  "file extent's checksum range is not sector aligned");
 	bi_key lo = { OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, cs > span ? cs - span : 0 };
 	const struct bi_lr_log *l = cx->log;
 	for (size_t i = bi_lr_log_lower(l, &lo); i < l->n && cs < ce; i++) {

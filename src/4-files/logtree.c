@@ -450,14 +450,14 @@ static int check_args(const struct bi_lr_params *p, const struct bi_lr_log *logs
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (!is_fs_tree(logs[i].root)) {
-			snprintf(why, whylen, "log tree for %llu, which is not a subvolume",
-				 (unsigned long long)logs[i].root);
+			snprintf(why, whylen, "log tree for %" PRIu64 ", which is not a subvolume",
+				 logs[i].root);
 			return -EUCLEAN;
 		}
 		for (size_t j = 0; j < i; j++)
 			if (logs[j].root == logs[i].root) {
-				snprintf(why, whylen, "two log trees for subvolume %llu",
-					 (unsigned long long)logs[i].root);
+				snprintf(why, whylen, "two log trees for subvolume %" PRIu64,
+					 logs[i].root);
 				return -EUCLEAN;
 			}
 		int rc = check_log(p, &logs[i], why, whylen);
@@ -518,9 +518,10 @@ static int check_log(const struct bi_lr_params *p, const struct bi_lr_log *l, ch
 				 ? (snprintf(msg, sizeof(msg), "keys out of order"), -EUCLEAN)
 				 : check_log_item(p, l->root, &l->items[k], msg, sizeof(msg));
 		if (rc < 0) {
-			snprintf(why, whylen, "corrupt log tree of %llu: item %zu (%llu %u %llu): %s",
-				 (unsigned long long)l->root, k, (unsigned long long)key->objectid,
-				 key->type, (unsigned long long)key->offset, msg);
+			snprintf(why, whylen,
+				 "corrupt log tree of %" PRIu64 ": item %zu (%" PRIu64
+				 " %u %" PRIu64 "): %s",
+				 l->root, k, key->objectid, key->type, key->offset, msg);
 			return -EUCLEAN;
 		}
 	}
@@ -727,13 +728,15 @@ static int root_loc(struct btrfsimg_fs *fs, uint64_t id, const uint8_t *d, uint3
 		    struct bi_root *r, uint32_t *refs)
 {
 	if (size < RI_SIZE_V1)
-		return bi_err(fs, -EUCLEAN, "corrupt root item for tree %llu: size %u expect >= %u",
-			      (unsigned long long)id, size, RI_SIZE_V1);
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt root item for tree %" PRIu64 ": size %u expect >= %u", id,
+			      size, RI_SIZE_V1);
 	*r = (struct bi_root){ id, bi_le64(d + RI_BYTENR), bi_le64(d + RI_GENERATION), d[RI_LEVEL] };
 	*refs = bi_le32(d + RI_REFS);
 	if (r->level >= MAX_LEVEL || !r->bytenr || r->bytenr % fs->sectorsize)
-		return bi_err(fs, -EUCLEAN, "corrupt root item for tree %llu: level %u bytenr %llu",
-			      (unsigned long long)id, r->level, (unsigned long long)r->bytenr);
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt root item for tree %" PRIu64 ": level %u bytenr %" PRIu64,
+			      id, r->level, r->bytenr);
 	return 0;
 }
 
@@ -751,8 +754,8 @@ static int load_tree(struct btrfsimg_fs *fs, const struct bi_root *r, struct bi_
 		rc = 0;
 		*bytes += item.size + sizeof(*v);
 		if (*bytes > LOG_MAX_BYTES) {
-			rc = bi_err(fs, -EUCLEAN, "log trees hold more than %llu bytes",
-				    (unsigned long long)LOG_MAX_BYTES);
+			rc = bi_err(fs, -EUCLEAN, "log trees hold more than %" PRIu64 " bytes",
+				    (uint64_t)LOG_MAX_BYTES);
 			break;
 		}
 		if (l->n == cap) {
@@ -901,8 +904,8 @@ int bi_log_replay(struct btrfsimg_fs *fs)
 		while (*tail)
 			tail = &(*tail)->next;
 		*tail = ovl;
-		bi_info(fs, "replayed the log tree of generation %llu",
-			(unsigned long long)fs->sb.info.generation + 1);
+		bi_info(fs, "replayed the log tree of generation %" PRIu64,
+			fs->sb.info.generation + 1);
 		return 0;
 	}
 	/* The kernel refuses to mount such an image; show what was committed. */

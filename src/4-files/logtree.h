@@ -129,7 +129,6 @@ void bi_lr_map_free(struct lr_node *t);
 void bi_lr_item_free(struct lr_item *it);
 /* Record the first failure, with where it happened; returns @rc. */
 int bi_lr_fail(struct lr_ctx *cx, int rc, const char *fmt, ...) BI_PRINTF(3, 4);
-#define CORRUPT(cx, ...) bi_lr_fail((cx), -EUCLEAN, __VA_ARGS__)
 /* -EUCLEAN, naming item @k of the current fs tree and @what is wrong. */
 int bi_lr_corrupt_item(struct lr_ctx *cx, const bi_key *k, const char *what);
 

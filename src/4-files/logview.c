@@ -167,10 +167,10 @@ int bi_lr_fail(struct lr_ctx *cx, int rc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	snprintf(cx->why, cx->whylen, "root=%llu stage=%d log item (%llu %u %llu): %s",
-		 (unsigned long long)(cx->fs ? cx->fs->id : 0), cx->stage,
-		 (unsigned long long)cx->cur.objectid, cx->cur.type,
-		 (unsigned long long)cx->cur.offset, msg);
+	snprintf(cx->why, cx->whylen,
+		 "root=%" PRIu64 " stage=%d log item (%" PRIu64 " %u %" PRIu64 "): %s",
+		 (cx->fs ? cx->fs->id : 0), cx->stage, cx->cur.objectid, cx->cur.type,
+		 cx->cur.offset, msg);
 	return rc;
 }
 
@@ -178,8 +178,8 @@ static int step(struct lr_ctx *cx)
 {
 	if (++cx->steps <= cx->max_steps)
 		return 0;
-	return bi_lr_fail(cx, -E2BIG, "more than %llu item operations, limit reached",
-			  (unsigned long long)cx->max_steps);
+	return bi_lr_fail(cx, -E2BIG, "more than %" PRIu64 " item operations, limit reached",
+			  cx->max_steps);
 }
 
 static int charge(struct lr_ctx *cx, uint64_t n)
@@ -187,8 +187,9 @@ static int charge(struct lr_ctx *cx, uint64_t n)
 	cx->bytes += n;
 	if (cx->bytes <= cx->max_bytes)
 		return 0;
-	return bi_lr_fail(cx, -ENOMEM, "replayed items need more than %llu bytes, limit reached",
-			  (unsigned long long)cx->max_bytes);
+	return bi_lr_fail(cx, -ENOMEM,
+			  "replayed items need more than %" PRIu64 " bytes, limit reached",
+			  cx->max_bytes);
 }
 
 /* ------------------------------------------------------------- the view */
@@ -200,8 +201,7 @@ int bi_lr_src_get(struct lr_ctx *cx, struct lr_view *v, bool last, const bi_key 
 	int rc = (last ? v->base.last : v->base.first)(v->base.ctx, min, max, &out->key,
 							&out->data, &out->size);
 	if (rc < 0)
-		return bi_lr_fail(cx, rc, "reading tree %llu failed (error %d)",
-				  (unsigned long long)v->id, rc);
+		return bi_lr_fail(cx, rc, "reading tree %" PRIu64 " failed (error %d)", v->id, rc);
 	return rc;
 }
 
@@ -460,9 +460,9 @@ int bi_lr_ref_find(bool ext, uint64_t key_off, const uint8_t *d, uint32_t size,
 
 int bi_lr_corrupt_item(struct lr_ctx *cx, const bi_key *k, const char *what)
 {
-	return CORRUPT(cx, "corrupt item (%llu %u %llu) in tree %llu: %s",
-		       (unsigned long long)k->objectid, k->type, (unsigned long long)k->offset,
-		       (unsigned long long)cx->fs->id, what);
+	return bi_lr_fail(cx, -EUCLEAN,
+			  "corrupt item (%" PRIu64 " %u %" PRIu64 ") in tree %" PRIu64 ": %s",
+			  k->objectid, k->type, k->offset, cx->fs->id, what);
 }
 
 /* Does the log hold the name (with @parent for extrefs) under key @k? */
@@ -519,9 +519,9 @@ int bi_lr_csum_range(struct lr_ctx *cx, const bi_key *k, uint32_t size, uint64_t
 	uint64_t n = size / cx->p->csum_size;
 	if (size == 0 || size % cx->p->csum_size || k->offset % cx->p->sectorsize ||
 	    !bi_add_ok(k->offset, n * cx->p->sectorsize, end))
-		return CORRUPT(cx, "bad checksum item (%llu %u %llu) size %u",
-			       (unsigned long long)k->objectid, k->type,
-			       (unsigned long long)k->offset, size);
+		return bi_lr_fail(cx, -EUCLEAN,
+				  "bad checksum item (%" PRIu64 " %u %" PRIu64 ") size %u",
+				  k->objectid, k->type, k->offset, size);
 	return 0;
 }
 
@@ -570,7 +570,7 @@ int bi_lr_iget_must(struct lr_ctx *cx, uint64_t ino, struct lr_inode **out)
 {
 	int rc = bi_lr_iget(cx, ino, out);
 	if (rc == -ENOENT)
-		return CORRUPT(cx, "inode %llu does not exist", (unsigned long long)ino);
+		return bi_lr_fail(cx, -EUCLEAN, "inode %" PRIu64 " does not exist", ino);
 	return rc;
 }
 
@@ -600,7 +600,7 @@ int bi_lr_iupdate(struct lr_ctx *cx, struct lr_inode *in)
 	struct lr_item it;
 	int rc = bi_view_get(cx, cx->fs, &k, &it);
 	if (rc <= 0)
-		return rc ? rc : CORRUPT(cx, "inode %llu vanished", (unsigned long long)in->ino);
+		return rc ? rc : bi_lr_fail(cx, -EUCLEAN, "inode %" PRIu64 " vanished", in->ino);
 	if (it.size != INODE_ITEM_SIZE) {
 		bi_lr_item_free(&it);
 		return bi_lr_corrupt_item(cx, &k, "inode item size is not 160");

@@ -62,7 +62,6 @@
 #define MAT_MAX 256
 #define MAT_SHORT 8		/* average slice length worth splitting */
 #define DEFAULT_MEMBERS 16
-#define ULL(v) ((unsigned long long)(v))
 
 static const uint64_t zero_value;	/* the image of the exception a == c */
 
@@ -97,18 +96,6 @@ struct run {
 	struct vm *mat;			/* materialise scratch */
 	size_t matcap;
 };
-
-static void set_err(char *err, size_t len, const char *fmt, ...) BI_PRINTF(3, 4);
-static void set_err(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a)
 {
@@ -729,9 +716,9 @@ static int set_ok(const struct btrfsimg_idset *s, const char *what, uint64_t id,
 		  size_t len)
 {
 	if (s && s->n && !s->v) {
-		set_err(err, len, "subvolume %llu: %s set has %zu entries and no array", ULL(id),
-			what, s->n);
-		return -EINVAL;
+		return bi_msg(err, len, -EINVAL,
+			      "subvolume %" PRIu64 ": %s set has %zu entries and no array", (id),
+			      what, s->n);
 	}
 	return 0;
 }
@@ -756,8 +743,10 @@ static int slices_sorted(const struct btrfsimg_collide_input *in, char *err, siz
 			continue;
 		for (size_t j = 1; j < p[i].n && !rc; j++)
 			if (p[i].v[j] <= p[i].v[j - 1]) {
-				set_err(err, len, "objectid set not strictly increasing at index %zu: "
-					"have %llu after %llu", j, ULL(p[i].v[j]), ULL(p[i].v[j - 1]));
+				bi_msg(err, len, -EINVAL,
+				       "objectid set not strictly increasing at index %zu: "
+				       "have %" PRIu64 " after %" PRIu64,
+				       j, (p[i].v[j]), (p[i].v[j - 1]));
 				rc = -EINVAL;
 			}
 	}
@@ -782,20 +771,21 @@ static int deltas_ok(const struct btrfsimg_collide_subvol *v, uint64_t *total, c
 {
 	for (size_t j = 0; v->add && j < v->add->n; j++)
 		if (bi_idset_has(v->base, v->add->v[j])) {
-			set_err(err, len, "subvolume %llu: added objectid %llu is already in the base",
-				ULL(v->id), ULL(v->add->v[j]));
-			return -EINVAL;
+			return bi_msg(err, len, -EINVAL,
+				      "subvolume %" PRIu64 ": added objectid %" PRIu64
+				      " is already in the base",
+				      (v->id), (v->add->v[j]));
 		}
 	for (size_t j = 0; v->del && j < v->del->n; j++)
 		if (!bi_idset_has(v->base, v->del->v[j])) {
-			set_err(err, len, "subvolume %llu: deleted objectid %llu is not in the base",
-				ULL(v->id), ULL(v->del->v[j]));
-			return -EINVAL;
+			return bi_msg(err, len, -EINVAL,
+				      "subvolume %" PRIu64 ": deleted objectid %" PRIu64
+				      " is not in the base",
+				      (v->id), (v->del->v[j]));
 		}
 	if (!bi_add_ok(*total, v->base ? v->base->n : 0, total) ||
 	    !bi_add_ok(*total, v->add ? v->add->n : 0, total)) {
-		set_err(err, len, "more than 2^64 inodes");
-		return -EINVAL;
+		return bi_msg(err, len, -EINVAL, "more than 2^64 inodes");
 	}
 	return 0;
 }
@@ -807,9 +797,9 @@ static int subvols_ok(const struct btrfsimg_collide_input *in, struct bi_collide
 	for (size_t i = 0; i < in->nsubvols; i++) {
 		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
 		if (v->parity > 1) {
-			set_err(err, len, "subvolume %llu: parity %u, expected 0 or 1", ULL(v->id),
-				v->parity);
-			return -EINVAL;
+			return bi_msg(err, len, -EINVAL,
+				      "subvolume %" PRIu64 ": parity %u, expected 0 or 1", (v->id),
+				      v->parity);
 		}
 		int rc = set_ok(v->base, "base", v->id, err, len);
 		if (!rc)
@@ -841,7 +831,7 @@ static int ids_unique(const struct btrfsimg_collide_input *in, char *err, size_t
 	qsort(ids, in->nsubvols, sizeof(*ids), u64_cmp);
 	for (size_t i = 1; i < in->nsubvols && !rc; i++)
 		if (ids[i] == ids[i - 1]) {
-			set_err(err, len, "subvolume %llu listed twice", ULL(ids[i]));
+			bi_msg(err, len, -EINVAL, "subvolume %" PRIu64 " listed twice", (ids[i]));
 			rc = -EINVAL;
 		}
 	free(ids);
@@ -855,24 +845,23 @@ static int input_ok(const struct btrfsimg_collide_input *in, struct bi_collide_s
 
 	*st = (struct bi_collide_stats){ 0, UINT64_MAX, 0, 0, false };
 	if (!in || (in->nsubvols && !in->subvols) || (in->nextras && !in->extras)) {
-		set_err(err, len, "no input, or a count without its array");
-		return -EINVAL;
+		return bi_msg(err, len, -EINVAL, "no input, or a count without its array");
 	}
 	if (in->nsubvols > SIZE_MAX / 8 / sizeof(struct piece)) {
-		set_err(err, len, "too many subvolumes: %zu", in->nsubvols);
-		return -EINVAL;
+		return bi_msg(err, len, -EINVAL, "too many subvolumes: %zu", in->nsubvols);
 	}
 	for (size_t i = 0; i < in->nextras; i++)
 		if (in->extras[i].parity > 1) {
-			set_err(err, len, "extra %zu (subvolume %llu): parity %u, expected 0 or 1", i,
-				ULL(in->extras[i].subvol), in->extras[i].parity);
-			return -EINVAL;
+			return bi_msg(err, len, -EINVAL,
+				      "extra %zu (subvolume %" PRIu64
+				      "): parity %u, expected 0 or 1",
+				      i, (in->extras[i].subvol), in->extras[i].parity);
 		}
 	int rc = ids_unique(in, err, len);
 	if (!rc)
 		rc = subvols_ok(in, st, &total, err, len);
 	if (!rc && !bi_add_ok(total, in->nextras, &total)) {
-		set_err(err, len, "more than 2^64 inodes");
+		bi_msg(err, len, -EINVAL, "more than 2^64 inodes");
 		rc = -EINVAL;
 	}
 	st->total = total;
@@ -883,10 +872,10 @@ static int scheme_ok(const struct btrfsimg_scheme *s, char *err, size_t len)
 {
 	if (!s || (s->inumbits && (s->inumbits < 32 || s->inumbits > 64)) ||
 	    (s->uniquifier && s->inumbits) || s->numdevs < 1 || s->numdevs > 3) {
-		set_err(err, len, "bad scheme: inumbits %u (0 or 32..64), uniquifier %d (needs "
-			"inumbits 0), numdevs %d (1, 2 or 3)", s ? s->inumbits : 0,
-			s ? s->uniquifier : 0, s ? s->numdevs : 0);
-		return -EINVAL;
+		return bi_msg(err, len, -EINVAL,
+			      "bad scheme: inumbits %u (0 or 32..64), uniquifier %d (needs "
+			      "inumbits 0), numdevs %d (1, 2 or 3)",
+			      s ? s->inumbits : 0, s ? s->uniquifier : 0, s ? s->numdevs : 0);
 	}
 	return 0;
 }
@@ -988,7 +977,7 @@ int btrfsimg_collide(const struct btrfsimg_collide_input *in, const struct btrfs
 	if (!rc)
 		rc = run_one(in, s, o, &st, out);
 	if (rc == -ENOMEM)
-		set_err(err, errlen, "out of memory counting collisions");
+		bi_msg(err, errlen, -ENOMEM, "out of memory counting collisions");
 	return rc;
 }
 
@@ -1060,7 +1049,7 @@ int btrfsimg_collide_all(const struct btrfsimg_collide_input *in,
 	r = NULL;
 out:
 	if (rc == -ENOMEM)
-		set_err(err, errlen, "out of memory counting collisions");
+		bi_msg(err, errlen, -ENOMEM, "out of memory counting collisions");
 	btrfsimg_collide_report_free(r);
 	return rc;
 }

@@ -152,8 +152,9 @@ static int add_subent(struct btrfsimg_fs *fs, struct leafsum *l, const struct bi
 	const uint8_t *name = bi_bytes(&c, DI_SIZE, nlen);
 	if (c.bad || nlen == 0 || nlen > 255)
 		return bi_err(fs, -EUCLEAN,
-			      "corrupt dir index: block=%llu slot=%u, name length %u, item size %u",
-			      (unsigned long long)b->bytenr, slot, nlen, size);
+			      "corrupt dir index: block=%" PRIu64
+			      " slot=%u, name length %u, item size %u",
+			      b->bytenr, slot, nlen, size);
 	struct bi_subent *e = &l->subents[l->nsub++];
 	e->dir = k->objectid;
 	e->index = k->offset;
@@ -240,8 +241,8 @@ static int walk_nodes(struct bi_scan *s, uint64_t treeid, uint64_t bytenr,
 	if (rc < 0)
 		return rc;
 	if (b->level == 0) {
-		rc = l ? bi_err(s->fs, -EUCLEAN, "leaf %llu read with two generations",
-				(unsigned long long)bytenr)
+		rc = l ? bi_err(s->fs, -EUCLEAN, "leaf %" PRIu64 " read with two generations",
+				bytenr)
 		       : summarize_leaf(s, b, &l);
 		if (rc == 0)
 			rc = leaflist_add(s->fs, ll, l);
@@ -272,10 +273,10 @@ static int check_ascending(struct bi_scan *s, const struct bi_root *r,
 			continue;
 		if (l->ids[0] <= last)
 			return bi_err(s->fs, -EUCLEAN,
-				      "corrupt tree %llu: leaf %llu starts with inode %llu, not after "
-				      "inode %llu of an earlier leaf",
-				      (unsigned long long)r->id, (unsigned long long)l->bytenr,
-				      (unsigned long long)l->ids[0], (unsigned long long)last);
+				      "corrupt tree %" PRIu64 ": leaf %" PRIu64
+				      " starts with inode %" PRIu64 ", not after "
+				      "inode %" PRIu64 " of an earlier leaf",
+				      r->id, l->bytenr, l->ids[0], last);
 		last = l->ids[l->nids - 1];
 	}
 	return 0;
@@ -512,9 +513,9 @@ static int merged_subent(struct btrfsimg_fs *fs, const struct bi_item *it, bi_su
 	const uint8_t *name = bi_bytes(&c, DI_SIZE, nlen);
 	if (c.bad || nlen == 0 || nlen > 255)
 		return bi_err(fs, -EUCLEAN,
-			      "corrupt dir index: dir %llu index %llu, name length %u, item size %u",
-			      (unsigned long long)it->key.objectid,
-			      (unsigned long long)it->key.offset, nlen, it->size);
+			      "corrupt dir index: dir %" PRIu64 " index %" PRIu64
+			      ", name length %u, item size %u",
+			      it->key.objectid, it->key.offset, nlen, it->size);
 	struct bi_subent e = { it->key.objectid, it->key.offset, bi_le64(it->data + DI_LOCATION),
 			       nlen, { 0 } };
 	memcpy(e.name, name, nlen);

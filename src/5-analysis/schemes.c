@@ -309,8 +309,6 @@ static void put(struct text *t, const char *fmt, ...)
 		t->at += (size_t)k;
 }
 
-#define ULL(v) ((unsigned long long)(v))
-
 static void say_limit(struct text *t, const struct bi_limit *l, int numdevs)
 {
 	switch (l->kind) {
@@ -319,19 +317,25 @@ static void say_limit(struct text *t, const struct bi_limit *l, int numdevs)
 							: "no two constants share a device");
 		break;
 	case BI_LIM_PAIR:
-		put(t, "constants of subvolumes %llu and %llu (device %llu) first differ at bit %u",
-		    ULL(l->a), ULL(l->b), ULL(l->dev), l->bits);
+		put(t,
+		    "constants of subvolumes %" PRIu64 " and %" PRIu64 " (device %" PRIu64
+		    ") first differ at bit %u",
+		    (l->a), (l->b), (l->dev), l->bits);
 		break;
 	case BI_LIM_SAME:
-		put(t, "subvolumes %llu and %llu share device %llu and constant %s", ULL(l->a),
-		    ULL(l->b), ULL(l->dev), "(any common objectid collides)");
+		put(t,
+		    "subvolumes %" PRIu64 " and %" PRIu64 " share device %" PRIu64
+		    " and constant %s",
+		    (l->a), (l->b), (l->dev), "(any common objectid collides)");
 		break;
 	case BI_LIM_FIXED:
-		put(t, "extra ino %llu meets subvolume %llu (device %llu) through objectid >= 2^%u",
-		    ULL(l->a), ULL(l->b), ULL(l->dev), l->bits);
+		put(t,
+		    "extra ino %" PRIu64 " meets subvolume %" PRIu64 " (device %" PRIu64
+		    ") through objectid >= 2^%u",
+		    (l->a), (l->b), (l->dev), l->bits);
 		break;
 	default:
-		put(t, "two extras present %llu on device %llu", ULL(l->a), ULL(l->dev));
+		put(t, "two extras present %" PRIu64 " on device %" PRIu64, (l->a), (l->dev));
 	}
 	if (l->bits)
 		put(t, ", so objectids < 2^%u cannot collide", l->bits);
@@ -346,8 +350,11 @@ static void say_clash(struct text *t, const struct btrfsimg_collide_result *o,
 		put(t, "; no new subvolume id can collide");
 		return;
 	}
-	put(t, "; new subvolume ids up to %llu keep constants apart above bit %u (%llu would "
-	    "meet %s %llu)", ULL(o->max_subvol), k0, ULL(c->at), what[c->kind], ULL(c->with));
+	put(t,
+	    "; new subvolume ids up to %" PRIu64 " keep constants apart above bit %u (%" PRIu64
+	    " would "
+	    "meet %s %" PRIu64 ")",
+	    (o->max_subvol), k0, (c->at), what[c->kind], (c->with));
 }
 
 static unsigned bitlen(uint64_t v)
@@ -360,12 +367,15 @@ static void verdict(struct text *t, const struct btrfsimg_collide_result *o,
 		    unsigned k0)
 {
 	if (o->groups)
-		put(t, "; %llu numbers are shared by %llu inodes", ULL(o->groups), ULL(o->inodes));
+		put(t, "; %" PRIu64 " numbers are shared by %" PRIu64 " inodes", (o->groups),
+		    (o->inodes));
 	else if (!o->proven)
-		put(t, "; no collision now only because of these sets (objectids %llu..%llu)",
-		    ULL(st->any ? st->minobj : 0), ULL(st->maxobj));
+		put(t,
+		    "; no collision now only because of these sets (objectids %" PRIu64 "..%" PRIu64
+		    ")",
+		    (st->any ? st->minobj : 0), (st->maxobj));
 	else
-		put(t, "; largest objectid %llu < 2^%u: proven", ULL(st->maxobj), k0);
+		put(t, "; largest objectid %" PRIu64 " < 2^%u: proven", (st->maxobj), k0);
 }
 
 void bi_headroom(const struct btrfsimg_scheme *s, struct bi_subvol_const *t, size_t n,
