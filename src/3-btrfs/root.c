@@ -225,10 +225,9 @@ static int dir_step(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t *d
 		size_t old = strlen(*path);
 		char *p = c.bad ? NULL : malloc(old + nlen + 2);
 		if (!p) {
-			rc = bi_err(fs, c.bad ? -EUCLEAN : -ENOMEM,
-				    "corrupt inode ref: root=%" PRIu64 " block=%" PRIu64
-				    " slot=%u, name length %u, item size %u",
-				    r->id, item.block, item.slot, nlen, item.size);
+			rc = bi_item_err(fs, c.bad ? -EUCLEAN : -ENOMEM, "inode ref", r->id,
+					 item.block, item.slot, "name length %u, item size %u",
+					 nlen, item.size);
 		} else {
 			memcpy(p, name, nlen);
 			p[nlen] = '/';

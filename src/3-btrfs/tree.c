@@ -637,14 +637,12 @@ static int base_next(struct bi_iter *it, struct bi_item *out)
 			break;
 		if (it->started && bi_key_cmp(&out->key, &it->last) <= 0) {
 			it->done = true;
-			return bi_err(it->fs, -EUCLEAN,
-				      "corrupt leaf: root=%" PRIu64 " block=%" PRIu64
-				      " slot=%u, key (%" PRIu64 " %u %" PRIu64
-				      ") not after the previous leaf's (%" PRIu64 " %u %" PRIu64
-				      ")",
-				      it->root.id, leaf->bytenr, it->slot[0], out->key.objectid,
-				      out->key.type, out->key.offset, it->last.objectid,
-				      it->last.type, it->last.offset);
+			return bi_item_err(
+				it->fs, -EUCLEAN, "leaf", it->root.id, leaf->bytenr, it->slot[0],
+				"key (%" PRIu64 " %u %" PRIu64
+				") not after the previous leaf's (%" PRIu64 " %u %" PRIu64 ")",
+				out->key.objectid, out->key.type, out->key.offset,
+				it->last.objectid, it->last.type, it->last.offset);
 		}
 		it->started = true;
 		it->last = out->key;

@@ -75,10 +75,8 @@ static int child_root(struct btrfsimg_fs *fs, uint64_t id, bool *found, uint32_t
 	int rc = bi_iter_start(fs, &it, &fs->root_tree, &min, &max);
 	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
 		if (item.size < RI_SIZE_V1) {
-			rc = bi_err(fs, -EUCLEAN,
-				    "corrupt root item: root=1 block=%" PRIu64
-				    " slot=%u, size %u expect >= %u",
-				    item.block, item.slot, item.size, RI_SIZE_V1);
+			rc = bi_item_err(fs, -EUCLEAN, "root item", 1, item.block, item.slot,
+					 "size %u expect >= %u", item.size, RI_SIZE_V1);
 			break;
 		}
 		*found = true;
@@ -104,9 +102,7 @@ static int root_ref_matches(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t di
 	if (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
 		rc = bi_root_ref_parse(item.data, item.size, &ref, why, sizeof(why));
 		if (rc < 0)
-			rc = bi_err(fs, rc,
-				    "corrupt root ref: root=1 block=%" PRIu64 " slot=%u, %s",
-				    item.block, item.slot, why);
+			rc = bi_item_err(fs, rc, "root ref", 1, item.block, item.slot, "%s", why);
 		else
 			*match = ref.dirid == dir && ref.name_len == e->name_len &&
 				 memcmp(ref.name, e->name, e->name_len) == 0;
@@ -180,9 +176,7 @@ static int readdir_item(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 		rc = bi_why(why, sizeof(why), "location key type %u cannot be looked up",
 			    d.location.type);
 	if (rc < 0)
-		return bi_err(fs, rc,
-			      "corrupt dir index: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s",
-			      subvol, it->block, it->slot, why);
+		return bi_item_err(fs, rc, "dir index", subvol, it->block, it->slot, "%s", why);
 	/* btrfs_real_readdir uses only the first entry of a DIR_INDEX item. */
 	entry_to_dirent(&d, e);
 	e->index = it->key.offset;
@@ -239,10 +233,8 @@ static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t d
 			rc = bi_why(why, sizeof(why), "location key type %u cannot be looked up",
 				    d.location.type);
 		if (rc < 0)
-			rc = bi_err(fs, rc,
-				    "corrupt dir item: root=%" PRIu64 " block=%" PRIu64
-				    " slot=%u, %s",
-				    r->id, item.block, item.slot, why);
+			rc = bi_item_err(fs, rc, "dir item", r->id, item.block, item.slot, "%s",
+					 why);
 	}
 	bi_iter_end(&it);
 	if (rc < 0)

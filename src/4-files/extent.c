@@ -222,10 +222,9 @@ static int fetch(struct bi_file *f, struct bi_extent *e, bool *have)
 	rc = bi_extent_parse(item.data, item.size, item.key.offset, f->fs->sectorsize, e, why,
 			     sizeof(why));
 	if (rc < 0)
-		return bi_err(f->fs, -EUCLEAN,
-			      "corrupt leaf: root=%" PRIu64 " block=%" PRIu64
-			      " slot=%u, file extent (ino %" PRIu64 " offset %" PRIu64 "): %s",
-			      f->subvol, item.block, item.slot, f->ino, item.key.offset, why);
+		return bi_item_err(f->fs, -EUCLEAN, "leaf", f->subvol, item.block, item.slot,
+				   "file extent (ino %" PRIu64 " offset %" PRIu64 "): %s", f->ino,
+				   item.key.offset, why);
 	if (e->kind == BI_EXT_INLINE && (rc = keep_inline(f, e)) < 0)
 		return rc;
 	*have = true;
@@ -309,10 +308,10 @@ static int csum_item_range(struct bi_file *f, const struct bi_item *item, uint64
 	if (*start % ss == 0 && item->size % cs == 0 && item->size <= fs->nodesize &&
 	    bi_add_ok(*start, (uint64_t)(item->size / cs) * ss, end))
 		return 0;
-	return bi_err(fs, -EUCLEAN,
-		      "corrupt leaf: root=7 block=%" PRIu64 " slot=%u, csum item at %" PRIu64
-		      " of %u bytes, expect whole %u-byte checksums of %u-byte sectors",
-		      item->block, item->slot, *start, item->size, cs, ss);
+	return bi_item_err(fs, -EUCLEAN, "leaf", 7, item->block, item->slot,
+			   "csum item at %" PRIu64
+			   " of %u bytes, expect whole %u-byte checksums of %u-byte sectors",
+			   *start, item->size, cs, ss);
 }
 
 /* Make the window hold the csum item covering @logical, or the gap up to

@@ -60,10 +60,8 @@ int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t obje
 		rc = bi_inode_parse(item.data, item.size, r->id, objectid,
 				    fs->sb.info.generation + 1, out, why, sizeof(why));
 		if (rc < 0)
-			rc = bi_err(fs, rc,
-				    "corrupt inode item: root=%" PRIu64 " block=%" PRIu64
-				    " slot=%u, %s",
-				    r->id, item.block, item.slot, why);
+			rc = bi_item_err(fs, rc, "inode item", r->id, item.block, item.slot, "%s",
+					 why);
 	}
 	bi_iter_end(&it);
 	return rc;
@@ -190,9 +188,7 @@ static int xattr_item(struct btrfsimg_fs *fs, const struct bi_item *it, uint64_t
 	uint32_t pos = 0;
 	int rc = bi_dir_item_check(it->data, it->size, &it->key, why, sizeof(why));
 	if (rc < 0)
-		return bi_err(fs, rc,
-			      "corrupt xattr item: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s",
-			      subvol, it->block, it->slot, why);
+		return bi_item_err(fs, rc, "xattr item", subvol, it->block, it->slot, "%s", why);
 	/* bi_dir_item_check accepted every entry: the walk cannot fail. */
 	while (bi_dir_item_next(it->data, it->size, KT_XATTR_ITEM, &pos, &e, NULL, 0) > 0) {
 		(*count)++;
