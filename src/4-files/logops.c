@@ -85,7 +85,7 @@ static int find_dent(struct lr_ctx *cx, const bi_key *k, const uint8_t *name, ui
 	int rc = bi_view_get(cx, cx->fs, k, it);
 	if (rc <= 0)
 		return rc;
-	rc = bi_lr_dent_find(it->data, it->size, name, len, e);
+	rc = bi_lr_dent_find(k->type, it->data, it->size, name, len, e);
 	if (rc <= 0) {
 		bi_lr_item_free(it);
 		if (rc < 0)
@@ -220,7 +220,7 @@ static int insert_dir(struct lr_ctx *cx, uint64_t dir, const bi_key *loc, uint8_
 	} else if (ret > 0) {
 		if (!can_extend(cx, it.size, n))
 			ret = -EOVERFLOW;
-		else if ((ret = bi_lr_dent_find(it.data, it.size, name, len, &e)) > 0)
+		else if ((ret = bi_lr_dent_find(k.type, it.data, it.size, name, len, &e)) > 0)
 			ret = -EEXIST;
 		else
 			ret = ret < 0 ? bi_lr_corrupt_item(cx, &k, "bad dir entry")
@@ -360,7 +360,7 @@ int bi_lr_xattr_deletes(struct lr_ctx *cx, uint64_t ino)
 		struct lr_dent e;
 		bool cut = false;
 		for (uint32_t pos = 0; pos < it.size && rc >= 0 && !cut; pos += e.len) {
-			if (bi_lr_dent_at(it.data, it.size, pos, &e) < 0) {
+			if (bi_lr_dent_at(it.key.type, it.data, it.size, pos, &e) < 0) {
 				rc = bi_lr_corrupt_item(cx, &it.key, "bad xattr entry");
 				break;
 			}
@@ -432,7 +432,7 @@ static int check_in_log(struct lr_ctx *cx, struct lr_inode *dir, const struct lr
 			bool force)
 {
 	struct lr_dent e;
-	if (bi_lr_dent_at(it->data, it->size, 0, &e) < 0)
+	if (bi_lr_dent_at(it->key.type, it->data, it->size, 0, &e) < 0)
 		return bi_lr_corrupt_item(cx, &it->key, "bad dir index entry");
 	if (!force) {
 		int rc = bi_lr_log_has_dent(cx, &it->key, e.name, e.name_len);

@@ -142,7 +142,7 @@ static int insert_one_name(struct lr_ctx *cx, struct lr_inode *dir, const bi_key
 static int replay_dir_index(struct lr_ctx *cx, const struct bi_lr_item *li)
 {
 	struct lr_dent e, de;
-	if (bi_lr_dent_at(li->data, li->size, 0, &e) < 0)
+	if (bi_lr_dent_at(li->key.type, li->data, li->size, 0, &e) < 0)
 		return bi_lr_corrupt_item(cx, &li->key, "bad dir index entry in the log");
 	struct lr_inode *dir;
 	int rc = bi_lr_iget_must(cx, li->key.objectid, &dir);

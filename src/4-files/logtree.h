@@ -163,12 +163,13 @@ int bi_lr_emit(struct lr_ctx *cx, struct lr_view *v, struct bi_log_overlay **lis
 /* Index of the first log item >= @k (l->n if none). */
 size_t bi_lr_log_lower(const struct bi_lr_log *l, const bi_key *k);
 /* Entry / name at byte @pos of an item: 0 or -EUCLEAN (no message). */
-int bi_lr_dent_at(const uint8_t *d, uint32_t size, uint32_t pos, struct lr_dent *e);
+int bi_lr_dent_at(uint8_t key_type, const uint8_t *d, uint32_t size, uint32_t pos,
+		  struct lr_dent *e);
 int bi_lr_ref_at(bool ext, uint64_t key_off, const uint8_t *d, uint32_t size, uint32_t pos,
 		 struct lr_ref *r);
 /* btrfs_match_dir_item_name: 1 and *e when found, 0 if not, -EUCLEAN. */
-int bi_lr_dent_find(const uint8_t *d, uint32_t size, const uint8_t *name, uint16_t len,
-		    struct lr_dent *e);
+int bi_lr_dent_find(uint8_t key_type, const uint8_t *d, uint32_t size, const uint8_t *name,
+		    uint16_t len, struct lr_dent *e);
 /* btrfs_find_name_in_backref / _ext_backref (@parent checked for extrefs). */
 int bi_lr_ref_find(bool ext, uint64_t key_off, const uint8_t *d, uint32_t size,
 		   uint64_t parent, const uint8_t *name, uint16_t len, struct lr_ref *r);

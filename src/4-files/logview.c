@@ -27,6 +27,7 @@
 #include "0-base/err.h"
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
+#include "3-btrfs/check.h"
 #include "3-btrfs/tree.h"
 #include "4-files/logreplay.h"
 #include "4-files/logtree.h"
@@ -396,29 +397,31 @@ static const struct bi_lr_item *log_get(const struct bi_lr_log *l, const bi_key 
 
 /* ------------------------------------------------------------ parsers */
 
-int bi_lr_dent_at(const uint8_t *d, uint32_t size, uint32_t pos, struct lr_dent *e)
+/* The entry at @pos of an item of type @key_type (DIR_ITEM, DIR_INDEX or
+ * XATTR_ITEM), decoded by the checker: the same rules for the log's items
+ * and the fs tree's. */
+int bi_lr_dent_at(uint8_t key_type, const uint8_t *d, uint32_t size, uint32_t pos,
+		  struct lr_dent *e)
 {
-	if (!bi_fits(size, pos, DI_SIZE))
+	struct bi_dir_entry de;
+	uint32_t next = pos;
+	if (bi_dir_item_next(d, size, key_type, &next, &de, NULL, 0) != 1)
 		return -EUCLEAN;
-	const uint8_t *p = d + pos;
-	bi_key_read(p + DI_LOCATION, &e->loc);
-	e->name_len = bi_le16(p + DI_NAME_LEN);
-	e->type = p[DI_TYPE];
-	uint32_t len = DI_SIZE + (uint32_t)e->name_len + bi_le16(p + DI_DATA_LEN);
-	if (!bi_fits(size, pos, len))
-		return -EUCLEAN;
-	e->name = p + DI_SIZE;
-	e->off = pos;
-	e->len = len;
+	*e = (struct lr_dent){ .loc = de.location,
+			       .type = de.type,
+			       .name_len = de.name_len,
+			       .name = de.name,
+			       .off = pos,
+			       .len = next - pos };
 	return 0;
 }
 
 /* btrfs_match_dir_item_name: 1 and *e when found, 0 if not, -EUCLEAN. */
-int bi_lr_dent_find(const uint8_t *d, uint32_t size, const uint8_t *name, uint16_t len,
-		    struct lr_dent *e)
+int bi_lr_dent_find(uint8_t key_type, const uint8_t *d, uint32_t size, const uint8_t *name,
+		    uint16_t len, struct lr_dent *e)
 {
 	for (uint32_t pos = 0; pos < size; pos += e->len) {
-		if (bi_lr_dent_at(d, size, pos, e) < 0)
+		if (bi_lr_dent_at(key_type, d, size, pos, e) < 0)
 			return -EUCLEAN;
 		if (e->name_len == len && memcmp(e->name, name, len) == 0)
 			return 1;
@@ -429,18 +432,18 @@ int bi_lr_dent_find(const uint8_t *d, uint32_t size, const uint8_t *name, uint16
 int bi_lr_ref_at(bool ext, uint64_t key_off, const uint8_t *d, uint32_t size, uint32_t pos,
 		 struct lr_ref *r)
 {
-	uint32_t hdr = ext ? EXTREF_SIZE : IREF_SIZE;
-	if (!bi_fits(size, pos, hdr))
+	struct bi_ref_entry re;
+	uint32_t next = pos;
+	int rc = ext ? bi_extref_next(d, size, &next, &re, NULL, 0)
+		     : bi_iref_next(d, size, key_off, &next, &re, NULL, 0);
+	if (rc != 1)
 		return -EUCLEAN;
-	const uint8_t *p = d + pos;
-	r->parent = ext ? bi_le64(p + EXTREF_PARENT) : key_off;
-	r->index = bi_le64(p + (ext ? EXTREF_INDEX : IREF_INDEX));
-	r->name_len = bi_le16(p + (ext ? EXTREF_NAME_LEN : IREF_NAME_LEN));
-	if (!bi_fits(size, (size_t)pos + hdr, r->name_len))
-		return -EUCLEAN;
-	r->name = p + hdr;
-	r->off = pos;
-	r->len = hdr + r->name_len;
+	*r = (struct lr_ref){ .parent = re.parent,
+			      .index = re.index,
+			      .name_len = re.name_len,
+			      .name = re.name,
+			      .off = pos,
+			      .len = next - pos };
 	return 0;
 }
 
@@ -484,32 +487,28 @@ int bi_lr_log_has_dent(struct lr_ctx *cx, const bi_key *k, const uint8_t *name, 
 	if (!li)
 		return 0;
 	struct lr_dent e;
-	int rc = bi_lr_dent_find(li->data, li->size, name, len, &e);
+	int rc = bi_lr_dent_find(k->type, li->data, li->size, name, len, &e);
 	return rc < 0 ? bi_lr_corrupt_item(cx, k, "bad dir entry in the log") : rc;
 }
 
 int bi_lr_fe_parse(struct lr_ctx *cx, const bi_key *k, const uint8_t *d, uint32_t size,
 		   struct lr_fe *fe)
 {
-	if (size < FE_INLINE_DATA)
-		return bi_lr_corrupt_item(cx, k, "file extent item too small");
-	fe->type = d[FE_TYPE];
-	fe->compression = d[FE_COMPRESSION];
-	fe->ram_bytes = bi_le64(d + FE_RAM_BYTES);
-	if (fe->type == FE_TYPE_INLINE) {
-		if (!bi_add_ok(k->offset, fe->ram_bytes, &fe->end))
-			return bi_lr_corrupt_item(cx, k, "inline extent end overflows");
-		return 0;
-	}
-	if (fe->type != FE_TYPE_REG && fe->type != FE_TYPE_PREALLOC)
-		return bi_lr_corrupt_item(cx, k, "unknown file extent type");
-	if (size != FE_SIZE)
-		return bi_lr_corrupt_item(cx, k, "file extent item size is not 53");
-	fe->disk_bytenr = bi_le64(d + FE_DISK_BYTENR);
-	fe->disk_num_bytes = bi_le64(d + FE_DISK_NUM_BYTES);
-	fe->offset = bi_le64(d + FE_OFFSET);
-	fe->num_bytes = bi_le64(d + FE_NUM_BYTES);
-	if (!bi_add_ok(k->offset, fe->num_bytes, &fe->end))
+	struct bi_extent e;
+	char why[160];
+	if (bi_extent_parse(d, size, k->offset, cx->p->sectorsize, &e, why, sizeof(why)) < 0)
+		return bi_lr_corrupt_item(cx, k, why);
+	*fe = (struct lr_fe){ .type = e.type,
+			      .compression = e.compression,
+			      .ram_bytes = e.ram_bytes,
+			      .disk_bytenr = e.disk_bytenr,
+			      .disk_num_bytes = e.disk_num_bytes,
+			      .offset = e.offset,
+			      .num_bytes = e.num_bytes };
+	/* btrfs_drop_extents' extent_end: an inline extent ends ram_bytes
+	 * after its key, not at the sector the reader rounds up to. */
+	uint64_t len = e.type == FE_TYPE_INLINE ? e.ram_bytes : e.num_bytes;
+	if (!bi_add_ok(k->offset, len, &fe->end))
 		return bi_lr_corrupt_item(cx, k, "file extent end overflows");
 	return 0;
 }
