@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Partition tables and locating the filesystem (src/io.c). Input: the first
+ * Partition tables and locating the filesystem (src/1-image/dev.c, src/2-volume/part.c). Input: the first
  * bytes of a disk image. It is presented through a read callback as images
  * of three sizes: exactly the input (so backup GPT headers at its end are
  * reached), 64 MiB and 1 TiB (zeros past the input). Invariants on

@@ -2,10 +2,10 @@
 /*
  * Brute-force reference for the collision engine, shared by
  * tests/test_collide.c and fuzz/fuzz_schemes.c. It restates the model from
- * btrfs-facts.md section 4 on its own (its own byte swap, overlay and
+ * docs/inode-numbers.md on its own (its own byte swap, overlay and
  * device rules) and materialises every (device, presented number, inode)
  * triple, sorts them and counts. Slow on purpose: nothing here is shared
- * with src/collide.c.
+ * with src/5-analysis/collide.c.
  */
 #ifndef COLLIDE_BRUTE_H
 #define COLLIDE_BRUTE_H
@@ -30,7 +30,7 @@ static uint64_t bf_swab(uint64_t v)
 	return r;
 }
 
-/* The constant XORed in: facts 4.1 (overlay) and 4.4 (uniquifier). */
+/* The constant XORed in: the overlay (inumbits) or the uniquifier (nfsd). */
 static uint64_t bf_const(const struct btrfsimg_scheme *s, uint64_t id)
 {
 	if (id == 5)

@@ -394,7 +394,8 @@ static void test_file_handles(void **state)
 		n++;
 	}
 	assert_true(n >= 120);
-	/* btrfs-facts.md 3's vector: objectid 257, root 5, generation 7 */
+	/* struct btrfs_fid (fs/btrfs/export.h) of objectid 257, root 5, generation
+	 * 7, little-endian: 01 01 00.. | 05 00.. | 07 00 00 00, type 0x4d */
 	uint8_t buf[40];
 	uint32_t type;
 	uint64_t sv, obj;

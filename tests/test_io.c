@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Devices and partition tables (src/io.c).
+ * Devices and partition tables (src/1-image/dev.c, src/2-volume/part.c).
  *
  * Truth: partition tables are written by sfdisk (util-linux) and what
  * `sfdisk -d` reports about them is what bi_part_parse must find. Live

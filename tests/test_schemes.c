@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inode-number formulas against hand-worked vectors (btrfs-facts.md
- * section 4.1 and 4.4; the values in section 4.1 come from the patch mail
+ * Inode-number formulas against hand-worked vectors (docs/inode-numbers.md
+ * sections 2 and 5; the inumbits values follow the patch mail
  * <162848132771.25823.16399620921119050413.stgit@noble.brown>). Every
  * expected value below is worked out by hand in its comment: swab64
  * reverses the 8 bytes, the overlay shifts right by 64 - N.
@@ -22,7 +22,7 @@ static void test_swab64(void **state)
 	(void)state;
 	/* bytes 01..08 from low to high come back in the other order */
 	assert_true(bi_swab64(0x0102030405060708ull) == 0x0807060504030201ull);
-	/* 257 = 0x0101: bytes 01 01 00.. -> 0x0101000000000000 (facts 4.1) */
+	/* 257 = 0x0101: bytes 01 01 00.. -> 0x0101000000000000 (docs/inode-numbers.md 2) */
 	assert_true(bi_swab64(257) == 0x0101000000000000ull);
 	/* 256 = 0x0100: byte 1 is 01 -> byte 6 is 01 */
 	assert_true(bi_swab64(256) == 0x0001000000000000ull);
@@ -41,7 +41,7 @@ static void test_overlay_257(void **state)
 	assert_true(btrfsimg_inumbits_overlay(257, 64) == 0x0101000000000000ull);
 	/* N=63: >> 1: 0x01 01 -> 0x00 80 80 */
 	assert_true(btrfsimg_inumbits_overlay(257, 63) == 0x0080800000000000ull);
-	/* N=56: >> 8 (facts 4.1) */
+	/* N=56: >> 8 (docs/inode-numbers.md 2) */
 	assert_true(btrfsimg_inumbits_overlay(257, 56) == 0x0001010000000000ull);
 	/* N=48: >> 16 */
 	assert_true(btrfsimg_inumbits_overlay(257, 48) == 0x0000010100000000ull);
@@ -52,7 +52,7 @@ static void test_overlay_257(void **state)
 static void test_overlay_other(void **state)
 {
 	(void)state;
-	/* subvol 256, N=56: 0x0001000000000000 >> 8 (facts 4.1) */
+	/* subvol 256, N=56: 0x0001000000000000 >> 8 (docs/inode-numbers.md 2) */
 	assert_true(btrfsimg_inumbits_overlay(256, 56) == 0x0000010000000000ull);
 	/* subvol 256, N=32: 0x0001000000000000 >> 32 = 0x00010000 */
 	assert_true(btrfsimg_inumbits_overlay(256, 32) == 0x10000ull);
@@ -77,9 +77,9 @@ static void test_presented(void **state)
 {
 	(void)state;
 	uint64_t ov = 0x0001010000000000ull;	/* subvol 257, N=56 */
-	/* ino 257 -> 0x0001010000000101 (facts 4.1) */
+	/* ino 257 -> 0x0001010000000101 (docs/inode-numbers.md 2) */
 	assert_true(btrfsimg_presented_ino(257, ov) == 0x0001010000000101ull);
-	/* root dir 256 -> 0x0001010000000100 (facts 4.1) */
+	/* root dir 256 -> 0x0001010000000100 (docs/inode-numbers.md 2) */
 	assert_true(btrfsimg_presented_ino(256, ov) == 0x0001010000000100ull);
 	/* objectid equal to the overlay presents itself, not 0 */
 	assert_true(btrfsimg_presented_ino(ov, ov) == ov);
@@ -107,7 +107,7 @@ static void test_presented(void **state)
 static void test_uniquifier(void **state)
 {
 	(void)state;
-	/* facts 4.4: 0 for subvolume 5, else swab64(subvol) */
+	/* docs/inode-numbers.md 5: 0 for subvolume 5, else swab64(subvol) */
 	assert_true(btrfsimg_uniquifier(5) == 0);
 	assert_true(btrfsimg_uniquifier(257) == 0x0101000000000000ull);
 	assert_true(btrfsimg_uniquifier(256) == 0x0001000000000000ull);

@@ -52,8 +52,8 @@
  *    orphans already in the committed state are left alone;
  *  - a name linking a subvolume's root directory, which the kernel never
  *    logs (it commits instead), is refused rather than emulated.
- * Log items must pass the kernel's tree-checker rules (inode.c, dir.c,
- * extent.c), as the kernel checks every log leaf it reads.
+ * Log items must pass the kernel's tree-checker rules (3-btrfs/check.c),
+ * as the kernel checks every log leaf it reads.
  *
  * Bounds: every item is parsed "header fits, then whole entry fits"; the
  * map's memory is limited (max_bytes) and so is the work (max_steps), so a

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Inode-number schemes of the 2021 proposals (none merged), as pure
- * formulas. See btrfs-facts.md section 4:
+ * formulas (docs/inode-numbers.md has the sources and worked vectors):
  *
  *  - inumbits=N ([PATCH 1/4]): every fs tree but 5 gets
  *      overlay = swab64(subvol) >> (64 - N)      (N = 32..64; N = 0 is off)
