@@ -229,6 +229,19 @@ degraded() {
 		"$D/${tag}subvol-info.jsonl"
 }
 
+# refused SUBSET...: the kernel must refuse a ro,degraded mount of SUBSET
+refused() {
+	local names=("$@") loops=() n
+	for n in "${names[@]}"; do loops+=("${DEVMAP[$n]}"); done
+	forget "${DEVS[@]}"
+	btrfs device scan "${loops[@]}" >/dev/null 2>&1 || true
+	if mount -o ro,degraded "${loops[0]}" "$MNT" 2>/dev/null; then
+		umount "$MNT"
+		die "$NAME: the kernel mounted ${names[*]} ro,degraded; expected a refusal"
+	fi
+	forget "${DEVS[@]}"
+}
+
 # finish: record, verify degraded subsets named in the manifest, compress
 finish() {
 	declare -gA DEVMAP=()
@@ -246,6 +259,13 @@ finish() {
 	done < <(python3 -c 'import json,sys
 for c in json.load(open(sys.argv[1]))["checks"]:
     if c.get("degraded"): print(" ".join(c["devices"]))' "$D/manifest.json")
+	while read -r subset; do
+		[ -n "$subset" ] || continue
+		# shellcheck disable=SC2086
+		refused $subset
+	done < <(python3 -c 'import json,sys
+for c in json.load(open(sys.argv[1]))["checks"]:
+    if c.get("refused"): print(" ".join(c["devices"]))' "$D/manifest.json")
 	detach_all
 	compress
 	python3 "$CONV" convert "$D"
@@ -299,6 +319,12 @@ devlist() { # N -> ["dev1.img",...]
 deg() { # dev names... -> degraded check JSON
 	python3 -c 'import json,sys; print(json.dumps({"devices": sys.argv[1:], "degraded": True,
 "what": "degraded: only " + " ".join(sys.argv[1:])}))' "$@"
+}
+
+toofew() { # message, dev names... -> "too few devices" check JSON: exit 2 and
+	# the message on stderr; finish() checks that the kernel refuses them too
+	python3 -c 'import json,sys; print(json.dumps({"devices": sys.argv[2:], "exit": [2],
+"stderr": sys.argv[1], "refused": True, "what": "too few devices: only " + " ".join(sys.argv[2:])}))' "$@"
 }
 
 mkfs_() { MKFS="mkfs.btrfs $*"; mkfs.btrfs -q -f -K "$@" "${DEVS[@]}" >/dev/null; }
@@ -411,8 +437,17 @@ img_raid() {
 	EXTRA=()
 	local s
 	for s in "$@"; do
-		# shellcheck disable=SC2086
-		EXTRA+=("$(deg $s)")
+		case $s in
+		'!'*) # "!MESSAGE|DEVS": too few devices, even ro,degraded
+			local msg=${s%%|*}
+			# shellcheck disable=SC2086
+			EXTRA+=("$(toofew "${msg#!}" ${s#*|})")
+			;;
+		*)
+			# shellcheck disable=SC2086
+			EXTRA+=("$(deg $s)")
+			;;
+		esac
 	done
 	NDEV=$n
 	simple "$p" $((128 << 20)) "{\"data\":\"$p\",\"metadata\":\"$mp\",\"system\":\"$mp\"}" \
@@ -609,9 +644,10 @@ build() {
 	raid1) img_raid raid1 2 raid1 dev1.img dev2.img ;;
 	raid10) img_raid raid10 4 raid10 "dev2.img dev3.img dev4.img" "dev1.img dev3.img dev4.img" \
 		"dev1.img dev2.img dev4.img" "dev1.img dev2.img dev3.img" ;;
-	raid5) img_raid raid5 3 raid5 "dev2.img dev3.img" "dev1.img dev3.img" "dev1.img dev2.img" ;;
+	raid5) img_raid raid5 3 raid5 "dev2.img dev3.img" "dev1.img dev3.img" "dev1.img dev2.img" \
+		"!2 of 3 devices missing; raid5 tolerates 1|dev1.img" ;;
 	raid6) img_raid raid6 4 raid6 "dev3.img dev4.img" "dev1.img dev2.img" "dev1.img dev4.img" \
-		"dev2.img dev3.img" ;;
+		"dev2.img dev3.img" "!3 of 4 devices missing; raid6 tolerates 2|dev1.img" ;;
 	raid1c3) img_raid raid1c3 3 raid1c3 dev1.img dev2.img dev3.img ;;
 	raid1c4) img_raid raid1c4 4 raid1c4 dev1.img dev4.img "dev2.img dev3.img" ;;
 	dup) img_dup ;;

@@ -17,7 +17,10 @@ manifest.json runs both commands:
   * degraded subsets the kernel mounted ro,degraded: same output as the full
     set, exit status 0 or 1;
   * options (--partition, --offset, --super-mirror) and expected failures
-    (exit status 2 with a message on stderr).
+    (exit status 2 with a message on stderr, containing the manifest's
+    "stderr" text where it gives one: too few devices of a RAID5/6 set,
+    which the kernel refused to mount too, say how many are missing and
+    what the profile tolerates).
 Then foreign devices: a device of another filesystem given with an image's
 devices must give exit status 2 and a message.
 The last line is "N passed, M failed"; the exit status is 1 on any failure.
@@ -181,6 +184,8 @@ def run_check(r, name, idir, tmp, c):
             elif rc == 2:
                 if not err.strip():
                     probs.append("exit status 2 without a message on stderr")
+                elif c.get("stderr") and c["stderr"] not in err.decode(errors="replace"):
+                    probs.append("stderr lacks %r: %s" % (c["stderr"], short(err)))
             else:
                 objs, probs = parse_lines(out)
                 if not probs and cmd == "super":

@@ -52,6 +52,8 @@ struct bi_chunk_map {
 	struct bi_chunk **v;	/* sorted by start, never overlapping */
 	size_t n, cap;
 	uint64_t degraded;
+	uint64_t unreadable; /* degraded past what the profile tolerates */
+	const struct bi_chunk *first_unreadable;
 };
 
 /* ------------------------------------------------------------ parsing */
@@ -602,6 +604,9 @@ static void report_degraded(struct btrfsimg_fs *fs, const struct bi_chunk *c)
 	if (!nmissing)
 		return;
 	fs->chunks->degraded++;
+	bool ok = readable(fs, c, nmissing);
+	if (!ok && !fs->chunks->unreadable++)
+		fs->chunks->first_unreadable = c;
 	const struct bi_stripe *s = &c->stripes[first];
 	char uuid[37];
 	bi_uuid_str(s->dev_uuid, uuid);
@@ -611,12 +616,42 @@ static void report_degraded(struct btrfsimg_fs *fs, const struct bi_chunk *c)
 		  "devid %" PRIu64 ", dev_uuid %s)%s",
 		  c->logical, (c->logical + c->length), bi_chunk_profile_name(c->type), nmissing,
 		  c->num_stripes, first, s->devid, uuid,
-		  readable(fs, c, nmissing) ? "; still readable from the other stripes"
-					    : "; parts of it cannot be read");
+		  ok ? "; still readable from the other stripes" : "; parts of it cannot be read");
+}
+
+/* Devices a chunk of this profile can lose and still be read whole (raid10
+ * may survive more, one per mirror pair). */
+static unsigned tolerated(const struct bi_chunk *c)
+{
+	uint64_t p = bi_chunk_profile(c);
+	if (p & (BG_RAID1 | BG_RAID1C3 | BG_RAID1C4))
+		return c->num_stripes - 1u;
+	if (p & (BG_RAID10 | BG_RAID5))
+		return 1;
+	return p & BG_RAID6 ? 2 : 0;
+}
+
+int bi_chunk_map_missing_summary(const struct btrfsimg_fs *fs, char *buf, size_t len)
+{
+	const struct bi_chunk_map *m = fs->chunks;
+	if (!fs->missing_devs)
+		return 0;
+	if (!m || !m->unreadable)
+		return snprintf(buf, len, "%" PRIu64 " of %" PRIu64 " devices missing",
+				fs->missing_devs, fs->sb.info.num_devices);
+	const struct bi_chunk *c = m->first_unreadable;
+	return snprintf(buf, len,
+			"%" PRIu64 " of %" PRIu64 " devices missing; %s tolerates %u, so %" PRIu64
+			" of %zu chunks cannot be read whole",
+			fs->missing_devs, fs->sb.info.num_devices, bi_chunk_profile_name(c->type),
+			tolerated(c), m->unreadable, m->n);
 }
 
 void bi_chunk_map_report_degraded(struct btrfsimg_fs *fs)
 {
 	for (size_t i = 0; i < fs->chunks->n; i++)
 		report_degraded(fs, fs->chunks->v[i]);
+	char summary[256];
+	if (fs->chunks->unreadable && bi_chunk_map_missing_summary(fs, summary, sizeof(summary)))
+		bi_damage(fs, "%s", summary);
 }

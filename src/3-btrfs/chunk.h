@@ -63,6 +63,12 @@ int bi_chunk_add(struct btrfsimg_fs *fs, const uint8_t *item, size_t len, uint64
  * member device has its devid and dev_uuid (as the kernel's
  * btrfs_find_device). */
 void bi_chunk_map_report_degraded(struct btrfsimg_fs *fs);
+/* What missing devices mean for the whole filesystem, for messages: "2 of
+ * 3 devices missing; raid5 tolerates 1, so 3 of 4 chunks cannot be read
+ * whole" (the profile of the first chunk past its tolerance), or just the
+ * count. Writes nothing and returns 0 when no device is missing; else
+ * snprintf's length. */
+int bi_chunk_map_missing_summary(const struct btrfsimg_fs *fs, char *buf, size_t len);
 /* Read @len bytes at @logical using way @copy (0 <= copy <
  * bi_num_copies(logical), else -EINVAL), crossing stripe and chunk
  * boundaries (a later chunk with fewer ways uses copy modulo its count).

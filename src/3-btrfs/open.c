@@ -13,6 +13,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "3-btrfs/open.h"
 
@@ -91,6 +92,17 @@ static int open_root_tree(struct btrfsimg_fs *fs)
 	return 0;
 }
 
+/* A read that failed with devices missing is first of all that: say so
+ * before the failed check, or it reads like corruption. */
+static void explain_missing(struct btrfsimg_fs *fs)
+{
+	char summary[256], detail[sizeof(fs->err)];
+	if (!bi_chunk_map_missing_summary(fs, summary, sizeof(summary)))
+		return;
+	snprintf(detail, sizeof(detail), "%s", fs->err);
+	bi_err(fs, 0, "%s: %s", summary, detail);
+}
+
 int bi_core_open(struct btrfsimg_fs *fs)
 {
 	int rc = open_locate_devices(fs);
@@ -106,5 +118,7 @@ int bi_core_open(struct btrfsimg_fs *fs)
 	rc = open_chunks(fs);
 	if (rc == 0)
 		rc = open_root_tree(fs);
+	if (rc < 0)
+		explain_missing(fs);
 	return rc;
 }
