@@ -146,9 +146,8 @@ static int names_item(struct btrfsimg_fs *fs, const struct bi_item *it, uint64_t
 			return rc;
 	}
 	if (rc < 0)
-		return bi_err(fs, rc,
-			      "corrupt inode %s: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s",
-			      ext ? "extref" : "ref", subvol, it->block, it->slot, why);
+		return bi_item_err(fs, rc, ext ? "inode extref" : "inode ref", subvol, it->block,
+				   it->slot, "%s", why);
 	return 0;
 }
 
