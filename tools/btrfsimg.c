@@ -88,8 +88,12 @@ static void put_quoted(const char *arg)
 		return;
 	}
 	fputc('\'', stderr);
-	for (const char *p = arg; *p; p++)
-		fputs(*p == '\'' ? "'\\''" : (char[]){ *p, '\0' }, stderr);
+	for (const char *p = arg; *p; p++) {
+		if (*p == '\'')
+			fputs("'\\''", stderr); /* end the quote, a quoted quote, start again */
+		else
+			fputc(*p, stderr);
+	}
 	fputc('\'', stderr);
 }
 
