@@ -219,6 +219,80 @@ struct btrfsimg_super_info {
 /** Fill @p out with the superblock in use. */
 BTRFSIMG_API int btrfsimg_super(btrfsimg_fs *fs, struct btrfsimg_super_info *out);
 
+/** Which feature word btrfsimg_feature_name() reads. */
+enum btrfsimg_feature_kind {
+	BTRFSIMG_FEATURE_COMPAT = 0,
+	BTRFSIMG_FEATURE_COMPAT_RO = 1,
+	BTRFSIMG_FEATURE_INCOMPAT = 2,
+};
+
+/**
+ * The name btrfs-progs gives feature bit @p bit (0..63) of a feature word
+ * ("no_holes", "free_space_tree", ...), or NULL for a bit it does not
+ * name. Pure; needs no handle.
+ */
+BTRFSIMG_API const char *btrfsimg_feature_name(enum btrfsimg_feature_kind kind, unsigned bit);
+
+/** One device of the filesystem: what the chunk tree records (DEV_ITEM)
+ *  and which image, if any, supplied it. */
+struct btrfsimg_device {
+	uint64_t devid;
+	uint8_t uuid[16];
+	uint64_t total_bytes;		/**< the device's size as btrfs records it */
+	bool missing;			/**< no image given for it */
+	const char *image;		/**< the image's name (borrowed: valid until
+					     btrfsimg_fs_free); NULL when missing */
+	int partition;			/**< 1-based partition of the image holding it;
+					     0: the image itself or an explicit offset */
+	uint64_t offset;		/**< where the filesystem starts in the image */
+	uint64_t size;			/**< bytes of the image from offset to its end */
+};
+
+/**
+ * Every device the filesystem has, in devid order, missing ones included.
+ * Writes up to @p max entries and sets *n to how many there are (may
+ * exceed @p max). Returns 0 or a negative errno.
+ */
+BTRFSIMG_API int btrfsimg_devices(btrfsimg_fs *fs, struct btrfsimg_device *out, size_t max,
+				  size_t *n);
+
+/** Block-group type bits of btrfsimg_profile_use.type. */
+enum btrfsimg_bg_type {
+	BTRFSIMG_BG_DATA = 1u << 0,
+	BTRFSIMG_BG_SYSTEM = 1u << 1,
+	BTRFSIMG_BG_METADATA = 1u << 2,
+};
+
+/** Chunks of one type and profile, as `btrfs filesystem df` groups them. */
+struct btrfsimg_profile_use {
+	unsigned type;			/**< enum btrfsimg_bg_type bits (data and
+					     metadata both for mixed groups) */
+	const char *profile;		/**< "single", "dup", "raid1", ..., "raid6" (static) */
+	uint64_t chunks;
+	uint64_t bytes;			/**< logical bytes the chunks map */
+	unsigned tolerates;		/**< devices it can lose and still be read whole */
+};
+
+/**
+ * The (type, profile) pairs in use, data first, then metadata, then
+ * system. Writes up to @p max entries, sets *n to how many there are.
+ */
+BTRFSIMG_API int btrfsimg_profiles(btrfsimg_fs *fs, struct btrfsimg_profile_use *out,
+				   size_t max, size_t *n);
+
+/** What opening did with the log tree (a crash after fsync). */
+struct btrfsimg_log_info {
+	bool present;			/**< the superblock names a log tree */
+	bool replayed;			/**< replayed in memory (else: not asked, or
+					     the kernel would not mount it either) */
+	uint64_t generation;		/**< the transaction the replay makes */
+	uint64_t subvols;		/**< subvolumes the replay changed */
+	uint64_t items;			/**< items it wrote or deleted, csum tree included */
+};
+
+/** Fill @p out with what btrfsimg_open() did with the log tree. */
+BTRFSIMG_API int btrfsimg_log_info(btrfsimg_fs *fs, struct btrfsimg_log_info *out);
+
 /* ------------------------------------------------------------------ */
 /** @name Subvolumes */
 

@@ -33,6 +33,12 @@ struct bi_super {
 	uint64_t dev_total_bytes;
 };
 
+/* One DEV_ITEM of the chunk tree: a device the filesystem has. */
+struct bi_devitem {
+	uint64_t devid, total_bytes;
+	uint8_t uuid[16];
+};
+
 struct bi_root {
 	uint64_t id;
 	uint64_t bytenr;
@@ -61,6 +67,9 @@ struct btrfsimg_fs {
 	struct bi_cache *cache;
 	struct bi_root root_tree, chunk_tree;
 	struct bi_log_overlay *overlays;	/* replayed log, per subvolume (logtree.c) */
+	struct btrfsimg_log_info log_info;	/* what the replay did (logtree.c) */
+	struct bi_devitem *devitems;		/* the chunk tree's DEV_ITEMs, devid order */
+	size_t ndevitems;
 };
 
 #endif

@@ -23,6 +23,7 @@ struct bi_dev {
 	uint64_t raw_size;		/* whole image */
 	uint64_t base;			/* where the filesystem starts in the image */
 	uint64_t size;			/* bytes from base to the end */
+	int partition;			/* 1-based partition base is in; 0: none */
 	/* set when the superblocks are read (super.c) */
 	bool has_super;
 	uint64_t devid;

@@ -462,6 +462,7 @@ static int use_part(struct btrfsimg_fs *fs, struct bi_dev *d, const struct btrfs
 	uint64_t avail = part_avail(d, p);
 	d->base = p->offset;
 	d->size = avail;
+	d->partition = p->number;
 	if (avail < p->size)
 		bi_damage(fs,
 			  "image '%s': partition %d (at byte %" PRIu64

@@ -567,6 +567,22 @@ int bi_extent_parse(const uint8_t *item, uint32_t size, uint64_t key_offset,
 	return parse_regular(out, item, size, key_offset, sectorsize, why, whylen);
 }
 
+/* ---------------------------------------------------------- device items */
+
+int bi_dev_item_parse(const uint8_t *item, uint32_t size, uint64_t key_offset,
+		      struct bi_devitem *out, char *why, size_t whylen)
+{
+	if (size != DEV_ITEM_SIZE)
+		return bi_why(why, whylen, "dev item size %u, expect %u", size, DEV_ITEM_SIZE);
+	out->devid = bi_le64(item + DEV_DEVID);
+	if (out->devid != key_offset)
+		return bi_why(why, whylen, "dev item devid %" PRIu64 ", expect the key's %" PRIu64,
+			      out->devid, key_offset);
+	out->total_bytes = bi_le64(item + DEV_TOTAL_BYTES);
+	memcpy(out->uuid, item + DEV_UUID, 16);
+	return 0;
+}
+
 /* ---------------------------------------------------------- chunk items */
 
 /* Stripe counts the kernel accepts per profile (btrfs_raid_array). */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "btrfsimg.h"
+#include "0-base/handle.h"
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
 
@@ -56,6 +57,11 @@ struct bi_chunk {
  * @sectorsize that is not a power of two. */
 int bi_chunk_parse(const uint8_t *item, size_t len, uint64_t logical, uint32_t sectorsize,
 		   struct bi_chunk **out, char *why, size_t whylen);
+
+/* A DEV_ITEM (key (1, 216, devid)): exactly 98 bytes and its devid the
+ * key's, as the kernel's check_dev_item requires. */
+int bi_dev_item_parse(const uint8_t *item, uint32_t size, uint64_t key_offset,
+		      struct bi_devitem *out, char *why, size_t whylen);
 
 /* The profile's name ("single", "dup", "raid10", ...) or "unknown". */
 const char *bi_chunk_profile_name(uint64_t type);

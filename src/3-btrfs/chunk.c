@@ -655,3 +655,53 @@ void bi_chunk_map_report_degraded(struct btrfsimg_fs *fs)
 	if (fs->chunks->unreadable && bi_chunk_map_missing_summary(fs, summary, sizeof(summary)))
 		bi_damage(fs, "%s", summary);
 }
+
+/* data first, then metadata, then system; mixed groups with data */
+static int type_rank(uint64_t t)
+{
+	return (t & BG_DATA) ? 0 : (t & BG_METADATA) ? 1 : 2;
+}
+
+static int use_cmp(const void *a, const void *b)
+{
+	const struct btrfsimg_profile_use *x = a, *y = b;
+	int rx = type_rank(x->type), ry = type_rank(y->type);
+	if (rx != ry)
+		return rx - ry;
+	return strcmp(x->profile, y->profile);
+}
+
+/* At most every type combination (data, metadata, system, mixed) times
+ * every profile: a small fixed table. */
+#define MAX_USES 64
+
+int btrfsimg_profiles(btrfsimg_fs *fs, struct btrfsimg_profile_use *out, size_t max, size_t *n)
+{
+	if (!fs || !n || (max && !out))
+		return -EINVAL;
+	if (!bi_opened(fs, __func__))
+		return -EINVAL;
+	struct btrfsimg_profile_use use[MAX_USES];
+	size_t k = 0;
+	for (size_t i = 0; i < fs->chunks->n; i++) {
+		const struct bi_chunk *c = fs->chunks->v[i];
+		unsigned type = (unsigned)(c->type & BG_TYPE_MASK);
+		const char *name = bi_chunk_profile_name(c->type);
+		size_t j = 0;
+		while (j < k && (use[j].type != type || strcmp(use[j].profile, name) != 0))
+			j++;
+		if (j == k) {
+			if (k == MAX_USES)
+				continue;
+			use[k++] = (struct btrfsimg_profile_use){ type, name, 0, 0, tolerated(c) };
+		}
+		use[j].chunks++;
+		use[j].bytes += c->length;
+		if (tolerated(c) < use[j].tolerates)
+			use[j].tolerates = tolerated(c);
+	}
+	qsort(use, k, sizeof(use[0]), use_cmp);
+	*n = k;
+	memcpy(out, use, (k < max ? k : max) * sizeof(use[0]));
+	return 0;
+}

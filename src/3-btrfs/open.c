@@ -29,6 +29,30 @@
 #include "3-btrfs/tree.h"
 
 #define DEFAULT_CACHE_BYTES (64ull << 20)
+/* btrfs allows 2^64 devids; a report needs no more than the kernel's
+ * practical limit of devices per filesystem. */
+#define BI_MAX_DEVITEMS 4096
+
+/* Keep a DEV_ITEM for the device table (btrfsimg_devices). Only reports
+ * read it, so a bad one is reported and left out rather than fatal. */
+static int keep_dev_item(struct btrfsimg_fs *fs, const struct bi_item *item)
+{
+	struct bi_devitem d;
+	char why[128];
+	if (bi_dev_item_parse(item->data, item->size, item->key.offset, &d, why, sizeof(why)) < 0) {
+		bi_damage(fs, "corrupt dev item: root=3 block=%" PRIu64 " slot=%u, %s; left out",
+			  item->block, item->slot, why);
+		return 0;
+	}
+	if (fs->ndevitems >= BI_MAX_DEVITEMS)
+		return 0;
+	struct bi_devitem *v = realloc(fs->devitems, (fs->ndevitems + 1) * sizeof(*v));
+	if (!v)
+		return bi_err(fs, -ENOMEM, "out of memory reading dev items");
+	v[fs->ndevitems++] = d;
+	fs->devitems = v;
+	return 0;
+}
 
 int bi_load_chunk_tree(struct btrfsimg_fs *fs)
 {
@@ -38,6 +62,10 @@ int bi_load_chunk_tree(struct btrfsimg_fs *fs)
 	struct bi_item item;
 	int rc = bi_iter_start(fs, &it, &fs->chunk_tree, &min, &max);
 	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
+		if (item.key.type == KT_DEV_ITEM && item.key.objectid == OBJ_DEV_ITEMS) {
+			rc = keep_dev_item(fs, &item);
+			continue;
+		}
 		if (item.key.type != KT_CHUNK_ITEM) {
 			rc = 0;
 			continue;
@@ -121,4 +149,35 @@ int bi_core_open(struct btrfsimg_fs *fs)
 	if (rc < 0)
 		explain_missing(fs);
 	return rc;
+}
+
+static void device_from_image(struct btrfsimg_fs *fs, struct btrfsimg_device *o)
+{
+	const struct bi_dev *d = bi_dev_by_id(fs, o->devid);
+	if (d && memcmp(d->dev_uuid, o->uuid, 16) != 0)
+		d = NULL; /* another device with that devid: this one is missing */
+	o->missing = !d;
+	if (!d)
+		return;
+	o->image = d->name;
+	o->partition = d->partition;
+	o->offset = d->base;
+	o->size = d->size;
+}
+
+int btrfsimg_devices(btrfsimg_fs *fs, struct btrfsimg_device *out, size_t max, size_t *n)
+{
+	if (!fs || !n || (max && !out))
+		return -EINVAL;
+	if (!bi_opened(fs, __func__))
+		return -EINVAL;
+	*n = fs->ndevitems;
+	for (size_t i = 0; i < fs->ndevitems && i < max; i++) {
+		const struct bi_devitem *v = &fs->devitems[i];
+		out[i] = (struct btrfsimg_device){ .devid = v->devid,
+						   .total_bytes = v->total_bytes };
+		memcpy(out[i].uuid, v->uuid, 16);
+		device_from_image(fs, &out[i]);
+	}
+	return 0;
 }

@@ -10,6 +10,7 @@
  * incompat features are all understood, fs->nodesize/sectorsize/csum are
  * set, every member device has a distinct devid.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,23 +232,22 @@ static int read_device_copies(struct btrfsimg_fs *fs, struct bi_dev *d, struct b
 	return *best_idx;
 }
 
-static const char *const incompat_names[64] = {
-	[12] = "ZONED",		[13] = "EXTENT_TREE_V2", [14] = "RAID_STRIPE_TREE",
-	[15] = "bit 15",	[17] = "REMAP_TREE",
-};
-
 static int check_features(struct btrfsimg_fs *fs)
 {
 	uint64_t bad = fs->sb.info.incompat_flags & ~INCOMPAT_SUPPORTED;
 	if (!bad)
 		return 0;
 	int bit = __builtin_ctzll(bad);
-	const char *name = incompat_names[bit];
-	if (name)
+	const char *name = btrfsimg_feature_name(BTRFSIMG_FEATURE_INCOMPAT, (unsigned)bit);
+	if (name) {
+		char upper[32] = ""; /* as btrfs-progs prints it */
+		for (size_t i = 0; name[i] && i + 1 < sizeof(upper); i++)
+			upper[i] = (char)toupper((unsigned char)name[i]);
 		return bi_err(fs, -EOPNOTSUPP,
 			      "unsupported incompat feature %s (bit %d, incompat_flags 0x%" PRIx64
 			      ")",
-			      name, bit, fs->sb.info.incompat_flags);
+			      upper, bit, fs->sb.info.incompat_flags);
+	}
 	return bi_err(fs, -EOPNOTSUPP,
 		      "unsupported incompat feature: unknown bit %d (incompat_flags 0x%" PRIx64 ")",
 		      bit, fs->sb.info.incompat_flags);
@@ -369,6 +369,37 @@ out:
 	free(per_dev);
 	free(per_idx);
 	return rc;
+}
+
+/* Names as btrfs-progs prints them (`btrfs inspect-internal dump-super`,
+ * `mkfs.btrfs -O list-all`); the bits are the kernel's BTRFS_FEATURE_*. */
+static const char *const compat_ro_names[] = {
+	"free_space_tree",
+	"free_space_tree_valid",
+	"verity",
+	"block_group_tree",
+};
+static const char *const incompat_names[] = {
+	"mixed_backref",   "default_subvol", "mixed_groups",	 "compress_lzo",
+	"compress_zstd",   "big_metadata",   "extended_iref",	 "raid56",
+	"skinny_metadata", "no_holes",	     "metadata_uuid",	 "raid1c34",
+	"zoned",	   "extent_tree_v2", "raid_stripe_tree", NULL,
+	"simple_quota",	   "remap_tree",
+};
+
+const char *btrfsimg_feature_name(enum btrfsimg_feature_kind kind, unsigned bit)
+{
+	switch (kind) {
+	case BTRFSIMG_FEATURE_COMPAT_RO:
+		return bit < sizeof(compat_ro_names) / sizeof(*compat_ro_names)
+			       ? compat_ro_names[bit]
+			       : NULL;
+	case BTRFSIMG_FEATURE_INCOMPAT:
+		return bit < sizeof(incompat_names) / sizeof(*incompat_names) ? incompat_names[bit]
+									      : NULL;
+	default:
+		return NULL; /* no compat feature has a name */
+	}
 }
 
 int btrfsimg_super(btrfsimg_fs *fs, struct btrfsimg_super_info *out)

@@ -56,6 +56,7 @@ void btrfsimg_fs_free(btrfsimg_fs *fs)
 	bi_overlays_free(fs);
 	bi_chunk_map_free(fs->chunks);
 	bi_cache_free(fs->cache);
+	free(fs->devitems);
 	free(fs);
 }
 

@@ -878,8 +878,30 @@ static struct bi_lr_params replay_params(const struct btrfsimg_fs *fs, uint64_t 
 	};
 }
 
+static void count_replayed(struct btrfsimg_fs *fs, const struct bi_log_overlay *o)
+{
+	fs->log_info.replayed = true;
+	for (; o; o = o->next) {
+		fs->log_info.items += o->nputs + o->ndels;
+		if (o->root != OBJ_CSUM_TREE)
+			fs->log_info.subvols++;
+	}
+}
+
+int btrfsimg_log_info(btrfsimg_fs *fs, struct btrfsimg_log_info *out)
+{
+	if (!fs || !out)
+		return -EINVAL;
+	if (!bi_opened(fs, __func__))
+		return -EINVAL;
+	*out = fs->log_info;
+	return 0;
+}
+
 int bi_log_replay(struct btrfsimg_fs *fs)
 {
+	fs->log_info = (struct btrfsimg_log_info){ .present = fs->sb.info.log_root != 0,
+						   .generation = fs->sb.info.generation + 1 };
 	if ((fs->opts.flags & BTRFSIMG_OPEN_NO_LOG_REPLAY) || !fs->sb.info.log_root)
 		return 0;
 	if (fs->overlays)
@@ -904,8 +926,11 @@ int bi_log_replay(struct btrfsimg_fs *fs)
 		while (*tail)
 			tail = &(*tail)->next;
 		*tail = ovl;
-		bi_info(fs, "replayed the log tree of generation %" PRIu64,
-			fs->sb.info.generation + 1);
+		count_replayed(fs, ovl);
+		bi_info(fs,
+			"replayed the log tree of generation %" PRIu64 ": %" PRIu64
+			" items in %" PRIu64 " subvolumes",
+			fs->log_info.generation, fs->log_info.items, fs->log_info.subvols);
 		return 0;
 	}
 	/* The kernel refuses to mount such an image; show what was committed. */
