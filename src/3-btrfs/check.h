@@ -15,6 +15,8 @@
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
 
+/* ------------------------------ tree blocks: header and item table */
+
 /* What the parent (or the superblock) says a block must be. */
 struct bi_expect {
 	uint64_t owner;			/* tree id, for messages */
@@ -27,6 +29,8 @@ struct bi_expect {
  * the reader and by fuzz targets. Returns 0 or -EUCLEAN with @why set. */
 int bi_block_check(const uint8_t *blk, uint32_t nodesize, uint64_t bytenr,
 		   const uint8_t fsid[16], const struct bi_expect *e, char *why, size_t whylen);
+
+/* ------------------------------ chunk and device items (chunk tree) */
 
 struct bi_stripe {
 	uint64_t devid;
@@ -109,6 +113,8 @@ static inline uint64_t bi_chunk_stripe_span(const struct bi_chunk *c)
 	return (c->length / row + (c->length % row != 0)) * c->stripe_len;
 }
 
+/* ------------------------------ inodes, names, directory entries */
+
 /*
  * Pure item parsers (no handle, no I/O; fuzzed by fuzz_inode, fuzz_refs,
  * fuzz_dir, fuzz_xattr). They check what the kernel's tree-checker checks,
@@ -188,6 +194,8 @@ struct bi_root_ref {
 };
 int bi_root_ref_parse(const uint8_t *item, uint32_t size, struct bi_root_ref *out, char *why,
 		      size_t whylen);
+
+/* ------------------------------ file extent items */
 
 /* Where the bytes of one EXTENT_DATA item come from. */
 enum bi_extent_kind {
