@@ -24,7 +24,7 @@
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
 #include "4-files/logreplay.h"
-#include "4-files/logtree.h"
+#include "4-files/logshared.h"
 
 #define OBJ_TREE_LOG_FIXUP ((uint64_t)-7)
 #define DIR_LOG_SIZE 8		/* btrfs_dir_log_item: u64 end */

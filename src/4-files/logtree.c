@@ -13,7 +13,7 @@
  * operation), the checks every log passes first, and the entry points:
  * bi_lr_replay (pure, on item sources) and bi_log_replay (on an open
  * image). The state replay works on is in logview.c, the operations in
- * logops.c; logtree.h is what the three share.
+ * logops.c; logshared.h is what the three share.
  *
  * The replay follows the kernel's (fs/btrfs/tree-log.c) step by step,
  * because its result is defined by that procedure rather than by a simpler
@@ -63,7 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "4-files/logtree.h"
+#include "4-files/logshared.h"
 
 #include "0-base/csum.h"
 #include "0-base/cursor.h"

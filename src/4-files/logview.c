@@ -30,7 +30,7 @@
 #include "3-btrfs/check.h"
 #include "3-btrfs/tree.h"
 #include "4-files/logreplay.h"
-#include "4-files/logtree.h"
+#include "4-files/logshared.h"
 
 #define M_CHR 0020000u
 #define M_BLK 0060000u

@@ -17,8 +17,8 @@
  * so) or a negative errno; on failure the context's message says what and
  * where (bi_lr_fail keeps the first one).
  */
-#ifndef BI_LOGTREE_H
-#define BI_LOGTREE_H
+#ifndef BI_LOGSHARED_H
+#define BI_LOGSHARED_H
 
 #include "0-base/err.h"
 #include "0-base/key.h"
