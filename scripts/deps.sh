@@ -6,6 +6,7 @@ pkgs=(build-essential meson ninja-build pkg-config python3 time
       libzstd-dev zlib1g-dev liblzo2-dev libxxhash-dev libsodium-dev libisal-dev libssl-dev
       libcmocka-dev
       btrfs-progs zstd fdisk util-linux
+      sleuthkit jq  # the tools users pair btrfsimg with: tests run mactime and jq
       clang libclang-rt-14-dev llvm)  # llvm: llvm-profdata, llvm-cov (scripts/coverage.sh)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,8 +2,11 @@
 /*
  * btrfsimg bodyfile: The Sleuth Kit 3.x body format for mactime timelines:
  *   MD5|name|inode|mode_as_string|UID|GID|size|atime|mtime|ctime|crtime
- * with the inode as SUBVOL:OBJECTID (btrfs inode numbers repeat across
- * subvolumes) and the MD5 of regular files with --hash (else 0).
+ * with the inode as SUBVOL-OBJECTID (btrfs inode numbers repeat across
+ * subvolumes; mactime keeps only an inode field of digits and dashes, as in
+ * TSK's own "inode-type-id"), names escaped as text.h says (a line stays
+ * a line, and mactime keeps them: it drops a name holding a newline) and
+ * the MD5 of regular files with --hash (else 0).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,6 +14,7 @@
 
 #include "cli.h"
 #include "digest.h"
+#include "text.h"
 #include "visit.h"
 
 static char type_char(uint32_t mode)
@@ -46,16 +50,12 @@ static void mode_string(uint32_t mode, char out[13])
 	out[12] = '\0';
 }
 
-/* '|' and newlines would break the format: escape them, and backslashes. */
+/* The name escaped as in the text output (text.h), and '|' and '%' too:
+ * '|' would end the field, and mactime decodes %XX in every field. */
 static void put_name(const uint8_t *p, size_t n)
 {
 	putchar('/');
-	for (size_t i = 0; i < n; i++) {
-		if (p[i] == '|' || p[i] == '\\' || p[i] < 0x20)
-			printf("\\x%02x", p[i]);
-		else
-			putchar(p[i]);
-	}
+	text_name(stdout, p, n, "|%");
 }
 
 static int on_node(void *ctx, const struct visit_node *n)
@@ -71,7 +71,7 @@ static int on_node(void *ctx, const struct visit_node *n)
 	mode_string(i->mode, mode);
 	printf("%s|", md5);
 	put_name(n->path, n->path_len);
-	printf("|%" PRIu64 ":%" PRIu64 "|%s|%u|%u|%" PRIu64 "|%lld|%lld|%lld|%lld\n", n->subvol,
+	printf("|%" PRIu64 "-%" PRIu64 "|%s|%u|%u|%" PRIu64 "|%lld|%lld|%lld|%lld\n", n->subvol,
 	       n->objectid, mode, i->uid, i->gid, i->size, (long long)i->atime.sec,
 	       (long long)i->mtime.sec, (long long)i->ctime.sec, (long long)i->otime.sec);
 	return 0;
@@ -111,9 +111,11 @@ const struct cmd_struct cmd_struct_bodyfile = {
 	.summary = "The Sleuth Kit body file for mactime timelines",
 	.args = "IMAGE...",
 	.about = "One line per path in The Sleuth Kit 3.x body format\n"
-		 "(MD5|name|inode|mode|UID|GID|size|atime|mtime|ctime|crtime), the inode\n"
-		 "as SUBVOL:OBJECTID, for mactime.",
-	.examples = "btrfsimg bodyfile disk.img > body.txt && mactime -b body.txt\n"
+		 "(MD5|name|inode|mode|UID|GID|size|atime|mtime|ctime|crtime), for\n"
+		 "mactime: the inode as SUBVOL-OBJECTID (what --inode takes too); in names\n"
+		 "a backslash is \\\\, newline, tab, CR \\n \\t \\r, and control bytes,\n"
+		 "bytes that are not UTF-8, '|' and '%' \\xNN.",
+	.examples = "btrfsimg bodyfile disk.img > body.txt && mactime -y -b body.txt\n"
 		    "btrfsimg bodyfile --hash --path home disk.img",
 	.options = bodyfile_options,
 	.check = bodyfile_check,

@@ -201,8 +201,7 @@ void jw_time(struct jw *w, const char *k, int64_t sec, uint32_t nsec)
 	put_c(w, ']');
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_len(const uint8_t *s, size_t n)
+size_t jw_utf8_len(const uint8_t *s, size_t n)
 {
 	uint8_t c = s[0];
 	size_t len;
@@ -252,7 +251,7 @@ void jw_escape(struct jw *w, const uint8_t *s, size_t n)
 			continue;
 		}
 		uint8_t c = s[i];
-		size_t len = utf8_len(s + i, n - i);
+		size_t len = jw_utf8_len(s + i, n - i);
 		if (len == 0) {
 			{ char e[8]; snprintf(e, sizeof(e), "\\udc%02x", c); jw_raw(w, e, 6); }
 			i++;

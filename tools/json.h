@@ -95,5 +95,8 @@ void jw_uuid(struct jw *w, const char *key, const uint8_t u[16], bool null_if_ze
 void jw_time(struct jw *w, const char *key, int64_t sec, uint32_t nsec);
 /* Append bytes as a JSON string body (no quotes). */
 void jw_escape(struct jw *w, const uint8_t *s, size_t n);
+/* Length of the valid UTF-8 sequence at @s (1..4; overlong forms, surrogates
+ * and values past U+10FFFF are invalid), or 0 if invalid. */
+size_t jw_utf8_len(const uint8_t *s, size_t n);
 
 #endif

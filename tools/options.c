@@ -129,13 +129,14 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-/* "SUBVOL:OBJECTID", both decimal. */
+/* "SUBVOL:OBJECTID", both decimal; "SUBVOL-OBJECTID" too, as bodyfile
+ * writes it. */
 static bool parse_inode(const char *s, uint64_t *subvol, uint64_t *obj)
 {
 	char *end;
 	errno = 0;
 	*subvol = strtoull(s, &end, 10);
-	if (errno || end == s || *end != ':' || s[0] == '-')
+	if (errno || end == s || (*end != ':' && *end != '-') || s[0] == '-')
 		return false;
 	const char *o = end + 1;
 	*obj = strtoull(o, &end, 10);

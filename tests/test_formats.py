@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_formats.py: what btrfsimg writes, read by the tools users read it with.
+
+    test_formats.py BTRFSIMG TESTDATA
+
+Every expected value comes from the kernel's recorded view of a committed
+image (testdata/files/*.view.jsonl) or from btrfs-progs' recorded output,
+never from btrfsimg:
+  * bodyfile: The Sleuth Kit's real `mactime -b BODY -d -y` (Debian package
+    sleuthkit) keeps every path of names, special and subvols with the
+    kernel's atime, mtime, ctime and btime (mactime leaves out times before
+    1970), the inode as SUBVOL-OBJECTID, the kernel's size, uid, gid and
+    permission bits, and the name's exact bytes once its escapes are undone.
+Prints one line per check, then "N passed, M failed".
+"""
+import collections
+import csv
+import io
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
+
+CLI, TESTDATA = sys.argv[1], sys.argv[2]
+FILES = os.path.join(TESTDATA, "files")
+tally = imgtest.Tally()
+check = tally.check
+
+
+def run(args, **kw):
+    return imgtest.run_cli(CLI, args, **kw)
+
+
+def fsencode(p):
+    """A path of a recorded view (str, surrogateescape) as its bytes."""
+    return p.encode("utf-8", "surrogateescape")
+
+
+ESCAPE = re.compile(rb"\\(\\|n|t|r|x[0-9a-f]{2}|.?)", re.S)
+
+
+def unescape(b):
+    """Undo the text output's escapes (tools/text.h); None if @b holds one
+    that is not among them."""
+    bad = []
+
+    def one(m):
+        e = m.group(1)
+        if e.startswith(b"x") and len(e) == 3:
+            return bytes([int(e[1:], 16)])
+        if e in (b"\\", b"n", b"t", b"r"):
+            return {b"\\": b"\\", b"n": b"\n", b"t": b"\t", b"r": b"\r"}[e]
+        bad.append(e)
+        return b""
+    out = ESCAPE.sub(one, b)
+    return None if bad else out
+
+
+def iso_seconds(sec):
+    """mactime -y's date of @sec; 0, TSK's "no time", it prints as zeros."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(sec)) if sec else "0000-00-00T00:00:00Z"
+
+
+def is_stub(r):
+    return r["subvol"] is None and r["ino"] == 2 and stat.S_ISDIR(r["mode"])
+
+
+def parent_subvol(view, r):
+    """The subvolume of @r's directory (a stub's inode field names it)."""
+    parent = r["path"].rsplit("/", 1)[0] if "/" in r["path"] else ""
+    return next(p["subvol"] for p in view if p["path"] == parent)
+
+
+# ------------------------------------------------------------ bodyfile
+
+def mactime_rows(body, work):
+    """mactime's comma-delimited timeline (ISO 8601 dates, UTC) of @body."""
+    path = os.path.join(work, "body.txt")
+    with open(path, "wb") as f:
+        f.write(body)
+    p = subprocess.run(["mactime", "-b", path, "-d", "-y"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    rows = list(csv.reader(io.StringIO(p.stdout.decode("utf-8", "surrogateescape"), newline="")))
+    return p.returncode, rows[1:] if rows and rows[0][0] == "Date" else rows, p.stderr
+
+
+def kernel_timeline(view):
+    """{(inode field, name bytes): {letter: {date}}} and {key: record} of
+    the kernel's view, as a body file of it would give mactime."""
+    want, recs = collections.defaultdict(dict), {}
+    for r in view:
+        stub = is_stub(r)
+        key = (f"{parent_subvol(view, r) if stub else r['subvol']}-{r['ino']}",
+               b"/" + fsencode(r["path"]))
+        recs[key] = r
+        for letter, field in (("a", "atime"), ("m", "mtime"), ("c", "ctime"), ("b", "btime")):
+            if r[field] is None or r[field][0] < 0 or (stub and field != "atime"):
+                continue  # before 1970: mactime leaves it out; a stub's: lookup time
+            want[key].setdefault(letter, set()).add(iso_seconds(r[field][0]))
+    return want, recs
+
+
+def test_bodyfile(name, img, view, work):
+    rc, body, err = run(["bodyfile", img])
+    check(f"{name}: bodyfile exit 0", rc == 0, (rc, err[-300:]))
+    lines = body.splitlines()
+    check(f"{name}: bodyfile, one line per path", len(lines) == len(view), (len(lines), len(view)))
+    rc, rows, err = mactime_rows(body, work)
+    check(f"{name}: mactime reads the body file", rc == 0 and rows, (rc, err[-300:]))
+    want, recs = kernel_timeline(view)
+    got, meta, bad = collections.defaultdict(dict), {}, []
+    for row in rows:
+        if len(row) != 8:
+            bad.append(row)
+            continue
+        date, size, macb, mode, uid, gid, inode, fname = row
+        raw = unescape(fsencode(fname))
+        if raw is None:
+            bad.append(row)
+            continue
+        key = (inode, raw)
+        meta[key] = (int(size), int(uid), int(gid), mode[-9:])
+        for letter in macb.replace(".", ""):
+            got[key].setdefault(letter, set()).add(date)
+    check(f"{name}: every mactime line well-formed, escapes undone", not bad, bad[:3])
+    missing = sorted(set(recs) - set(got))
+    extra = sorted(set(got) - set(recs))
+    check(f"{name}: mactime keeps every one of the kernel's {len(recs)} paths, no other",
+          not missing and not extra, (missing[:3], extra[:3]))
+    wrong = []
+    for key, times in want.items():
+        mine = got.get(key, {})
+        if is_stub(recs[key]):
+            mine = {k: v for k, v in mine.items() if k in times}
+        if mine != times:
+            wrong.append((key, mine, times))
+    check(f"{name}: mactime's a/m/c/b times are the kernel's", not wrong, wrong[:3])
+    wrong = []
+    for key, r in recs.items():
+        size = 0 if is_stub(r) else r["size"]
+        expect = (size, r["uid"], r["gid"], stat.filemode(r["mode"])[1:])
+        if key in meta and meta[key] != expect:
+            wrong.append((key, meta[key], expect))
+    check(f"{name}: mactime's size, uid, gid and permissions are the kernel's", not wrong,
+          wrong[:3])
+
+
+# ------------------------------------------------------------ main
+
+def main():
+    work = tempfile.mkdtemp(prefix="test_formats.")
+    try:
+        imgs, views = {}, {}
+        for name in ("names", "special", "subvols"):
+            imgs[name] = imgtest.private_copy(os.path.join(FILES, name + ".img.zst"), work)
+            views[name] = imgtest.load_jsonl(os.path.join(FILES, name + ".view.jsonl"))
+
+        if shutil.which("mactime"):
+            for name in ("names", "special", "subvols"):
+                test_bodyfile(name, imgs[name], views[name], work)
+        else:
+            check("mactime is installed (bash scripts/deps.sh: sleuthkit)", False)
+    except imgtest.RestoreError as e:
+        check("images restored", False, e)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return tally.summary(need_one=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
