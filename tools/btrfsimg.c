@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,9 +235,23 @@ static int open_fs(struct cli *c)
 	return EXIT_OK;
 }
 
+/* A replayed log tree changes what every command shows: say so once,
+ * with the way back to the last commit. */
+static void say_log_replay(const struct cli *c)
+{
+	struct btrfsimg_log_info li;
+	if (c->quiet || btrfsimg_log_info(c->fs, &li) < 0 || !li.replayed)
+		return;
+	cli_warn("replayed the log tree (changes fsync'ed after the last commit): %" PRIu64
+		 " items in %" PRIu64 " subvolume%s; --no-log-replay shows the last commit",
+		 li.items, li.subvols, li.subvols == 1 ? "" : "s");
+}
+
 static int run(struct cli *c)
 {
 	int status = c->command->no_fs ? EXIT_OK : open_fs(c);
+	if (status == EXIT_OK && !c->command->no_fs)
+		say_log_replay(c);
 	if (status == EXIT_OK)
 		status = c->command->run(c);
 	if (fflush(stdout) != 0 && status == EXIT_OK) {

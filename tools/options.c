@@ -41,7 +41,8 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_NO_LOG_REPLAY] = { "no-log-replay", 0, NULL,
 				"show the last committed state (ignore the log tree)" },
 	[OPT_VERBOSE] = { "verbose", 'v', NULL, "also report what was read or replayed" },
-	[OPT_QUIET] = { "quiet", 'q', NULL, "do not report damage that was worked around" },
+	[OPT_QUIET] = { "quiet", 'q', NULL, "do not report damage that was worked around,\n"
+						 "nor a replayed log tree" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
