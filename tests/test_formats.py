@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""test_formats.py: what btrfsimg writes, read by the tools users read it with.
+r"""test_formats.py: what btrfsimg writes, read by the tools users read it with.
 
     test_formats.py BTRFSIMG TESTDATA
 
@@ -11,7 +11,13 @@ never from btrfsimg:
     sleuthkit) keeps every path of names, special and subvols with the
     kernel's atime, mtime, ctime and btime (mactime leaves out times before
     1970), the inode as SUBVOL-OBJECTID, the kernel's size, uid, gid and
-    permission bits, and the name's exact bytes once its escapes are undone.
+    permission bits, and the name's exact bytes once its escapes are undone;
+  * walk and inodes (text): a header line, one line per path (per inode)
+    however odd the name (newline, control and non-UTF-8 bytes), with the
+    kernel's ids, mode, nlink, uid, gid, size and mtime (ISO 8601, UTC,
+    nanoseconds, computed here from the kernel's [sec, nsec]), the exact
+    path and symlink target once the escapes (\\, \n, \t, \r, \xNN) are
+    undone;
 Prints one line per check, then "N passed, M failed".
 """
 import collections
@@ -154,6 +160,110 @@ def test_bodyfile(name, img, view, work):
           wrong[:3])
 
 
+# ------------------------------------------------------------ walk and inodes text
+
+def iso_ns(t):
+    """A [sec, nsec] of the kernel's view as ISO 8601, UTC, with nanoseconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t[0])) + ".%09dZ" % t[1]
+
+
+def path_and_target(rest, r):
+    """(path, target) of a text line's last column against record @r: the
+    path and, for a symlink, the target, escapes undone; "." is the start."""
+    if stat.S_ISLNK(r["mode"]):
+        parts = rest.split(b" -> ")
+        for k in range(1, len(parts)):
+            path, target = unescape(b" -> ".join(parts[:k])), unescape(b" -> ".join(parts[k:]))
+            if path == fsencode(r["path"]):
+                return path, target
+        return unescape(rest), None
+    return (b"" if rest == b"." else unescape(rest)), None
+
+
+WALK_LINE = re.compile(rb"^ *(\d+):(\d+) +([0-7]{6}) +(\d+) +(\d+) +(\d+) +(\d+)  (\S+)  (.*)$")
+
+
+def walk_line_problems(line, r):
+    m = WALK_LINE.match(line)
+    if not m:
+        return ["not a walk line"]
+    stub = is_stub(r)
+    rest = m[9][:-len(b"  [stub]")] if stub and m[9].endswith(b"  [stub]") else m[9]
+    path, target = path_and_target(rest, r)
+    got = {"subvol": int(m[1]), "ino": int(m[2]), "mode": int(m[3], 8), "nlink": int(m[4]),
+           "uid": int(m[5]), "gid": int(m[6]), "size": int(m[7]), "path": path,
+           "stub": m[9].endswith(b"  [stub]")}
+    want = {"subvol": 0 if stub else r["subvol"], "ino": r["ino"], "mode": r["mode"],
+            "nlink": r["nlink"], "uid": r["uid"], "gid": r["gid"], "size": r["size"],
+            "path": fsencode(r["path"]), "stub": stub}
+    bad = [f"{k}: {got[k]!r}, kernel {want[k]!r}" for k in want if got[k] != want[k]]
+    if not stub and m[8].decode() != iso_ns(r["mtime"]):
+        bad.append(f"mtime {m[8].decode()}, kernel {iso_ns(r['mtime'])}")
+    if stat.S_ISLNK(r["mode"]) and target != fsencode(r["target"]):
+        bad.append(f"target {target!r}, kernel {r['target']!r}")
+    return bad
+
+
+def test_walk_text(name, img, view):
+    rc, out, err = run(["walk", img])
+    lines = out.split(b"\n")
+    check(f"{name}: walk (text) exit 0, ends with a newline", rc == 0 and lines[-1] == b"",
+          (rc, err[-300:]))
+    head, lines = lines[0], lines[1:-1]
+    check(f"{name}: walk's header names its columns",
+          head.split() == [b"subvol:objectid", b"mode", b"nlink", b"uid", b"gid", b"size",
+                           b"mtime", b"(UTC)", b"path"], head)
+    check(f"{name}: walk, one line per path of the kernel's ({len(view)}), none broken",
+          len(lines) == len(view) and not any(re.search(rb"[\x00-\x1f\x7f]", x) for x in lines),
+          (len(lines), len(view)))
+    bad = []
+    for line, r in zip(lines, view):
+        bad += [(r["path"], p) for p in walk_line_problems(line, r)]
+    check(f"{name}: walk's lines: the kernel's ids, mode, nlink, owners, size, mtime, "
+          "path and symlink target", not bad, bad[:4])
+
+
+INODES_LINE = re.compile(rb"^ *(\d+) +(\d+)  (\S+)  ino +0x[0-9a-f]+  nfs +0x[0-9a-f]+  (.*)$")
+
+
+def test_inodes_text(name, img, view):
+    rc, out, err = run(["inodes", img])
+    lines = out.split(b"\n")
+    check(f"{name}: inodes (text) exit 0", rc == 0 and lines[-1] == b"", (rc, err[-300:]))
+    head, lines = lines[0], lines[1:-1]
+    check(f"{name}: inodes' header names its columns",
+          head.split() == [b"subvol", b"objectid", b"mtime", b"(UTC)", b"inumbits=56", b"ino",
+                           b"nfsd", b"fileid", b"path"], head)
+    kernel = collections.defaultdict(list)
+    for r in view:
+        if not is_stub(r):
+            kernel[(r["subvol"], r["ino"])].append(r)
+    seen, bad = set(), []
+    for line in lines:
+        m = INODES_LINE.match(line)
+        if not m:
+            bad.append(("not an inodes line", line[:100]))
+            continue
+        key = (int(m[1]), int(m[2]))
+        seen.add(key)
+        recs = kernel.get(key)
+        if not recs:
+            continue  # not reachable for the kernel (an orphan, nlink 0)
+        if m[3].decode() != iso_ns(recs[0]["mtime"]):
+            bad.append((key, m[3], iso_ns(recs[0]["mtime"])))
+        found = [(r, path_and_target(m[4], r)) for r in recs]
+        if not any(pt[0] == fsencode(r["path"]) for r, pt in found):
+            bad.append((key, m[4][:100], [r["path"] for r in recs][:3]))
+        elif stat.S_ISLNK(recs[0]["mode"]) and not any(
+                pt[1] == fsencode(r["target"]) for r, pt in found):
+            bad.append((key, "target", m[4][-60:], recs[0]["target"][-60:]))
+    missing = sorted(set(kernel) - seen)
+    check(f"{name}: inodes lists every inode the kernel reaches ({len(kernel)})", not missing,
+          missing[:5])
+    check(f"{name}: inodes' lines: the kernel's mtime, one of its paths, symlink target",
+          not bad, bad[:4])
+
+
 # ------------------------------------------------------------ main
 
 def main():
@@ -164,6 +274,9 @@ def main():
             imgs[name] = imgtest.private_copy(os.path.join(FILES, name + ".img.zst"), work)
             views[name] = imgtest.load_jsonl(os.path.join(FILES, name + ".view.jsonl"))
 
+        for name in ("names", "special", "subvols"):
+            test_walk_text(name, imgs[name], views[name])
+            test_inodes_text(name, imgs[name], views[name])
         if shutil.which("mactime"):
             for name in ("names", "special", "subvols"):
                 test_bodyfile(name, imgs[name], views[name], work)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "btrfsimg_inum.h"
@@ -15,6 +16,7 @@
 #include "handoff.h"
 #include "json.h"
 #include "progress.h"
+#include "text.h"
 
 /* What a JSON line needs of one inode, handed to the formatting thread. */
 struct irow {
@@ -106,12 +108,48 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 		flush_lines(x);
 }
 
-static void put_text(const struct btrfsimg_inode_entry *e, const struct btrfsimg_inode_numbers *p)
+/* " -> target" of a symlink ("?" when unreadable, the error on stderr). */
+static void put_text_target(struct cli *c, const struct btrfsimg_inode *i)
+{
+	uint8_t *t = NULL;
+	size_t len = 0;
+	fputs(" -> ", stdout);
+	if (btrfsimg_readlink(c->fs, i->subvol, i->objectid, &t, &len) == 0) {
+		text_name(stdout, t, len, NULL);
+	} else {
+		cli_warn("inode %" PRIu64 ":%" PRIu64 ": %s", i->subvol, i->objectid,
+			 btrfsimg_errmsg(c->fs));
+		putchar('?');
+		c->errors++;
+	}
+	free(t);
+}
+
+static void put_text_head(unsigned bits)
+{
+	char ino[24];
+	snprintf(ino, sizeof(ino), "inumbits=%u ino", bits);
+	printf("%6s %10s  %-*s  %-22s  %-22s  %s\n", "subvol", "objectid", TEXT_TIME_WIDTH,
+	       "mtime (UTC)", ino, "nfsd fileid", "path");
+}
+
+static void put_text(struct cli *c, const struct btrfsimg_inode_entry *e,
+		     const struct btrfsimg_inode_numbers *p)
 {
 	const struct btrfsimg_inode *i = &e->inode;
-	printf("%6" PRIu64 " %10" PRIu64 "  ino %#18" PRIx64 "  nfs %#18" PRIx64 "  %s%s\n",
-	       i->subvol, i->objectid, p->ino, p->nfs_fileid, e->path ? e->path : "<unreachable>",
-	       e->reachable || !e->path ? "" : " [nlink 0]");
+	char mtime[TEXT_TIME_MAX];
+	text_time(mtime, i->mtime.sec, i->mtime.nsec);
+	printf("%6" PRIu64 " %10" PRIu64 "  %-*s  ino %#18" PRIx64 "  nfs %#18" PRIx64 "  ",
+	       i->subvol, i->objectid, TEXT_TIME_WIDTH, mtime, p->ino, p->nfs_fileid);
+	if (!e->path)
+		fputs("<unreachable>", stdout);
+	else if (e->path_len)
+		text_name(stdout, (const uint8_t *)e->path, e->path_len, NULL);
+	else
+		putchar('.'); /* the top level */
+	if (S_ISLNK(i->mode))
+		put_text_target(c, i);
+	puts(e->reachable || !e->path ? "" : " [nlink 0]");
 }
 
 static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
@@ -163,7 +201,9 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
 	progress_tick("inodes", ++x->count);
 	if (x->c->json)
 		return on_json(x, e, p);
-	put_text(e, p);
+	if (x->count == 1)
+		put_text_head(x->bits); /* with the first line: none on a failure */
+	put_text(x->c, e, p);
 	return 0;
 }
 
@@ -171,9 +211,6 @@ static int cmd_inodes(struct cli *c)
 {
 	struct inodes_ctx x = { .c = c, .bits = c->inumbits >= 0 ? (unsigned)c->inumbits : 56,
 				.cur = 0, .w = { .out = stdout } };
-	if (!c->json)
-		printf("%6s %10s  %-22s  %-22s  %s\n", "subvol", "objectid",
-		       "inumbits ino", "nfsd fileid", "path");
 	if (c->json) {
 		fflush(stdout); /* lines bypass stdio from here on */
 		x.h = handoff_start(sizeof(struct irow), put_batch, &x);
@@ -209,7 +246,9 @@ const struct cmd_struct cmd_struct_inodes = {
 	.args = "IMAGE...",
 	.about = "Every inode, in subvolume then objectid order, with one path, today's\n"
 		 "st_ino and each proposal's number (inumbits=N, the nfsd uniquifier,\n"
-		 "numdevs=2's device, the /proc form). Streamed: memory stays small.",
+		 "numdevs=2's device, the /proc form). Streamed: memory stays small.\n"
+		 "Text: a header, then mtime (ISO 8601, UTC, ns), the numbers and the path,\n"
+		 "escaped as walk's, \"-> target\" for symlinks.",
 	.examples = "btrfsimg inodes disk.img\n"
 		    "btrfsimg inodes --json --inumbits 48 --mount-subvol 5 disk.img",
 	.options = inodes_options,

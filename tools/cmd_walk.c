@@ -18,6 +18,7 @@
 #include "handoff.h"
 #include "json.h"
 #include "nest.h"
+#include "text.h"
 #include "visit.h"
 
 /* What one JSON line needs, gathered on the walking thread (everything that
@@ -43,6 +44,7 @@ struct walk_ctx {
 	bool have_nest;
 	struct handoff *h;
 	struct jw scratch;	/* a record's bytes, on the walking thread */
+	bool head_done;		/* text: the header is out (with the first line) */
 	/* What follows is the formatting thread's. */
 	_Alignas(128) struct jw w;	/* JSON lines not yet written out */
 	int write_errno;	/* the first failed write(2), or 0 */
@@ -290,15 +292,54 @@ static void put_text_hash(struct walk_ctx *wc, const struct visit_node *n)
 	printf("%-64s  ", hex);
 }
 
+/* " -> target" of a symlink, escaped ("?" when unreadable, the error on
+ * stderr). */
+static void put_text_target(struct walk_ctx *wc, const struct visit_node *n)
+{
+	struct cli *c = wc->c;
+	uint8_t *t = NULL;
+	size_t len = 0;
+	fputs(" -> ", stdout);
+	if (btrfsimg_readlink(c->fs, n->subvol, n->objectid, &t, &len) == 0) {
+		text_name(stdout, t, len, NULL);
+	} else {
+		fprintf(stderr, "btrfsimg: %.*s: %s\n", (int)n->path_len, (const char *)n->path,
+			btrfsimg_errmsg(c->fs));
+		putchar('?');
+		c->errors++;
+	}
+	free(t);
+}
+
+static void put_text_head(const struct cli *c)
+{
+	printf("%-18s %6s %5s %10s %10s %12s  %-*s  ", "subvol:objectid", "mode", "nlink", "uid",
+	       "gid", "size", TEXT_TIME_WIDTH, "mtime (UTC)");
+	if (c->hash)
+		printf("%-64s  ", "sha256");
+	printf("path\n");
+}
+
 static void put_text(struct walk_ctx *wc, const struct visit_node *n)
 {
 	const struct btrfsimg_inode *i = &n->inode;
-	printf("%7" PRIu64 ":%-10" PRIu64 " %06o %4u %5u %5u %12" PRIu64 "  ",
-	       n->stub ? 0 : n->subvol, n->objectid, i->mode, i->nlink, i->uid, i->gid, i->size);
+	char mtime[TEXT_TIME_MAX];
+	if (!wc->head_done)
+		put_text_head(wc->c);
+	wc->head_done = true;
+	text_time(mtime, i->mtime.sec, i->mtime.nsec);
+	printf("%7" PRIu64 ":%-10" PRIu64 " %06o %5u %10u %10u %12" PRIu64 "  %-*s  ",
+	       n->stub ? 0 : n->subvol, n->objectid, i->mode, i->nlink, i->uid, i->gid, i->size,
+	       TEXT_TIME_WIDTH, mtime);
 	if (wc->c->hash)
 		put_text_hash(wc, n);
-	printf("%.*s%s\n", (int)(n->path_len ? n->path_len : 1),
-	       n->path_len ? (const char *)n->path : ".", n->stub ? "  [stub]" : "");
+	if (n->path_len)
+		text_name(stdout, n->path, n->path_len, NULL);
+	else
+		putchar('.');
+	if (S_ISLNK(i->mode))
+		put_text_target(wc, n);
+	puts(n->stub ? "  [stub]" : "");
 }
 
 static int on_node(void *ctx, const struct visit_node *n)
@@ -377,7 +418,10 @@ const struct cmd_struct cmd_struct_walk = {
 	.args = "IMAGE...",
 	.about = "Every path under the start (the top level, --subvol, --path or --inode),\n"
 		 "depth-first in readdir order, crossing into subvolumes, with what\n"
-		 "stat/statx, readdir and name_to_handle_at show for it.",
+		 "stat/statx, readdir and name_to_handle_at show for it. Text: a header,\n"
+		 "then id, mode, nlink, uid, gid, size, mtime (ISO 8601, UTC, ns) and the\n"
+		 "path, escaped (\\\\, \\n, \\t, \\r, \\xNN), \"-> target\" for symlinks;\n"
+		 "--json has every field.",
 	.examples = "btrfsimg walk disk.img\n"
 		    "btrfsimg walk --json --hash --subvol 256 disk.img\n"
 		    "btrfsimg walk --json --inode 256:257 disk.img",
