@@ -11,6 +11,15 @@
     log.view.jsonl and log.nolog.view.jsonl), and how to see the last
     commit; exit status 0. Nothing with -q or --no-log-replay, and nothing
     on the images whose recorded dump-super says log_root 0.
+  * super, on every image of testdata/images/ and every check of its
+    manifest that opens it: the incompat and compat_ro flags by name
+    (btrfs-progs' names in the recorded dump-super, and every feature the
+    kernel listed in sysfs), the device table (devid, uuid and size from
+    each device's recorded dump-super dev_item; the image that supplied it;
+    the devices the kernel's degraded mount called missing), the partition
+    and offset opened (the recorded sfdisk table), and the profiles in use
+    (the manifest's, which sysfs confirms) with how many devices each
+    tolerates losing (the kernel's table); in JSON (new keys) and text.
 Prints one line per check, then "N passed, M failed".
 """
 import json
@@ -96,12 +105,190 @@ def test_log_replay(work):
         os.unlink(img)
 
 
+# ------------------------------------------------------------ super
+
+# Devices a profile may lose (the kernel's btrfs_raid_array, tolerated_failures).
+TOLERATES = {"single": 0, "dup": 0, "raid0": 0, "raid1": 1, "raid1c3": 2, "raid1c4": 3,
+             "raid10": 1, "raid5": 1, "raid6": 2}
+
+
+def dump_super(path):
+    """{"incompat": [names], "compat_ro": [names], "devid", "uuid", "total_bytes"} of a
+    recorded dump-super (the first copy: the one in use)."""
+    text = open(path).read().split("\nsuperblock:", 1)[0]
+    out = {}
+    for kind in ("incompat", "compat_ro"):
+        m = re.search(r"^%s_flags\s+0x([0-9a-f]+)(?:\s*\n\s*\(([^)]*)\))?" % kind, text, re.M)
+        out[kind] = [n.strip().lower() for n in m[2].split("|")] if m and m[2] else []
+        out[kind + "_value"] = int(m[1], 16) if m else None
+    for field, key in (("dev_item.devid", "devid"), ("dev_item.uuid", "uuid"),
+                       ("dev_item.total_bytes", "total_bytes")):
+        v = dump_super_field(path, field)
+        out[key] = int(v) if v and v.isdigit() else v
+    return out
+
+
+def sysfs(path):
+    """The fields of a recorded sysfs.txt: "features", "devids", "missing" as lists."""
+    out = {}
+    if os.path.exists(path):
+        for line in open(path):
+            k, _, v = line.partition(":")
+            out[k.strip()] = v.split()
+    return out
+
+
+def sfdisk_table(path):
+    """{partition number: byte offset} of a recorded `sfdisk -d`."""
+    table = {}
+    if os.path.exists(path):
+        for line in open(path):
+            m = re.match(r"\S+?(\d+) : start=\s*(\d+),", line)
+            if m:
+                table[int(m[1])] = int(m[2]) * 512
+    return table
+
+
+def super_truth(idir, man, c):
+    """What super must show for manifest check @c, from the recorded files."""
+    fs = c.get("fs", "")
+    pre = fs + "." if fs else ""
+    devs = man["filesystems"][fs]["devices"]
+    given = set(c["devices"])
+    per_dev = {d: dump_super(os.path.join(idir, "%s%s.dump-super.txt" % (pre, d[:-4])))
+               for d in devs}
+    if given == set(devs):
+        kernel = sysfs(os.path.join(idir, pre + "sysfs.txt"))
+    else:
+        tag = "-".join(sorted(d[:-4] for d in given))
+        kernel = sysfs(os.path.join(idir, "degraded-%s.sysfs.txt" % tag))
+    first = per_dev[devs[0]]
+    table = sfdisk_table(os.path.join(idir, "partition-table.txt"))
+    if "--offset" in c["args"]:
+        partition, offset = None, int(c["args"][c["args"].index("--offset") + 1])
+    elif table:
+        partition = man["filesystems"][fs]["partition"]
+        offset = table[partition]
+    else:
+        partition, offset = None, 0
+    devices = sorted(({"devid": v["devid"], "uuid": v["uuid"], "total_bytes": v["total_bytes"],
+                       "missing": d not in given, "image": d if d in given else None,
+                       "partition": partition if d in given else None,
+                       "offset": offset if d in given else None}
+                      for d, v in per_dev.items()), key=lambda x: x["devid"])
+    return {"incompat": first["incompat"], "compat_ro": first["compat_ro"],
+            "incompat_value": first["incompat_value"], "devices": devices,
+            "profiles": man["profile"], "kernel": kernel}
+
+
+def super_problems(t, got):
+    bad = []
+    if [n for n in got.get("incompat_features", [])] != t["incompat"]:
+        bad.append("incompat_features %s, dump-super %s" % (got.get("incompat_features"),
+                                                             t["incompat"]))
+    if got.get("compat_ro_features") != t["compat_ro"]:
+        bad.append("compat_ro_features %s, dump-super %s" % (got.get("compat_ro_features"),
+                                                              t["compat_ro"]))
+    names = set(got.get("incompat_features", []) + got.get("compat_ro_features", []))
+    kfeat = set(t["kernel"].get("features", []))
+    if not kfeat or not kfeat <= names:
+        bad.append("sysfs features %s not all named: %s" % (sorted(kfeat), sorted(names)))
+    mine = [{k: d.get(k) for k in ("devid", "uuid", "total_bytes", "missing", "image",
+                                   "partition", "offset")} for d in got.get("devices", [])]
+    for d in mine:
+        if d["image"]:
+            d["image"] = os.path.basename(d["image"])
+    if mine != t["devices"]:
+        bad.append("devices %s, recorded %s" % (mine, t["devices"]))
+    kmissing = sorted(int(x) for x in t["kernel"].get("missing", []))
+    if sorted(d["devid"] for d in mine if d["missing"]) != kmissing:
+        bad.append("missing devids %s, the kernel's %s" % (
+            [d["devid"] for d in mine if d["missing"]], kmissing))
+    if sorted(str(d["devid"]) for d in mine) != sorted(t["kernel"].get("devids", [])):
+        bad.append("devids %s, sysfs %s" % ([d["devid"] for d in mine], t["kernel"].get("devids")))
+    profs = {p["type"]: p["profile"] for p in got.get("profiles", [])}
+    if len(profs) != len(got.get("profiles", [])) or profs != t["profiles"]:
+        bad.append("profiles %s, manifest %s" % (got.get("profiles"), t["profiles"]))
+    for k, v in t["kernel"].items():
+        if k.startswith("profile.") and profs.get(k[8:]) != v[0]:
+            bad.append("%s %s, sysfs %s" % (k, profs.get(k[8:]), v[0]))
+    for p in got.get("profiles", []):
+        if p.get("tolerates") != TOLERATES.get(p["profile"]) or not p.get("chunks") or \
+                not p.get("bytes"):
+            bad.append("profile %s" % p)
+    return bad
+
+
+def text_problems(t, text):
+    """The same facts in the text output (lines, not JSON)."""
+    bad = []
+    lines = text.splitlines()
+    flags = "\n".join(lines)
+    for n in t["incompat"] + t["compat_ro"]:
+        if not re.search(r"(^| )%s( |$)" % re.escape(n), flags, re.M):
+            bad.append("feature %s not named" % n)
+    nmiss = sum(d["missing"] for d in t["devices"])
+    want = "devices               %d%s" % (len(t["devices"]), ", %d missing" % nmiss if nmiss else "")
+    if want not in lines:
+        bad.append("no line %r" % want)
+    for d in t["devices"]:
+        where = "missing" if d["missing"] else d["image"]
+        row = [x for x in lines if x.split()[:2] == [str(d["devid"]), d["uuid"]]]
+        if len(row) != 1 or str(d["total_bytes"]) not in row[0].split() or where not in row[0]:
+            bad.append("device row %s: %s" % (d, row))
+        elif d["partition"] and "partition %d at offset %d" % (d["partition"], d["offset"]) \
+                not in row[0]:
+            bad.append("partition not said: %s" % row[0])
+        elif not d["partition"] and d["offset"] and "at offset %d" % d["offset"] not in row[0]:
+            bad.append("offset not said: %s" % row[0])
+    for typ, prof in t["profiles"].items():
+        if not any(x.split()[:2] == [typ, prof] for x in lines):
+            bad.append("no profile line for %s %s" % (typ, prof))
+    return bad
+
+
+def test_super(work):
+    import test_images  # the same restore as the image tests
+    root = os.path.join(TESTDATA, "images")
+    for name in sorted(os.listdir(root)):
+        idir = os.path.join(root, name)
+        if not os.path.exists(os.path.join(idir, "manifest.json")):
+            continue
+        man = imgtest.load_json(os.path.join(idir, "manifest.json"))
+        tmp = os.path.join(work, name)
+        os.mkdir(tmp)
+        probs = test_images.decompress(idir, tmp, man["files"])
+        if probs:
+            check(f"{name}: restore", False, probs)
+            continue
+        for c in man["checks"]:
+            if 2 in c["exit"] or c.get("super_copy"):
+                continue
+            t = super_truth(idir, man, c)
+            paths = [os.path.join(tmp, d) for d in c["devices"]]
+            what = "%s: super %s" % (name, " ".join(c["args"] + c["devices"]))
+            rc, out, err = run(["super", "--json"] + c["args"] + paths)
+            try:
+                got = json.loads(out) if rc in (0, 1) else {}
+            except ValueError as e:
+                got = {}
+                err += str(e).encode()
+            check(f"{what} --json: features, devices, partition, profiles as recorded",
+                  got and not super_problems(t, got), (rc, super_problems(t, got), err[-300:]))
+            rc, out, err = run(["super"] + c["args"] + paths)
+            text = out.decode(errors="replace")
+            check(f"{what}: the same in text", rc in (0, 1) and not text_problems(t, text),
+                  (rc, text_problems(t, text), err[-300:]))
+        shutil.rmtree(tmp)
+
+
 # ------------------------------------------------------------ main
 
 def main():
     work = tempfile.mkdtemp(prefix="test_facts.")
     try:
         test_log_replay(work)
+        test_super(work)
     except imgtest.RestoreError as e:
         check("images restored", False, e)
     finally:

@@ -2,6 +2,8 @@
 /* btrfsimg super: the superblock in use and every copy's state. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "json.h"
@@ -11,7 +13,113 @@ static const char *const mirror_state[] = {
 	"other filesystem", "I/O error",
 };
 
-static void super_json(const struct btrfsimg_super_info *s)
+/* The facts beyond the superblock: devices, profiles, the log tree. */
+struct facts {
+	struct btrfsimg_device *devs;
+	size_t ndevs;
+	struct btrfsimg_profile_use prof[32];
+	size_t nprof;
+	struct btrfsimg_log_info log;
+	bool have_log;
+};
+
+static void facts_get(btrfsimg_fs *fs, struct facts *f)
+{
+	size_t n = 0;
+	*f = (struct facts){ 0 };
+	if (btrfsimg_devices(fs, NULL, 0, &n) == 0 && n &&
+	    (f->devs = calloc(n, sizeof(*f->devs))) &&
+	    btrfsimg_devices(fs, f->devs, n, &f->ndevs) == 0 && f->ndevs > n)
+		f->ndevs = n;
+	if (btrfsimg_profiles(fs, f->prof, 32, &f->nprof) < 0)
+		f->nprof = 0;
+	if (f->nprof > 32)
+		f->nprof = 32;
+	f->have_log = btrfsimg_log_info(fs, &f->log) == 0;
+}
+
+/* "data", "metadata", "system", "data+metadata" (mixed block groups). */
+static const char *bg_type_name(unsigned type)
+{
+	if ((type & BTRFSIMG_BG_DATA) && (type & BTRFSIMG_BG_METADATA))
+		return "data+metadata";
+	if (type & BTRFSIMG_BG_DATA)
+		return "data";
+	if (type & BTRFSIMG_BG_METADATA)
+		return "metadata";
+	return type & BTRFSIMG_BG_SYSTEM ? "system" : "other";
+}
+
+/* The name of feature bit @bit, or "unknown bit N" in @buf. */
+static const char *feature(enum btrfsimg_feature_kind kind, unsigned bit, char buf[24])
+{
+	const char *name = btrfsimg_feature_name(kind, bit);
+	if (name)
+		return name;
+	snprintf(buf, 24, "unknown bit %u", bit);
+	return buf;
+}
+
+static void features_json(struct jw *w, const char *key, enum btrfsimg_feature_kind kind,
+			  uint64_t flags)
+{
+	char buf[24];
+	jw_open_arr(w, key);
+	for (unsigned bit = 0; bit < 64; bit++)
+		if (flags >> bit & 1)
+			jw_str(w, NULL, feature(kind, bit, buf));
+	jw_close_arr(w);
+}
+
+static void facts_json(struct jw *w, const struct facts *f)
+{
+	jw_open_arr(w, "devices");
+	for (size_t i = 0; i < f->ndevs; i++) {
+		const struct btrfsimg_device *d = &f->devs[i];
+		jw_open_obj(w, NULL);
+		jw_u64(w, "devid", d->devid);
+		jw_uuid(w, "uuid", d->uuid, false);
+		jw_u64(w, "total_bytes", d->total_bytes);
+		jw_bool(w, "missing", d->missing);
+		jw_str(w, "image", d->missing ? NULL : d->image);
+		if (d->missing) {
+			jw_null(w, "partition");
+			jw_null(w, "offset");
+			jw_null(w, "image_bytes");
+		} else {
+			if (d->partition)
+				jw_u64(w, "partition", (uint64_t)d->partition);
+			else
+				jw_null(w, "partition");
+			jw_u64(w, "offset", d->offset);
+			jw_u64(w, "image_bytes", d->size);
+		}
+		jw_close_obj(w);
+	}
+	jw_close_arr(w);
+	jw_open_arr(w, "profiles");
+	for (size_t i = 0; i < f->nprof; i++) {
+		const struct btrfsimg_profile_use *p = &f->prof[i];
+		jw_open_obj(w, NULL);
+		jw_str(w, "type", bg_type_name(p->type));
+		jw_str(w, "profile", p->profile);
+		jw_u64(w, "chunks", p->chunks);
+		jw_u64(w, "bytes", p->bytes);
+		jw_u64(w, "tolerates", p->tolerates);
+		jw_close_obj(w);
+	}
+	jw_close_arr(w);
+	if (f->have_log) {
+		jw_open_obj(w, "log_tree");
+		jw_bool(w, "present", f->log.present);
+		jw_bool(w, "replayed", f->log.replayed);
+		jw_u64(w, "items", f->log.items);
+		jw_u64(w, "subvols", f->log.subvols);
+		jw_close_obj(w);
+	}
+}
+
+static void super_json(const struct btrfsimg_super_info *s, const struct facts *f)
 {
 	struct jw w;
 	jw_begin(&w, stdout);
@@ -43,6 +151,9 @@ static void super_json(const struct btrfsimg_super_info *s)
 		jw_close_obj(&w);
 	}
 	jw_close_arr(&w);
+	features_json(&w, "incompat_features", BTRFSIMG_FEATURE_INCOMPAT, s->incompat_flags);
+	features_json(&w, "compat_ro_features", BTRFSIMG_FEATURE_COMPAT_RO, s->compat_ro_flags);
+	facts_json(&w, f);
 	jw_end(&w);
 }
 
@@ -54,7 +165,71 @@ static void print_uuid(const char *name, const uint8_t u[16])
 	printf("\n");
 }
 
-static void super_text(const struct btrfsimg_super_info *s)
+/* "0x3e1" and the names of the bits set, wrapped under the value. */
+static void print_flags(const char *name, enum btrfsimg_feature_kind kind, uint64_t flags)
+{
+	char buf[24];
+	int col = printf("%-22s0x%" PRIx64, name, flags);
+	bool first = true;
+	for (unsigned bit = 0; bit < 64; bit++) {
+		if (!(flags >> bit & 1))
+			continue;
+		const char *n = feature(kind, bit, buf);
+		if (first || col + 1 + (int)strlen(n) > 78) {
+			col = printf("\n%-22s%s", "", n) - 1;
+			first = false;
+		} else {
+			col += printf(" %s", n);
+		}
+	}
+	printf("\n");
+}
+
+/* Where the image holding a device was opened: "disk.img, partition 1 at
+ * offset 1048576", "disk.img at offset N", or the image. */
+static void print_where(const struct btrfsimg_device *d)
+{
+	if (d->missing) {
+		printf("missing\n");
+		return;
+	}
+	printf("%s", d->image ? d->image : "?");
+	if (d->partition)
+		printf(", partition %d at offset %" PRIu64, d->partition, d->offset);
+	else if (d->offset)
+		printf(" at offset %" PRIu64, d->offset);
+	printf("\n");
+}
+
+static void facts_text(const struct facts *f)
+{
+	size_t missing = 0;
+	for (size_t i = 0; i < f->ndevs; i++)
+		missing += f->devs[i].missing;
+	printf("%-22s%zu", "devices", f->ndevs);
+	if (missing)
+		printf(", %zu missing", missing);
+	printf("\n  %5s  %-36s  %13s  %s\n", "devid", "uuid", "bytes", "image");
+	for (size_t i = 0; i < f->ndevs; i++) {
+		const struct btrfsimg_device *d = &f->devs[i];
+		printf("  %5" PRIu64 "  ", d->devid);
+		for (int k = 0; k < 16; k++)
+			printf("%s%02x", (k == 4 || k == 6 || k == 8 || k == 10) ? "-" : "",
+			       d->uuid[k]);
+		printf("  %13" PRIu64 "  ", d->total_bytes);
+		print_where(d);
+	}
+	printf("profiles\n");
+	for (size_t i = 0; i < f->nprof; i++) {
+		const struct btrfsimg_profile_use *p = &f->prof[i];
+		printf("  %-13s %-7s %4" PRIu64 " chunk%s %13" PRIu64 " bytes, tolerates %u "
+		       "missing device%s\n", bg_type_name(p->type), p->profile, p->chunks,
+		       p->chunks == 1 ? " " : "s", p->bytes, p->tolerates,
+		       p->tolerates == 1 ? "" : "s");
+	}
+}
+
+static void super_text(const struct btrfsimg_super_info *s, const struct facts *f)
 {
 	print_uuid("fsid", s->fsid);
 	print_uuid("metadata_uuid", s->metadata_uuid);
@@ -68,8 +243,8 @@ static void super_text(const struct btrfsimg_super_info *s)
 	printf("%-22s%" PRIu64 "\n", "num_devices", s->num_devices);
 	printf("%-22s%" PRIu64 "\n%-22s%" PRIu64 "\n", "total_bytes", s->total_bytes, "bytes_used",
 	       s->bytes_used);
-	printf("%-22s0x%" PRIx64 "\n%-22s0x%" PRIx64 "\n", "incompat_flags", s->incompat_flags,
-	       "compat_ro_flags", s->compat_ro_flags);
+	print_flags("incompat_flags", BTRFSIMG_FEATURE_INCOMPAT, s->incompat_flags);
+	print_flags("compat_ro_flags", BTRFSIMG_FEATURE_COMPAT_RO, s->compat_ro_flags);
 	printf("copy in use           %d (devid %" PRIu64 ")\n", s->mirror_used, s->devid);
 	for (int i = 0; i < 3; i++) {
 		const struct btrfsimg_super_mirror *m = &s->mirrors[i];
@@ -78,6 +253,7 @@ static void super_text(const struct btrfsimg_super_info *s)
 			printf(", generation %" PRIu64, m->generation);
 		printf("\n");
 	}
+	facts_text(f);
 }
 
 static int cmd_super(struct cli *c)
@@ -86,10 +262,13 @@ static int cmd_super(struct cli *c)
 	int rc = btrfsimg_super(c->fs, &s);
 	if (rc < 0)
 		return cli_fail(c, rc, "super");
+	struct facts f;
+	facts_get(c->fs, &f);
 	if (c->json)
-		super_json(&s);
+		super_json(&s, &f);
 	else
-		super_text(&s);
+		super_text(&s, &f);
+	free(f.devs);
 	return cli_status(c);
 }
 
@@ -110,9 +289,12 @@ const struct cmd_struct cmd_struct_super = {
 	.summary = "the superblock in use and the state of every copy",
 	.args = "IMAGE...",
 	.about = "The superblock in use (fsid, label, generation, tree roots, checksum type,\n"
-		 "sizes, flags), the copy it came from, and the state of the three copies\n"
-		 "of the first image given.",
+		 "sizes, the incompat and compat_ro flags by name), the copy it came from,\n"
+		 "the state of the three copies of the first image given, every device\n"
+		 "(devid, uuid, size, the image and partition or offset it was read from,\n"
+		 "or missing) and the profiles in use with how many devices each may lose.",
 	.examples = "btrfsimg super disk.img\n"
+		    "btrfsimg super dev1.img dev3.img\n"
 		    "btrfsimg super --json --super-mirror 1 disk.img\n"
 		    "btrfsimg super --partition 2 whole-disk.img",
 	.options = super_options,
