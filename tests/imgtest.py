@@ -22,11 +22,15 @@ or by bench/exact.py):
                    sparse), so that no run can alter the original; a
                    failure raises RestoreError
   load_jsonl(path), load_json(path)   recorded views and expected results
+  json_int(v)      an integer of btrfsimg's JSON: past 2^53 - 1 it is a
+                   decimal string (--json-u64 string, the default)
+  text_unescape(b) a name of the text output (tools/text.h) as its bytes
   import_kview(testdata)   testdata/gen_kview.py (FIELDS, the stub rule)
   crc32c(data), sha256_file(path)   from testdata/genlib.py
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -156,6 +160,43 @@ def load_jsonl(path):
 def load_json(path):
     with open(path) as f:
         return json.load(f)
+
+
+SAFE_MAX = 2**53 - 1  # what a double holds exactly (JavaScript's MAX_SAFE_INTEGER)
+
+
+def json_int(v):
+    """The integer @v of btrfsimg's JSON stands for: a number up to SAFE_MAX,
+    a decimal string past it. Anything else (a small number as a string, a
+    big one as a number) raises ValueError."""
+    if isinstance(v, bool):
+        raise ValueError(f"not an integer: {v!r}")
+    if isinstance(v, int) and abs(v) <= SAFE_MAX:
+        return v
+    if isinstance(v, str) and re.fullmatch(r"-?[0-9]+", v) and abs(int(v)) > SAFE_MAX:
+        return int(v)
+    raise ValueError(f"not an integer as btrfsimg writes one: {v!r}")
+
+
+TEXT_ESCAPE = re.compile(rb"\\(\\|n|t|r|x[0-9a-f]{2}|.?)", re.S)
+TEXT_ESCAPES = {b"\\": b"\\", b"n": b"\n", b"t": b"\t", b"r": b"\r"}
+
+
+def text_unescape(b):
+    """Undo the escapes of a name in btrfsimg's text output (\\\\, \\n, \\t,
+    \\r, \\xNN: tools/text.h); None if @b holds any other escape."""
+    bad = []
+
+    def one(m):
+        e = m.group(1)
+        if e.startswith(b"x") and len(e) == 3:
+            return bytes([int(e[1:], 16)])
+        if e in TEXT_ESCAPES:
+            return TEXT_ESCAPES[e]
+        bad.append(e)
+        return b""
+    out = TEXT_ESCAPE.sub(one, b)
+    return None if bad else out
 
 
 def import_kview(testdata):

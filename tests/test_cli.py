@@ -51,7 +51,7 @@ COMPLETION = os.path.join(TOOLS, "btrfsimg.bash-completion")
 tally = imgtest.Tally()
 check = tally.check
 # Values the options are given where a value is needed (all valid ones).
-VALUES = {"--subvol": "5", "--path": "x", "--inode": "5:256", "--inumbits": "48",
+VALUES = {"--json-u64": "string", "--subvol": "5", "--path": "x", "--inode": "5:256", "--inumbits": "48",
           "--mount-subvol": "5", "--partition": "1", "--offset": "0", "--super-mirror": "0"}
 # The fields of the kernel's view that do not depend on how a path was reached.
 STABLE = ("path", "ino", "subvol", "mode", "nlink", "uid", "gid", "size", "rdev", "target",
@@ -409,7 +409,7 @@ def test_partitions(src, sfdisk, work):
 def options_in(text):
     """Option names in roff source (\\- is a minus)."""
     text = text.replace("\\-", "-")
-    return set(re.findall(r"(?<![\w\\-])(--[a-z][a-z-]*[a-z]|-[a-z])(?![\w-])", text))
+    return set(re.findall(r"(?<![\w\\-])(--[a-z][a-z0-9-]*[a-z0-9]|-[a-z])(?![\w-])", text))
 
 
 def man_sections(src):

@@ -6,7 +6,7 @@
 - `extract` of committed files-layer images: every path the kernel shows must
   exist in DESTDIR with the kernel's type, permission bits, owner (as root),
   size, mtime, contents (sha256), symlink target, and hard links as links.
-- `bodyfile`: one line per path, with SUBVOL:OBJECTID, size and times as the
+- `bodyfile`: one line per path, with SUBVOL-OBJECTID, size and times as the
   kernel reports them.
 - degraded: `walk --hash` of a RAID1 image with one device left out equals the
   full read.
@@ -85,7 +85,7 @@ def test_bodyfile(name, img, view):
         if len(f) != 11:
             bad.append((r["path"], "fields", len(f)))
             continue
-        inode = f"{r['subvol']}:{r['ino']}".encode()
+        inode = f"{r['subvol']}-{r['ino']}".encode()
         if r["subvol"] is not None and f[2] != inode:
             bad.append((r["path"], "inode", f[2], inode))
         stub = r["subvol"] is None  # its mtime is the kernel's lookup time
@@ -111,13 +111,15 @@ def test_degraded(work):
 
 def test_walk_text_hash(name, img, view):
     """`walk --hash` in text: the sha256 column holds the kernel's sha256 of
-    each regular file's contents ("-" for other types)."""
+    each regular file's contents ("-" for other types). A symlink's line
+    ends with " -> TARGET" (no name here holds " -> ")."""
     rc, out, err = run(["walk", "--hash", img])
     got = {}
-    for line in out.splitlines():
-        parts = line.split(None, 7)
-        if len(parts) == 8:
-            got[parts[7].split(b"  [stub]")[0]] = parts[6].decode()
+    for line in out.splitlines()[1:]:  # after the header
+        parts = line.split(None, 8)
+        if len(parts) == 9:
+            name = parts[8].split(b"  [stub]")[0].split(b" -> ")[0]
+            got[imgtest.text_unescape(name)] = parts[7].decode()
     want = {fsencode(v["path"] or "."): (v["sha256"] or "-") for v in view}
     bad = [(k, got.get(k), w) for k, w in want.items() if got.get(k) != w]
     check(f"{name}: walk --hash (text) sha256 column equals the kernel's", not bad and

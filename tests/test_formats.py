@@ -12,6 +12,11 @@ never from btrfsimg:
     kernel's atime, mtime, ctime and btime (mactime leaves out times before
     1970), the inode as SUBVOL-OBJECTID, the kernel's size, uid, gid and
     permission bits, and the name's exact bytes once its escapes are undone;
+  * JSON through jq (Debian 12's jq 1.6 rounds numbers past 2^53 - 1): the
+    JSON of super, subvols, walk, inodes, collisions and partitions holds
+    no such number and survives `jq -c .` exactly; jq counts as many
+    shared nfsd fileids in `inodes --json` as exact arithmetic (and, with
+    `--json-u64 number`, jq 1.6 counts false ones);
   * walk and inodes (text): a header line, one line per path (per inode)
     however odd the name (newline, control and non-UTF-8 bytes), with the
     kernel's ids, mode, nlink, uid, gid, size and mtime (ISO 8601, UTC,
@@ -23,6 +28,7 @@ Prints one line per check, then "N passed, M failed".
 import collections
 import csv
 import io
+import json
 import os
 import re
 import shutil
@@ -51,24 +57,7 @@ def fsencode(p):
     return p.encode("utf-8", "surrogateescape")
 
 
-ESCAPE = re.compile(rb"\\(\\|n|t|r|x[0-9a-f]{2}|.?)", re.S)
-
-
-def unescape(b):
-    """Undo the text output's escapes (tools/text.h); None if @b holds one
-    that is not among them."""
-    bad = []
-
-    def one(m):
-        e = m.group(1)
-        if e.startswith(b"x") and len(e) == 3:
-            return bytes([int(e[1:], 16)])
-        if e in (b"\\", b"n", b"t", b"r"):
-            return {b"\\": b"\\", b"n": b"\n", b"t": b"\t", b"r": b"\r"}[e]
-        bad.append(e)
-        return b""
-    out = ESCAPE.sub(one, b)
-    return None if bad else out
+unescape = imgtest.text_unescape
 
 
 def iso_seconds(sec):
@@ -158,6 +147,95 @@ def test_bodyfile(name, img, view, work):
             wrong.append((key, meta[key], expect))
     check(f"{name}: mactime's size, uid, gid and permissions are the kernel's", not wrong,
           wrong[:3])
+
+
+# ------------------------------------------------------------ JSON through jq
+
+def jq(args, data):
+    p = subprocess.run(["jq"] + args, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return p.returncode, p.stdout, p.stderr
+
+
+def big_numbers(v):
+    """Numbers past 2^53 - 1 anywhere in the JSON value @v."""
+    if isinstance(v, dict):
+        return [b for x in v.values() for b in big_numbers(x)]
+    if isinstance(v, list):
+        return [b for x in v for b in big_numbers(x)]
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > imgtest.SAFE_MAX:
+        return [v]
+    return []
+
+
+def loads(out):
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def as_jq_sees(v):
+    r"""@v with jq's own change to strings: a lone surrogate (a byte that is
+    not UTF-8, written \udcXX) becomes U+FFFD. Numbers stay as they are."""
+    if isinstance(v, dict):
+        return {k: as_jq_sees(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [as_jq_sees(x) for x in v]
+    if isinstance(v, str):
+        return re.sub("[\udc80-\udcff]", "\ufffd", v)
+    return v
+
+
+def test_jq_round_trip(name, args):
+    """@args' JSON Lines survive `jq -c .` exactly, and hold no number a
+    double would round."""
+    rc, out, err = run(args)
+    check(f"{name}: exit 0", rc == 0 and out, (rc, err[-300:]))
+    mine = loads(out)
+    big = [b for r in mine for b in big_numbers(r)]
+    check(f"{name}: no number past 2^53 - 1 (such integers are strings)", not big, big[:3])
+    rc, through, err = jq(["-c", "."], out)
+    seen = [as_jq_sees(r) for r in mine]
+    check(f"{name}: every value survives a jq round trip exactly",
+          rc == 0 and loads(through) == seen,
+          (rc, err[-300:], next(((str(a)[:300], str(b)[:300])
+                                 for a, b in zip(seen, loads(through)) if a != b), None)))
+    return mine
+
+
+SHARED = ["-s", "[group_by(.nfs_fileid)[] | select(length > 1)] | length"]
+
+
+def test_jq_count(img):
+    """The user's case: counting shared nfsd fileids with jq."""
+    rc, out, err = run(["inodes", "--json", img])
+    exact = collections.Counter(int(r["nfs_fileid"]) for r in loads(out))  # Python: exact
+    want = sum(1 for n in exact.values() if n > 1)
+    big = sum(1 for v in exact if v > imgtest.SAFE_MAX)
+    rc, got, err = jq(SHARED, out)
+    check(f"subvols: jq counts {want} shared nfsd fileids among {len(exact)} "
+          f"({big} past 2^53 - 1), as exact arithmetic does",
+          rc == 0 and big and got.strip() == str(want).encode(), (rc, got[:100], err[-300:]))
+    rc, out, err = run(["inodes", "--json", "--json-u64", "number", img])
+    rc, got, err = jq(SHARED, out)
+    version = subprocess.run(["jq", "--version"], stdout=subprocess.PIPE).stdout.strip()
+    if version == b"jq-1.6":
+        check("subvols: with --json-u64 number, jq 1.6 rounds and counts false collisions",
+              rc == 0 and int(got) > want, (rc, got[:100], want))
+    loads(out)  # valid JSON either way
+
+
+def test_json(imgs, gpt):
+    img = imgs["subvols"]
+    for args in (["super", "--json", img], ["subvols", "--json", img],
+                 ["walk", "--json", "--hash", "--inumbits", "64", img],
+                 ["inodes", "--json", "--inumbits", "64", img], ["collisions", "--json", img],
+                 ["partitions", "--json", gpt]):
+        test_jq_round_trip(" ".join(a for a in args[:-1]), args)
+    mine = loads(run(["inodes", "--json", "--inumbits", "64", img])[1])
+    exact = loads(run(["inodes", "--json", "--inumbits", "64", "--json-u64", "number", img])[1])
+    same = all({k: imgtest.json_int(v) if k in ("overlay", "ino", "uniquifier", "nfs_fileid")
+                else v for k, v in a.items()} == b for a, b in zip(mine, exact))
+    check("inodes --json-u64 string and number: the same values, strings past 2^53 - 1",
+          same and len(mine) == len(exact) and big_numbers(exact), len(mine))
+    test_jq_count(img)
 
 
 # ------------------------------------------------------------ walk and inodes text
@@ -274,6 +352,11 @@ def main():
             imgs[name] = imgtest.private_copy(os.path.join(FILES, name + ".img.zst"), work)
             views[name] = imgtest.load_jsonl(os.path.join(FILES, name + ".view.jsonl"))
 
+        if shutil.which("jq"):
+            test_json(imgs, imgtest.private_copy(os.path.join(TESTDATA, "part", "gpt3.img.zst"),
+                                                 work))
+        else:
+            check("jq is installed (bash scripts/deps.sh)", False)
         for name in ("names", "special", "subvols"):
             test_walk_text(name, imgs[name], views[name])
             test_inodes_text(name, imgs[name], views[name])

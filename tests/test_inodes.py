@@ -105,6 +105,17 @@ def scheme_of(name):
     return ("n1" if d.endswith("1") else "n2", int(n.split("=")[1]))
 
 
+def as_int(got, want):
+    """@got as an integer where @want is one (past 2^53 - 1 btrfsimg writes
+    a string); a value of the wrong form stays as it is and differs."""
+    if not isinstance(want, int) or isinstance(want, bool):
+        return got
+    try:
+        return imgtest.json_int(got)
+    except ValueError:
+        return got
+
+
 def run_json(args):
     rc, out, err = imgtest.run_cli(CLI, args)
     return rc, [json.loads(l) for l in out.splitlines()], err
@@ -131,7 +142,7 @@ def test_image(name, img, view):
                 "ino": presented(k[1], overlay(k[0], 48)), "overlay": overlay(k[0], 48),
                 "nfs_fileid": presented(k[1], uniq(k[0])), "numdevs2_dev": dev2.get(k[0]),
                 "proc_ino": f"{k[0]}:{k[1]}", "tree_id": k[0]}
-        diff = {f: (r[f], v) for f, v in want.items() if r[f] != v}
+        diff = {f: (r[f], v) for f, v in want.items() if as_int(r[f], v) != v}
         if diff:
             bad.append((k, diff))
     check(f"{name}: inodes fields equal kernel + reference formulas", not bad, str(bad[:3]))

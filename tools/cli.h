@@ -20,6 +20,7 @@ struct cli {
 	const char *cmd;
 	const struct cmd_struct *command;
 	bool json, hash, verbose, quiet;
+	bool have_json_u64;	/* --json-u64 given (it sets jw_big_as_number) */
 	struct btrfsimg_open_opts opts;
 	bool have_subvol;
 	uint64_t subvol;
@@ -39,7 +40,8 @@ struct cli {
 /* Every option of the CLI; a command accepts the ones it lists. */
 enum cli_opt {
 	OPT_END = 0,
-	OPT_JSON, OPT_HASH, OPT_SUBVOL, OPT_PATH, OPT_INODE, OPT_INUMBITS, OPT_MOUNT_SUBVOL,
+	OPT_JSON, OPT_JSON_U64, OPT_HASH, OPT_SUBVOL, OPT_PATH, OPT_INODE, OPT_INUMBITS,
+	OPT_MOUNT_SUBVOL,
 	OPT_NO_VERIFY,
 	/* opening an image */
 	OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
@@ -47,7 +49,8 @@ enum cli_opt {
 	OPT_COUNT
 };
 
-/* One option a command accepts; @help NULL: the option's usual text. */
+/* One option a command accepts; @help NULL: the option's usual text. A
+ * command that takes OPT_JSON takes OPT_JSON_U64 with it. */
 struct cmd_option {
 	enum cli_opt id;
 	const char *help;

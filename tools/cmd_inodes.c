@@ -48,16 +48,19 @@ static void switch_subvol(struct inodes_ctx *x, const struct irow *r)
 {
 	uint64_t subvol = r->subvol;
 	x->cur = subvol;
-	char dev[24] = "null";
+	char dev[24] = "null", sv[24], overlay[24], uniq[24];
 	if (r->dev >= 0)
 		snprintf(dev, sizeof(dev), "%d", r->dev);
-	x->head_len = (size_t)snprintf(x->head, sizeof(x->head), "{\"subvol\":%" PRIu64
-				       ",\"objectid\":", subvol);
+	sv[jw_u64_json(subvol, sv)] = '\0'; /* numbers as every JSON writer puts them */
+	overlay[jw_u64_json(r->overlay, overlay)] = '\0';
+	uniq[jw_u64_json(r->uniq, uniq)] = '\0';
+	x->head_len = (size_t)snprintf(x->head, sizeof(x->head), "{\"subvol\":%s,\"objectid\":",
+				       sv);
 	x->mid1_len = (size_t)snprintf(x->mid1, sizeof(x->mid1),
-				       ",\"tree_id\":%" PRIu64 ",\"inumbits\":%u,\"overlay\":%" PRIu64
-				       ",\"ino\":", subvol, x->bits, r->overlay);
+				       ",\"tree_id\":%s,\"inumbits\":%u,\"overlay\":%s,\"ino\":", sv,
+				       x->bits, overlay);
 	x->mid2_len = (size_t)snprintf(x->mid2, sizeof(x->mid2),
-				       ",\"uniquifier\":%" PRIu64 ",\"nfs_fileid\":", r->uniq);
+				       ",\"uniquifier\":%s,\"nfs_fileid\":", uniq);
 	x->mid3_len = (size_t)snprintf(x->mid3, sizeof(x->mid3),
 				       ",\"numdevs2_dev\":%s,\"proc_ino\":\"%" PRIu64 ":", dev, subvol);
 }
@@ -72,8 +75,8 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	struct jw *w = &x->w;
 	if (i->subvol != x->cur)
 		switch_subvol(x, i);
-	char obj[20];
-	size_t obj_len = jw_u64_dec(i->objectid, obj);
+	char obj[22]; /* as a number; in proc_ino's string, its digits */
+	size_t obj_len = jw_u64_json(i->objectid, obj);
 	jw_raw(w, x->head, x->head_len);
 	jw_raw(w, obj, obj_len);
 	jw_lit(w, ",\"st_ino\":");
@@ -83,7 +86,10 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	jw_raw(w, x->mid2, x->mid2_len);
 	jw_num(w, i->nfs);
 	jw_raw(w, x->mid3, x->mid3_len);
-	jw_raw(w, obj, obj_len);
+	if (obj[0] == '"')
+		jw_raw(w, obj + 1, obj_len - 2);
+	else
+		jw_raw(w, obj, obj_len);
 	jw_lit(w, "\",\"generation\":");
 	jw_num(w, i->generation);
 	jw_lit(w, ",\"mode\":");

@@ -33,6 +33,8 @@ const char jw_digit_pairs[201] =
 	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
 	"8081828384858687888990919293949596979899";
 
+bool jw_big_as_number;
+
 static void put_u64(struct jw *w, uint64_t v)
 {
 	jw_num(w, v);
@@ -40,12 +42,19 @@ static void put_u64(struct jw *w, uint64_t v)
 
 static void put_i64(struct jw *w, int64_t v)
 {
-	if (v < 0) {
-		put_c(w, '-');
-		put_u64(w, (uint64_t)0 - (uint64_t)v);
-	} else {
+	if (v >= 0) {
 		put_u64(w, (uint64_t)v);
+		return;
 	}
+	uint64_t mag = (uint64_t)0 - (uint64_t)v;
+	bool quote = mag > JW_SAFE_MAX && !jw_big_as_number;
+	if (quote)
+		put_c(w, '"');
+	put_c(w, '-');
+	jw_grow(w, 20);
+	w->len += jw_u64_dec(mag, w->buf + w->len);
+	if (quote)
+		put_c(w, '"');
 }
 
 static void sep(struct jw *w)

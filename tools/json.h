@@ -64,10 +64,29 @@ static inline size_t jw_u64_dec(uint64_t v, char out[20])
 	return sizeof(b) - (size_t)i;
 }
 
+/* Integers past JW_SAFE_MAX = 2^53 - 1 (JavaScript's Number.MAX_SAFE_INTEGER:
+ * what a double holds exactly; jq 1.6 and JavaScript round anything larger)
+ * are written as decimal strings, "18446744073709551615", unless
+ * jw_big_as_number (--json-u64 number). Set once, before any output. */
+#define JW_SAFE_MAX ((UINT64_C(1) << 53) - 1)
+extern bool jw_big_as_number;
+
+/* @v as JSON into @out (no NUL): digits, or digits in quotes past
+ * JW_SAFE_MAX. */
+static inline size_t jw_u64_json(uint64_t v, char out[22])
+{
+	if (__builtin_expect(v <= JW_SAFE_MAX || jw_big_as_number, 1))
+		return jw_u64_dec(v, out);
+	out[0] = '"';
+	size_t n = jw_u64_dec(v, out + 1);
+	out[n + 1] = '"';
+	return n + 2;
+}
+
 static inline void jw_num(struct jw *w, uint64_t v)
 {
-	jw_grow(w, 20);
-	w->len += jw_u64_dec(v, w->buf + w->len);
+	jw_grow(w, 22);
+	w->len += jw_u64_json(v, w->buf + w->len);
 }
 /* For hot loops (a million lines): lines gather in one writer kept across
  * them and go out in blocks of JW_OUT_BLOCK with write(2); through stdio

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "suggest.h"
 
 struct opt_def {
@@ -24,6 +25,10 @@ struct opt_def {
 
 static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_JSON] = { "json", 0, NULL, "JSON Lines output (one object per line)" },
+	[OPT_JSON_U64] = { "json-u64", 0, "FORM",
+			   "integers past 2^53-1, which doubles (jq, JavaScript)\n"
+			   "round: 'string' (default; \"18446744073709551615\")\n"
+			   "or 'number'" },
 	[OPT_HASH] = { "hash", 0, NULL, "digests of file contents" },
 	[OPT_SUBVOL] = { "subvol", 0, "ID", "start in subvolume ID (default 5, the top level)" },
 	[OPT_PATH] = { "path", 0, "P", "start at path P (inside --subvol ID if given)" },
@@ -53,6 +58,8 @@ static bool takes(const struct cmd_struct *cmd, int id)
 {
 	if (id == OPT_HELP)
 		return true;
+	if (id == OPT_JSON_U64)
+		id = OPT_JSON; /* every JSON writer has it */
 	for (const struct cmd_option *o = cmd->options; o->id != OPT_END; o++)
 		if ((int)o->id == id)
 			return true;
@@ -97,8 +104,11 @@ void cli_usage(const struct cmd_struct *cmd, FILE *out)
 {
 	fprintf(out, "usage: btrfsimg %s [OPTIONS] %s\n\n%s\n\noptions:\n", cmd->name, cmd->args,
 		cmd->about);
-	for (const struct cmd_option *o = cmd->options; o->id != OPT_END; o++)
+	for (const struct cmd_option *o = cmd->options; o->id != OPT_END; o++) {
 		put_option(out, o->id, o->help);
+		if (o->id == OPT_JSON)
+			put_option(out, OPT_JSON_U64, NULL);
+	}
 	put_option(out, OPT_HELP, NULL);
 	fputs("\nexamples:\n", out);
 	put_indented(out, cmd->examples);
@@ -193,6 +203,12 @@ static int set_option(struct cli *c, int id, const char *arg)
 {
 	switch (id) {
 	case OPT_JSON: c->json = true; return 0;
+	case OPT_JSON_U64:
+		if (strcmp(arg, "string") != 0 && strcmp(arg, "number") != 0)
+			return bad_value("--json-u64 (string or number)", arg);
+		jw_big_as_number = arg[0] == 'n';
+		c->have_json_u64 = true;
+		return 0;
 	case OPT_HASH: c->hash = true; return 0;
 	case OPT_NO_VERIFY: c->opts.flags |= BTRFSIMG_OPEN_NO_DATA_VERIFY; return 0;
 	case OPT_NO_LOG_REPLAY: c->opts.flags |= BTRFSIMG_OPEN_NO_LOG_REPLAY; return 0;
@@ -368,7 +384,7 @@ static int exclusive(const struct cli *c)
 		cli_warn("%s: give -v or -q, not both", c->cmd);
 		return EXIT_USAGE;
 	}
-	return 0;
+	return cli_needs(c, c->have_json_u64, "--json-u64", c->json, "--json");
 }
 
 int cli_parse(struct cli *c, int argc, char **argv)
