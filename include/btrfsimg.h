@@ -429,6 +429,18 @@ typedef int (*btrfsimg_inode_entry_fn)(void *ctx, const struct btrfsimg_inode_en
 BTRFSIMG_API int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn,
 				 void *ctx);
 
+/**
+ * The highest inode number subvolume @p subvol has used: the objectid of
+ * the last item of its tree below the reserved range, where the kernel
+ * looks for the next free one; 256 for an empty subvolume. Inode numbers
+ * are handed out in ascending order, so this less 255 bounds the
+ * subvolume's inode count from above, exactly when none was deleted: a
+ * total a progress display can divide by. One path down the tree (items
+ * a log replay added are not looked at). -ENOENT if there is no such
+ * subvolume.
+ */
+BTRFSIMG_API int btrfsimg_highest_objectid(btrfsimg_fs *fs, uint64_t subvol, uint64_t *out);
+
 /** Where a directory entry points. */
 enum btrfsimg_target_kind {
 	BTRFSIMG_TARGET_INODE = 0,	/**< an inode in the same subvolume */

@@ -20,14 +20,28 @@
     and offset opened (the recorded sfdisk table), and the profiles in use
     (the manifest's, which sysfs confirms) with how many devices each
     tolerates losing (the kernel's table); in JSON (new keys) and text.
+  * progress: walk and inodes run with stderr on a pseudo-terminal (and
+    stdout on another, read slowly so that the run lasts seconds) show
+    "WHAT: COUNT, P% of about TOTAL inodes, M:SS left" lines, erased at the
+    end. TOTAL must be the sum over the subvolumes walked of the highest
+    inode number the kernel showed in each (testdata/files/*.view.jsonl)
+    less 255; counts and percentages only grow; the time left appears once
+    a second has passed. Without a total (a walk from a path inside a
+    subvolume) only the count; with stderr not a terminal, nothing.
 Prints one line per check, then "N passed, M failed".
 """
+import collections
 import json
 import os
+import pty
 import re
+import select
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
+import tty
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -282,6 +296,124 @@ def test_super(work):
         shutil.rmtree(tmp)
 
 
+# ------------------------------------------------------------ progress
+
+PROGRESS = re.compile(r"^(\w+): (\d+)(?:, (\d+)% of about (\d+) inodes(?:, (\d+):(\d\d) left)?)?$")
+
+
+def pty_run(args, rate):
+    """Run the CLI with stdout and stderr on two pseudo-terminals (raw: no
+    newline translation); stdout is read at about @rate bytes a second, so
+    the command blocks on its output and lasts. (exit status, stdout,
+    stderr, seconds)."""
+    out_m, out_s = pty.openpty()
+    err_m, err_s = pty.openpty()
+    tty.setraw(out_s)
+    tty.setraw(err_s)
+    t0 = time.monotonic()
+    p = subprocess.Popen([CLI] + args, stdin=subprocess.DEVNULL, stdout=out_s, stderr=err_s)
+    os.close(out_s)
+    os.close(err_s)
+    bufs = {out_m: b"", err_m: b""}
+    open_fds = [out_m, err_m]
+    chunk = max(64, rate // 200)
+    while open_fds:
+        ready, _, _ = select.select(open_fds, [], [], 1)
+        for fd in ready:
+            try:
+                data = os.read(fd, chunk if fd == out_m else 65536)
+            except OSError:  # EIO: the other side is closed
+                data = b""
+            if not data:
+                open_fds.remove(fd)
+                os.close(fd)
+            bufs[fd] += data
+        if out_m in ready:
+            time.sleep(0.005)
+    rc = p.wait()
+    return rc, bufs[out_m], bufs[err_m], time.monotonic() - t0
+
+
+def view_total(view):
+    """Sum over the kernel's subvolumes of (highest st_ino - 255)."""
+    high = collections.defaultdict(int)
+    for r in view:
+        if r["subvol"] is not None:
+            high[r["subvol"]] = max(high[r["subvol"]], r["ino"])
+    return sum(h - 255 for h in high.values())
+
+
+def progress_lines(err):
+    """The states the progress line went through; None when the stream
+    holds anything else, or the line is not erased at the end."""
+    if not err.endswith(b"\r\033[K"):
+        return None
+    states = []
+    for seg in err.split(b"\r"):
+        seg = seg.decode(errors="replace").replace("\033[K", "")
+        if not seg:
+            continue
+        m = PROGRESS.match(seg)
+        if not m:
+            return None
+        states.append(m)
+    return states
+
+
+def progress_problems(states, what, total):
+    if not states:
+        return ["no progress line"]
+    bad = []
+    counts = [int(m[2]) for m in states]
+    pcts = [int(m[3]) for m in states if m[3]]
+    if any(m[1] != what for m in states):
+        bad.append("counts of %s" % {m[1] for m in states})
+    if counts != sorted(counts) or len(set(counts)) != len(counts):
+        bad.append("counts do not grow: %s" % counts)
+    if total is None:
+        if any(m[3] for m in states):
+            bad.append("a percentage without a total")
+        return bad
+    if {int(m[4]) for m in states if m[4]} != {total} or len(pcts) != len(states):
+        bad.append("totals %s, the kernel's view gives %d" % ({m[4] for m in states}, total))
+        return bad
+    if pcts != sorted(pcts) or pcts[-1] > 99:
+        bad.append("percentages %s" % pcts)
+    if not any(m[5] for m in states):
+        bad.append("no time left shown in %d lines" % len(states))
+    if len(states) < 3:
+        bad.append("only %d updates" % len(states))
+    return bad
+
+
+def test_progress(work):
+    for name, cmd, what in (("names", ["walk"], "paths"), ("snaps", ["walk"], "paths"),
+                            ("names", ["inodes"], "inodes"), ("snaps", ["inodes"], "inodes")):
+        img = imgtest.private_copy(os.path.join(FILES, name + ".img.zst"), work)
+        view = imgtest.load_jsonl(os.path.join(FILES, name + ".view.jsonl"))
+        total = view_total(view)
+        _, plain, _ = run(cmd + [img])
+        rc, out, err, secs = pty_run(cmd + [img], rate=len(plain) // 2)  # about 2 s
+        states = progress_lines(err)
+        check(f"{name}: {' '.join(cmd)} on a terminal: {what} lines, then erased",
+              rc == 0 and states, (rc, err[:300], err[-100:]))
+        bad = progress_problems(states, what, total)
+        check(f"{name}: {' '.join(cmd)}: {len(states or [])} updates over {secs:.1f} s, of about "
+              f"{total} inodes (the kernel's highest inode numbers), time left", not bad, bad)
+        rc, out, err = run(cmd + [img])
+        check(f"{name}: {' '.join(cmd)}: no progress when stderr is no terminal",
+              rc == 0 and not err, (rc, err[:200]))
+        os.unlink(img)
+    img = imgtest.private_copy(os.path.join(FILES, "names.img.zst"), work)
+    _, plain, _ = run(["walk", "--path", "many", img])
+    rc, out, err, secs = pty_run(["walk", "--path", "many", img], rate=len(plain) // 2)
+    states = progress_lines(err)
+    bad = progress_problems(states, "paths", None) if states else ["no progress line"]
+    check("names: walk --path many (not a subvolume's root): the count, no total",
+          rc == 0 and not bad, (rc, bad, err[:200]))
+    os.unlink(img)
+
+
 # ------------------------------------------------------------ main
 
 def main():
@@ -289,6 +421,7 @@ def main():
     try:
         test_log_replay(work)
         test_super(work)
+        test_progress(work)
     except imgtest.RestoreError as e:
         check("images restored", False, e)
     finally:

@@ -447,6 +447,57 @@ static size_t wait_resident(const char *path, const uint64_t *want, size_t nwant
  * level-1 node. The library's own reads
  * go without kernel readahead (FADV_RANDOM on its descriptor), so what is
  * resident is what was asked for. */
+/* bi_tree_last against a full walk: for a key equal to every item's, one
+ * just below it, one before all and one after all, the last item at or
+ * before it. */
+static void test_tree_last(void **state)
+{
+	(void)state;
+	char *img;
+	btrfsimg_fs *fs = open_names(&img);
+	struct bi_root r;
+	assert_int_equal(bi_root_find(fs, 5, &r), 0);
+	enum { MAX = 1 << 16 };
+	struct item_sum *all = calloc(MAX, sizeof(*all));
+	size_t n = walk_sums(fs, &r, false, all, MAX);
+	assert_true(n > 1000 && r.level > 0);
+	bi_key k, got;
+	for (size_t i = 0; i < n; i += 7) {
+		assert_int_equal(bi_tree_last(fs, &r, &all[i].key, &got), 0);
+		assert_int_equal(bi_key_cmp(&got, &all[i].key), 0);
+		k = all[i].key;	/* just below item i: item i - 1 */
+		if (k.offset) {
+			k.offset--;
+		} else if (k.type) {
+			k.type--;
+			k.offset = UINT64_MAX;
+		} else {
+			continue;
+		}
+		if (i == 0) {
+			assert_int_equal(bi_tree_last(fs, &r, &k, &got), -ENOENT);
+			continue;
+		}
+		assert_int_equal(bi_tree_last(fs, &r, &k, &got), 0);
+		assert_int_equal(bi_key_cmp(&got, &all[i - 1].key), 0);
+	}
+	k = (bi_key){ 0, 0, 0 };
+	assert_int_equal(bi_tree_last(fs, &r, &k, &got), -ENOENT);
+	k = (bi_key){ UINT64_MAX, 255, UINT64_MAX };
+	assert_int_equal(bi_tree_last(fs, &r, &k, &got), 0);
+	assert_int_equal(bi_key_cmp(&got, &all[n - 1].key), 0);
+	/* the public form: the highest inode number, below the reserved range */
+	uint64_t high = 0, want = 0;
+	for (size_t i = 0; i < n; i++)
+		if (all[i].key.objectid <= OBJ_LAST_FREE)
+			want = all[i].key.objectid;
+	assert_int_equal(btrfsimg_highest_objectid(fs, 5, &high), 0);
+	assert_int_equal(high, want);
+	assert_int_equal(btrfsimg_highest_objectid(fs, 4242, &high), -ENOENT);
+	free(all);
+	close_names(fs, img);
+}
+
 static void test_stream_prefetch(void **state)
 {
 	(void)state;
@@ -600,7 +651,8 @@ int main(void)
 		cmocka_unit_test(test_valid_blocks),  cmocka_unit_test(test_header_checks),
 		cmocka_unit_test(test_item_checks),   cmocka_unit_test(test_node_checks),
 		cmocka_unit_test(test_key_order),     cmocka_unit_test(test_iter_skip_leaves),
-		cmocka_unit_test(test_iter_stream),   cmocka_unit_test(test_stream_prefetch),
+		cmocka_unit_test(test_iter_stream),   cmocka_unit_test(test_tree_last),
+		cmocka_unit_test(test_stream_prefetch),
 		cmocka_unit_test(test_prefetch_in_partition), cmocka_unit_test(test_prefetch_raid0),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

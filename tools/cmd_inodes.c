@@ -204,7 +204,7 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
 		    const struct btrfsimg_inode_numbers *p)
 {
 	struct inodes_ctx *x = ctx;
-	progress_tick("inodes", ++x->count);
+	progress_tick_at("inodes", ++x->count, e->inode.subvol, e->inode.objectid);
 	if (x->c->json)
 		return on_json(x, e, p);
 	if (x->count == 1)
@@ -221,6 +221,7 @@ static int cmd_inodes(struct cli *c)
 		fflush(stdout); /* lines bypass stdio from here on */
 		x.h = handoff_start(sizeof(struct irow), put_batch, &x);
 	}
+	progress_inodes_total(c->fs, c->have_subvol ? c->subvol : 0, false);
 	int rc = btrfsimg_inodes_presented(c->fs, c->have_subvol ? c->subvol : 0, x.bits,
 					   c->have_mount_subvol ? c->mount_subvol : 0, on_inode, &x);
 	handoff_finish(x.h);

@@ -1,29 +1,115 @@
 // SPDX-License-Identifier: MIT
 #include "progress.h"
 
-#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
-static int enabled = -1;	/* the CLI is single-threaded: file-local state is fine */
-static bool shown;
-static struct timespec last;
+#include "btrfsimg_inum.h"
 
-void progress_tick(const char *what, uint64_t done)
+struct sv_total {
+	uint64_t id, before, inodes;
+};
+
+/* The CLI is single-threaded where it reports progress: file-local state. */
+static int enabled = -1;
+static bool shown;
+static struct timespec start, last;
+static double total;			/* 0: unknown */
+static struct sv_total *subvols;	/* for progress_tick_at, id order */
+static size_t nsubvols, cursor;
+
+static bool wanted(void)
 {
 	if (enabled < 0)
 		enabled = isatty(2);
-	if (!enabled || (done & 255))
+	return enabled;
+}
+
+static double since(const struct timespec *t, const struct timespec *now)
+{
+	return (double)(now->tv_sec - t->tv_sec) + (double)(now->tv_nsec - t->tv_nsec) / 1e9;
+}
+
+void progress_inodes_total(btrfsimg_fs *fs, uint64_t subvol, bool nested)
+{
+	struct btrfsimg_subvol *v;
+	size_t n;
+	if (!wanted() || btrfsimg_subvols(fs, &v, &n) < 0)
+		return;
+	free(subvols);
+	subvols = calloc(n + 1, sizeof(*subvols));
+	nsubvols = cursor = 0;
+	total = 0;
+	for (size_t i = 0; subvols && i < n; i++) {
+		bool in = subvol == 0 || v[i].id == subvol;
+		if (!in && nested && v[i].path && !v[i].deleted)
+			in = btrfsimg_subvol_depth(v, n, subvol, v[i].id) > 0;
+		uint64_t high;
+		if (!in || btrfsimg_highest_objectid(fs, v[i].id, &high) < 0)
+			continue;
+		subvols[nsubvols++] = (struct sv_total){ v[i].id, (uint64_t)total, high - 255 };
+		total += (double)(high - 255);
+	}
+	btrfsimg_subvols_free(v, n);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+}
+
+/* "0:13", "1:02:03". */
+static void put_time(double s)
+{
+	unsigned long t = (unsigned long)(s + 0.5);
+	if (t >= 3600)
+		fprintf(stderr, "%lu:%02lu:%02lu", t / 3600, t / 60 % 60, t % 60);
+	else
+		fprintf(stderr, "%lu:%02lu", t / 60, t % 60);
+}
+
+void progress_tick(const char *what, uint64_t count, double done)
+{
+	if (!wanted() || (count & 255))
 		return;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	long ms = (now.tv_sec - last.tv_sec) * 1000 + (now.tv_nsec - last.tv_nsec) / 1000000;
-	if (shown && ms < 100)
+	if (shown && since(&last, &now) < 0.1)
 		return;
+	if (!shown && !total)
+		start = now;
 	last = now;
 	shown = true;
-	fprintf(stderr, "\r%s: %llu", what, (unsigned long long)done);
+	fprintf(stderr, "\r%s: %llu", what, (unsigned long long)count);
+	if (total > 0) {
+		double f = done / total;
+		if (f > 0.99)
+			f = 0.99; /* an estimate: 100% is when it ends */
+		fprintf(stderr, ", %d%% of about %.0f inodes", (int)(f * 100), total);
+		double t = since(&start, &now);
+		if (t >= 1 && f >= 0.005) {
+			fputs(", ", stderr);
+			put_time(t * (1 - f) / f);
+			fputs(" left", stderr);
+		}
+	}
+	fputs("\033[K", stderr);
+}
+
+void progress_tick_at(const char *what, uint64_t count, uint64_t subvol, uint64_t objectid)
+{
+	if (!wanted() || (count & 255))
+		return;
+	while (cursor < nsubvols && subvols[cursor].id < subvol)
+		cursor++;
+	double done = 0;
+	if (cursor < nsubvols && subvols[cursor].id == subvol) {
+		uint64_t in = objectid > 255 ? objectid - 255 : 0;
+		if (in > subvols[cursor].inodes)
+			in = subvols[cursor].inodes;
+		done = (double)(subvols[cursor].before + in);
+	} else if (cursor > 0) {
+		done = (double)(subvols[cursor - 1].before + subvols[cursor - 1].inodes);
+	}
+	progress_tick(what, count, done);
 }
 
 void progress_done(void)
@@ -31,4 +117,8 @@ void progress_done(void)
 	if (shown)
 		fputs("\r\033[K", stderr);
 	shown = false;
+	free(subvols);
+	subvols = NULL;
+	nsubvols = cursor = 0;
+	total = 0;
 }

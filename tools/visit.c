@@ -29,6 +29,7 @@ struct walker {
 	void *ctx;
 	uint64_t *errors;
 	uint64_t count;
+	double done;		/* inodes' worth of the paths so far: 1/nlink each */
 	uint8_t *path;
 	size_t path_len, path_cap;
 	struct { uint64_t subvol, objectid; } *anc;	/* directories on the current path */
@@ -174,7 +175,9 @@ static int visit_children(struct walker *w, struct visit_node *dir)
 
 static int visit_node(struct walker *w, struct visit_node *n)
 {
-	progress_tick("paths", ++w->count);
+	if (!n->stub)
+		w->done += 1.0 / (n->inode.nlink ? n->inode.nlink : 1);
+	progress_tick("paths", ++w->count, w->done);
 	int rc = w->fn(w->ctx, n);
 	if (rc != 0 || !S_ISDIR(n->inode.mode) || n->stub)
 		return rc < 0 ? rc : 0;
@@ -239,6 +242,8 @@ int visit_tree(btrfsimg_fs *fs, const struct visit_opts *o, visit_fn fn, void *c
 	struct visit_node start;
 	if (rc == 0)
 		rc = start_node(&w, &start);
+	if (rc == 0 && start.objectid == 256 && !start.stub) /* a subvolume's root */
+		progress_inodes_total(fs, start.subvol, true);
 	if (rc == 0)
 		rc = visit_node(&w, &start);
 	progress_done();

@@ -793,3 +793,36 @@ int bi_tree_get(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key
 	bi_iter_end(&it);
 	return rc;
 }
+
+int bi_tree_last(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key *max,
+		 bi_key *out)
+{
+	struct bi_expect e = { root->id, root->generation, root->level, NULL };
+	struct bi_block *b;
+	int rc = bi_block_read(fs, root->bytenr, &e, &b);
+	while (rc == 0 && b->level > 0) {
+		bi_key k;
+		uint64_t ptr, gen;
+		bi_node_ptr(b, node_slot(b, max), &k, &ptr, &gen);
+		struct bi_expect ce = { root->id, gen, b->level - 1, &k };
+		struct bi_block *child;
+		rc = bi_block_read(fs, ptr, &ce, &child);
+		bi_block_put(fs, b);
+		b = child;
+	}
+	if (rc < 0)
+		return rc;
+	/* leaf_slot: the first item >= max; the one before it is < max */
+	uint32_t s = leaf_slot(b, max);
+	bi_key k = { 0, 0, 0 };
+	if (s < b->nritems)
+		bi_key_read(b->data + HDR_SIZE + (size_t)s * ITEM_SIZE, &k);
+	if (s < b->nritems && bi_key_cmp(&k, max) == 0)
+		*out = k;
+	else if (s > 0)
+		bi_key_read(b->data + HDR_SIZE + (size_t)(s - 1) * ITEM_SIZE, out);
+	else
+		rc = -ENOENT;
+	bi_block_put(fs, b);
+	return rc;
+}

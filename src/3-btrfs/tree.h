@@ -119,6 +119,11 @@ void bi_iter_stream(struct bi_iter *it);
 int bi_tree_get(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key *key,
 		uint8_t **data, uint32_t *size);
 
+/* The key of the last item at or before @max, from one path down the tree
+ * (the log overlay is not looked at); -ENOENT if every item is after it. */
+int bi_tree_last(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key *max,
+		 bi_key *out);
+
 /* Free a list of overlays (the pure replay's result). */
 void bi_lr_overlays_free(struct bi_log_overlay *list);
 

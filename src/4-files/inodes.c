@@ -423,3 +423,24 @@ int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn
 	btrfsimg_subvols_free(v, n);
 	return rc;
 }
+
+int btrfsimg_highest_objectid(btrfsimg_fs *fs, uint64_t subvol, uint64_t *out)
+{
+	if (!fs || !out)
+		return -EINVAL;
+	if (!bi_opened(fs, __func__))
+		return -EINVAL;
+	struct bi_root r;
+	int rc = bi_root_find(fs, subvol, &r);
+	if (rc < 0)
+		return rc;
+	bi_key max = { OBJ_LAST_FREE, 255, UINT64_MAX }, last;
+	rc = bi_tree_last(fs, &r, &max, &last);
+	if (rc == -ENOENT || (rc == 0 && last.objectid < OBJ_FIRST_FREE)) {
+		*out = OBJ_FIRST_FREE;
+		return 0;
+	}
+	if (rc == 0)
+		*out = last.objectid;
+	return rc;
+}
