@@ -18,6 +18,10 @@
 #   NAME.nolog.view.jsonl (log image only) view with -o rescue=nologreplay
 #   NAME.super.txt        `btrfs inspect-internal dump-super` of the image
 #   NAME.subvols.txt      `btrfs subvolume list -apcguqR` of the top level
+#   NAME.subvols-r.txt, NAME.subvols-s.txt, NAME.subvols-default.txt,
+#   NAME.subvols-top.txt  `btrfs subvolume list -r` (read-only), `-s`
+#                         (snapshots, otime in UTC), `get-default`, and
+#                         `btrfs subvolume show` of the top level (its uuid)
 # Each view is recorded twice on two fresh mounts (ro,noatime,subvolid=5)
 # and must be identical apart from a stub's lookup-time fields
 # (gen_kview.py compare), so nothing in it depends on the recording.
@@ -94,6 +98,10 @@ record() {
   python3 "$kview" record "$mnt" >"$view"
   if [ -z "$suffix" ]; then
     btrfs subvolume list -apcguqR "$mnt" >"$out/$name.subvols.txt"
+    btrfs subvolume list -r "$mnt" >"$out/$name.subvols-r.txt"
+    TZ=UTC btrfs subvolume list -s "$mnt" >"$out/$name.subvols-s.txt"
+    btrfs subvolume get-default "$mnt" >"$out/$name.subvols-default.txt"
+    TZ=UTC btrfs subvolume show "$mnt" >"$out/$name.subvols-top.txt"
   fi
   fs_umount
   fs_mount "ro,noatime${opts:+,$opts}"

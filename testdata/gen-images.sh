@@ -15,7 +15,9 @@
 # sources, recorded after the last read-write unmount:
 #   <dev>.dump-super.txt  btrfs inspect-internal dump-super -fa, per device
 #   dump-tree-root.txt    btrfs inspect-internal dump-tree -t root
-#   subvol-list*.txt      btrfs subvolume list (all, -d deleted, -r readonly)
+#   subvol-list*.txt      btrfs subvolume list (all, -d deleted, -r readonly,
+#                         -s snapshots with otime in UTC)
+#   subvol-get-default.txt  btrfs subvolume get-default
 #   subvol-show.txt       btrfs subvolume show for the top level and each one
 #   subvol-info.jsonl     the kernel's BTRFS_IOC_GET_SUBVOL_INFO per subvolume
 #   sysfs.txt             /sys/fs/btrfs/<fsid>/ (label, sizes, csum, profiles)
@@ -125,6 +127,8 @@ kernel_ro() {
 	btrfs subvolume list -a -u -q -R -c -g -p "$MNT" >"${p}subvol-list.txt"
 	btrfs subvolume list -d "$MNT" >"${p}subvol-list-d.txt"
 	btrfs subvolume list -r "$MNT" >"${p}subvol-list-r.txt"
+	TZ=UTC btrfs subvolume list -s "$MNT" >"${p}subvol-list-s.txt"
+	btrfs subvolume get-default "$MNT" >"${p}subvol-get-default.txt"
 	local paths=("")
 	mapfile -t -O 1 paths < <(sed -n 's/.* path \(<FS_TREE>\/\)\{0,1\}//p' "${p}subvol-list.txt")
 	local rel
@@ -226,7 +230,8 @@ degraded() {
 	cmp -s "$D/subvol-list.txt" "$D/${tag}subvol-list.txt" ||
 		die "$NAME: degraded mount of ${names[*]} lists other subvolumes"
 	rm -f "$D/${tag}subvol-list-d.txt" "$D/${tag}subvol-list-r.txt" "$D/${tag}subvol-show.txt" \
-		"$D/${tag}subvol-info.jsonl"
+		"$D/${tag}subvol-info.jsonl" "$D/${tag}subvol-list-s.txt" \
+		"$D/${tag}subvol-get-default.txt"
 }
 
 # refused SUBSET...: the kernel must refuse a ro,degraded mount of SUBSET

@@ -17,6 +17,16 @@ never from btrfsimg:
     no such number and survives `jq -c .` exactly; jq counts as many
     shared nfsd fileids in `inodes --json` as exact arithmetic (and, with
     `--json-u64 number`, jq 1.6 counts false ones);
+  * subvols (text) of every committed image directory (testdata/images,
+    RAID sets and partitions included) and of files/subvols and files/snaps:
+    the ids, generations, parents and paths of `btrfs subvolume list`;
+    [snapshot] exactly on `list -s`'s, "of SOURCE" the subvolume whose uuid
+    is the snapshot's parent uuid in `list -q` (the top level's uuid from
+    the kernel's GET_SUBVOL_INFO or `subvolume show`); [readonly] on
+    `list -r`'s, [deleted] on `list -d`'s, [default] on `get-default`'s;
+    otime to the nanosecond as GET_SUBVOL_INFO gave it (files: to the
+    second, as `TZ=UTC list -s` prints it); -s, -r, -d and -s -r list
+    exactly the subvolumes so marked;
   * walk and inodes (text): a header line, one line per path (per inode)
     however odd the name (newline, control and non-UTF-8 bytes), with the
     kernel's ids, mode, nlink, uid, gid, size and mtime (ISO 8601, UTC,
@@ -27,6 +37,7 @@ Prints one line per check, then "N passed, M failed".
 """
 import collections
 import csv
+import glob
 import io
 import json
 import os
@@ -342,6 +353,161 @@ def test_inodes_text(name, img, view):
           not bad, bad[:4])
 
 
+# ------------------------------------------------------------ subvols
+
+LIST = re.compile(rb"^ID (\d+) gen (\d+) cgen (\d+) parent (\d+) top level \d+ "
+                  rb"parent_uuid (\S+) +received_uuid \S+ +uuid (\S+) path (.*)$")
+
+
+def progs_list(path):
+    """`btrfs subvolume list -apcguqR`: {id: fields}; paths as bytes."""
+    subs = {}
+    with open(path, "rb") as f:
+        for line in f.read().splitlines():
+            m = LIST.match(line)
+            if m:
+                p = m[7][len(b"<FS_TREE>/"):] if m[7].startswith(b"<FS_TREE>/") else m[7]
+                subs[int(m[1])] = {"gen": int(m[2]), "cgen": int(m[3]), "parent": int(m[4]),
+                                   "puuid": m[5].decode(), "uuid": m[6].decode(), "path": p}
+    return subs
+
+
+def progs_ids(path):
+    """The ids of a `btrfs subvolume list` (-s, -r, -d) or get-default."""
+    with open(path, "rb") as f:
+        return {int(m) for m in re.findall(rb"^ID (\d+)", f.read(), re.M)}
+
+
+def progs_otimes(path):
+    """{id: "YYYY-MM-DDTHH:MM:SS"} of `TZ=UTC btrfs subvolume list -s`."""
+    with open(path, "rb") as f:
+        return {int(m[1]): m[2].decode() + "T" + m[3].decode()
+                for m in re.finditer(rb"^ID (\d+) .* otime (\S+) (\S+) path", f.read(), re.M)}
+
+
+class Truth:
+    """What btrfs-progs and the kernel recorded of one filesystem."""
+
+    def __init__(self, listing, snaps, ro, default, deleted=None, info=None, top=None):
+        self.subs = progs_list(listing)
+        self.snaps, self.ro = progs_ids(snaps), progs_ids(ro)
+        self.default = progs_ids(default).pop()
+        self.deleted = progs_ids(deleted) if deleted else None
+        self.snap_otime = progs_otimes(snaps)
+        self.otime, self.top_uuid = {}, None
+        if info:  # the kernel's BTRFS_IOC_GET_SUBVOL_INFO: otime to the ns
+            for r in imgtest.load_jsonl(info):
+                self.otime[r["treeid"]] = iso_ns(r["otime"])
+                if r["treeid"] == 5:
+                    self.top_uuid = r["uuid"]
+        if top:  # `btrfs subvolume show` of the top level
+            with open(top) as f:
+                self.top_uuid = re.search(r"UUID:\s+(\S+)", f.read())[1]
+
+    def source(self, i):
+        """The "[snapshot...]" btrfs-progs' records call for."""
+        puuid = self.subs[i]["puuid"]
+        if puuid == "-":
+            return b"snapshot"
+        if puuid == self.top_uuid:
+            return b"snapshot of <top level>"
+        src = [s["path"] for s in self.subs.values() if s["uuid"] == puuid]
+        return b"snapshot of " + (src[0] if src else puuid.encode() + b" (gone)")
+
+
+SUBVOL = re.compile(rb"^ID (\d+) +gen (\d+) +cgen (\d+) +parent (\d+) +otime (\S+)  (.*)$")
+MARK = re.compile(rb"  \[([^\]]*)\]$")
+
+
+def parse_subvols(out):
+    """btrfsimg subvols' text: {id: fields}, or None on a line it cannot read."""
+    subs = {}
+    for line in out.splitlines():
+        m = SUBVOL.match(line)
+        if not m:
+            return None
+        rest, marks = m[6], []
+        while MARK.search(rest):
+            marks.insert(0, MARK.search(rest)[1])
+            rest = rest[:MARK.search(rest).start()]
+        subs[int(m[1])] = {"gen": int(m[2]), "cgen": int(m[3]), "parent": int(m[4]),
+                           "otime": m[5].decode(), "path": unescape(rest), "marks": marks}
+    return subs
+
+
+def marked(subs, word):
+    return {i for i, s in subs.items() if any(m.split(b" ")[0] == word for m in s["marks"])}
+
+
+def subvols_ids(args):
+    rc, out, err = run(["subvols"] + args)
+    subs = parse_subvols(out) if rc == 0 else None
+    return set(subs) if subs is not None else {"rc %s %s" % (rc, err[-200:])}
+
+
+def test_subvols(name, args, t):
+    rc, out, err = run(["subvols"] + args)
+    subs = parse_subvols(out) if rc == 0 else None
+    check(f"{name}: subvols (text) exit 0, every line read", subs, (rc, err[-300:], out[:300]))
+    if not subs:
+        return
+    deleted = marked(subs, b"deleted")
+    live = {i: s for i, s in subs.items() if i not in deleted and i != 5}
+    bad = [(i, k, s[k], t.subs[i][k]) for i, s in live.items() if i in t.subs
+           for k in ("gen", "cgen", "parent", "path") if s[k] != t.subs[i][k]]
+    check(f"{name}: subvols: btrfs subvolume list's {len(t.subs)} ids, gens, parents, paths",
+          set(live) == set(t.subs) and not bad, (sorted(set(live) ^ set(t.subs)), bad[:3]))
+    snaps = marked(subs, b"snapshot")
+    check(f"{name}: [snapshot] on list -s's {len(t.snaps)}", snaps - deleted == t.snaps,
+          sorted(snaps ^ t.snaps))
+    wrong = [(i, [m for m in subs[i]["marks"] if m.startswith(b"snapshot")], t.source(i))
+             for i in t.snaps if i in subs and t.source(i) not in subs[i]["marks"]]
+    check(f"{name}: [snapshot of SOURCE]: the subvolume list -q's parent uuid names",
+          not wrong, wrong[:3])
+    ro = marked(subs, b"readonly")
+    check(f"{name}: [readonly] on list -r's {len(t.ro)}", ro - deleted == t.ro, sorted(ro ^ t.ro))
+    if t.deleted is not None:
+        check(f"{name}: [deleted] on list -d's {len(t.deleted)}", deleted == t.deleted,
+              sorted(deleted ^ t.deleted))
+    default = marked(subs, b"default")
+    check(f"{name}: [default] on get-default's {t.default} only", default == {t.default}, default)
+    want = t.otime or t.snap_otime  # to the ns, or to the second
+    got = {i: subs[i]["otime"][:len(w)] if i in subs else None for i, w in want.items()}
+    check(f"{name}: otime as the kernel recorded it ({'ns' if t.otime else 's, snapshots'})",
+          want and got == want, [(i, got[i], w) for i, w in want.items() if got[i] != w][:3])
+    for flags, want in ((["-s"], snaps), (["--readonly"], ro), (["-d"], deleted),
+                        (["--snapshots", "-r"], snaps & ro)):
+        got = subvols_ids(flags + args)
+        check(f"{name}: subvols {' '.join(flags)}: exactly those marked", got == want,
+              sorted(got ^ want, key=str)[:5])
+
+
+def image_truths(work):
+    """(name, btrfsimg arguments, Truth) of each committed image directory
+    (testdata/images) with recorded subvolume lists; the 257 GiB tar images
+    (no snapshots) are left out."""
+    for d in sorted(glob.glob(os.path.join(TESTDATA, "images", "*", ""))):
+        name = os.path.basename(d.rstrip("/"))
+        devs = sorted(glob.glob(os.path.join(d, "dev*.img.zst")))
+        disk = os.path.join(d, "disk.img.zst")
+        if os.path.exists(disk):
+            img = imgtest.private_copy(disk, work)
+            parts = [(f"{name} p{k}", ["--partition", str(k), img], f"p{k}.")
+                     for k in range(1, 9) if os.path.exists(os.path.join(d, f"p{k}.subvol-list.txt"))]
+        elif devs:
+            parts = [(name, [imgtest.private_copy(f, work) for f in devs], "")]
+        else:
+            continue
+        for label, args, p in parts:
+            f = lambda n: os.path.join(d, p + n)  # noqa: E731
+            yield label, args, Truth(f("subvol-list.txt"), f("subvol-list-s.txt"),
+                                     f("subvol-list-r.txt"), f("subvol-get-default.txt"),
+                                     f("subvol-list-d.txt"), f("subvol-info.jsonl"))
+        for a in args:
+            if a.startswith(work):
+                os.unlink(a)
+
+
 # ------------------------------------------------------------ main
 
 def main():
@@ -357,6 +523,14 @@ def main():
                                                  work))
         else:
             check("jq is installed (bash scripts/deps.sh)", False)
+        for name, args, truth in image_truths(work):
+            test_subvols(name, args, truth)
+        imgs["snaps"] = imgtest.private_copy(os.path.join(FILES, "snaps.img.zst"), work)
+        for name in ("subvols", "snaps"):
+            f = lambda n: os.path.join(FILES, f"{name}.{n}.txt")  # noqa: E731
+            test_subvols(f"files/{name}", [imgs[name]],
+                         Truth(f("subvols"), f("subvols-s"), f("subvols-r"), f("subvols-default"),
+                               top=f("subvols-top")))
         for name in ("names", "special", "subvols"):
             test_walk_text(name, imgs[name], views[name])
             test_inodes_text(name, imgs[name], views[name])

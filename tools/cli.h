@@ -21,6 +21,7 @@ struct cli {
 	const struct cmd_struct *command;
 	bool json, hash, verbose, quiet;
 	bool have_json_u64;	/* --json-u64 given (it sets jw_big_as_number) */
+	bool only_snapshots, only_readonly, only_deleted;	/* subvols' filters */
 	struct btrfsimg_open_opts opts;
 	bool have_subvol;
 	uint64_t subvol;
@@ -43,6 +44,8 @@ enum cli_opt {
 	OPT_JSON, OPT_JSON_U64, OPT_HASH, OPT_SUBVOL, OPT_PATH, OPT_INODE, OPT_INUMBITS,
 	OPT_MOUNT_SUBVOL,
 	OPT_NO_VERIFY,
+	/* subvols' filters, as btrfs subvolume list -s, -r, -d */
+	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED,
 	/* opening an image */
 	OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
 	OPT_HELP,

@@ -37,6 +37,9 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_MOUNT_SUBVOL] = { "mount-subvol", 0, "ID",
 			       "the mounted subvolume for numdevs=2\n(default: the default subvolume)" },
 	[OPT_NO_VERIFY] = { "no-verify", 0, NULL, "do not verify data checksums" },
+	[OPT_SNAPSHOTS] = { "snapshots", 's', NULL, "only snapshots" },
+	[OPT_READONLY] = { "readonly", 'r', NULL, "only read-only subvolumes" },
+	[OPT_DELETED] = { "deleted", 'd', NULL, "only deleted subvolumes" },
 	[OPT_PARTITION] = { "partition", 0, "N",
 			    "the Nth partition of a whole-disk image\n(an error if an image holds "
 			    "btrfs itself)" },
@@ -210,6 +213,9 @@ static int set_option(struct cli *c, int id, const char *arg)
 		c->have_json_u64 = true;
 		return 0;
 	case OPT_HASH: c->hash = true; return 0;
+	case OPT_SNAPSHOTS: c->only_snapshots = true; return 0;
+	case OPT_READONLY: c->only_readonly = true; return 0;
+	case OPT_DELETED: c->only_deleted = true; return 0;
 	case OPT_NO_VERIFY: c->opts.flags |= BTRFSIMG_OPEN_NO_DATA_VERIFY; return 0;
 	case OPT_NO_LOG_REPLAY: c->opts.flags |= BTRFSIMG_OPEN_NO_LOG_REPLAY; return 0;
 	case OPT_VERBOSE: c->verbose = true; return 0;
