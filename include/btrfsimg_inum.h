@@ -206,6 +206,22 @@ BTRFSIMG_API int btrfsimg_collide(const struct btrfsimg_collide_input *in, const
 				  char *err, size_t errlen);
 BTRFSIMG_API void btrfsimg_collide_result_clear(struct btrfsimg_collide_result *r);
 
+/** Called with each colliding group; @p g and its members are borrowed for
+ *  the call. Return 0 to go on, non-zero to stop (that value is returned). */
+typedef int (*btrfsimg_collide_group_fn)(void *ctx, const struct btrfsimg_collide_group *g);
+
+/**
+ * Every group of scheme @p s over @p in, in (device, ino) order, each with
+ * all its members (nmembers == size), handed to @p fn as it is found: memory
+ * stays that of a count, however many groups there are. Errors as
+ * btrfsimg_collide(); a non-zero return of @p fn ends the run and is
+ * returned.
+ */
+BTRFSIMG_API int btrfsimg_collide_groups(const struct btrfsimg_collide_input *in,
+					 const struct btrfsimg_scheme *s,
+					 btrfsimg_collide_group_fn fn, void *ctx, char *err,
+					 size_t errlen);
+
 /** Every scheme, in this order: nfsd, nfsd-uniquifier, inumbits=32..64 with
  *  numdevs=1, inumbits=32..64 with numdevs=2, numdevs=many. */
 struct btrfsimg_collide_report {
@@ -249,6 +265,11 @@ struct btrfsimg_fs_collisions {
 						     so a member's extra_index finds it) */
 	uint64_t max_objectid, max_subvol;
 	uint64_t mount_subvol;		/**< for numdevs=2 */
+	/** The same schemes counted without the stub directories: each stub
+	 *  presents 2 on a device where every other stub does too, so with two
+	 *  or more no scheme is collision-free; this gives the verdict for the
+	 *  rest. NULL when there are no stubs (report is that already). */
+	struct btrfsimg_collide_report *report_without_stubs;
 };
 
 /**
@@ -264,6 +285,18 @@ struct btrfsimg_fs_collisions {
 BTRFSIMG_API int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examples,
 				     struct btrfsimg_fs_collisions **out);
 BTRFSIMG_API void btrfsimg_fs_collisions_free(struct btrfsimg_fs_collisions *c);
+
+/**
+ * Every group of scheme @p s over the inodes @p c analysed, with each of
+ * its members, streamed as btrfsimg_collide_groups() does: stub directories
+ * included (@p stubs; a stub member has extra set and extra_index into
+ * stub_entries) or left out. The handle @p c came from must still be open
+ * (a failure's message is left on it). Returns 0, a negative errno, or
+ * what @p fn returned to stop.
+ */
+BTRFSIMG_API int btrfsimg_collisions_groups(const struct btrfsimg_fs_collisions *c,
+					    const struct btrfsimg_scheme *s, bool stubs,
+					    btrfsimg_collide_group_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

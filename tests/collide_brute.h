@@ -158,6 +158,63 @@ static inline int bf_count(const struct btrfsimg_collide_input *in, const struct
 	return 0;
 }
 
+/* Every group of @in under @s, in (device, value) order, with all its
+ * members (subvolumes in input order, objectids ascending, then extras),
+ * to @fn; stops at @fn's first non-zero return and returns it. -1: no
+ * memory. The same materialised sort as bf_count, with nothing kept. */
+static inline int bf_groups(const struct btrfsimg_collide_input *in,
+			    const struct btrfsimg_scheme *s, btrfsimg_collide_group_fn fn,
+			    void *ctx)
+{
+	size_t total = in->nextras, k = 0;
+	for (size_t i = 0; i < in->nsubvols; i++)
+		total += (in->subvols[i].base ? in->subvols[i].base->n : 0) +
+			 (in->subvols[i].add ? in->subvols[i].add->n : 0);
+	struct bf_ent *e = malloc((total + 1) * sizeof(*e));
+	uint64_t *tmp = malloc((total + 1) * sizeof(*tmp));
+	struct btrfsimg_collide_member *mem = malloc((total + 1) * sizeof(*mem));
+	if (!e || !tmp || !mem) {
+		free(e);
+		free(tmp);
+		free(mem);
+		return -1;
+	}
+	for (size_t i = 0; i < in->nsubvols; i++) {
+		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
+		uint64_t c = bf_const(s, v->id);
+		uint64_t dev = s->numdevs == 1 ? 0 : s->numdevs == 2 ? v->parity : i + 1;
+		size_t n = bf_members(v, tmp);
+		for (size_t j = 0; j < n; j++) {
+			uint64_t a = tmp[j];
+			e[k++] = (struct bf_ent){ dev, a == c ? a : a ^ c, 0, i, v->id, a };
+		}
+	}
+	for (size_t i = 0; i < in->nextras; i++) {
+		const struct btrfsimg_collide_extra *x = &in->extras[i];
+		uint64_t dev = s->numdevs == 2 ? x->parity : 0;
+		e[k++] = (struct bf_ent){ dev, x->ino, 1, i, x->subvol, x->ino };
+	}
+	qsort(e, k, sizeof(*e), bf_cmp);
+	int rc = 0;
+	for (size_t i = 0; i < k && !rc;) {
+		size_t j = i;
+		while (j < k && e[j].dev == e[i].dev && e[j].value == e[i].value)
+			j++;
+		if (j - i >= 2) {
+			for (size_t m = i; m < j; m++)
+				mem[m - i] = (struct btrfsimg_collide_member){
+					e[m].subvol, e[m].obj, e[m].extra != 0, e[m].extra ? e[m].idx : 0 };
+			struct btrfsimg_collide_group g = { e[i].dev, e[i].value, j - i, j - i, mem };
+			rc = fn(ctx, &g);
+		}
+		i = j;
+	}
+	free(e);
+	free(tmp);
+	free(mem);
+	return rc;
+}
+
 /* 0 if the engine's result equals the reference, else a line number. */
 static inline int bf_same(const struct btrfsimg_collide_result *got, const struct bf_result *want)
 {

@@ -529,6 +529,106 @@ static void test_random_small(void **state)
 	}
 }
 
+/* Groups as a list, to compare two streams of them. */
+struct glist {
+	struct btrfsimg_collide_group *g;
+	size_t n, cap;
+	size_t stop_after;	/* return 7 after this many (0: never) */
+};
+
+static int keep_group(void *ctx, const struct btrfsimg_collide_group *g)
+{
+	struct glist *l = ctx;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		l->g = realloc(l->g, l->cap * sizeof(*l->g));
+		assert_non_null(l->g);
+	}
+	struct btrfsimg_collide_group *c = &l->g[l->n++];
+	*c = *g;
+	c->members = malloc((g->nmembers + 1) * sizeof(*c->members));
+	assert_non_null(c->members);
+	memcpy(c->members, g->members, g->nmembers * sizeof(*c->members));
+	return l->stop_after && l->n == l->stop_after ? 7 : 0;
+}
+
+static void glist_free(struct glist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->g[i].members);
+	free(l->g);
+	*l = (struct glist){ 0 };
+}
+
+/* The line of the first difference, 0 if none. */
+static int glist_diff(const struct glist *a, const struct glist *b)
+{
+	if (a->n != b->n)
+		return __LINE__;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct btrfsimg_collide_group *x = &a->g[i], *y = &b->g[i];
+		if (x->device != y->device || x->ino != y->ino || x->size != y->size ||
+		    x->nmembers != y->nmembers || x->nmembers != x->size)
+			return __LINE__;
+		for (size_t m = 0; m < x->nmembers; m++)
+			if (x->members[m].subvol != y->members[m].subvol ||
+			    x->members[m].objectid != y->members[m].objectid ||
+			    x->members[m].extra != y->members[m].extra ||
+			    x->members[m].extra_index != y->members[m].extra_index)
+				return __LINE__;
+	}
+	return 0;
+}
+
+/* btrfsimg_collide_groups streams every group with every member: the
+ * brute force's list exactly, and its counts; also with the extras left
+ * out (the stub directories' "without stubs" verdict); a non-zero return
+ * stops it. */
+static void test_random_groups(void **state)
+{
+	(void)state;
+	uint64_t rs = 4242;
+	char err[256], name[64];
+	for (int trial = 0; trial < 800; trial++) {
+		struct cfg *c = random_cfg(&rs, 10, 24);
+		for (int pass = 0; pass < 2; pass++) {
+			struct btrfsimg_collide_input in = c->in;
+			if (pass)
+				in.nextras = 0;
+			for (size_t i = 0; i < BTRFSIMG_COLLIDE_SCHEMES; i++) {
+				struct btrfsimg_scheme s = bf_scheme(i);
+				struct glist got = { 0 }, want = { 0 };
+				assert_int_equal(btrfsimg_collide_groups(&in, &s, keep_group, &got, err,
+									 sizeof(err)), 0);
+				assert_int_equal(bf_groups(&in, &s, keep_group, &want), 0);
+				struct btrfsimg_collide_result r;
+				assert_int_equal(btrfsimg_collide(&in, &s, NULL, &r, err, sizeof(err)), 0);
+				uint64_t inodes = 0;
+				for (size_t g = 0; g < got.n; g++)
+					inodes += got.g[g].size;
+				int line = glist_diff(&got, &want);
+				btrfsimg_scheme_name(&s, name, sizeof(name));
+				if (line || r.groups != got.n || r.inodes != inodes)
+					fail_msg("trial %d %s%s: streamed groups differ (line %d): %zu/%zu "
+						 "groups, count %llu", trial, name,
+						 pass ? " without extras" : "", line, got.n, want.n,
+						 (unsigned long long)r.groups);
+				btrfsimg_collide_result_clear(&r);
+				if (got.n > 2) {
+					struct glist some = { .stop_after = 2 };
+					assert_int_equal(btrfsimg_collide_groups(&in, &s, keep_group, &some,
+										 err, sizeof(err)), 7);
+					assert_int_equal(some.n, 2);
+					glist_free(&some);
+				}
+				glist_free(&got);
+				glist_free(&want);
+			}
+		}
+		cfg_free(c);
+	}
+}
+
 /* Dense sets and small constants (N = 32 and ids 256 + j * 65536 give
  * c = 0x10000 + 256 j): images overlap over many trie levels. */
 static void test_random_dense(void **state)
@@ -958,6 +1058,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nfsd_roots),
 		cmocka_unit_test(test_stubs),
+		cmocka_unit_test(test_random_groups),
 		cmocka_unit_test(test_exception),
 		cmocka_unit_test(test_deltas),
 		cmocka_unit_test(test_headroom_hand),

@@ -136,6 +136,7 @@ struct owned {
 	struct btrfsimg_fs_collisions pub;
 	struct btrfsimg_idset *sets;	/* 3 per subvolume: base, add, del */
 	struct btrfsimg_collide_extra *extras;
+	struct btrfsimg_collide_input in;	/* for btrfsimg_collisions_groups */
 	struct an an;
 };
 
@@ -191,6 +192,7 @@ void btrfsimg_fs_collisions_free(struct btrfsimg_fs_collisions *c)
 	free(o->sets);
 	free(o->extras);
 	btrfsimg_collide_report_free(c->report);
+	btrfsimg_collide_report_free(c->report_without_stubs);
 	free(c->readdir_mismatch);
 	free(c->subvols);
 	free(c->stub_entries);
@@ -220,6 +222,15 @@ int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examp
 	char err[256] = "";
 	if (rc == 0 && (rc = btrfsimg_collide_all(&in, &opts, &c->report, err, sizeof(err))) < 0)
 		rc = bi_err(fs, rc, "collision analysis: %s", err);
+	if (rc == 0)
+		o->in = in;
+	/* Every stub presents 2 on one device: they collide whatever the
+	 * scheme, so the verdict without them needs a count without them. */
+	struct btrfsimg_collide_input bare = { in.subvols, in.nsubvols, NULL, 0 };
+	if (rc == 0 && c->stubs &&
+	    (rc = btrfsimg_collide_all(&bare, &opts, &c->report_without_stubs, err,
+				       sizeof(err))) < 0)
+		rc = bi_err(fs, rc, "collision analysis without the stub directories: %s", err);
 	if (rc == 0 && !(c->readdir_mismatch = calloc(c->report->nresults + 1, sizeof(uint64_t))))
 		rc = bi_err(fs, -ENOMEM, "out of memory");
 	for (size_t i = 0; rc == 0 && i < c->report->nresults; i++)
@@ -234,4 +245,21 @@ int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examp
 	c->mount_subvol = mount_subvol;
 	*out = c;
 	return 0;
+}
+
+int btrfsimg_collisions_groups(const struct btrfsimg_fs_collisions *c,
+			       const struct btrfsimg_scheme *s, bool stubs,
+			       btrfsimg_collide_group_fn fn, void *ctx)
+{
+	if (!c || !s || !fn)
+		return -EINVAL;
+	const struct owned *o = (const struct owned *)c;
+	struct btrfsimg_collide_input in = o->in;
+	if (!stubs)
+		in.nextras = 0;
+	char err[256] = "";
+	int rc = btrfsimg_collide_groups(&in, s, fn, ctx, err, sizeof(err));
+	if (rc < 0)
+		return bi_err(o->an.fs, rc, "collision groups: %s", err);
+	return rc;
 }

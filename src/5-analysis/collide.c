@@ -85,16 +85,20 @@ struct vm {
 	int64_t m;
 };
 
+struct ctx;
+
 /* One device's counting pass. */
 struct run {
 	struct piece *stack;		/* DFS piece stack; indices, it may move */
 	size_t used, cap;
 	uint64_t dev;
 	uint64_t groups, inodes;
-	struct btrfsimg_collide_group *ex;	/* the result's example array */
-	size_t *nex, maxex;
+	struct btrfsimg_collide_group **ex;	/* the result's example array, grown */
+	size_t *nex, maxex, capex;
 	struct vm *mat;			/* materialise scratch */
 	size_t matcap;
+	struct ctx *x;			/* streaming: each group goes to x->fn at once */
+	int stop;			/* -ENOMEM, or what x->fn returned: the run ends */
 };
 
 bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a)
@@ -149,17 +153,33 @@ static int stack_reserve(struct run *r, size_t more)
 
 static bool want_examples(const struct run *r)
 {
-	return *r->nex < r->maxex;
+	return !r->stop && (r->x || *r->nex < r->maxex);
 }
+
+static void stream_group(struct run *r, uint64_t value, int64_t m);
 
 static void example(struct run *r, uint64_t value, int64_t m)
 {
-	if (want_examples(r)) {
-		struct btrfsimg_collide_group *g = &r->ex[(*r->nex)++];
-		g->device = r->dev;
-		g->ino = value;
-		g->size = (uint64_t)m;
+	if (!want_examples(r))
+		return;
+	if (r->x) {
+		stream_group(r, value, m);
+		return;
 	}
+	if (*r->nex == r->capex) {
+		size_t cap = r->capex ? 2 * r->capex : 16;
+		if (cap > r->maxex)
+			cap = r->maxex;
+		void *v = realloc(*r->ex, cap * sizeof(**r->ex));
+		if (!v) {
+			r->stop = -ENOMEM;
+			return;
+		}
+		*r->ex = v;
+		r->capex = cap;
+	}
+	(*r->ex)[(*r->nex)++] = (struct btrfsimg_collide_group){ r->dev, value, (uint64_t)m, 0,
+								 NULL };
 }
 
 static void record(struct run *r, uint64_t value, int64_t m)
@@ -450,6 +470,8 @@ static int node(struct run *r, size_t first, size_t np, struct nd d)
 		skip_levels(r->stack + first, np, &d);
 		np = absorb_full(r->stack + first, np, &d);
 		int rc = settle(r, r->stack + first, np, &d);
+		if (r->stop)
+			return r->stop;
 		if (rc)
 			return rc < 0 ? rc : 0;
 		rc = stack_reserve(r, np);
@@ -527,6 +549,11 @@ struct ctx {
 	struct btrfsimg_collide_result *out;
 	struct run run;
 	struct piece *pieces;		/* root pieces of the current device */
+	/* streaming: every group, with every member, to fn */
+	btrfsimg_collide_group_fn fn;
+	void *fn_ctx;
+	size_t lo, hi;			/* the device being counted: order[lo, hi) */
+	bool extras;			/* and its extras */
 };
 
 static void add_piece(struct piece *p, size_t *np, const struct btrfsimg_idset *set,
@@ -616,12 +643,28 @@ static int fill_members(struct ctx *x, struct btrfsimg_collide_group *g, size_t 
 	return rc;
 }
 
+/* A group found while streaming: its members, then the caller's function. */
+static void stream_group(struct run *r, uint64_t value, int64_t m)
+{
+	struct ctx *x = r->x;
+	struct btrfsimg_collide_group g = { r->dev, value, (uint64_t)m, 0, NULL };
+	int rc = fill_members(x, &g, x->lo, x->hi, x->extras);
+	if (!rc)
+		rc = x->fn(x->fn_ctx, &g);
+	free(g.members);
+	if (rc)
+		r->stop = rc;
+}
+
 /* Count device @dev: subvolumes order[lo, hi), extras if @extras. */
 static int count_device(struct ctx *x, size_t lo, size_t hi, uint64_t dev, bool extras)
 {
 	size_t np = device_pieces(x, lo, hi, dev, extras), ex0 = x->out->nexamples;
 	struct run *r = &x->run;
 
+	x->lo = lo;
+	x->hi = hi;
+	x->extras = extras;
 	r->dev = dev;
 	r->used = 0;
 	int rc = stack_reserve(r, np);
@@ -631,6 +674,8 @@ static int count_device(struct ctx *x, size_t lo, size_t hi, uint64_t dev, bool 
 		memcpy(r->stack, x->pieces, np * sizeof(*r->stack));
 	r->used = np;
 	rc = count_pieces(r, np);
+	if (!rc)
+		rc = r->stop;
 	for (size_t i = ex0; !rc && i < x->out->nexamples; i++)
 		rc = fill_members(x, &x->out->examples[i], lo, hi, extras);
 	return rc;
@@ -898,11 +943,10 @@ static int ctx_alloc(struct ctx *x, size_t n, size_t nextras, size_t maxex)
 	x->c = calloc(n + 1, sizeof(*x->c));
 	x->order = calloc(n + 1, sizeof(*x->order));
 	x->pieces = calloc(5 * n + nextras + 1, sizeof(*x->pieces));
-	x->out->examples = calloc(maxex + 1, sizeof(*x->out->examples));
-	x->run.ex = x->out->examples;
+	x->run.ex = &x->out->examples;	/* grown as groups are found */
 	x->run.nex = &x->out->nexamples;
 	x->run.maxex = maxex;
-	return x->c && x->order && x->pieces && x->out->examples ? 0 : -ENOMEM;
+	return x->c && x->order && x->pieces ? 0 : -ENOMEM;
 }
 
 /* ----------------------------- public API ----------------------------- */
@@ -934,18 +978,22 @@ void btrfsimg_collide_result_clear(struct btrfsimg_collide_result *r)
 	r->nexamples = 0;
 }
 
-/* Count one scheme over validated input. */
+/* Count one scheme over validated input; with @fn, stream every group. */
 static int run_one(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
 		   const struct btrfsimg_collide_opts *o, const struct bi_collide_stats *st,
-		   struct btrfsimg_collide_result *out)
+		   struct btrfsimg_collide_result *out, btrfsimg_collide_group_fn fn, void *fn_ctx)
 {
-	size_t n = in->nsubvols, maxex = o ? o->max_examples : 0;
-	struct ctx x = { .in = in, .s = s, .out = out };
+	size_t n = in->nsubvols, maxex = o && !fn ? o->max_examples : 0;
+	struct ctx x = { .in = in, .s = s, .out = out, .fn = fn, .fn_ctx = fn_ctx };
 	int rc = -ENOMEM;
 
 	memset(out, 0, sizeof(*out));
 	out->scheme = *s;
 	x.max_members = o && o->max_members ? o->max_members : DEFAULT_MEMBERS;
+	if (fn) {
+		x.max_members = SIZE_MAX;
+		x.run.x = &x;
+	}
 	if (maxex > st->total / 2)	/* each group holds >= 2 inodes */
 		maxex = (size_t)(st->total / 2);
 	if (ctx_alloc(&x, n, in->nextras, maxex))
@@ -955,7 +1003,7 @@ static int run_one(const struct btrfsimg_collide_input *in, const struct btrfsim
 	rc = count_all(&x);
 	out->groups = x.run.groups;
 	out->inodes = x.run.inodes;
-	if (!rc)
+	if (!rc && !fn)
 		rc = headroom(&x, st);
 out:
 	ctx_free(&x);
@@ -975,7 +1023,27 @@ int btrfsimg_collide(const struct btrfsimg_collide_input *in, const struct btrfs
 	if (!rc)
 		rc = input_ok(in, &st, err, errlen);
 	if (!rc)
-		rc = run_one(in, s, o, &st, out);
+		rc = run_one(in, s, o, &st, out, NULL, NULL);
+	if (rc == -ENOMEM)
+		bi_msg(err, errlen, -ENOMEM, "out of memory counting collisions");
+	return rc;
+}
+
+int btrfsimg_collide_groups(const struct btrfsimg_collide_input *in,
+			    const struct btrfsimg_scheme *s, btrfsimg_collide_group_fn fn, void *ctx,
+			    char *err, size_t errlen)
+{
+	struct bi_collide_stats st;
+	struct btrfsimg_collide_result out;
+
+	if (!fn)
+		return bi_msg(err, errlen, -EINVAL, "no function to call for each group");
+	int rc = scheme_ok(s, err, errlen);
+	if (!rc)
+		rc = input_ok(in, &st, err, errlen);
+	if (!rc)
+		rc = run_one(in, s, NULL, &st, &out, fn, ctx);
+	btrfsimg_collide_result_clear(&out);
 	if (rc == -ENOMEM)
 		bi_msg(err, errlen, -ENOMEM, "out of memory counting collisions");
 	return rc;
@@ -1040,7 +1108,7 @@ int btrfsimg_collide_all(const struct btrfsimg_collide_input *in,
 	for (size_t i = 0; i < BTRFSIMG_COLLIDE_SCHEMES; i++) {
 		struct btrfsimg_scheme s = report_scheme(i);
 		r->nresults = i + 1;
-		rc = run_one(in, &s, o, &st, &r->results[i]);
+		rc = run_one(in, &s, o, &st, &r->results[i], NULL, NULL);
 		if (rc)
 			goto out;
 	}
