@@ -13,8 +13,9 @@
  * the st_ino in the directory's subvolume, and one in SPOT_CHECK is
  * statx'ed to check that (statx of every file costs about 20 us here).
  *
- * Prints one line per scheme, "NAME GROUPS INODES READDIR_MISMATCH", in the
- * order and with the names of `collisions --json`. The rules are those of
+ * Prints one line per scheme, "NAME GROUPS INODES READDIR_MISMATCH
+ * GROUPS_WITHOUT_STUBS INODES_WITHOUT_STUBS", in the order and with the
+ * names of `collisions --json`. The rules are those of
  * tests/test_inodes.py's brute(): an inode is a distinct (subvolume, st_ino);
  * a stub directory (st_ino 2) counts once per place it appears, on device 0
  * (on a device of its own under numdevs=many); numdevs=2 puts a subvolume on
@@ -257,7 +258,9 @@ static int cmp_pair(const void *a, const void *b)
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
-static void run_scheme(const struct scheme *s, uint64_t *v, uint64_t *tmp)
+/* Shared numbers and the inodes in them, the first @stubs stubs counted. */
+static void count_scheme(const struct scheme *s, uint64_t *v, uint64_t *tmp, size_t stubs,
+			 uint64_t *groups_out, uint64_t *inodes_out)
 {
 	uint64_t groups = 0, inodes = 0;
 	if (s->kind == MANY) { /* a device per subvolume, one for the stubs */
@@ -268,9 +271,9 @@ static void run_scheme(const struct scheme *s, uint64_t *v, uint64_t *tmp)
 			count_shared(v, tmp, n, &groups, &inodes);
 			i = j;
 		}
-		for (size_t i = 0; i < nstubs; i++)
+		for (size_t i = 0; i < stubs; i++)
 			v[i] = 2;
-		count_shared(v, tmp, nstubs, &groups, &inodes);
+		count_shared(v, tmp, stubs, &groups, &inodes);
 	} else {
 		for (int dev = 0; dev < (s->kind == N2 ? 2 : 1); dev++) {
 			size_t n = 0;
@@ -287,11 +290,25 @@ static void run_scheme(const struct scheme *s, uint64_t *v, uint64_t *tmp)
 				v[n++] = presented(pairs[i].ino, c);
 			}
 			if (dev == 0)
-				for (size_t i = 0; i < nstubs; i++)
+				for (size_t i = 0; i < stubs; i++)
 					v[n++] = 2;
 			count_shared(v, tmp, n, &groups, &inodes);
 		}
 	}
+	*groups_out = groups;
+	*inodes_out = inodes;
+}
+
+/* One line: the counts with the stubs, readdir mismatches, then the counts
+ * without the stubs (`collisions --json`'s *_without_stubs). */
+static void run_scheme(const struct scheme *s, uint64_t *v, uint64_t *tmp)
+{
+	uint64_t groups, inodes, bare_groups, bare_inodes;
+	count_scheme(s, v, tmp, nstubs, &groups, &inodes);
+	bare_groups = groups;
+	bare_inodes = inodes;
+	if (nstubs)
+		count_scheme(s, v, tmp, 0, &bare_groups, &bare_inodes);
 	uint64_t mismatch = 0;
 	for (size_t i = 0; i < nentries; i++) {
 		const struct entry *e = &entries[i];
@@ -307,8 +324,9 @@ static void run_scheme(const struct scheme *s, uint64_t *v, uint64_t *tmp)
 		snprintf(name, sizeof(name), "inumbits=%d,numdevs=%d", s->bits,
 			 s->kind == N1 ? 1 : 2);
 	}
-	printf("%s %llu %llu %llu\n", name, (unsigned long long)groups,
-	       (unsigned long long)inodes, (unsigned long long)mismatch);
+	printf("%s %llu %llu %llu %llu %llu\n", name, (unsigned long long)groups,
+	       (unsigned long long)inodes, (unsigned long long)mismatch,
+	       (unsigned long long)bare_groups, (unsigned long long)bare_inodes);
 	fflush(stdout);
 }
 

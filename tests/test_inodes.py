@@ -94,6 +94,26 @@ def brute(inodes, stubs, entries, dev2, scheme):
     return groups, total, mism
 
 
+def brute_groups(inodes, stub_paths, dev2, scheme):
+    """Every group of a scheme: {(device, value): sorted members}, a member
+    being (subvol, objectid) or ("stub", path)."""
+    kind, n = scheme
+
+    def c(s):
+        return uniq(s) if kind == "uniq" else overlay(s, n) if kind in ("n1", "n2") else 0
+    members = collections.defaultdict(list)
+    for (s, o) in inodes:
+        d = dev2[s] if kind == "n2" else s if kind == "many" else 0
+        members[(d, presented(o, c(s)))].append((s, o))
+    for p in stub_paths:
+        members[("sb" if kind == "many" else 0, 2)].append(("stub", p))
+    return {k: sorted(v, key=str) for k, v in members.items() if len(v) >= 2}
+
+
+def kernel_stub_paths(view):
+    return [r["path"] for r in view if r["subvol"] is None]
+
+
 def scheme_of(name):
     if name == "nfsd":
         return ("nfsd", 0)
@@ -161,6 +181,66 @@ def test_image(name, img, view):
     check(f"{name}: collisions equal the brute force for {len(recs) - 1} schemes",
           not wrong and len(recs) == 70, str(wrong[:4]))
     check_example_paths(name, recs, view)
+    check_without_stubs(name, recs, inodes, stubs, entries, dev2, view)
+    check_all_groups(name, img, inodes, dev2, view)
+
+
+def min_free(results, devs):
+    """Smallest N whose inumbits=N,numdevs=D scheme has no group; None."""
+    free = [int(k.split(",")[0].split("=")[1]) for k, g in results.items()
+            if k.startswith("inumbits=") and k.endswith("numdevs=%d" % devs) and g == 0]
+    return min(free) if free else None
+
+
+def check_without_stubs(name, recs, inodes, stubs, entries, dev2, view):
+    """The counts and verdicts without the stub directories: the brute force
+    with the stubs left out; the stubs named as the kernel shows them."""
+    wrong, with_stubs, without = [], {}, {}
+    for r in recs:
+        if r.get("summary"):
+            continue
+        g, i, _ = brute(inodes, [], entries, dev2, scheme_of(r["scheme"]))
+        have = (r.get("groups_without_stubs"), r.get("inodes_without_stubs"),
+                r.get("collision_free_without_stubs"))
+        if have != (g, i, g == 0):
+            wrong.append((r["scheme"], have, (g, i, g == 0)))
+        with_stubs[r["scheme"]], without[r["scheme"]] = r["groups"], g
+    check(f"{name}: collisions without stub directories equal the brute force without them",
+          not wrong and len(without) == 69, str(wrong[:4]))
+    summ = recs[-1] if recs and recs[-1].get("summary") else {}
+    got = [summ.get(f"min_inumbits_numdevs{d}{w}") for w in ("", "_without_stubs") for d in (1, 2)]
+    want = [min_free(x, d) for x in (with_stubs, without) for d in (1, 2)]
+    check(f"{name}: smallest collision-free inumbits with and without stubs {want}", got == want,
+          (got, want))
+    check(f"{name}: stub_paths: the kernel's {len(stubs)} stub directories",
+          sorted(summ.get("stub_paths", [None])) == sorted(kernel_stub_paths(view)),
+          (summ.get("stub_paths"), kernel_stub_paths(view)))
+
+
+def check_all_groups(name, img, inodes, dev2, view):
+    """--examples 0: every group of every scheme, each with every member,
+    equals the brute force's; the text report lists every nfsd group."""
+    rc, recs, err = run_json(["collisions", "--json", "--examples", "0", "--mount-subvol", "5",
+                              img])
+    wrong, total = [], 0
+    for r in recs:
+        if r.get("summary"):
+            continue
+        want = brute_groups(inodes, kernel_stub_paths(view), dev2, scheme_of(r["scheme"]))
+        got = sorted((sorted((("stub", m["path"]) if m.get("stub") else
+                              (m["subvol"], m["objectid"]) for m in grp), key=str)
+                      for grp in r["examples"]), key=str)
+        total += len(got)
+        if got != sorted(want.values(), key=str) or len(got) != r["groups"]:
+            wrong.append((r["scheme"], len(got), len(want)))
+    check(f"{name}: collisions --examples 0: all {total} groups with every member, as the "
+          f"brute force", rc in (0, 1) and not wrong and len(recs) == 70, (rc, wrong[:3], err[-200:]))
+    rc, out, err = imgtest.run_cli(CLI, ["collisions", "--examples", "0", "--mount-subvol", "5",
+                                         img])
+    nfsd = len(brute_groups(inodes, kernel_stub_paths(view), dev2, ("nfsd", 0)))
+    listed = out.decode(errors="replace").split("\nNFS export today", 1)[-1].split("\n\n")[0]
+    check(f"{name}: collisions --examples 0 text lists all {nfsd} nfsd groups",
+          rc in (0, 1) and listed.count(" is shared by ") == nfsd, (rc, listed[-300:]))
 
 
 def check_write_error(name, img):

@@ -31,6 +31,8 @@ struct cli {
 	int inumbits;		/* -1: not given */
 	bool have_mount_subvol;
 	uint64_t mount_subvol;
+	bool have_examples;
+	uint64_t examples;	/* collisions: groups listed per scheme, 0 every one */
 	char **images;
 	int nimages;
 	const char *destdir;
@@ -42,7 +44,7 @@ struct cli {
 enum cli_opt {
 	OPT_END = 0,
 	OPT_JSON, OPT_JSON_U64, OPT_HASH, OPT_SUBVOL, OPT_PATH, OPT_INODE, OPT_INUMBITS,
-	OPT_MOUNT_SUBVOL,
+	OPT_MOUNT_SUBVOL, OPT_EXAMPLES,
 	OPT_NO_VERIFY,
 	/* subvols' filters, as btrfs subvolume list -s, -r, -d */
 	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED,

@@ -36,6 +36,7 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_INUMBITS] = { "inumbits", 0, "N", "the inumbits=N proposal (0 or 32..64)" },
 	[OPT_MOUNT_SUBVOL] = { "mount-subvol", 0, "ID",
 			       "the mounted subvolume for numdevs=2\n(default: the default subvolume)" },
+	[OPT_EXAMPLES] = { "examples", 0, "N", "list N groups per scheme; 0: every group" },
 	[OPT_NO_VERIFY] = { "no-verify", 0, NULL, "do not verify data checksums" },
 	[OPT_SNAPSHOTS] = { "snapshots", 's', NULL, "only snapshots" },
 	[OPT_READONLY] = { "readonly", 'r', NULL, "only read-only subvolumes" },
@@ -193,6 +194,11 @@ static int set_number(struct cli *c, int id, const char *arg)
 		if (!parse_u64(arg, &c->mount_subvol))
 			return bad_value("--mount-subvol", arg);
 		c->have_mount_subvol = true;
+		return 0;
+	case OPT_EXAMPLES:
+		if (!parse_u64(arg, &c->examples) || c->examples > 1000000)
+			return bad_value("--examples (0: all, or up to 1000000)", arg);
+		c->have_examples = true;
 		return 0;
 	default: /* OPT_INUMBITS */
 		if (!parse_u64(arg, &v) || (v != 0 && (v < 32 || v > 64)))
