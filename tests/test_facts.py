@@ -10,7 +10,8 @@
     differ between the kernel's recorded views after and before replay,
     log.view.jsonl and log.nolog.view.jsonl), and how to see the last
     commit; exit status 0. Nothing with -q or --no-log-replay, and nothing
-    on the images whose recorded dump-super says log_root 0.
+    on the images whose recorded dump-super says log_root 0; super --json's
+    log_tree says the same.
   * super, on every image of testdata/images/ and every check of its
     manifest that opens it: the incompat and compat_ro flags by name
     (btrfs-progs' names in the recorded dump-super, and every feature the
@@ -98,6 +99,16 @@ def test_log_replay(work):
             check(f"log.img: {' '.join(cmd)}: {m[1]} items, at least the {len(changed)} paths "
                   f"that changed", int(m[1]) >= len(changed), (m[1], len(changed)))
         check(f"log.img: {' '.join(cmd)}: the line is not in stdout", b"log tree" not in out)
+    rc, out, err = run(["super", "--json", img])
+    m = LOG_LINE.match((log_lines(err) or [""])[0])
+    got = json.loads(out).get("log_tree") if rc == 0 else None
+    want = {"present": True, "replayed": True, "items": int(m[1]) if m else None,
+            "subvols": len(subvols)}
+    check("log.img: super --json: log_tree says what the line says", got == want, (got, want))
+    rc, out, err = run(["super", "--json", "--no-log-replay", img])
+    got = json.loads(out).get("log_tree") if rc == 0 else None
+    check("log.img: super --json --no-log-replay: log_tree present, not replayed",
+          got == {"present": True, "replayed": False, "items": 0, "subvols": 0}, got)
     for opt in ("-q", "--no-log-replay"):
         rc, out, err = run(["walk", opt, img])
         check(f"log.img: walk {opt}: no log line, exit 0", rc == 0 and not log_lines(err),
@@ -116,6 +127,10 @@ def test_log_replay(work):
         rc, out, err = run(["subvols", img])
         check(f"{base}.img (dump-super: log_root {log_root}): no log line",
               log_root == "0" and rc == 0 and not log_lines(err), (log_root, rc, err[-300:]))
+        rc, out, err = run(["super", "--json", img])
+        got = json.loads(out).get("log_tree") if rc == 0 else None
+        check(f"{base}.img: super --json: no log tree", got == {
+            "present": False, "replayed": False, "items": 0, "subvols": 0}, got)
         os.unlink(img)
 
 
