@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,32 +33,6 @@ static void usage(FILE *out)
 		"options and examples; 'btrfsimg --version' the version.\n"
 		"\nexit status: 0 success, 1 results despite damage (reported on stderr),\n"
 		"2 nothing could be read, or a usage error\n");
-}
-
-void cli_warn(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("btrfsimg: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
-int cli_fail(struct cli *c, int rc, const char *what)
-{
-	const char *msg = c->fs ? btrfsimg_errmsg(c->fs) : "";
-	if (!*msg)
-		msg = strerror(-rc);
-	cli_warn("%s: %s", what, msg);
-	return EXIT_FAILED;
-}
-
-int cli_status(const struct cli *c)
-{
-	if (c->errors || btrfsimg_damage_count(c->fs))
-		return EXIT_DAMAGED;
-	return EXIT_OK;
 }
 
 static void log_damage(void *ctx, bool damage, const char *msg)
