@@ -98,14 +98,14 @@ struct bf_result {
 	struct btrfsimg_collide_member mem[64][64];
 };
 
-/* Count @in under @s; keep the first @maxex (<= 64) groups with up to
- * @maxmem (<= 64) members. Returns 0 or -1 (no memory). */
-static inline int bf_count(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
-		    size_t maxex, size_t maxmem, struct bf_result *r)
+/* Every (device, presented number, inode) triple of @in under @s, sorted:
+ * the materialisation both references below count from. *k gets their
+ * number; NULL when out of memory (free() the result). */
+static inline struct bf_ent *bf_entries(const struct btrfsimg_collide_input *in,
+					const struct btrfsimg_scheme *s, size_t *k)
 {
-	size_t total = in->nextras, k = 0;
-
-	memset(r, 0, sizeof(*r));
+	size_t total = in->nextras;
+	*k = 0;
 	for (size_t i = 0; i < in->nsubvols; i++)
 		total += (in->subvols[i].base ? in->subvols[i].base->n : 0) +
 			 (in->subvols[i].add ? in->subvols[i].add->n : 0);
@@ -114,7 +114,7 @@ static inline int bf_count(const struct btrfsimg_collide_input *in, const struct
 	if (!e || !tmp) {
 		free(e);
 		free(tmp);
-		return -1;
+		return NULL;
 	}
 	for (size_t i = 0; i < in->nsubvols; i++) {
 		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
@@ -123,38 +123,58 @@ static inline int bf_count(const struct btrfsimg_collide_input *in, const struct
 		size_t n = bf_members(v, tmp);
 		for (size_t j = 0; j < n; j++) {
 			uint64_t a = tmp[j];
-			e[k++] = (struct bf_ent){ dev, a == c ? a : a ^ c, 0, i, v->id, a };
+			e[(*k)++] = (struct bf_ent){ dev, a == c ? a : a ^ c, 0, i, v->id, a };
 		}
 	}
 	for (size_t i = 0; i < in->nextras; i++) {
 		const struct btrfsimg_collide_extra *x = &in->extras[i];
 		uint64_t dev = s->numdevs == 2 ? x->parity : 0;
-		e[k++] = (struct bf_ent){ dev, x->ino, 1, i, x->subvol, x->ino };
+		e[(*k)++] = (struct bf_ent){ dev, x->ino, 1, i, x->subvol, x->ino };
 	}
-	qsort(e, k, sizeof(*e), bf_cmp);
-	for (size_t i = 0; i < k;) {
-		size_t j = i;
-		while (j < k && e[j].dev == e[i].dev && e[j].value == e[i].value)
-			j++;
-		if (j - i >= 2) {
-			r->groups++;
-			r->inodes += j - i;
-			if (r->nexamples < maxex) {
-				size_t x = r->nexamples++;
-				r->ex[x].device = e[i].dev;
-				r->ex[x].ino = e[i].value;
-				r->ex[x].size = j - i;
-				r->ex[x].members = r->mem[x];
-				for (size_t m = i; m < j && r->ex[x].nmembers < maxmem; m++)
-					r->mem[x][r->ex[x].nmembers++] = (struct btrfsimg_collide_member){
-						e[m].subvol, e[m].obj, e[m].extra != 0,
-						e[m].extra ? e[m].idx : 0 };
-			}
-		}
-		i = j;
+	free(tmp);
+	qsort(e, *k, sizeof(*e), bf_cmp);
+	return e;
+}
+
+/* The end of the run of equal (device, value) starting at @i. */
+static inline size_t bf_run_end(const struct bf_ent *e, size_t k, size_t i)
+{
+	size_t j = i;
+	while (j < k && e[j].dev == e[i].dev && e[j].value == e[i].value)
+		j++;
+	return j;
+}
+
+static inline struct btrfsimg_collide_member bf_member(const struct bf_ent *e)
+{
+	return (struct btrfsimg_collide_member){ e->subvol, e->obj, e->extra != 0,
+						 e->extra ? e->idx : 0 };
+}
+
+/* Count @in under @s; keep the first @maxex (<= 64) groups with up to
+ * @maxmem (<= 64) members. Returns 0 or -1 (no memory). */
+static inline int bf_count(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
+			   size_t maxex, size_t maxmem, struct bf_result *r)
+{
+	size_t k;
+	memset(r, 0, sizeof(*r));
+	struct bf_ent *e = bf_entries(in, s, &k);
+	if (!e)
+		return -1;
+	for (size_t i = 0, j; i < k; i = j) {
+		j = bf_run_end(e, k, i);
+		if (j - i < 2)
+			continue;
+		r->groups++;
+		r->inodes += j - i;
+		if (r->nexamples >= maxex)
+			continue;
+		size_t x = r->nexamples++;
+		r->ex[x] = (struct btrfsimg_collide_group){ e[i].dev, e[i].value, j - i, 0, r->mem[x] };
+		for (size_t m = i; m < j && r->ex[x].nmembers < maxmem; m++)
+			r->mem[x][r->ex[x].nmembers++] = bf_member(&e[m]);
 	}
 	free(e);
-	free(tmp);
 	return 0;
 }
 
@@ -166,51 +186,25 @@ static inline int bf_groups(const struct btrfsimg_collide_input *in,
 			    const struct btrfsimg_scheme *s, btrfsimg_collide_group_fn fn,
 			    void *ctx)
 {
-	size_t total = in->nextras, k = 0;
-	for (size_t i = 0; i < in->nsubvols; i++)
-		total += (in->subvols[i].base ? in->subvols[i].base->n : 0) +
-			 (in->subvols[i].add ? in->subvols[i].add->n : 0);
-	struct bf_ent *e = malloc((total + 1) * sizeof(*e));
-	uint64_t *tmp = malloc((total + 1) * sizeof(*tmp));
-	struct btrfsimg_collide_member *mem = malloc((total + 1) * sizeof(*mem));
-	if (!e || !tmp || !mem) {
+	size_t k;
+	struct bf_ent *e = bf_entries(in, s, &k);
+	struct btrfsimg_collide_member *mem = malloc((k + 1) * sizeof(*mem));
+	if (!e || !mem) {
 		free(e);
-		free(tmp);
 		free(mem);
 		return -1;
 	}
-	for (size_t i = 0; i < in->nsubvols; i++) {
-		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
-		uint64_t c = bf_const(s, v->id);
-		uint64_t dev = s->numdevs == 1 ? 0 : s->numdevs == 2 ? v->parity : i + 1;
-		size_t n = bf_members(v, tmp);
-		for (size_t j = 0; j < n; j++) {
-			uint64_t a = tmp[j];
-			e[k++] = (struct bf_ent){ dev, a == c ? a : a ^ c, 0, i, v->id, a };
-		}
-	}
-	for (size_t i = 0; i < in->nextras; i++) {
-		const struct btrfsimg_collide_extra *x = &in->extras[i];
-		uint64_t dev = s->numdevs == 2 ? x->parity : 0;
-		e[k++] = (struct bf_ent){ dev, x->ino, 1, i, x->subvol, x->ino };
-	}
-	qsort(e, k, sizeof(*e), bf_cmp);
 	int rc = 0;
-	for (size_t i = 0; i < k && !rc;) {
-		size_t j = i;
-		while (j < k && e[j].dev == e[i].dev && e[j].value == e[i].value)
-			j++;
-		if (j - i >= 2) {
-			for (size_t m = i; m < j; m++)
-				mem[m - i] = (struct btrfsimg_collide_member){
-					e[m].subvol, e[m].obj, e[m].extra != 0, e[m].extra ? e[m].idx : 0 };
-			struct btrfsimg_collide_group g = { e[i].dev, e[i].value, j - i, j - i, mem };
-			rc = fn(ctx, &g);
-		}
-		i = j;
+	for (size_t i = 0, j; i < k && !rc; i = j) {
+		j = bf_run_end(e, k, i);
+		if (j - i < 2)
+			continue;
+		for (size_t m = i; m < j; m++)
+			mem[m - i] = bf_member(&e[m]);
+		struct btrfsimg_collide_group g = { e[i].dev, e[i].value, j - i, j - i, mem };
+		rc = fn(ctx, &g);
 	}
 	free(e);
-	free(tmp);
 	free(mem);
 	return rc;
 }
