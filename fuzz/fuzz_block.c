@@ -22,7 +22,7 @@
  * generation. The same block read through an in-memory handle must be
  * accepted exactly when its checksum matches and the checker accepts it,
  * and a cached block must be re-checked against a different parent.
- * Seeds: leaves and nodes of the committed images (make_struct_seeds.py).
+ * Seeds: leaves and nodes of the committed images (gen_struct_seeds.py).
  */
 #include <stdlib.h>
 #include <string.h>

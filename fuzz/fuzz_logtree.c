@@ -21,7 +21,7 @@
  * deletions sorted single keys, no fixup or orphan item left behind,
  * checksum items whole checksums, total put bytes within the cap; and a
  * second run gives the same overlays (no dependence on stale memory).
- * Seeds (fuzz/corpus/logtree/) come from testdata/logtree/seeds.py.
+ * Seeds (fuzz/corpus/logtree/) come from testdata/logtree/gen_logtree_seeds.py.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -26,7 +26,7 @@
  * default is the "default" DIR_ITEM of directory 6, else 5; a ROOT_REF
  * whose dirid and name match makes an entry reach the child's root
  * directory when the child's last ROOT_ITEM has refs > 0, else a stub).
- * Seeds: the root trees of the committed images (make_struct_seeds.py).
+ * Seeds: the root trees of the committed images (gen_struct_seeds.py).
  */
 #include <stdlib.h>
 #include <string.h>

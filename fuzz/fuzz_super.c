@@ -15,7 +15,7 @@
  * count, generation, csum type, dev_item fsid), and every decoded field
  * must equal the bytes at its offset. A copy whose checksum was not fixed
  * and does not match must never be valid. Seeds: the primary copies of the
- * committed images (fuzz/make_struct_seeds.py).
+ * committed images (fuzz/gen_struct_seeds.py).
  */
 #include <stdlib.h>
 #include <string.h>

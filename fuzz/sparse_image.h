@@ -12,7 +12,7 @@
  * superblock checksum at 64 KiB and the checksum of every record that
  * starts like a tree block of this filesystem (its fsid at byte 32), so
  * structurally hostile but checksum-valid blocks reach the deep parsers,
- * as a deliberate attacker would build them. fuzz/make_seeds.py turns real
+ * as a deliberate attacker would build them. fuzz/gen_sparse_seeds.py turns real
  * images into this format.
  */
 #ifndef FUZZ_SPARSE_IMAGE_H

@@ -2,7 +2,7 @@
 /*
  * Shared by test_inode.c and test_dir.c: the kernel-made image
  * testdata/dir/dir.img.zst and the kernel's answers about it,
- * testdata/dir/dir.expect (format: testdata/dir/record.py). The image is
+ * testdata/dir/dir.expect (format: testdata/dir/gen_dir_record.py). The image is
  * decompressed into memory and opened with btrfsimg_add_device_mem().
  */
 #ifndef DIR_EXPECT_H

@@ -4,7 +4,7 @@
  *
  *  1. Hand-worked mapping vectors for every profile (the arithmetic is in
  *     the comments, done by hand from the layout rules, not by the code).
- *  2. What the kernel wrote: testdata/chunk/<layout>/ (made by gen.py on
+ *  2. What the kernel wrote: testdata/chunk/<layout>/ (made by gen_chunk.py on
  *     real loop devices): every chunk item must decode as btrfs-progs'
  *     dump-tree printed it, every 4 KiB block of a file must map to the
  *     device and offset where its bytes were found on the device files,

@@ -8,9 +8,9 @@
  *    damage must fail with a reason naming the check. The hash-collision
  *    chain uses three names the kernel itself stored in one DIR_ITEM of
  *    the test image (their common hash 0x5f247fc8 computed by
- *    testdata/dir/record.py's own CRC-32C);
- *  - the kernel's view of testdata/dir/dir.img.zst (testdata/dir/make.sh,
- *    record.py): getdents64 order, d_ino, d_type and positions (index)
+ *    testdata/dir/gen_dir_record.py's own CRC-32C);
+ *  - the kernel's view of testdata/dir/dir.img.zst (testdata/dir/gen-dir.sh,
+ *    gen_dir_record.py): getdents64 order, d_ino, d_type and positions (index)
  *    for readdir; statx st_ino and stx_subvol (absent for stubs) for what
  *    readdir, lookup and path lookup say an entry leads to; statx or the
  *    errno of paths with "..", ".", repeated and trailing '/';
@@ -344,7 +344,7 @@ static void test_readdir_lookup(void **state)
 		dirs++;
 	}
 	free(es);
-	/* the image has what make.sh says it has */
+	/* the image has what gen-dir.sh says it has */
 	assert_true(dirs >= 25);
 	assert_true(ents >= 700);
 	assert_int_equal(stubs, 7);
@@ -454,8 +454,8 @@ static void test_collision_lookup(void **state)
 	assert_int_equal(btrfsimg_lookup(x->fs, 5, dir.target_objectid, c4, 9, &e), -ENOENT);
 }
 
-/* Damaged copies of the image (record.py CRAFTS), patched in memory with
- * the bytes make.sh wrote (new leaf checksum included), against what the
+/* Damaged copies of the image (gen_dir_record.py CRAFTS), patched in memory with
+ * the bytes gen-dir.sh wrote (new leaf checksum included), against what the
  * kernel said d/moved is on each: a stub every time. */
 static void check_craft(struct dx *x, const char *variant)
 {

@@ -8,7 +8,7 @@
  *  - range composition (holes, partial references, inline, overlapping
  *    items) against a brute-force per-byte model of the kernel's rule: a
  *    byte comes from the last item at or before it, if that item reaches it;
- *  - images written by the kernel (testdata/extent/, made by make.sh there):
+ *  - images written by the kernel (testdata/extent/, made by gen-extent.sh there):
  *    every file read whole, streamed, and in pieces must give the sha256 the
  *    kernel read back after a fresh mount;
  *  - corrupted data: one byte flipped in the sector btrfs-map-logical says

@@ -5,8 +5,8 @@
  *    on-disk layout (every field a distinct value, so a wrong offset shows),
  *    valid and damaged one field at a time; each damage must fail with a
  *    reason naming the check;
- *  - the kernel's view of testdata/dir/dir.img.zst (testdata/dir/make.sh,
- *    record.py): statx of every path (mode, nlink, uid, gid, size, rdev,
+ *  - the kernel's view of testdata/dir/dir.img.zst (testdata/dir/gen-dir.sh,
+ *    gen_dir_record.py): statx of every path (mode, nlink, uid, gid, size, rdev,
  *    st_blocks, four times), FS_IOC_GETVERSION (i_generation), the stub
  *    directories' synthetic stat, name_to_handle_at bytes and types with
  *    flags 0 and AT_HANDLE_CONNECTABLE, listxattr/getxattr in order,

@@ -5,7 +5,7 @@
  * Truth: partition tables are written by sfdisk (util-linux) and what
  * `sfdisk -d` reports about them is what bi_part_parse must find. Live
  * tests build fresh images with sfdisk (skipped without it); fixtures in
- * testdata/part/ (made by testdata/part/make.sh with sfdisk, mkfs.btrfs and
+ * testdata/part/ (made by testdata/part/gen-part.sh with sfdisk, mkfs.btrfs and
  * blkid) keep the same checks running without sfdisk or root. The btrfs
  * partition of gpt-btrfs was made by mkfs.btrfs through a loop device and
  * blkid confirmed it; bi_dev_locate must pick exactly that partition.
@@ -406,7 +406,7 @@ static void test_block_device(void **state)
 }
 
 /* ------------------------------------------------------------------ */
-/* Fixtures (sfdisk's view recorded by testdata/part/make.sh) */
+/* Fixtures (sfdisk's view recorded by testdata/part/gen-part.sh) */
 
 static void fixture_check(const char *name)
 {

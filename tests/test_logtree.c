@@ -6,7 +6,7 @@
  *    kernel's replay procedure (tree-log.c): which items change, to which
  *    bytes, and which disappear; plus hostile logs that must fail with a
  *    message naming the check (bad ranges, disorder, limits);
- *  - crash images made by the kernel (testdata/logtree/, make.sh there):
+ *  - crash images made by the kernel (testdata/logtree/, gen-logtree.sh there):
  *    the superblock has log_root != 0. The kernel's own replay of each (a
  *    mount, then unmount) is the truth for every fs tree item (keys and
  *    bytes) and for every data checksum (per sector: item boundaries are
@@ -692,7 +692,7 @@ static void compare_csums(btrfsimg_fs *ours, btrfsimg_fs *kern)
 	free(b.sum);
 }
 
-/* ---- the kernel's view through the public API (view.py's format) */
+/* ---- the kernel's view through the public API (gen_logtree_view.py's format) */
 
 struct names {
 	char **hex;
@@ -791,7 +791,7 @@ static char *file_sha(btrfsimg_fs *fs, uint64_t sv, uint64_t ino, uint64_t size)
 	return s;
 }
 
-/* One line of view.py for inode (sv, ino) at hex path @hex. */
+/* One line of gen_logtree_view.py for inode (sv, ino) at hex path @hex. */
 static char *view_line(btrfsimg_fs *fs, uint64_t sv, uint64_t ino, const char *hex)
 {
 	struct btrfsimg_inode in;
