@@ -239,7 +239,7 @@ static int zstd_fits_kernel(const struct bi_zctx *z, const uint8_t *src, size_t 
 		      z->zstd_room);
 }
 
-static int zstd_fail(size_t r, size_t pos, char *why, size_t whylen)
+static int zstd_why(size_t r, size_t pos, char *why, size_t whylen)
 {
 	if (ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge)
 		return bi_why(why, whylen,
@@ -275,7 +275,7 @@ static int do_zstd(struct bi_zctx *z, const uint8_t *src, size_t srclen, uint8_t
 		size_t in0 = in.pos, out0 = out.pos;
 		size_t r = ZSTD_decompressStream(z->zstd, &out, &in);
 		if (ZSTD_isError(r))
-			return zstd_fail(r, in.pos, why, whylen);
+			return zstd_why(r, in.pos, why, whylen);
 		if (r == 0 || out.pos == out.size)
 			break;
 		if (in.pos == in0 && out.pos == out0)

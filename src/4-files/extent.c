@@ -402,8 +402,8 @@ struct where {
 	bool compressed;	/* fpos is the extent item's offset */
 };
 
-static int sector_fail(struct bi_file *f, uint64_t logical, uint64_t fpos, const struct where *w,
-		       const uint8_t *have, const uint8_t *want, int ncopies)
+static int csum_mismatch(struct bi_file *f, uint64_t logical, uint64_t fpos, const struct where *w,
+			 const uint8_t *have, const uint8_t *want, int ncopies)
 {
 	char h[2 * CSUM_SIZE_MAX + 1], x[2 * CSUM_SIZE_MAX + 1];
 	hex(have, f->fs->csum_size, h);
@@ -466,7 +466,7 @@ static int repair(struct bi_file *f, uint64_t logical, uint8_t *dst, int bad, ui
 		return 0;
 	}
 	if (mismatch)
-		return sector_fail(f, logical, fpos, w, first, want, ncopies);
+		return csum_mismatch(f, logical, fpos, w, first, want, ncopies);
 	return bi_err(fs, read_rc ? read_rc : -EIO,
 		      "cannot read data: subvol=%" PRIu64 " inode=%" PRIu64 " file offset=%" PRIu64
 		      " logical=%" PRIu64 ": %.600s",
