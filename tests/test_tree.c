@@ -441,12 +441,6 @@ static size_t wait_resident(const char *path, const uint64_t *want, size_t nwant
 	}
 }
 
-/* A streamed walk asks the kernel for the leaves ahead of it: on the first
- * leaf it reads under each level-1 node, every later leaf of that node it
- * will read is in the page cache, and no leaf it skips is; so is the next
- * level-1 node. The library's own reads
- * go without kernel readahead (FADV_RANDOM on its descriptor), so what is
- * resident is what was asked for. */
 /* bi_tree_last against a full walk: for a key equal to every item's, one
  * just below it, one before all and one after all, the last item at or
  * before it. */
@@ -498,6 +492,12 @@ static void test_tree_last(void **state)
 	close_names(fs, img);
 }
 
+/* A streamed walk asks the kernel for the leaves ahead of it: on the first
+ * leaf it reads under each level-1 node, every later leaf of that node it
+ * will read is in the page cache, and no leaf it skips is; so is the next
+ * level-1 node. The library's own reads go
+ * without kernel readahead (FADV_RANDOM on its descriptor), so what is
+ * resident is what was asked for. */
 static void test_stream_prefetch(void **state)
 {
 	(void)state;
