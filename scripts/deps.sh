@@ -7,6 +7,12 @@ pkgs=(build-essential meson ninja-build pkg-config python3 time
       libcmocka-dev
       btrfs-progs zstd fdisk util-linux
       sleuthkit jq  # the tools users pair btrfsimg with: tests run mactime and jq
+      libewf-dev libqcow-dev libvmdk-dev libvhdi-dev  # evidence containers (E01, qcow2, VMDK, VHD/X)
+      ewf-tools qemu-utils  # tests build containers with the formats' own tools
+      libargon2-dev libjson-c-dev  # LUKS2 keyslots and metadata (crypto itself: OpenSSL)
+      lvm2 cryptsetup-bin grub-common python3-libluksde  # LVM/LUKS test images and their truth
+      libfuse3-dev fuse3 rsync  # btrfsimg mount, and the tool study run under it
+      python3-dev python3-mesonpy python3-pytest  # the Python binding and its tests
       clang libclang-rt-14-dev llvm)  # llvm: llvm-profdata, llvm-cov (scripts/coverage.sh)
 missing=()
 for p in "${pkgs[@]}"; do
