@@ -36,6 +36,9 @@ struct cli {
 	char **images;
 	int nimages;
 	const char *destdir;
+	const char *mountpoint;	/* mount: the last argument */
+	const char *numbers;	/* mount --numbers SCHEME */
+	bool foreground;	/* mount -f */
 	btrfsimg_fs *fs;
 	uint64_t errors;	/* per-item failures that did not stop the command */
 };
@@ -50,6 +53,8 @@ enum cli_opt {
 	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED,
 	/* opening an image */
 	OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
+	/* mount */
+	OPT_NUMBERS, OPT_FOREGROUND,
 	OPT_HELP,
 	OPT_COUNT
 };
@@ -82,7 +87,7 @@ struct cmd_struct {
 
 extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_walk,
 	cmd_struct_cat, cmd_struct_extract, cmd_struct_bodyfile, cmd_struct_inodes,
-	cmd_struct_collisions, cmd_struct_partitions;
+	cmd_struct_collisions, cmd_struct_partitions, cmd_struct_mount;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */

@@ -52,6 +52,13 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_VERBOSE] = { "verbose", 'v', NULL, "also report what was read or replayed" },
 	[OPT_QUIET] = { "quiet", 'q', NULL, "do not report damage that was worked around,\n"
 						 "nor a replayed log tree" },
+	[OPT_NUMBERS] = { "numbers", 0, "SCHEME",
+			  "inode numbers shown: inumbits=N,numdevs=1 (N 32..64;\n"
+			  "default inumbits=56,numdevs=1), nfsd or\n"
+			  "nfsd-uniquifier; numdevs=2 and many need a device\n"
+			  "per subvolume, which one FUSE mount cannot show" },
+	[OPT_FOREGROUND] = { "foreground", 'f', NULL, "stay in the foreground (else serve in the\n"
+							 "background once mounted)" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -227,6 +234,8 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_VERBOSE: c->verbose = true; return 0;
 	case OPT_QUIET: c->quiet = true; return 0;
 	case OPT_PATH: c->path = arg; return 0;
+	case OPT_NUMBERS: c->numbers = arg; return 0;
+	case OPT_FOREGROUND: c->foreground = true; return 0;
 	case OPT_INODE:
 		if (!parse_inode(arg, &c->inode_subvol, &c->inode_objectid))
 			return bad_value("--inode (SUBVOL:OBJECTID)", arg);

@@ -1,0 +1,847 @@
+// SPDX-License-Identifier: MIT
+/*
+ * btrfsimg mount: the filesystem of the images, read-only, through FUSE
+ * (libfuse3's low-level interface), with st_ino and readdir's d_ino under
+ * one inode-number scheme (--numbers) and everything else as the kernel
+ * shows it.
+ *
+ * FUSE names an inode by a node id of our choosing and shows st_ino and
+ * d_ino as we reply them, so the presented numbers can repeat (that is the
+ * point of the schemes) while node ids stay unique: a node is
+ * (subvolume, objectid), or a stub directory (mount.h). Replies carry long
+ * timeouts and keep_cache: the images never change, so the kernel's
+ * dentry, attribute and page caches stay valid for the life of the mount.
+ *
+ * readdirplus replies hold each entry's attributes, so a walk does no
+ * lookup of its own. A subvolume or stub entry's d_ino differs from the
+ * st_ino of what it names (the child's id under the directory's overlay,
+ * against 256 or 2), and the kernel takes d_ino from the attributes of a
+ * readdirplus entry: those entries go without attributes (node id 0), and
+ * the kernel looks them up on use.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#ifdef BTRFSIMG_HAVE_FUSE
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
+#include <fuse_lowlevel.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#include "mount.h"
+
+/* Handles opened on the images: FUSE serves from this many threads. */
+#define HANDLES 4
+/* Seconds the kernel may keep names and attributes: the image cannot change. */
+#define FOREVER 1e9
+
+struct mnt {
+	struct mount_scheme scheme;
+	struct mount_pool pool;
+	struct mount_nodes nodes;
+	struct mount_node root; /* FUSE_ROOT_ID */
+	uint32_t sectorsize;
+	struct statvfs vfs;
+	bool quiet, foreground;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static struct mnt *mnt_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct mount_node *node_of(struct mnt *m, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? &m->root : (struct mount_node *)(uintptr_t)ino;
+}
+
+static fuse_ino_t ino_of(struct mnt *m, struct mount_node *n)
+{
+	return n == &m->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
+}
+
+static int errno_of(int rc)
+{
+	return rc == -EUCLEAN ? EIO : -rc;
+}
+
+/* struct stat of a btrfs inode as btrfs_getattr fills it. */
+static void stat_of(const struct mnt *m, const struct btrfsimg_inode *i, uint64_t ino,
+		    struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = i->mode;
+	st->st_nlink = i->nlink;
+	st->st_uid = i->uid;
+	st->st_gid = i->gid;
+	st->st_rdev = makedev((unsigned)(i->rdev >> 20), (unsigned)(i->rdev & 0xfffff));
+	st->st_size = (off_t)i->size;
+	st->st_blksize = m->sectorsize;
+	uint64_t a = m->sectorsize - 1;
+	st->st_blocks = (blkcnt_t)(((i->nbytes + a) & ~a) >> 9);
+	st->st_atim = (struct timespec){ i->atime.sec, i->atime.nsec };
+	st->st_mtim = (struct timespec){ i->mtime.sec, i->mtime.nsec };
+	st->st_ctim = (struct timespec){ i->ctime.sec, i->ctime.nsec };
+}
+
+/* The attributes of node @n, read with @fs. */
+static int node_stat(struct mnt *m, btrfsimg_fs *fs, const struct mount_node *n, struct stat *st)
+{
+	struct btrfsimg_inode i;
+	bool stub = n->objectid == 2 && n->stub_child;
+	int rc = stub ? btrfsimg_stub_inode(fs, n->subvol, n->stub_dir, &i)
+		      : btrfsimg_inode_get(fs, n->subvol, n->objectid, &i);
+	if (rc < 0)
+		return rc;
+	if (stub) { /* the kernel's new_simple_dir: the time of the lookup */
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		i.mtime = i.ctime = (struct btrfsimg_timespec){ now.tv_sec, (uint32_t)now.tv_nsec };
+	}
+	stat_of(m, &i, mount_st_ino(&m->scheme, n->subvol, n->objectid, stub), st);
+	return 0;
+}
+
+/* The node key a directory entry of @dir leads to. */
+static struct mount_node key_of(struct mnt *m, const struct mount_node *dir,
+				const struct btrfsimg_dirent *e)
+{
+	struct mount_node k = { .subvol = dir->subvol,
+				.parent_ino = mount_st_ino(&m->scheme, dir->subvol, dir->objectid,
+							   dir->stub_child != 0) };
+	switch (e->kind) {
+	case BTRFSIMG_TARGET_SUBVOL:
+		k.subvol = e->target_subvol;
+		k.objectid = 256;
+		break;
+	case BTRFSIMG_TARGET_STUB:
+		k.objectid = 2;
+		k.stub_dir = dir->objectid;
+		k.stub_child = e->location_objectid;
+		break;
+	default:
+		k.objectid = e->target_objectid;
+	}
+	return k;
+}
+
+static bool is_stub(const struct mount_node *n)
+{
+	return n->stub_child != 0;
+}
+
+/* ------------------------------------------------------------ names */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO; /* always plus: walks stat */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+}
+
+/* Reply the entry @k (its lookup counted) with @st. */
+static void reply_entry(fuse_req_t req, struct mnt *m, const struct mount_node *k,
+			const struct stat *st)
+{
+	struct mount_node *n = mount_nodes_get(&m->nodes, k);
+	if (!n) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	struct fuse_entry_param e = {
+		.ino = ino_of(m, n), .attr = *st, .attr_timeout = FOREVER, .entry_timeout = FOREVER
+	};
+	if (fuse_reply_entry(req, &e) != 0)
+		mount_nodes_forget(&m->nodes, n, 1); /* the kernel never got it */
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mnt *m = mnt_of(req);
+	struct mount_node *dir = node_of(m, parent);
+	if (is_stub(dir)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	btrfsimg_fs *fs = mount_pool_get(&m->pool);
+	struct btrfsimg_dirent e;
+	struct stat st;
+	int rc = btrfsimg_lookup(fs, dir->subvol, dir->objectid, name, strlen(name), &e);
+	struct mount_node k = { 0 };
+	if (rc == 0) {
+		k = key_of(m, dir, &e);
+		rc = node_stat(m, fs, &k, &st);
+	}
+	mount_pool_put(&m->pool, fs);
+	if (rc < 0) {
+		/* a lookup that finds nothing may be cached as long as the rest */
+		struct fuse_entry_param neg = { .entry_timeout = FOREVER };
+		if (rc == -ENOENT)
+			fuse_reply_entry(req, &neg);
+		else
+			fuse_reply_err(req, errno_of(rc));
+		return;
+	}
+	reply_entry(req, m, &k, &st);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct mnt *m = mnt_of(req);
+	if (ino != FUSE_ROOT_ID)
+		mount_nodes_forget(&m->nodes, node_of(m, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	struct mnt *m = mnt_of(req);
+	for (size_t i = 0; i < count; i++)
+		if (f[i].ino != FUSE_ROOT_ID)
+			mount_nodes_forget(&m->nodes, node_of(m, f[i].ino), f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct mnt *m = mnt_of(req);
+	btrfsimg_fs *fs = mount_pool_get(&m->pool);
+	struct stat st;
+	int rc = node_stat(m, fs, node_of(m, ino), &st);
+	mount_pool_put(&m->pool, fs);
+	if (rc < 0)
+		fuse_reply_err(req, errno_of(rc));
+	else
+		fuse_reply_attr(req, &st, FOREVER);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct mnt *m = mnt_of(req);
+	struct mount_node *n = node_of(m, ino);
+	btrfsimg_fs *fs = mount_pool_get(&m->pool);
+	uint8_t *t = NULL;
+	size_t len = 0;
+	int rc = is_stub(n) ? -EINVAL : btrfsimg_readlink(fs, n->subvol, n->objectid, &t, &len);
+	mount_pool_put(&m->pool, fs);
+	if (rc < 0)
+		fuse_reply_err(req, errno_of(rc));
+	else
+		fuse_reply_readlink(req, (const char *)t); /* NUL-terminated by the library */
+	free(t);
+}
+
+/* ------------------------------------------------------------ directories */
+
+/* A directory's entries, read at opendir (readdir order, as the kernel's
+ * readdir gives them); names in one buffer. */
+struct dent {
+	size_t name_off;
+	uint16_t name_len;
+	uint8_t file_type;
+	struct btrfsimg_dirent e; /* name pointers unused */
+};
+
+struct dlist {
+	struct dent *v;
+	size_t n, cap;
+	char *names;
+	size_t names_len, names_cap;
+};
+
+static int dlist_add(void *ctx, const struct btrfsimg_dirent *e)
+{
+	struct dlist *d = ctx;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		struct dent *v = realloc(d->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		d->v = v;
+		d->cap = cap;
+	}
+	if (d->names_len + e->name_len + 1 > d->names_cap) {
+		size_t cap = d->names_cap ? d->names_cap * 2 : 4096;
+		while (cap < d->names_len + e->name_len + 1)
+			cap *= 2;
+		char *p = realloc(d->names, cap);
+		if (!p)
+			return -ENOMEM;
+		d->names = p;
+		d->names_cap = cap;
+	}
+	memcpy(d->names + d->names_len, e->name, e->name_len);
+	d->names[d->names_len + e->name_len] = '\0';
+	d->v[d->n++] = (struct dent){ .name_off = d->names_len,
+				      .name_len = (uint16_t)e->name_len,
+				      .file_type = e->file_type,
+				      .e = *e };
+	d->names_len += e->name_len + 1;
+	return 0;
+}
+
+static void dlist_free(struct dlist *d)
+{
+	if (!d)
+		return;
+	free(d->v);
+	free(d->names);
+	free(d);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mnt *m = mnt_of(req);
+	struct mount_node *n = node_of(m, ino);
+	struct dlist *d = calloc(1, sizeof(*d));
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = 0;
+	if (!is_stub(n)) { /* a stub is empty */
+		btrfsimg_fs *fs = mount_pool_get(&m->pool);
+		rc = btrfsimg_readdir(fs, n->subvol, n->objectid, dlist_add, d);
+		mount_pool_put(&m->pool, fs);
+	}
+	if (rc < 0) {
+		dlist_free(d);
+		fuse_reply_err(req, errno_of(rc));
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	fi->keep_cache = 1;
+	fi->cache_readdir = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		dlist_free(d);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	dlist_free((struct dlist *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* S_IF* of a BTRFS_FT_* value (0 for an unknown one: DT_UNKNOWN). */
+static mode_t mode_of_ft(uint8_t ft)
+{
+	static const mode_t m[] = { 0,	     S_IFREG, S_IFDIR,	S_IFCHR,
+				    S_IFBLK, S_IFIFO, S_IFSOCK, S_IFLNK };
+	return ft < sizeof(m) / sizeof(m[0]) ? m[ft] : 0;
+}
+
+struct rd {
+	fuse_req_t req;
+	struct mnt *m;
+	struct mount_node *dir;
+	btrfsimg_fs *fs;
+	bool plus;
+	char *buf;
+	size_t size, len;
+};
+
+/* Add entry @name at position @off (the offset of the next one); false
+ * when it does not fit. With plus and @k, the entry carries the
+ * attributes of node @k, counted as a lookup. */
+static bool rd_add(struct rd *r, const char *name, uint64_t d_ino, mode_t type,
+		   const struct mount_node *k, off_t off, int *err)
+{
+	char *at = r->buf + r->len;
+	size_t room = r->size - r->len;
+	if (!r->plus) {
+		struct stat st = { .st_ino = d_ino, .st_mode = type };
+		size_t need = fuse_add_direntry(r->req, NULL, 0, name, NULL, 0);
+		if (need > room)
+			return false;
+		r->len += fuse_add_direntry(r->req, at, room, name, &st, off);
+		return true;
+	}
+	size_t need = fuse_add_direntry_plus(r->req, NULL, 0, name, NULL, 0);
+	if (need > room)
+		return false;
+	struct fuse_entry_param e = { .attr = { .st_ino = d_ino, .st_mode = type } };
+	if (k) {
+		int rc = node_stat(r->m, r->fs, k, &e.attr);
+		struct mount_node *n = rc == 0 ? mount_nodes_get(&r->m->nodes, k) : NULL;
+		if (!n) {
+			*err = rc < 0 ? errno_of(rc) : ENOMEM;
+			return false;
+		}
+		e.ino = ino_of(r->m, n);
+		e.attr_timeout = e.entry_timeout = FOREVER;
+	}
+	r->len += fuse_add_direntry_plus(r->req, at, room, name, &e, off);
+	return true;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
+{
+	struct mnt *m = mnt_of(req);
+	struct dlist *d = (struct dlist *)(uintptr_t)fi->fh;
+	struct rd r = { .req = req, .m = m, .dir = node_of(m, ino), .plus = plus, .size = size };
+	r.buf = malloc(size ? size : 1);
+	if (!r.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	const struct mount_node *dir = r.dir;
+	uint64_t self = mount_st_ino(&m->scheme, dir->subvol, dir->objectid, is_stub(dir));
+	int err = 0;
+	if (plus)
+		r.fs = mount_pool_get(&m->pool);
+	/* positions: 0 ".", 1 "..", 2 + i the i-th entry; an entry's offset
+	 * is the position after it */
+	for (uint64_t pos = (uint64_t)off; pos < d->n + 2; pos++) {
+		bool ok;
+		if (pos == 0)
+			ok = rd_add(&r, ".", self, S_IFDIR, NULL, 1, &err);
+		else if (pos == 1)
+			ok = rd_add(&r, "..", dir->parent_ino, S_IFDIR, NULL, 2, &err);
+		else {
+			const struct dent *de = &d->v[pos - 2];
+			struct mount_node k = key_of(m, dir, &de->e);
+			uint64_t d_ino =
+				mount_d_ino(&m->scheme, dir->subvol, de->e.location_objectid);
+			/* attributes only where d_ino is the target's st_ino */
+			bool attrs = de->e.kind == BTRFSIMG_TARGET_INODE;
+			ok = rd_add(&r, d->names + de->name_off, d_ino, mode_of_ft(de->file_type),
+				    attrs ? &k : NULL, (off_t)pos + 1, &err);
+		}
+		if (!ok)
+			break;
+	}
+	if (plus)
+		mount_pool_put(&m->pool, r.fs);
+	if (err && r.len == 0)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_buf(req, r.buf, r.len);
+	free(r.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+/* ------------------------------------------------------------ files */
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fi->keep_cache = 1; /* the image cannot change under the page cache */
+	fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct mnt *m = mnt_of(req);
+	struct mount_node *n = node_of(m, ino);
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	btrfsimg_fs *fs = mount_pool_get(&m->pool);
+	size_t got = 0;
+	/* a failure fails the whole request: a short reply would end the
+	 * file there; the kernel then reads page by page, so exactly the
+	 * damaged pages give EIO */
+	int rc = is_stub(n) ? -EISDIR
+			    : btrfsimg_file_read(fs, n->subvol, n->objectid, (uint64_t)off, buf,
+						 size, &got);
+	mount_pool_put(&m->pool, fs);
+	if (rc < 0)
+		fuse_reply_err(req, errno_of(rc));
+	else
+		fuse_reply_buf(req, buf, got);
+	free(buf);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	fuse_reply_statfs(req, &mnt_of(req)->vfs);
+}
+
+/* ------------------------------------------------------------ xattrs */
+
+struct xget {
+	const char *name;
+	size_t name_len;
+	char *value;
+	size_t len;
+	bool found;
+	char *list; /* listxattr: names, each with its NUL */
+	size_t list_len, list_cap;
+};
+
+static int xattr_find(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
+		      size_t vlen)
+{
+	struct xget *x = ctx;
+	if (nlen != x->name_len || memcmp(name, x->name, nlen) != 0)
+		return 0;
+	x->value = malloc(vlen ? vlen : 1);
+	if (!x->value)
+		return -ENOMEM;
+	memcpy(x->value, value, vlen);
+	x->len = vlen;
+	x->found = true;
+	return 1;
+}
+
+static int xattr_name(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
+		      size_t vlen)
+{
+	(void)value;
+	(void)vlen;
+	struct xget *x = ctx;
+	if (x->list_len + nlen + 1 > x->list_cap) {
+		size_t cap = x->list_cap ? x->list_cap * 2 : 256;
+		while (cap < x->list_len + nlen + 1)
+			cap *= 2;
+		char *p = realloc(x->list, cap);
+		if (!p)
+			return -ENOMEM;
+		x->list = p;
+		x->list_cap = cap;
+	}
+	memcpy(x->list + x->list_len, name, nlen);
+	x->list[x->list_len + nlen] = '\0';
+	x->list_len += nlen + 1;
+	return 0;
+}
+
+/* A value of @len bytes for a buffer of @size (0: ask the length). */
+static void reply_sized(fuse_req_t req, const char *v, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, len);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct mnt *m = mnt_of(req);
+	struct mount_node *n = node_of(m, ino);
+	struct xget x = { .name = name, .name_len = strlen(name) };
+	int rc = 0;
+	if (!is_stub(n)) {
+		btrfsimg_fs *fs = mount_pool_get(&m->pool);
+		rc = btrfsimg_xattrs(fs, n->subvol, n->objectid, xattr_find, &x);
+		mount_pool_put(&m->pool, fs);
+	}
+	if (rc < 0)
+		fuse_reply_err(req, errno_of(rc));
+	else if (!x.found)
+		fuse_reply_err(req, ENODATA);
+	else
+		reply_sized(req, x.value, x.len, size);
+	free(x.value);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct mnt *m = mnt_of(req);
+	struct mount_node *n = node_of(m, ino);
+	struct xget x = { 0 };
+	int rc = 0;
+	if (!is_stub(n)) {
+		btrfsimg_fs *fs = mount_pool_get(&m->pool);
+		rc = btrfsimg_xattrs(fs, n->subvol, n->objectid, xattr_name, &x);
+		mount_pool_put(&m->pool, fs);
+	}
+	if (rc < 0)
+		fuse_reply_err(req, errno_of(rc));
+	else
+		reply_sized(req, x.list, x.list_len, size);
+	free(x.list);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.readlink = op_readlink,
+	.open = op_open,
+	.read = op_read,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+};
+
+/* ------------------------------------------------------------ setup */
+
+/* Data copies per byte of the data profile (1 for single and RAID0). */
+static unsigned data_factor(btrfsimg_fs *fs)
+{
+	struct btrfsimg_profile_use u[16];
+	size_t n = 0;
+	if (btrfsimg_profiles(fs, u, 16, &n) < 0)
+		return 1;
+	for (size_t i = 0; i < n && i < 16; i++) {
+		if (!(u[i].type & BTRFSIMG_BG_DATA))
+			continue;
+		const char *p = u[i].profile;
+		if (!strcmp(p, "dup") || !strcmp(p, "raid1") || !strcmp(p, "raid10"))
+			return 2;
+		if (!strcmp(p, "raid1c3"))
+			return 3;
+		if (!strcmp(p, "raid1c4"))
+			return 4;
+		return 1;
+	}
+	return 1;
+}
+
+/* statfs as btrfs_statfs gives it, from what the image records: blocks
+ * of sectorsize, the device bytes over the data profile's copies, free
+ * = that less the bytes used (the kernel also subtracts its in-memory
+ * global reserve, which an image does not record). No inode counts. */
+static int fill_statfs(struct mnt *m, btrfsimg_fs *fs)
+{
+	struct btrfsimg_super_info s;
+	int rc = btrfsimg_super(fs, &s);
+	if (rc < 0)
+		return rc;
+	unsigned f = data_factor(fs);
+	uint64_t bs = s.sectorsize ? s.sectorsize : 4096;
+	m->sectorsize = (uint32_t)bs;
+	m->vfs = (struct statvfs){ .f_bsize = bs, .f_frsize = bs, .f_namemax = 255 };
+	m->vfs.f_blocks = s.total_bytes / f / bs;
+	uint64_t used = s.bytes_used / bs;
+	m->vfs.f_bfree = m->vfs.f_bavail = used < m->vfs.f_blocks ? m->vfs.f_blocks - used : 0;
+	return 0;
+}
+
+static void log_to_stderr(void *ctx, bool damage, const char *msg)
+{
+	const struct mnt *m = ctx;
+	if (damage && !m->quiet)
+		fprintf(stderr, "btrfsimg: warning: %s\n", msg);
+}
+
+/* The mount options: read-only, the kernel checks permissions, the
+ * images named in /proc/mounts (',' and '\' escaped for libfuse). */
+static char *mount_opts(const struct cli *c)
+{
+	const char *img = c->images[0];
+	size_t len = strlen(img);
+	char *o = malloc(2 * len + 96);
+	if (!o)
+		return NULL;
+	char *p = o + sprintf(o, "ro,default_permissions,subtype=btrfsimg,fsname=");
+	for (size_t i = 0; i < len; i++) {
+		if (img[i] == ',' || img[i] == '\\')
+			*p++ = '\\';
+		*p++ = img[i];
+	}
+	*p = '\0';
+	return o;
+}
+
+static int start_root(struct cli *c, struct mnt *m)
+{
+	uint64_t sv = c->have_subvol ? c->subvol : 5;
+	struct btrfsimg_inode i;
+	int rc = btrfsimg_inode_get(c->fs, sv, 256, &i);
+	if (rc < 0) {
+		cli_warn("mount: --subvol %" PRIu64 ": %s", sv,
+			 *btrfsimg_errmsg(c->fs) ? btrfsimg_errmsg(c->fs) : strerror(-rc));
+		return EXIT_FAILED;
+	}
+	m->root = (struct mount_node){ .subvol = sv, .objectid = 256, .nlookup = 1 };
+	m->root.parent_ino = mount_st_ino(&m->scheme, sv, 256, false);
+	return EXIT_OK;
+}
+
+/* Mount, go to the background once mounted (unless -f), serve until
+ * unmounted. */
+static int serve(struct cli *c, struct mnt *m)
+{
+	char *opts = mount_opts(c);
+	char *argv[] = { "btrfsimg", "-o", opts, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	struct fuse_session *se = opts ? fuse_session_new(&args, &ops, sizeof(ops), m) : NULL;
+	int status = EXIT_FAILED;
+	if (!se) {
+		cli_warn("mount: cannot start a FUSE session");
+		goto out;
+	}
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, c->mountpoint) != 0) {
+		cli_warn("mount: cannot mount on %s (is /dev/fuse there, fusermount3 "
+			 "installed, the directory empty?)",
+			 c->mountpoint);
+		goto out_signals;
+	}
+	if (fuse_daemonize(c->foreground) != 0) {
+		fuse_session_unmount(se);
+		goto out_signals;
+	}
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	if (cfg) {
+		fuse_loop_cfg_set_max_threads(cfg, HANDLES);
+		fuse_loop_cfg_set_clone_fd(cfg, 0);
+	}
+	int rc = cfg ? fuse_session_loop_mt(se, cfg) : fuse_session_loop(se);
+	fuse_loop_cfg_destroy(cfg);
+	fuse_session_unmount(se);
+	status = rc == 0 ? EXIT_OK : EXIT_FAILED;
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out:
+	free(opts);
+	return status;
+}
+
+static int cmd_mount(struct cli *c)
+{
+	struct mnt m = { .quiet = c->quiet, .foreground = c->foreground };
+	char why[256];
+	if (mount_scheme_parse(c->numbers ? c->numbers : "inumbits=56,numdevs=1", &m.scheme, why,
+			       sizeof(why)) < 0) { /* checked in mount_check: cannot fail */
+		cli_warn("mount: --numbers %s", why);
+		return EXIT_USAGE;
+	}
+	int rc = fill_statfs(&m, c->fs);
+	if (rc < 0)
+		return cli_fail(c, rc, "mount");
+	if (start_root(c, &m) != EXIT_OK)
+		return EXIT_FAILED;
+	char err[512] = "";
+	rc = mount_pool_open(&m.pool, c->fs, HANDLES, c->images, c->nimages, &c->opts, err,
+			     sizeof(err));
+	if (rc < 0) {
+		cli_warn("mount: opening the images again: %s", err);
+		mount_pool_close(&m.pool);
+		return EXIT_FAILED;
+	}
+	for (int i = 0; i < m.pool.n; i++)
+		btrfsimg_set_log(m.pool.fs[i], log_to_stderr, &m);
+	if (mount_nodes_init(&m.nodes) < 0) {
+		mount_pool_close(&m.pool);
+		return cli_fail(c, -ENOMEM, "mount");
+	}
+	int status = serve(c, &m);
+	mount_nodes_free(&m.nodes);
+	mount_pool_close(&m.pool);
+	return status;
+}
+
+#else /* !BTRFSIMG_HAVE_FUSE */
+
+static int cmd_mount(struct cli *c)
+{
+	(void)c;
+	cli_warn(
+		"mount: this btrfsimg was built without FUSE (libfuse3-dev; meson -Dfuse=enabled)");
+	return EXIT_FAILED;
+}
+
+#endif
+
+static int mount_check(struct cli *c)
+{
+	if (c->nimages < 2) {
+		cli_warn("mount: give IMAGE... MOUNTPOINT");
+		return EXIT_USAGE;
+	}
+	c->mountpoint = c->images[--c->nimages];
+	struct stat st;
+	if (stat(c->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		cli_warn("mount: %s: not a directory (the mount point comes last)", c->mountpoint);
+		return EXIT_USAGE;
+	}
+#ifdef BTRFSIMG_HAVE_FUSE
+	struct mount_scheme s;
+	char why[256];
+	if (c->numbers && mount_scheme_parse(c->numbers, &s, why, sizeof(why)) < 0) {
+		cli_warn("mount: --numbers %s", why);
+		return EXIT_USAGE;
+	}
+#endif
+	return EXIT_OK;
+}
+
+static const struct cmd_option mount_options[] = {
+	{ OPT_SUBVOL, "mount subvolume ID as the root (default 5, the top\nlevel)" },
+	{ OPT_NUMBERS, NULL },
+	{ OPT_FOREGROUND, NULL },
+	{ OPT_NO_VERIFY, "do not verify data checksums (no EIO on damaged data)" },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_mount = {
+	.name = "mount",
+	.summary = "mount the images read-only through FUSE, under an inode-number scheme",
+	.args = "IMAGE... MOUNTPOINT",
+	.about = "Mount the filesystem of the images read-only on MOUNTPOINT through FUSE,\n"
+		 "with every path as the kernel shows it (contents, modes, owners, times\n"
+		 "with nanoseconds, links, special files, xattrs), but st_ino and\n"
+		 "readdir's d_ino under one inode-number scheme (--numbers), as a kernel\n"
+		 "with the 2021 patches would show them. Data that fails its checksum on\n"
+		 "every copy reads as EIO. The command returns once the mount is ready\n"
+		 "and serves in the background (-f: in the foreground); unmount with\n"
+		 "'fusermount3 -u MOUNTPOINT'.\n"
+		 "\n"
+		 "FUSE gives a mount one st_dev, so only one-device schemes can be shown:\n"
+		 "numdevs=2 and numdevs=many (today's kernel) are refused. Stub\n"
+		 "directories keep inode number 2; a subvolume entry's d_ino is the\n"
+		 "subvolume id under the directory's overlay (or uniquifier).",
+	.examples =
+		"btrfsimg mount disk.img /mnt/img\n"
+		"btrfsimg mount --numbers nfsd disk.img /mnt/img\n"
+		"btrfsimg mount -f --subvol 256 --numbers inumbits=48,numdevs=1 \\\n  disk.img /mnt/img\n"
+		"fusermount3 -u /mnt/img",
+	.options = mount_options,
+	.check = mount_check,
+	.run = cmd_mount,
+};
