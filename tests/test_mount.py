@@ -1,0 +1,557 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_mount.py: `btrfsimg mount` (FUSE) against the kernel's recorded view.
+
+    test_mount.py BTRFSIMG TESTDATA [--only NAME]...
+
+Needs root and /dev/fuse (fusermount3); skipped (exit 77) with the reason
+otherwise. Every committed image of testdata/files/ is mounted, and a walk
+through the mount (depth-first in readdir order, like testdata/gen_kview.py
+that recorded the kernel's view on a loop mount) is compared with NAME.view.jsonl:
+  * the paths, in readdir order;
+  * lstat: mode, nlink, uid, gid, size, rdev, atime/mtime/ctime with
+    nanoseconds (a stub directory's mtime/ctime are the time of lookup on
+    the kernel too: not compared), one st_dev for the whole mount;
+  * st_ino and readdir's d_ino under the scheme mounted, computed here from
+    the recorded subvolume and objectid by the patches' formulas (written
+    out below and checked on hand-worked vectors, not taken from btrfsimg);
+  * readlink, the sha256 of every regular file's contents, and every
+    xattr's sha256 (listxattr/getxattr).
+The default scheme (inumbits=56,numdevs=1) gets the whole comparison; nfsd,
+nfsd-uniquifier, inumbits=32 and inumbits=64 the paths and numbers. Then
+--subvol, --no-log-replay, refused schemes (numdevs=2 and many: exit 2,
+nothing mounted), EIO on exactly the sector of a data extent whose every
+copy is damaged (the DUP image of testdata/images, damaged as
+tests/test_corrupt.py does), no process left after fusermount3 -u, and a
+killed daemon: the mount point answers ENOTCONN and fusermount3 -u
+clears it.
+
+Every access to a mount runs in a child process under a timeout (a FUSE
+request waits for the daemon, killably only), and whatever is mounted is
+unmounted at the end, also on failure.
+"""
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
+
+T_MOUNT = 60     # mount: until the command returns (the mount is ready)
+T_WALK = 900     # one walk of one image
+T_UMOUNT = 30
+
+# ------------------------------------------------------------ the formulas
+# The patches' numbers, written out here (docs/inode-numbers.md gives the
+# sources): swab64 reverses the 8 bytes; subvolume 5 has overlay and
+# uniquifier 0; an objectid equal to its overlay presents itself.
+
+
+def swab64(x):
+    return int.from_bytes(x.to_bytes(8, "little"), "big")
+
+
+def overlay(subvol, n):
+    return 0 if subvol == 5 else swab64(subvol) >> (64 - n)
+
+
+def uniquifier(subvol):
+    return 0 if subvol == 5 else swab64(subvol)
+
+
+def present(obj, v):
+    return obj if obj == v else obj ^ v
+
+
+def scheme_ino(scheme, subvol, obj):
+    """st_ino of (subvol, obj), or readdir's d_ino of an entry locating obj
+    in a directory of subvol. subvol None: a stub (keeps its number)."""
+    if subvol is None:
+        return obj
+    if scheme == "nfsd":
+        return obj
+    if scheme == "nfsd-uniquifier":
+        return present(obj, uniquifier(subvol))
+    n = int(scheme.split(",")[0].split("=")[1])
+    return present(obj, overlay(subvol, n))
+
+
+# (scheme, subvol, objectid, number): docs/inode-numbers.md's table and a
+# few worked by hand (0x0101 = 257 reversed is 0x0101 << 48)
+VECTORS = [
+    ("inumbits=56,numdevs=1", 257, 257, 0x0001010000000101),
+    ("inumbits=56,numdevs=1", 257, 256, 0x0001010000000100),
+    ("inumbits=64,numdevs=1", 257, 257, 0x0101000000000101),
+    ("inumbits=64,numdevs=1", 257, 256, 0x0101000000000100),
+    ("inumbits=56,numdevs=1", 256, 257, 0x0000010000000101),
+    ("inumbits=56,numdevs=1", 5, 257, 257),
+    ("inumbits=32,numdevs=1", 258, 300, 0x0201012C),
+    ("nfsd", 258, 300, 300),
+    ("nfsd-uniquifier", 258, 300, 0x0201000000000000 ^ 300),
+    ("nfsd-uniquifier", 5, 300, 300),
+    # the objectid equal to the overlay presents itself
+    ("inumbits=32,numdevs=1", 256, 0x10000, 0x10000),
+    ("inumbits=32,numdevs=1", 256, 0x10001, 1),
+]
+
+SCHEMES = ["inumbits=56,numdevs=1", "nfsd", "nfsd-uniquifier", "inumbits=32,numdevs=1",
+           "inumbits=64,numdevs=1"]
+
+# ------------------------------------------------------------ the walk (child)
+
+
+def sha256_path(p):
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def xattrs_of(p):
+    return {n: hashlib.sha256(os.getxattr(p, n, follow_symlinks=False)).hexdigest()
+            for n in sorted(os.listxattr(p, follow_symlinks=False))}
+
+
+def mount_walk(root):
+    """[(rel path as str, d_ino or None)] depth-first in readdir order."""
+    out = [("", None)]
+    stack = [iter([(e.name, e.inode(), e.is_dir(follow_symlinks=False))
+                   for e in os.scandir(root)])]
+    prefix = [b""]
+    rootb = os.fsencode(root)
+    while stack:
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            prefix.pop()
+            continue
+        name, d_ino, is_dir = nxt
+        rel = os.path.join(prefix[-1], os.fsencode(name)) if prefix[-1] else os.fsencode(name)
+        out.append((os.fsdecode(rel), d_ino))
+        if is_dir:
+            p = os.path.join(rootb, rel)
+            stack.append(iter([(e.name, e.inode(), e.is_dir(follow_symlinks=False))
+                               for e in os.scandir(p)]))
+            prefix.append(rel)
+    return out
+
+
+def child_walk(mnt, view, scheme, full, prefix):
+    """Compare the mount with the recorded view; print {check: [problems]}."""
+    recs = imgtest.load_jsonl(view)
+    mnt = os.fsencode(mnt)
+    if prefix:
+        recs = [dict(r, path=r["path"][len(prefix) + 1:] if r["path"] != prefix else "")
+                for r in recs if r["path"] == prefix or r["path"].startswith(prefix + "/")]
+        recs[0]["d_ino"] = None
+    probs = {k: [] for k in ("paths in readdir order", "stat fields", "st_ino", "d_ino",
+                             "one st_dev")}
+    if full:
+        probs.update({"symlink targets": [], "contents (sha256)": [], "xattrs": []})
+
+    def bad(k, msg):
+        if len(probs[k]) < 20:
+            probs[k].append(msg)
+    walked = mount_walk(mnt)
+    want_paths = [r["path"] for r in recs]
+    got_paths = [p for p, _ in walked]
+    if want_paths != got_paths:
+        first = next((i for i, (a, b) in enumerate(zip(want_paths, got_paths)) if a != b),
+                     min(len(want_paths), len(got_paths)))
+        bad("paths in readdir order", "%d recorded, %d in the mount; first difference at #%d: "
+            "%r vs %r" % (len(want_paths), len(got_paths), first,
+                          want_paths[first:first + 1], got_paths[first:first + 1]))
+    d_of = dict(walked)
+    by_path = {r["path"]: r for r in recs}
+    devs = set()
+    for r in recs:
+        path = r["path"]
+        if path not in d_of:
+            continue
+        p = os.path.join(mnt, os.fsencode(path)) if path else mnt
+        st = os.lstat(p)
+        devs.add(st.st_dev)
+        stub = r["subvol"] is None
+        got = {"mode": st.st_mode, "nlink": st.st_nlink, "uid": st.st_uid, "gid": st.st_gid,
+               "size": st.st_size,
+               "rdev": "%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))}
+        for t in ("atime", "mtime", "ctime"):
+            if stub and t != "atime":
+                continue
+            got[t] = list(divmod(getattr(st, "st_%s_ns" % t), 10**9))
+        for k, v in got.items():
+            if r[k] != v:
+                bad("stat fields", "%r %s: kernel %r, mount %r" % (path, k, r[k], v))
+        want_ino = scheme_ino(scheme, r["subvol"], r["ino"])
+        if st.st_ino != want_ino:
+            bad("st_ino", "%r: want %d (subvol %s objectid %d), got %d"
+                % (path, want_ino, r["subvol"], r["ino"], st.st_ino))
+        if path:
+            parent = by_path[os.path.dirname(path)]
+            want_d = scheme_ino(scheme, parent["subvol"], r["d_ino"])
+            if d_of[path] != want_d:
+                bad("d_ino", "%r: want %d (directory's subvol %s, location %d), got %d"
+                    % (path, want_d, parent["subvol"], r["d_ino"], d_of[path]))
+        if not full:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            t = os.fsdecode(os.readlink(p))
+            if t != r["target"]:
+                bad("symlink targets", "%r: kernel %r, mount %r" % (path, r["target"], t))
+        if stat.S_ISREG(st.st_mode):
+            try:
+                h = sha256_path(p)
+            except OSError as e:
+                h = "error: %s" % e
+            if h != r["sha256"]:
+                bad("contents (sha256)", "%r: kernel %s, mount %s" % (path, r["sha256"], h))
+        x = xattrs_of(p)
+        if x != r["xattrs"]:
+            bad("xattrs", "%r: kernel %r, mount %r" % (path, r["xattrs"], x))
+    if len(devs) != 1:
+        bad("one st_dev", "devices seen: %r" % sorted(devs))
+    print(json.dumps(probs))
+    return 0
+
+
+def child_read(mnt, path, chunk):
+    """Read @path in @chunk-byte preads: [[offset, sha256 or -errno]]."""
+    out = []
+    fd = os.open(os.path.join(mnt, path), os.O_RDONLY)
+    off = 0
+    size = os.fstat(fd).st_size
+    while off < size:
+        try:
+            out.append([off, hashlib.sha256(os.pread(fd, chunk, off)).hexdigest()])
+        except OSError as e:
+            out.append([off, -e.errno])
+        off += chunk
+    os.close(fd)
+    print(json.dumps(out))
+    return 0
+
+
+def child_stat(mnt):
+    """stat the mount point: print the errno (0: it answered)."""
+    try:
+        os.stat(mnt)
+        print(0)
+    except OSError as e:
+        print(e.errno)
+    return 0
+
+
+# ------------------------------------------------------------ mounting (parent)
+
+class Mounts(imgtest.Tally):
+    def __init__(self, cli, work):
+        super().__init__()
+        self.cli = cli
+        self.work = work
+        self.live = {}   # mount point -> daemon pid (or None)
+
+    def mount(self, img, mnt, args=()):
+        """btrfsimg mount: (rc, stderr); the daemon's pid is remembered."""
+        os.makedirs(mnt, exist_ok=True)
+        rc, out, err = imgtest.run_cli(self.cli, ["mount"] + list(args) + [img, mnt],
+                                       timeout=T_MOUNT)
+        if rc == 0:
+            self.live[mnt] = daemon_pid(mnt)
+        return rc, err
+
+    def umount(self, mnt):
+        """fusermount3 -u; True when the daemon is gone within T_UMOUNT s."""
+        pid = self.live.pop(mnt, None)
+        try:
+            p = subprocess.run(["fusermount3", "-u", mnt], capture_output=True,
+                               timeout=T_UMOUNT)
+            ok = p.returncode == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+        return wait_gone(pid, T_UMOUNT) and ok
+
+    def child(self, args, timeout=T_WALK):
+        """This script in a child process: (parsed JSON, problem or None)."""
+        try:
+            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + args,
+                               capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, "timed out after %d s" % timeout
+        if p.returncode != 0:
+            return None, "child failed: %s" % p.stderr.decode(errors="replace")[-1500:]
+        try:
+            return json.loads(p.stdout), None
+        except ValueError:
+            return None, "unparsable: %r" % p.stdout[:300]
+
+    def cleanup(self):
+        for mnt, pid in list(self.live.items()):
+            abort(mnt)
+            subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True, timeout=T_UMOUNT)
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        self.live.clear()
+
+
+def in_mounts(mnt):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == mnt for line in f)
+
+
+def daemon_pid(mnt):
+    """The btrfsimg process serving @mnt (its command line ends with it)."""
+    me = str(os.getpid())
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or d == me:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if len(argv) >= 3 and argv[1] == b"mount" and argv[-1] == os.fsencode(mnt) and \
+                os.path.basename(argv[0]) == b"btrfsimg":
+            return int(d)
+    return None
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pid, secs):
+    end = time.time() + secs
+    while pid and alive(pid):
+        if time.time() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def abort(mnt):
+    """Abort the FUSE connection of @mnt (no request can wait on it then)."""
+    try:
+        dev = os.stat(mnt).st_dev  # may fail with ENOTCONN: then nothing waits
+    except OSError:
+        return
+    ctl = "/sys/fs/fuse/connections/%d/abort" % os.minor(dev)
+    if os.path.exists(ctl):
+        with open(ctl, "w") as f:
+            f.write("1")
+
+
+def skip_reason(cli):
+    if os.geteuid() != 0:
+        return "not root (mounting FUSE here needs root)"
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse"
+    for tool in ("fusermount3", "zstd"):
+        if not shutil.which(tool):
+            return "%s not found" % tool
+    rc, out, err = imgtest.run_cli(cli, ["mount", "--help"], timeout=30)
+    if rc != 0:
+        return "btrfsimg mount --help failed"
+    return None
+
+
+# ------------------------------------------------------------ the checks
+
+def check_vectors(t):
+    bad = [(s, sv, o, hex(want), hex(scheme_ino(s, sv, o))) for s, sv, o, want in VECTORS
+           if scheme_ino(s, sv, o) != want]
+    t.check("the formulas give the hand-worked vectors", not bad, bad)
+
+
+def walk_check(t, img, mnt, view, name, scheme, full, args=(), prefix=""):
+    label = "%s %s%s" % (name, scheme, (" " + " ".join(args)) if args else "")
+    rc, err = t.mount(img, mnt, ["--numbers", scheme] + list(args))
+    if rc != 0:
+        t.check("%s: mounted" % label, False, (rc, err[-600:]))
+        return
+    pid = t.live.get(mnt)
+    res, why = t.child(["walk", mnt, view, scheme, "1" if full else "0", prefix])
+    if why:
+        t.check("%s: walk" % label, False, why)
+    else:
+        for k, probs in res.items():
+            t.problems("%s: %s" % (label, k), probs)
+    t.check("%s: fusermount3 -u leaves no process" % label,
+            pid is not None and t.umount(mnt) and not in_mounts(mnt), "pid %s" % pid)
+
+
+def check_refusals(t, img, mnt):
+    for s, words in (("inumbits=56,numdevs=2", ["st_dev", "numdevs=2"]),
+                     ("numdevs=many", ["st_dev"]), ("inumbits=31,numdevs=1", ["32..64"]),
+                     ("today", ["unknown scheme"])):
+        rc, err = t.mount(img, mnt, ["--numbers", s])
+        t.check("--numbers %s refused: exit 2, nothing mounted" % s,
+                rc == 2 and all(w.encode() in err for w in words) and not in_mounts(mnt),
+                (rc, err[-400:]))
+        if rc == 0:
+            t.umount(mnt)
+
+
+def check_killed(t, img, mnt):
+    rc, err = t.mount(img, mnt)
+    pid = t.live.get(mnt)
+    if rc != 0 or not pid:
+        t.check("killed daemon: mounted", False, (rc, err[-300:], pid))
+        return
+    os.kill(pid, signal.SIGKILL)
+    wait_gone(pid, 10)
+    res, why = t.child(["stat", mnt], timeout=30)
+    t.check("killed daemon: the mount point answers ENOTCONN at once, no hang",
+            not why and res == errno.ENOTCONN, why or res)
+    t.live[mnt] = None
+    p = subprocess.run(["fusermount3", "-u", mnt], capture_output=True, timeout=T_UMOUNT)
+    t.check("killed daemon: fusermount3 -u unmounts it",
+            p.returncode == 0 and not in_mounts(mnt), p.stderr[-300:])
+    if not in_mounts(mnt):
+        t.live.pop(mnt, None)
+    rc, err = t.mount(img, mnt)
+    t.check("killed daemon: the mount point can be mounted again", rc == 0, err[-300:])
+    if rc == 0:
+        t.umount(mnt)
+
+
+def big_txt(img):
+    """(disk_bytenr, disk bytes) of top/big.txt's one extent in the DUP
+    image (btrfs-progs' dump-tree: its DIR_INDEX, then its EXTENT_DATA at
+    file offset 0, which maps the extent from its start)."""
+    out = subprocess.run(["btrfs", "inspect-internal", "dump-tree", "-t", "5", img],
+                         capture_output=True, text=True, timeout=60).stdout
+    m = re.search(r"location key \((\d+) INODE_ITEM 0\) type FILE\n.*\n\s*name: big\.txt\n", out)
+    ino = m[1]
+    m = re.search(r"key \(%s EXTENT_DATA 0\).*\n.*\n\s*extent data disk byte (\d+) nr (\d+)\n"
+                  r"\s*extent data offset 0 " % ino, out)
+    return int(m[1]), int(m[2])
+
+
+def mirrors(img, logical, nbytes):
+    """Physical offsets of each copy of [logical, +nbytes) (btrfs-map-logical)."""
+    out = subprocess.run(["btrfs-map-logical", "-l", str(logical), "-b", str(nbytes), img],
+                         capture_output=True, text=True, timeout=60).stdout
+    return [int(line.split("physical")[1].split()[0]) for line in out.splitlines()
+            if "physical" in line]
+
+
+def check_eio(t, testdata, work):
+    """top/big.txt of the DUP image (data DUP, uncompressed, as
+    tests/test_corrupt.py damages it): sector 2 of its extent overwritten
+    in both copies reads EIO, and every other 4 KiB the bytes on disk; in
+    one copy only, the other copy is read and nothing fails."""
+    base = imgtest.unzstd(os.path.join(testdata, "images", "dup", "dev1.img.zst"),
+                          os.path.join(work, "dup.img"))
+    try:
+        disk, n = big_txt(base)
+        phys = mirrors(base, disk, 4096)  # a DUP stripe is contiguous: linear from here
+    except (TypeError, ValueError, subprocess.SubprocessError) as e:
+        t.check("DUP image: big.txt's extent found", False, e)
+        return
+    if len(phys) != 2:
+        t.check("DUP image: big.txt's extent has two copies", False, phys)
+        return
+    with open(base, "rb") as f:
+        f.seek(phys[0])
+        raw = f.read(n)  # the extent's bytes as the kernel wrote them
+    mnt = os.path.join(work, "m-eio")
+    img = os.path.join(work, "eio.img")
+    for label, copies, bad_off in (("both copies", phys, 8192), ("one copy", phys[:1], None)):
+        shutil.copyfile(base, img)
+        for ph in copies:
+            with open(img, "r+b") as f:
+                f.seek(ph + 8192)
+                f.write(b"\x5a" * 4096)
+        rc, err = t.mount(img, mnt)
+        if rc != 0:
+            t.check("EIO (%s): mounted" % label, False, err[-300:])
+            continue
+        res, why = t.child(["read", mnt, "top/big.txt", "4096"], timeout=120)
+        t.umount(mnt)
+        if why:
+            t.check("EIO (%s): read" % label, False, why)
+            continue
+        probs = []
+        for off, got in res:
+            if off == bad_off:
+                if got != -errno.EIO:
+                    probs.append("offset %d: want EIO, got %r" % (off, got))
+                continue
+            want = hashlib.sha256(raw[off:min(off + 4096, 288894)]).hexdigest()
+            if got != want:
+                probs.append("offset %d: %r, want the bytes on disk" % (off, got))
+        what = ("EIO on exactly the damaged sector, the rest as written" if bad_off is not None
+                else "the other copy read, no EIO")
+        t.problems("data extent damaged in %s: %s" % (label, what),
+                   probs if len(res) == 71 else ["%d reads, want 71" % len(res)] + probs)
+    os.unlink(img)
+    os.unlink(base)
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        a = sys.argv[2:]
+        if a[0] == "walk":
+            return child_walk(a[1], a[2], a[3], a[4] == "1", a[5])
+        if a[0] == "read":
+            return child_read(a[1], a[2], int(a[3]))
+        return child_stat(a[1])
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    cli, testdata = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    only = [sys.argv[i + 1] for i, a in enumerate(sys.argv) if a == "--only"]
+    why = skip_reason(cli)
+    if why:
+        print("SKIP: %s" % why)
+        return imgtest.SKIP
+    files = os.path.join(testdata, "files")
+    names = sorted(f[:-8] for f in os.listdir(files) if f.endswith(".img.zst"))
+    names = [n for n in names if not only or n in only]
+    work = tempfile.mkdtemp(prefix="fuse-test-mount.")
+    t = Mounts(cli, work)
+    check_vectors(t)
+    try:
+        for name in names:
+            img = imgtest.unzstd(os.path.join(files, name + ".img.zst"),
+                                 os.path.join(work, name + ".img"))
+            mnt = os.path.join(work, "m-" + name)
+            view = os.path.join(files, name + ".view.jsonl")
+            for i, scheme in enumerate(SCHEMES):
+                walk_check(t, img, mnt, view, name, scheme, full=(i == 0))
+            if name == "log":
+                walk_check(t, img, mnt, os.path.join(files, "log.nolog.view.jsonl"), name,
+                           SCHEMES[0], True, ["--no-log-replay"])
+            if name == "subvols":
+                walk_check(t, img, mnt, view, name, SCHEMES[0], True, ["--subvol", "256"],
+                           prefix="sv1")
+                check_refusals(t, img, mnt)
+                check_killed(t, img, mnt)
+            os.unlink(img)
+        if not only or "eio" in only:
+            check_eio(t, testdata, work)
+    finally:
+        t.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    return t.summary(need_one=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
