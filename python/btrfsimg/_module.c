@@ -1,0 +1,862 @@
+// SPDX-License-Identifier: MIT
+/*
+ * btrfsimg._btrfsimg: the module, its exceptions and the Handle type (one
+ * btrfsimg_fs). The Python package (__init__.py) builds the user-facing
+ * API over it; see ext.h for the threading rules.
+ */
+#include "ext.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static PyObject *Error, *NotFoundError, *DamagedError, *UnsupportedError;
+
+/* ------------------------------------------------------------ helpers */
+
+PyObject *u64(uint64_t v)
+{
+	return PyLong_FromUnsignedLongLong((unsigned long long)v);
+}
+
+PyObject *name_str(const uint8_t *s, size_t n)
+{
+	return PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "surrogateescape");
+}
+
+PyObject *time_list(int64_t sec, uint32_t nsec)
+{
+	PyObject *l = PyList_New(2), *a = PyLong_FromLongLong(sec),
+		 *b = PyLong_FromUnsignedLong(nsec);
+	if (!l || !a || !b) {
+		Py_XDECREF(l);
+		Py_XDECREF(a);
+		Py_XDECREF(b);
+		return NULL;
+	}
+	PyList_SET_ITEM(l, 0, a);
+	PyList_SET_ITEM(l, 1, b);
+	return l;
+}
+
+int set_take(PyObject *d, const char *key, PyObject *v)
+{
+	if (!v)
+		return -1;
+	int rc = PyDict_SetItemString(d, key, v);
+	Py_DECREF(v);
+	return rc;
+}
+
+PyObject *raise_errno(int rc, const char *msg)
+{
+	int e = rc < 0 ? -rc : rc;
+	PyObject *cls = Error;
+	if (e == ENOENT)
+		cls = NotFoundError;
+	else if (e == EUCLEAN || e == EIO)
+		cls = DamagedError;
+	else if (e == EOPNOTSUPP)
+		cls = UnsupportedError;
+	else if (e == ENOMEM)
+		return PyErr_NoMemory();
+	PyObject *exc = PyObject_CallFunction(cls, "is", e, msg && *msg ? msg : strerror(e));
+	if (exc) {
+		PyErr_SetObject(cls, exc);
+		Py_DECREF(exc);
+	}
+	return NULL;
+}
+
+PyObject *handle_raise(Handle *h, int rc)
+{
+	PyObject *cause = h->io_error;
+	h->io_error = NULL;
+	raise_errno(rc, h->msg);
+	if (cause) {
+		PyObject *t, *v, *tb;
+		PyErr_Fetch(&t, &v, &tb);
+		PyErr_NormalizeException(&t, &v, &tb);
+		if (v)
+			PyException_SetCause(v, cause); /* steals cause */
+		else
+			Py_DECREF(cause);
+		PyErr_Restore(t, v, tb);
+	}
+	return NULL;
+}
+
+void handle_keep_msg(Handle *h)
+{
+	const char *m = h->fs ? btrfsimg_errmsg(h->fs) : "";
+	snprintf(h->msg, sizeof(h->msg), "%s", m);
+}
+
+int handle_check_open(Handle *h)
+{
+	if (h->busy) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"an inodes() iteration is running on this Filesystem: finish or "
+				"close() it first (or open a second Filesystem)");
+		return -1;
+	}
+	if (!h->fs) {
+		PyErr_SetString(PyExc_ValueError, "I/O operation on a closed btrfsimg.Filesystem");
+		return -1;
+	}
+	if (!h->opened) {
+		PyErr_SetString(PyExc_ValueError, "the filesystem is not open yet");
+		return -1;
+	}
+	return 0;
+}
+
+static void handle_note_locked(Handle *h, const char *msg);
+
+/* Runs with the handle's lock held and maybe without the GIL: queue only. */
+static void on_log(void *ctx, bool damage, const char *msg)
+{
+	if (damage)
+		handle_note(ctx, msg);
+}
+
+void handle_note(Handle *h, const char *msg)
+{
+	PyThread_acquire_lock(h->dlock, WAIT_LOCK);
+	handle_note_locked(h, msg);
+	PyThread_release_lock(h->dlock);
+}
+
+static void handle_note_locked(Handle *h, const char *msg)
+{
+	if (h->ndamage == h->damage_cap) {
+		size_t cap = h->damage_cap ? 2 * h->damage_cap : 8;
+		char **v = realloc(h->damage, cap * sizeof(*v));
+		if (!v)
+			return;
+		h->damage = v;
+		h->damage_cap = cap;
+	}
+	char *s = strdup(msg);
+	if (s)
+		h->damage[h->ndamage++] = s;
+}
+
+int handle_drain(Handle *h)
+{
+	int rc = 0;
+	if (!h->dlock)
+		return 0;
+	PyThread_acquire_lock(h->dlock, WAIT_LOCK);
+	size_t n = h->ndamage;
+	char **v = h->damage;
+	h->damage = NULL;
+	h->ndamage = h->damage_cap = 0;
+	PyThread_release_lock(h->dlock);
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0 && h->on_damage && h->on_damage != Py_None) {
+			PyObject *r = PyObject_CallFunction(h->on_damage, "s", v[i]);
+			if (!r)
+				rc = -1;
+			Py_XDECREF(r);
+		}
+		free(v[i]);
+	}
+	free(v);
+	return rc;
+}
+
+/* Finish a call: damage first (it may raise), then the failure if any. */
+static PyObject *finish(Handle *h, int rc, PyObject *result)
+{
+	if (handle_drain(h) < 0) {
+		Py_XDECREF(result);
+		return NULL;
+	}
+	if (rc < 0) {
+		Py_XDECREF(result);
+		return handle_raise(h, rc);
+	}
+	Py_CLEAR(h->io_error);
+	return result;
+}
+
+/* ------------------------------------------------------------ devices */
+
+struct devio {
+	Handle *h;	   /* borrowed: the handle owns the capsule */
+	PyObject *read_at; /* read_at(offset, size), or NULL */
+	PyObject *seek, *read, *readinto;
+};
+
+static void devio_free(PyObject *cap)
+{
+	struct devio *d = PyCapsule_GetPointer(cap, "btrfsimg.devio");
+	if (!d)
+		return;
+	Py_XDECREF(d->read_at);
+	Py_XDECREF(d->seek);
+	Py_XDECREF(d->read);
+	Py_XDECREF(d->readinto);
+	free(d);
+}
+
+/* Copy what @r (a bytes-like object) holds into buf; -1 on error. */
+static Py_ssize_t take_bytes(PyObject *r, uint8_t *buf, size_t room)
+{
+	Py_buffer b;
+	if (PyObject_GetBuffer(r, &b, PyBUF_SIMPLE) < 0)
+		return -1;
+	Py_ssize_t n = b.len;
+	if ((size_t)n > room) {
+		PyBuffer_Release(&b);
+		PyErr_Format(PyExc_ValueError, "device read returned %zd bytes, asked for %zu", n,
+			     room);
+		return -1;
+	}
+	memcpy(buf, b.buf, (size_t)n);
+	PyBuffer_Release(&b);
+	return n;
+}
+
+static int devio_read_locked(struct devio *d, uint64_t off, uint8_t *buf, size_t len)
+{
+	if (d->read_at) {
+		PyObject *r = PyObject_CallFunction(d->read_at, "Kn", (unsigned long long)off,
+						    (Py_ssize_t)len);
+		if (!r)
+			return -1;
+		Py_ssize_t n = take_bytes(r, buf, len);
+		Py_DECREF(r);
+		if (n >= 0 && (size_t)n != len) {
+			PyErr_Format(PyExc_EOFError, "read_at(%llu, %zu) returned %zd bytes",
+				     (unsigned long long)off, len, n);
+			return -1;
+		}
+		return n < 0 ? -1 : 0;
+	}
+	PyObject *r = PyObject_CallFunction(d->seek, "Ki", (unsigned long long)off, 0);
+	if (!r)
+		return -1;
+	Py_DECREF(r);
+	size_t got = 0;
+	while (got < len) {
+		Py_ssize_t n;
+		if (d->readinto) {
+			PyObject *mv = PyMemoryView_FromMemory(
+				(char *)buf + got, (Py_ssize_t)(len - got), PyBUF_WRITE);
+			if (!mv)
+				return -1;
+			r = PyObject_CallOneArg(d->readinto, mv);
+			Py_DECREF(mv);
+			if (!r)
+				return -1;
+			n = r == Py_None ? 0 : PyLong_AsSsize_t(r);
+		} else {
+			r = PyObject_CallFunction(d->read, "n", (Py_ssize_t)(len - got));
+			if (!r)
+				return -1;
+			n = take_bytes(r, buf + got, len - got);
+		}
+		Py_DECREF(r);
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			PyErr_Format(PyExc_EOFError,
+				     "end of file at %llu reading %zu bytes at %llu",
+				     (unsigned long long)(off + got), len, (unsigned long long)off);
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+static int devio_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	struct devio *d = ctx;
+	PyGILState_STATE g = PyGILState_Ensure();
+	int rc = 0;
+	if (devio_read_locked(d, off, buf, len) < 0) {
+		rc = -EIO;
+		if (!d->h->io_error) {
+			PyObject *t, *v, *tb;
+			PyErr_Fetch(&t, &v, &tb);
+			PyErr_NormalizeException(&t, &v, &tb);
+			if (v && tb)
+				PyException_SetTraceback(v, tb);
+			d->h->io_error = v;
+			Py_XDECREF(t);
+			Py_XDECREF(tb);
+		} else {
+			PyErr_Clear();
+		}
+	}
+	PyGILState_Release(g);
+	return rc;
+}
+
+/* ------------------------------------------------------------ Handle */
+
+static int Handle_init(Handle *h, PyObject *args, PyObject *kw)
+{
+	static char *kwl[] = {
+		"flags", "partition", "offset", "super_mirror", "cache_bytes", NULL
+	};
+	unsigned flags = 0, partition = 0;
+	PyObject *offset = Py_None, *mirror = Py_None;
+	unsigned long long cache = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|IIOOK", kwl, &flags, &partition, &offset,
+					 &mirror, &cache))
+		return -1;
+	if (h->fs) {
+		PyErr_SetString(PyExc_RuntimeError, "Handle already initialised");
+		return -1;
+	}
+	struct btrfsimg_open_opts o;
+	btrfsimg_open_opts_init(&o);
+	o.flags = flags;
+	o.partition = partition;
+	o.cache_bytes = cache;
+	if (offset != Py_None) {
+		o.offset = PyLong_AsUnsignedLongLong(offset);
+		if (PyErr_Occurred())
+			return -1;
+		o.flags |= BTRFSIMG_OPEN_OFFSET;
+	}
+	if (mirror != Py_None) {
+		o.super_mirror = (unsigned)PyLong_AsUnsignedLong(mirror);
+		if (PyErr_Occurred())
+			return -1;
+		o.flags |= BTRFSIMG_OPEN_SUPER_MIRROR;
+	}
+	h->lock = PyThread_allocate_lock();
+	h->dlock = PyThread_allocate_lock();
+	h->devices = PyList_New(0);
+	if (!h->lock || !h->dlock || !h->devices) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	int rc = btrfsimg_fs_new(&h->fs, &o);
+	if (rc < 0) {
+		raise_errno(rc, "creating the handle: bad options");
+		return -1;
+	}
+	btrfsimg_set_log(h->fs, on_log, h);
+	Py_INCREF(Py_None);
+	h->on_damage = Py_None;
+	return 0;
+}
+
+static void handle_release(Handle *h)
+{
+	btrfsimg_fs_free(h->fs);
+	h->fs = NULL;
+	h->opened = false;
+	for (size_t i = 0; i < h->ndamage; i++)
+		free(h->damage[i]);
+	free(h->damage);
+	h->damage = NULL;
+	h->ndamage = h->damage_cap = 0;
+}
+
+static void Handle_dealloc(Handle *h)
+{
+	handle_release(h);
+	if (h->lock)
+		PyThread_free_lock(h->lock);
+	if (h->dlock)
+		PyThread_free_lock(h->dlock);
+	Py_XDECREF(h->devices);
+	Py_XDECREF(h->on_damage);
+	Py_XDECREF(h->io_error);
+	Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static PyObject *Handle_close(Handle *h, PyObject *unused)
+{
+	if (h->busy) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"an inodes() iteration is running: close() it first");
+		return NULL;
+	}
+	if (h->fs) {
+		Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(h->lock, WAIT_LOCK);
+		handle_release(h);
+		PyThread_release_lock(h->lock);
+		Py_END_ALLOW_THREADS
+	}
+	Py_CLEAR(h->devices);
+	h->devices = PyList_New(0);
+	Py_RETURN_NONE;
+}
+
+static int check_adding(Handle *h)
+{
+	if (!h->fs || h->opened) {
+		PyErr_SetString(PyExc_ValueError, "devices are added before open()");
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *Handle_add_file(Handle *h, PyObject *arg)
+{
+	PyObject *b = NULL;
+	if (check_adding(h) < 0 || !PyUnicode_FSConverter(arg, &b))
+		return NULL;
+	const char *path = PyBytes_AS_STRING(b);
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_add_device_file(h->fs, path));
+	Py_DECREF(b);
+	return finish(h, rc, Py_NewRef(Py_None));
+}
+
+static PyObject *Handle_add_io(Handle *h, PyObject *args)
+{
+	PyObject *obj;
+	unsigned long long size;
+	const char *name;
+	int use_read_at;
+	if (!PyArg_ParseTuple(args, "OKsp", &obj, &size, &name, &use_read_at) ||
+	    check_adding(h) < 0)
+		return NULL;
+	struct devio *d = calloc(1, sizeof(*d));
+	if (!d)
+		return PyErr_NoMemory();
+	d->h = h;
+	PyObject *cap = PyCapsule_New(d, "btrfsimg.devio", devio_free);
+	if (!cap) {
+		free(d);
+		return NULL;
+	}
+	if (use_read_at) {
+		d->read_at = PyObject_GetAttrString(obj, "read_at");
+	} else {
+		d->seek = PyObject_GetAttrString(obj, "seek");
+		if (PyObject_HasAttrString(obj, "readinto"))
+			d->readinto = PyObject_GetAttrString(obj, "readinto");
+		else
+			d->read = PyObject_GetAttrString(obj, "read");
+	}
+	if (PyErr_Occurred() || PyList_Append(h->devices, cap) < 0) {
+		Py_DECREF(cap);
+		return NULL;
+	}
+	Py_DECREF(cap);
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_add_device_io(h->fs, devio_read, d, size, name));
+	return finish(h, rc, Py_NewRef(Py_None));
+}
+
+static PyObject *Handle_open(Handle *h, PyObject *unused)
+{
+	if (check_adding(h) < 0)
+		return NULL;
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_open(h->fs));
+	if (rc == 0)
+		h->opened = true;
+	return finish(h, rc, Py_NewRef(Py_None));
+}
+
+static PyObject *Handle_super(Handle *h, PyObject *unused)
+{
+	if (handle_check_open(h) < 0)
+		return NULL;
+	PyObject *d = dict_super(h);
+	return d ? finish(h, 0, d) : (handle_drain(h), NULL);
+}
+
+static PyObject *Handle_subvols(Handle *h, PyObject *unused)
+{
+	if (handle_check_open(h) < 0)
+		return NULL;
+	PyObject *l = list_subvols(h);
+	return l ? finish(h, 0, l) : (handle_drain(h), NULL);
+}
+
+static PyObject *Handle_default_subvol(Handle *h, PyObject *unused)
+{
+	uint64_t id = 0;
+	int rc;
+	if (handle_check_open(h) < 0)
+		return NULL;
+	HANDLE_CALL(h, rc, rc = btrfsimg_default_subvol(h->fs, &id));
+	return finish(h, rc, rc < 0 ? NULL : u64(id));
+}
+
+static PyObject *dirent_tuple(const struct btrfsimg_dirent *e, bool with_name)
+{
+	if (with_name)
+		return Py_BuildValue("(y#iKKKi)", (const char *)e->name, (Py_ssize_t)e->name_len,
+				     (int)e->kind, (unsigned long long)e->target_subvol,
+				     (unsigned long long)e->target_objectid,
+				     (unsigned long long)e->location_objectid, (int)e->file_type);
+	return Py_BuildValue("(iKKKi)", (int)e->kind, (unsigned long long)e->target_subvol,
+			     (unsigned long long)e->target_objectid,
+			     (unsigned long long)e->location_objectid, (int)e->file_type);
+}
+
+/* lookup(subvol, path: bytes) -> (kind, subvol, objectid, d_ino, file_type) */
+static PyObject *Handle_lookup(Handle *h, PyObject *args)
+{
+	unsigned long long subvol;
+	const char *path;
+	Py_ssize_t len;
+	if (!PyArg_ParseTuple(args, "Ky#", &subvol, &path, &len) || handle_check_open(h) < 0)
+		return NULL;
+	if (strlen(path) != (size_t)len) {
+		PyErr_SetString(PyExc_ValueError, "embedded NUL in path");
+		return NULL;
+	}
+	struct btrfsimg_dirent e;
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_path_lookup(h->fs, subvol, path, &e));
+	return finish(h, rc, rc < 0 ? NULL : dirent_tuple(&e, false));
+}
+
+struct collect {
+	PyObject *list;
+	bool failed;
+	/* raw rows gathered without the GIL */
+	uint8_t *buf;
+	size_t len, cap;
+	size_t n;
+};
+
+static int grow(struct collect *c, size_t need)
+{
+	if (c->len + need <= c->cap)
+		return 0;
+	size_t cap = c->cap ? c->cap : 4096;
+	while (cap < c->len + need)
+		cap *= 2;
+	uint8_t *b = realloc(c->buf, cap);
+	if (!b)
+		return -ENOMEM;
+	c->buf = b;
+	c->cap = cap;
+	return 0;
+}
+
+/* A row: header struct then the name's bytes (and the value's). */
+struct rawrow {
+	struct btrfsimg_dirent e;
+	size_t a_len, b_len;
+};
+
+static int collect_dirent(void *ctx, const struct btrfsimg_dirent *e)
+{
+	struct collect *c = ctx;
+	size_t need = sizeof(struct rawrow) + e->name_len;
+	need = (need + 7) & ~(size_t)7;
+	if (grow(c, need) < 0)
+		return -ENOMEM;
+	struct rawrow r = { .e = *e, .a_len = e->name_len };
+	r.e.name = NULL;
+	memcpy(c->buf + c->len, &r, sizeof(r));
+	memcpy(c->buf + c->len + sizeof(r), e->name, e->name_len);
+	c->len += need;
+	c->n++;
+	return 0;
+}
+
+static int collect_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
+			 size_t vlen)
+{
+	struct collect *c = ctx;
+	size_t need = (sizeof(struct rawrow) + nlen + vlen + 7) & ~(size_t)7;
+	if (grow(c, need) < 0)
+		return -ENOMEM;
+	struct rawrow r = { .a_len = nlen, .b_len = vlen };
+	memcpy(c->buf + c->len, &r, sizeof(r));
+	memcpy(c->buf + c->len + sizeof(r), name, nlen);
+	memcpy(c->buf + c->len + sizeof(r) + nlen, value, vlen);
+	c->len += need;
+	c->n++;
+	return 0;
+}
+
+static PyObject *rows_list(struct collect *c, bool xattr)
+{
+	PyObject *l = PyList_New((Py_ssize_t)c->n);
+	size_t off = 0;
+	for (size_t i = 0; l && i < c->n; i++) {
+		struct rawrow r;
+		memcpy(&r, c->buf + off, sizeof(r));
+		const uint8_t *a = c->buf + off + sizeof(r);
+		PyObject *t;
+		if (xattr) {
+			t = Py_BuildValue("(y#y#)", (const char *)a, (Py_ssize_t)r.a_len,
+					  (const char *)a + r.a_len, (Py_ssize_t)r.b_len);
+		} else {
+			r.e.name = a;
+			t = dirent_tuple(&r.e, true);
+		}
+		if (!t) {
+			Py_CLEAR(l);
+			break;
+		}
+		PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+		off += (sizeof(r) + r.a_len + r.b_len + 7) & ~(size_t)7;
+	}
+	free(c->buf);
+	return l;
+}
+
+/* readdir(subvol, dir) -> [(name, kind, subvol, objectid, d_ino, file_type)] */
+static PyObject *Handle_readdir(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, dir;
+	if (!PyArg_ParseTuple(args, "KK", &subvol, &dir) || handle_check_open(h) < 0)
+		return NULL;
+	struct collect c = { 0 };
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_readdir(h->fs, subvol, dir, collect_dirent, &c));
+	if (rc < 0) {
+		free(c.buf);
+		return finish(h, rc, NULL);
+	}
+	return finish(h, 0, rows_list(&c, false));
+}
+
+/* xattrs(subvol, objectid) -> [(name, value)] in listxattr order */
+static PyObject *Handle_xattrs(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, obj;
+	if (!PyArg_ParseTuple(args, "KK", &subvol, &obj) || handle_check_open(h) < 0)
+		return NULL;
+	struct collect c = { 0 };
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_xattrs(h->fs, subvol, obj, collect_xattr, &c));
+	if (rc < 0) {
+		free(c.buf);
+		return finish(h, rc, NULL);
+	}
+	return finish(h, 0, rows_list(&c, true));
+}
+
+static PyObject *Handle_readlink(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, obj;
+	if (!PyArg_ParseTuple(args, "KK", &subvol, &obj) || handle_check_open(h) < 0)
+		return NULL;
+	uint8_t *t = NULL;
+	size_t len = 0;
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_readlink(h->fs, subvol, obj, &t, &len));
+	PyObject *r = rc < 0 ? NULL : PyBytes_FromStringAndSize((const char *)t, (Py_ssize_t)len);
+	free(t);
+	return finish(h, rc, r);
+}
+
+/* inode(subvol, objectid) -> (mode, size, nlink) : what a file object needs */
+static PyObject *Handle_inode(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, obj;
+	if (!PyArg_ParseTuple(args, "KK", &subvol, &obj) || handle_check_open(h) < 0)
+		return NULL;
+	struct btrfsimg_inode i;
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_inode_get(h->fs, subvol, obj, &i));
+	return finish(h, rc,
+		      rc < 0 ? NULL
+			     : Py_BuildValue("(IKI)", i.mode, (unsigned long long)i.size, i.nlink));
+}
+
+/* readinto(subvol, objectid, offset, buffer) -> bytes read (0 at EOF) */
+static PyObject *Handle_readinto(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, obj, off;
+	Py_buffer b;
+	if (!PyArg_ParseTuple(args, "KKKw*", &subvol, &obj, &off, &b))
+		return NULL;
+	if (handle_check_open(h) < 0) {
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	size_t got = 0;
+	int rc;
+	HANDLE_CALL(h, rc,
+		    rc = btrfsimg_file_read(h->fs, subvol, obj, off, b.buf, (size_t)b.len, &got));
+	PyBuffer_Release(&b);
+	return finish(h, rc, rc < 0 ? NULL : PyLong_FromSize_t(got));
+}
+
+static PyObject *Handle_walk(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, mount;
+	const char *path;
+	Py_ssize_t len;
+	int hash, inumbits, single;
+	if (!PyArg_ParseTuple(args, "Ky#piKp", &subvol, &path, &len, &hash, &inumbits, &mount,
+			      &single) ||
+	    handle_check_open(h) < 0)
+		return NULL;
+	return walk_new(h, subvol, path, len, hash, inumbits, mount, single);
+}
+
+static PyObject *Handle_inodes(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, mount;
+	unsigned bits;
+	if (!PyArg_ParseTuple(args, "KIK", &subvol, &bits, &mount) || handle_check_open(h) < 0)
+		return NULL;
+	return inodes_new(h, subvol, bits, mount);
+}
+
+static PyObject *Handle_collisions(Handle *h, PyObject *args)
+{
+	unsigned long long mount;
+	Py_ssize_t examples;
+	if (!PyArg_ParseTuple(args, "Kn", &mount, &examples) || handle_check_open(h) < 0)
+		return NULL;
+	PyObject *d = dict_collisions(h, mount, examples);
+	return d ? finish(h, 0, d) : (handle_drain(h), NULL);
+}
+
+static PyObject *Handle_counts(Handle *h, PyObject *unused)
+{
+	if (!h->fs) {
+		PyErr_SetString(PyExc_ValueError, "closed");
+		return NULL;
+	}
+	uint64_t d = 0, m = 0;
+	int rc = 0;
+	HANDLE_CALL(h, rc, d = btrfsimg_damage_count(h->fs); m = btrfsimg_missing_devices(h->fs));
+	return Py_BuildValue("(KK)", (unsigned long long)d, (unsigned long long)m);
+}
+
+static PyMethodDef Handle_methods[] = {
+	{ "close", (PyCFunction)Handle_close, METH_NOARGS, "Release the library handle." },
+	{ "add_file", (PyCFunction)Handle_add_file, METH_O, "add_file(path)" },
+	{ "add_io", (PyCFunction)Handle_add_io, METH_VARARGS,
+	  "add_io(obj, size, name, use_read_at)" },
+	{ "open", (PyCFunction)Handle_open, METH_NOARGS, "open()" },
+	{ "super", (PyCFunction)Handle_super, METH_NOARGS, "super() -> dict" },
+	{ "subvols", (PyCFunction)Handle_subvols, METH_NOARGS, "subvols() -> list" },
+	{ "default_subvol", (PyCFunction)Handle_default_subvol, METH_NOARGS, "default_subvol()" },
+	{ "lookup", (PyCFunction)Handle_lookup, METH_VARARGS, "lookup(subvol, path)" },
+	{ "readdir", (PyCFunction)Handle_readdir, METH_VARARGS, "readdir(subvol, dir)" },
+	{ "xattrs", (PyCFunction)Handle_xattrs, METH_VARARGS, "xattrs(subvol, objectid)" },
+	{ "readlink", (PyCFunction)Handle_readlink, METH_VARARGS, "readlink(subvol, objectid)" },
+	{ "inode", (PyCFunction)Handle_inode, METH_VARARGS, "inode(subvol, objectid)" },
+	{ "readinto", (PyCFunction)Handle_readinto, METH_VARARGS,
+	  "readinto(subvol, objectid, offset, buffer)" },
+	{ "walk", (PyCFunction)Handle_walk, METH_VARARGS,
+	  "walk(subvol, path, hash, inumbits, mount_subvol, single)" },
+	{ "inodes", (PyCFunction)Handle_inodes, METH_VARARGS, "inodes(subvol, inumbits, mount)" },
+	{ "collisions", (PyCFunction)Handle_collisions, METH_VARARGS,
+	  "collisions(mount_subvol, max_examples)" },
+	{ "counts", (PyCFunction)Handle_counts, METH_NOARGS,
+	  "counts() -> (damage events, missing devices)" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyObject *Handle_get_on_damage(Handle *h, void *unused)
+{
+	return Py_NewRef(h->on_damage ? h->on_damage : Py_None);
+}
+
+static int Handle_set_on_damage(Handle *h, PyObject *v, void *unused)
+{
+	if (v && v != Py_None && !PyCallable_Check(v)) {
+		PyErr_SetString(PyExc_TypeError, "on_damage must be callable or None");
+		return -1;
+	}
+	Py_XSETREF(h->on_damage, Py_NewRef(v ? v : Py_None));
+	return 0;
+}
+
+static PyObject *Handle_get_closed(Handle *h, void *unused)
+{
+	return PyBool_FromLong(h->fs == NULL);
+}
+
+static PyGetSetDef Handle_getset[] = {
+	{ "on_damage", (getter)Handle_get_on_damage, (setter)Handle_set_on_damage,
+	  "callable(message) for damage that was worked around", NULL },
+	{ "closed", (getter)Handle_get_closed, NULL, "True once closed", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject Handle_Type = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "btrfsimg._btrfsimg.Handle",
+	.tp_basicsize = sizeof(Handle),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "One libbtrfsimg handle (internal: use btrfsimg.open()).",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)Handle_init,
+	.tp_dealloc = (destructor)Handle_dealloc,
+	.tp_methods = Handle_methods,
+	.tp_getset = Handle_getset,
+};
+
+/* ------------------------------------------------------------ module */
+
+static PyObject *mod_version(PyObject *self, PyObject *unused)
+{
+	return PyUnicode_FromString(btrfsimg_version());
+}
+
+static PyMethodDef mod_methods[] = {
+	{ "version", mod_version, METH_NOARGS, "The library's version string." },
+	{ NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef moddef = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "btrfsimg._btrfsimg",
+	.m_doc = "The C layer of btrfsimg (internal: import btrfsimg).",
+	.m_size = -1,
+	.m_methods = mod_methods,
+};
+
+static PyObject *new_error(PyObject *m, const char *name, const char *doc, PyObject *bases)
+{
+	char full[64];
+	snprintf(full, sizeof(full), "btrfsimg.%s", name);
+	PyObject *e = PyErr_NewExceptionWithDoc(full, doc, bases, NULL);
+	if (e && PyModule_AddObjectRef(m, name, e) < 0)
+		Py_CLEAR(e);
+	return e;
+}
+
+PyMODINIT_FUNC PyInit__btrfsimg(void);
+PyMODINIT_FUNC PyInit__btrfsimg(void)
+{
+	PyObject *m = PyModule_Create(&moddef);
+	if (!m)
+		return NULL;
+	if (PyType_Ready(&Handle_Type) < 0 || PyType_Ready(&Walk_Type) < 0 ||
+	    PyType_Ready(&Inodes_Type) < 0 || walk_init_keys() < 0)
+		goto fail;
+	if (PyModule_AddObjectRef(m, "Handle", (PyObject *)&Handle_Type) < 0)
+		goto fail;
+	Error = new_error(m, "Error",
+			  "A libbtrfsimg failure: errno is the library's negative return made\n"
+			  "positive, strerror (and str()) its message saying what and where.",
+			  PyExc_OSError);
+	if (!Error)
+		goto fail;
+	PyObject *nf = PyTuple_Pack(2, Error, PyExc_FileNotFoundError);
+	NotFoundError = nf ? new_error(m, "NotFoundError",
+				       "No such path, inode, subvolume or device (ENOENT).", nf)
+			   : NULL;
+	Py_XDECREF(nf);
+	DamagedError = new_error(m, "DamagedError",
+				 "Corrupt metadata (EUCLEAN), or an I/O or checksum failure on\n"
+				 "every copy (EIO).",
+				 Error);
+	UnsupportedError = new_error(m, "UnsupportedError",
+				     "A feature libbtrfsimg does not read (EOPNOTSUPP).", Error);
+	if (!NotFoundError || !DamagedError || !UnsupportedError)
+		goto fail;
+	return m;
+fail:
+	Py_DECREF(m);
+	return NULL;
+}

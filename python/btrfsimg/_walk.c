@@ -1,0 +1,648 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Filesystem.walk(): every path under a start, depth-first in readdir
+ * (DIR_INDEX) order, crossing into subvolumes, stub directories empty, as
+ * `btrfsimg walk --json` lists them (tools/visit.c, tools/cmd_walk.c), one
+ * dict per path with the same keys and values. The CLI's traversal is
+ * push-style (a callback per path); an iterator must be pull-style, so the
+ * stack of open directories lives here, one entry per next(). The test
+ * tests/test_python.py holds the two equal on every committed image.
+ *
+ * Each next() gathers one record with the GIL released (struct rec), then
+ * builds the dict under the GIL from interned keys.
+ */
+#include "ext.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "digest.h"
+#include "nest.h"
+
+#define WALK_DEPTH_MAX 4096 /* as tools/visit.c: VISIT_DEPTH_MAX */
+
+enum {
+	K_PATH,
+	K_INO,
+	K_SUBVOL,
+	K_MODE,
+	K_NLINK,
+	K_UID,
+	K_GID,
+	K_SIZE,
+	K_RDEV,
+	K_ATIME,
+	K_MTIME,
+	K_CTIME,
+	K_BTIME,
+	K_TARGET,
+	K_D_INO,
+	K_HANDLE,
+	K_HANDLE_CONN,
+	K_SHA256,
+	K_XATTRS,
+	K_SCHEME_INO,
+	K_NFS_FILEID,
+	K_SCHEME_D_INO,
+	K_NFS_D_FILEID,
+	K_NUMDEVS2_DEV,
+	K_TYPE,
+	K_HEX,
+	K_COUNT
+};
+static const char *const key_names[K_COUNT] = {
+	"path",	  "ino",	"subvol",     "mode",	      "nlink",	      "uid",
+	"gid",	  "size",	"rdev",	      "atime",	      "mtime",	      "ctime",
+	"btime",  "target",	"d_ino",      "handle",	      "handle_conn",  "sha256",
+	"xattrs", "scheme_ino", "nfs_fileid", "scheme_d_ino", "nfs_d_fileid", "numdevs2_dev",
+	"type",	  "hex",
+};
+static PyObject *keys[K_COUNT];
+
+int walk_init_keys(void)
+{
+	for (int i = 0; i < K_COUNT; i++)
+		if (!keys[i] && !(keys[i] = PyUnicode_InternFromString(key_names[i])))
+			return -1;
+	return 0;
+}
+
+struct entry {
+	struct btrfsimg_dirent d;
+	uint8_t *name;
+};
+
+struct frame {
+	uint64_t subvol, objectid;
+	struct btrfsimg_inode inode;
+	struct entry *e;
+	size_t n, cap, next;
+	size_t path_len; /* the directory's path */
+};
+
+/* One path's record, gathered without the GIL. */
+struct rec {
+	struct btrfsimg_inode inode;
+	uint64_t ino, subvol, d_ino;
+	bool stub, is_start, symlink, target_ok;
+	uint8_t *target;
+	size_t target_len;
+	int handle_len[2];
+	uint32_t handle_type[2];
+	uint8_t handle[2][40];
+	bool hashed, is_reg, sha_ok;
+	char sha[65];
+	uint8_t *xbuf; /* xattr digests: name_len (size_t), name, 64 hex */
+	size_t xlen, xcap;
+	bool schemes;
+	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
+	int dev;
+};
+
+typedef struct {
+	PyObject_HEAD Handle *h;
+	uint64_t subvol;
+	char *start;
+	bool hash, single, started, done;
+	int inumbits;
+	struct nest nest;
+	bool have_nest;
+	struct frame *fr;
+	size_t nfr, frcap;
+	uint8_t *path;
+	size_t plen, pcap;
+	struct rec r;
+} Walk;
+
+/* A node as tools/visit.c's struct visit_node has it. */
+struct node {
+	struct btrfsimg_dirent ent;
+	bool is_start, stub;
+	uint64_t subvol, objectid;
+	struct btrfsimg_inode inode;
+	uint64_t dir_subvol, dir_objectid, dir_tree_subvol;
+	const struct btrfsimg_inode *dir_inode;
+};
+
+static void note(Walk *w, const char *what, int rc)
+{
+	char m[1400];
+	const char *msg = btrfsimg_errmsg(w->h->fs);
+	snprintf(m, sizeof(m), "%.*s: %s: %s", (int)(w->plen ? w->plen : 1),
+		 w->plen ? (const char *)w->path : ".", what, *msg ? msg : strerror(-rc));
+	handle_note(w->h, m);
+}
+
+static int path_set(Walk *w, size_t base, const uint8_t *name, size_t len)
+{
+	size_t need = base + len + 2;
+	if (need > w->pcap) {
+		size_t cap = w->pcap ? w->pcap : 256;
+		while (cap < need)
+			cap *= 2;
+		uint8_t *p = realloc(w->path, cap);
+		if (!p)
+			return -ENOMEM;
+		w->path = p;
+		w->pcap = cap;
+	}
+	w->plen = base;
+	if (base)
+		w->path[w->plen++] = '/';
+	memcpy(w->path + w->plen, name, len);
+	w->plen += len;
+	w->path[w->plen] = '\0';
+	return 0;
+}
+
+static int collect(void *ctx, const struct btrfsimg_dirent *d)
+{
+	struct frame *f = ctx;
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 16;
+		void *v = realloc(f->e, cap * sizeof(*f->e));
+		if (!v)
+			return -ENOMEM;
+		f->e = v;
+		f->cap = cap;
+	}
+	struct entry *e = &f->e[f->n];
+	e->d = *d;
+	e->name = malloc(d->name_len ? d->name_len : 1);
+	if (!e->name)
+		return -ENOMEM;
+	memcpy(e->name, d->name, d->name_len);
+	e->d.name = e->name;
+	f->n++;
+	return 0;
+}
+
+static void frame_free(struct frame *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		free(f->e[i].name);
+	free(f->e);
+}
+
+/* tools/visit.c stop_descent: too deep, or a directory on its own path. */
+static bool stop_descent(Walk *w, const struct node *n)
+{
+	char m[512];
+	if (w->nfr >= WALK_DEPTH_MAX) {
+		snprintf(m, sizeof(m), "%.*s: deeper than %d directories: not descending",
+			 (int)w->plen, (const char *)w->path, WALK_DEPTH_MAX);
+		handle_note(w->h, m);
+		return true;
+	}
+	for (size_t i = 0; i < w->nfr; i++)
+		if (w->fr[i].subvol == n->subvol && w->fr[i].objectid == n->objectid) {
+			snprintf(m, sizeof(m),
+				 "%.*s: directory loop: it is %llu:%llu: not descending",
+				 (int)w->plen, (const char *)w->path, (unsigned long long)n->subvol,
+				 (unsigned long long)n->objectid);
+			handle_note(w->h, m);
+			return true;
+		}
+	return false;
+}
+
+/* Open directory @n: list it (what was listed before a failure is kept). */
+static int push_frame(Walk *w, const struct node *n)
+{
+	if (w->single || !S_ISDIR(n->inode.mode) || n->stub || stop_descent(w, n))
+		return 0;
+	if (w->nfr == w->frcap) {
+		size_t cap = w->frcap ? w->frcap * 2 : 16;
+		void *v = realloc(w->fr, cap * sizeof(*w->fr));
+		if (!v)
+			return -ENOMEM;
+		w->fr = v;
+		w->frcap = cap;
+	}
+	struct frame *f = &w->fr[w->nfr++];
+	*f = (struct frame){
+		.subvol = n->subvol, .objectid = n->objectid, .inode = n->inode, .path_len = w->plen
+	};
+	int rc = btrfsimg_readdir(w->h->fs, n->subvol, n->objectid, collect, f);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0)
+		note(w, "readdir", rc);
+	return 0;
+}
+
+/* ------------------------------------------------ one record */
+
+static void rec_clear(struct rec *r)
+{
+	free(r->target);
+	free(r->xbuf);
+}
+
+static void take_handle(Walk *w, const struct node *n, bool conn, struct rec *r)
+{
+	int k = conn ? 1 : 0, len;
+	if (n->dir_inode && !n->stub)
+		len = btrfsimg_file_handle_encode(n->subvol, n->objectid, n->inode.generation,
+						  n->inode.mode, n->dir_subvol, n->dir_objectid,
+						  n->dir_inode->generation, conn,
+						  &r->handle_type[k], r->handle[k]);
+	else
+		len = btrfsimg_file_handle(w->h->fs, n->subvol, n->objectid, n->dir_subvol,
+					   n->dir_objectid, conn, &r->handle_type[k], r->handle[k]);
+	r->handle_len[k] = len < 0 || len > 40 ? -1 : len;
+}
+
+static int xattr_digest(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
+			size_t vlen)
+{
+	struct rec *r = ctx;
+	size_t need = sizeof(size_t) + nlen + 64;
+	if (r->xlen + need > r->xcap) {
+		size_t cap = r->xcap ? r->xcap : 256;
+		while (cap < r->xlen + need)
+			cap *= 2;
+		uint8_t *b = realloc(r->xbuf, cap);
+		if (!b)
+			return -ENOMEM;
+		r->xbuf = b;
+		r->xcap = cap;
+	}
+	char hex[65];
+	digest_hex("sha256", value, vlen, hex);
+	memcpy(r->xbuf + r->xlen, &nlen, sizeof(nlen));
+	memcpy(r->xbuf + r->xlen + sizeof(nlen), name, nlen);
+	memcpy(r->xbuf + r->xlen + sizeof(nlen) + nlen, hex, 64);
+	r->xlen += need;
+	return 0;
+}
+
+static void take_hashes(Walk *w, const struct node *n, struct rec *r)
+{
+	btrfsimg_fs *fs = w->h->fs;
+	r->hashed = true;
+	r->is_reg = S_ISREG(n->inode.mode);
+	if (r->is_reg) {
+		r->sha_ok = digest_file(fs, n->subvol, n->objectid, n->inode.size, "sha256",
+					r->sha) == 0;
+		if (!r->sha_ok) {
+			char m[1400];
+			snprintf(m, sizeof(m), "%.*s: %s", (int)w->plen, (const char *)w->path,
+				 btrfsimg_errmsg(fs));
+			handle_note(w->h, m);
+		}
+	}
+	if (!n->stub) {
+		int rc = btrfsimg_xattrs(fs, n->subvol, n->objectid, xattr_digest, r);
+		if (rc < 0)
+			note(w, "xattrs", rc);
+	}
+}
+
+static void take_schemes(Walk *w, const struct node *n, struct rec *r)
+{
+	unsigned bits = (unsigned)w->inumbits;
+	uint64_t st_ino = n->objectid;
+	r->schemes = true;
+	r->scheme_ino = n->stub ? st_ino
+				: btrfsimg_presented_ino(
+					  st_ino, btrfsimg_inumbits_overlay(n->subvol, bits));
+	r->nfs_fileid =
+		n->stub ? st_ino : btrfsimg_presented_ino(st_ino, btrfsimg_uniquifier(n->subvol));
+	if (!n->is_start) {
+		uint64_t loc = n->ent.location_objectid, dir = n->dir_tree_subvol;
+		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
+		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
+	}
+	int dev = n->stub ? 0 : nest_dev(&w->nest, n->subvol);
+	r->dev = dev < 0 ? -1 : dev;
+}
+
+static void take(Walk *w, const struct node *n)
+{
+	struct rec *r = &w->r;
+	*r = (struct rec){ .inode = n->inode,
+			   .ino = n->objectid,
+			   .subvol = n->subvol,
+			   .d_ino = n->ent.location_objectid,
+			   .stub = n->stub,
+			   .is_start = n->is_start,
+			   .dev = -1 };
+	r->symlink = S_ISLNK(n->inode.mode);
+	if (r->symlink) {
+		int rc = btrfsimg_readlink(w->h->fs, n->subvol, n->objectid, &r->target,
+					   &r->target_len);
+		r->target_ok = rc == 0;
+		if (rc < 0)
+			note(w, "readlink", rc);
+	}
+	take_handle(w, n, false, r);
+	take_handle(w, n, true, r);
+	if (w->hash)
+		take_hashes(w, n, r);
+	if (w->inumbits >= 0)
+		take_schemes(w, n, r);
+}
+
+/* ------------------------------------------------ stepping */
+
+/* tools/visit.c start_node. */
+static int start_node(Walk *w, struct node *n)
+{
+	const char *path = w->start;
+	memset(n, 0, sizeof(*n));
+	n->is_start = true;
+	if (*path == '\0' || strspn(path, "/") == strlen(path)) {
+		n->subvol = w->subvol;
+		n->objectid = 256;
+	} else {
+		int rc = btrfsimg_path_lookup(w->h->fs, w->subvol, path, &n->ent);
+		if (rc < 0)
+			return rc;
+		n->subvol = n->ent.target_subvol;
+		n->objectid = n->ent.target_objectid;
+		n->stub = n->ent.kind == BTRFSIMG_TARGET_STUB;
+	}
+	n->dir_subvol = n->subvol;
+	n->dir_objectid = n->objectid;
+	if (!n->stub)
+		return btrfsimg_inode_get(w->h->fs, n->subvol, n->objectid, &n->inode);
+	char *parent = strdup(path);
+	if (!parent)
+		return -ENOMEM;
+	char *slash = strrchr(parent, '/');
+	*(slash ? slash : parent) = '\0';
+	struct btrfsimg_dirent pd;
+	int rc = btrfsimg_path_lookup(w->h->fs, w->subvol, parent, &pd);
+	free(parent);
+	if (rc == 0)
+		rc = btrfsimg_stub_inode(w->h->fs, pd.target_subvol, pd.target_objectid, &n->inode);
+	return rc;
+}
+
+/* Gather the next record into w->r: 1 if there is one, 0 at the end, or a
+ * negative errno (fatal: the start could not be read). */
+static int step(Walk *w)
+{
+	struct node n;
+	int rc;
+	if (!w->started) {
+		w->started = true;
+		if ((rc = path_set(w, 0, (const uint8_t *)"", 0)) < 0 ||
+		    (rc = start_node(w, &n)) < 0)
+			return rc;
+		take(w, &n);
+		return (rc = push_frame(w, &n)) < 0 ? rc : 1;
+	}
+	while (w->nfr) {
+		struct frame *f = &w->fr[w->nfr - 1];
+		if (f->next == f->n) {
+			frame_free(f);
+			w->nfr--;
+			continue;
+		}
+		struct entry *e = &f->e[f->next++];
+		if ((rc = path_set(w, f->path_len, e->name, e->d.name_len)) < 0)
+			return rc;
+		n = (struct node){ .ent = e->d,
+				   .subvol = e->d.target_subvol,
+				   .objectid = e->d.target_objectid,
+				   .stub = e->d.kind == BTRFSIMG_TARGET_STUB,
+				   .dir_subvol = f->subvol,
+				   .dir_objectid = f->objectid,
+				   .dir_tree_subvol = f->subvol,
+				   .dir_inode = &f->inode };
+		if (n.stub)
+			rc = btrfsimg_stub_inode(w->h->fs, f->subvol, f->objectid, &n.inode);
+		else
+			rc = btrfsimg_inode_get(w->h->fs, n.subvol, n.objectid, &n.inode);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc < 0) {
+			note(w, "inode", rc);
+			continue;
+		}
+		take(w, &n);
+		/* the frame array may move: n.dir_inode is not used past take() */
+		return (rc = push_frame(w, &n)) < 0 ? rc : 1;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------ the dict */
+
+static int put(PyObject *d, int k, PyObject *v)
+{
+	if (!v)
+		return -1;
+	int rc = PyDict_SetItem(d, keys[k], v);
+	Py_DECREF(v);
+	return rc;
+}
+
+static PyObject *handle_dict(const struct rec *r, int k)
+{
+	if (r->handle_len[k] < 0)
+		Py_RETURN_NONE;
+	char hex[81];
+	hex_of(r->handle[k], (size_t)r->handle_len[k], hex);
+	PyObject *d = PyDict_New();
+	if (d && (put(d, K_TYPE, PyLong_FromUnsignedLong(r->handle_type[k])) < 0 ||
+		  put(d, K_HEX, PyUnicode_FromStringAndSize(hex, 2 * r->handle_len[k])) < 0))
+		Py_CLEAR(d);
+	return d;
+}
+
+static PyObject *xattr_dict(const struct rec *r)
+{
+	PyObject *d = PyDict_New();
+	for (size_t off = 0; d && off < r->xlen;) {
+		size_t nlen;
+		memcpy(&nlen, r->xbuf + off, sizeof(nlen));
+		const uint8_t *name = r->xbuf + off + sizeof(nlen);
+		PyObject *k = name_str(name, nlen);
+		PyObject *v = PyUnicode_FromStringAndSize((const char *)name + nlen, 64);
+		if (!k || !v || PyDict_SetItem(d, k, v) < 0)
+			Py_CLEAR(d);
+		Py_XDECREF(k);
+		Py_XDECREF(v);
+		off += sizeof(nlen) + nlen + 64;
+	}
+	return d;
+}
+
+static PyObject *opt_u64(bool none, uint64_t v)
+{
+	if (none)
+		Py_RETURN_NONE;
+	return u64(v);
+}
+
+static PyObject *rdev_str(uint64_t rdev)
+{
+	return PyUnicode_FromFormat("%llu:%llu", (unsigned long long)(rdev >> 20),
+				    (unsigned long long)(rdev & 0xfffff));
+}
+
+static int put_schemes(PyObject *d, const struct rec *r)
+{
+	if (put(d, K_SCHEME_INO, u64(r->scheme_ino)) < 0 ||
+	    put(d, K_NFS_FILEID, u64(r->nfs_fileid)) < 0 ||
+	    put(d, K_SCHEME_D_INO, opt_u64(r->is_start, r->scheme_d_ino)) < 0 ||
+	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, r->nfs_d_fileid)) < 0)
+		return -1;
+	return put(d, K_NUMDEVS2_DEV, opt_u64(r->dev < 0, (uint64_t)r->dev));
+}
+
+/* tools/cmd_walk.c put_json, key for key. */
+static PyObject *rec_dict(Walk *w)
+{
+	const struct rec *r = &w->r;
+	const struct btrfsimg_inode *i = &r->inode;
+	PyObject *d = PyDict_New();
+	if (!d)
+		return NULL;
+	if (put(d, K_PATH, name_str(w->path, w->plen)) < 0 || put(d, K_INO, u64(r->ino)) < 0 ||
+	    put(d, K_SUBVOL, opt_u64(r->stub, r->subvol)) < 0 ||
+	    put(d, K_MODE, PyLong_FromUnsignedLong(i->mode)) < 0 ||
+	    put(d, K_NLINK, PyLong_FromUnsignedLong(i->nlink)) < 0 ||
+	    put(d, K_UID, PyLong_FromUnsignedLong(i->uid)) < 0 ||
+	    put(d, K_GID, PyLong_FromUnsignedLong(i->gid)) < 0 ||
+	    put(d, K_SIZE, u64(i->size)) < 0 || put(d, K_RDEV, rdev_str(i->rdev)) < 0 ||
+	    put(d, K_ATIME, time_list(i->atime.sec, i->atime.nsec)) < 0 ||
+	    put(d, K_MTIME, time_list(i->mtime.sec, i->mtime.nsec)) < 0 ||
+	    put(d, K_CTIME, time_list(i->ctime.sec, i->ctime.nsec)) < 0 ||
+	    put(d, K_BTIME, time_list(i->otime.sec, i->otime.nsec)) < 0)
+		goto fail;
+	if (r->symlink &&
+	    put(d, K_TARGET,
+		r->target_ok ? PyUnicode_DecodeUTF8((const char *)r->target,
+						    (Py_ssize_t)r->target_len, "surrogateescape")
+			     : Py_NewRef(Py_None)) < 0)
+		goto fail;
+	if (put(d, K_D_INO, opt_u64(r->is_start, r->d_ino)) < 0 ||
+	    put(d, K_HANDLE, handle_dict(r, 0)) < 0 || put(d, K_HANDLE_CONN, handle_dict(r, 1)) < 0)
+		goto fail;
+	if (r->hashed) {
+		if (r->is_reg && put(d, K_SHA256,
+				     r->sha_ok ? PyUnicode_FromStringAndSize(r->sha, 64)
+					       : Py_NewRef(Py_None)) < 0)
+			goto fail;
+		if (put(d, K_XATTRS, xattr_dict(r)) < 0)
+			goto fail;
+	}
+	if (r->schemes && put_schemes(d, r) < 0)
+		goto fail;
+	return d;
+fail:
+	Py_DECREF(d);
+	return NULL;
+}
+
+/* ------------------------------------------------ the type */
+
+static void walk_end(Walk *w)
+{
+	for (size_t i = 0; i < w->nfr; i++)
+		frame_free(&w->fr[i]);
+	w->nfr = 0;
+	if (w->have_nest)
+		nest_free(&w->nest);
+	w->have_nest = false;
+	w->done = true;
+}
+
+static PyObject *Walk_next(Walk *w)
+{
+	Handle *h = w->h;
+	if (w->done)
+		return NULL;
+	if (handle_check_open(h) < 0)
+		return NULL;
+	int rc = 0;
+	HANDLE_CALL(h, rc, rc = step(w));
+	PyObject *d = rc > 0 ? rec_dict(w) : NULL;
+	if (rc > 0) {
+		rec_clear(&w->r);
+		memset(&w->r, 0, sizeof(w->r));
+	}
+	if (rc <= 0 || w->single)
+		walk_end(w);
+	if (handle_drain(h) < 0) {
+		Py_XDECREF(d);
+		return NULL;
+	}
+	if (rc < 0)
+		return handle_raise(h, rc);
+	return d;
+}
+
+static void Walk_dealloc(Walk *w)
+{
+	PyObject_GC_UnTrack(w);
+	walk_end(w);
+	rec_clear(&w->r);
+	free(w->path);
+	free(w->fr);
+	free(w->start);
+	Py_XDECREF(w->h);
+	PyObject_GC_Del(w);
+}
+
+static int Walk_traverse(Walk *w, visitproc visit, void *arg)
+{
+	Py_VISIT(w->h);
+	return 0;
+}
+
+PyTypeObject Walk_Type = {
+	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "btrfsimg._btrfsimg.WalkIterator",
+	.tp_basicsize = sizeof(Walk),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "Iterator of walk records (dicts as `btrfsimg walk --json` lines).",
+	.tp_dealloc = (destructor)Walk_dealloc,
+	.tp_traverse = (traverseproc)Walk_traverse,
+	.tp_iter = PyObject_SelfIter,
+	.tp_iternext = (iternextfunc)Walk_next,
+};
+
+PyObject *walk_new(Handle *h, uint64_t subvol, const char *path, Py_ssize_t path_len, bool hash,
+		   int inumbits, uint64_t mount_subvol, bool single)
+{
+	if (strlen(path) != (size_t)path_len) {
+		PyErr_SetString(PyExc_ValueError, "embedded NUL in path");
+		return NULL;
+	}
+	if (inumbits > 64 || (inumbits > 0 && inumbits < 32) || inumbits < -1) {
+		PyErr_SetString(PyExc_ValueError, "inumbits is 0 or 32..64");
+		return NULL;
+	}
+	Walk *w = PyObject_GC_New(Walk, &Walk_Type);
+	if (!w)
+		return NULL;
+	memset((char *)w + sizeof(PyObject), 0, sizeof(*w) - sizeof(PyObject));
+	w->h = (Handle *)Py_NewRef((PyObject *)h);
+	w->subvol = subvol;
+	w->hash = hash;
+	w->single = single;
+	w->inumbits = inumbits;
+	w->start = strdup(path);
+	PyObject_GC_Track(w);
+	if (!w->start) {
+		Py_DECREF(w);
+		return PyErr_NoMemory();
+	}
+	if (inumbits >= 0) {
+		int rc;
+		HANDLE_CALL(h, rc, rc = nest_load(h->fs, mount_subvol, &w->nest));
+		if (rc < 0) {
+			Py_DECREF(w);
+			handle_drain(h);
+			return handle_raise(h, rc);
+		}
+		w->have_nest = true;
+	}
+	return (PyObject *)w;
+}

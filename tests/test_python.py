@@ -1,0 +1,500 @@
+# SPDX-License-Identifier: MIT
+"""test_python.py: the Python module btrfsimg against the kernel's recorded
+view of the committed images, and against the CLI's JSON lines.
+
+Run by meson (test 'python') with pytest on the interpreter the module was
+built for, PYTHONPATH at the build tree's python/ directory, and
+BTRFSIMG_CLI / BTRFSIMG_TESTDATA in the environment. By hand:
+
+    PYTHONPATH=build/python BTRFSIMG_CLI=build/tools/btrfsimg \\
+        /usr/bin/python3 -m pytest tests/test_python.py
+
+Truth: walk records equal testdata/files/*.view.jsonl (stat/statx,
+readdir, name_to_handle_at and sha256 recorded from a kernel mount by
+testdata/gen_kview.py); superblock and subvolumes equal the
+expected-*.json that testdata/gen_progs2json.py made from btrfs-progs
+(dump-super, subvolume list/show) for testdata/images/. File bytes: the
+kernel's sha256 of every regular file, then random ranges against the
+whole. The CLI comparison holds the module's dicts to the same keys and
+values as `walk/inodes/subvols/super --json --json-u64 number`, so the
+two front ends cannot drift apart.
+"""
+import gc
+import hashlib
+import io
+import json
+import os
+import random
+import stat
+import subprocess
+import sys
+import threading
+import warnings
+
+import pytest
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import imgtest  # noqa: E402
+
+import btrfsimg  # noqa: E402
+
+CLI = os.environ.get("BTRFSIMG_CLI", "")
+TESTDATA = os.environ.get("BTRFSIMG_TESTDATA", os.path.join(os.path.dirname(HERE), "testdata"))
+FILES = os.path.join(TESTDATA, "files")
+IMAGES = os.path.join(TESTDATA, "images")
+SANITIZED = bool(os.environ.get("BTRFSIMG_SANITIZED"))
+kv = imgtest.import_kview(TESTDATA)
+
+FILE_IMAGES = sorted(n[:-len(".img.zst")] for n in os.listdir(FILES) if n.endswith(".img.zst"))
+# multi-device, partitioned, mixed and other-checksum sets, restored whole
+SET_IMAGES = ["raid1", "raid5", "raid6", "gpt1", "mixed", "csum-blake2", "dup", "raid10"]
+
+
+@pytest.fixture(scope="session")
+def tmp(tmp_path_factory):
+    return tmp_path_factory.mktemp("py")
+
+
+@pytest.fixture(scope="session")
+def files_img(tmp):
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = imgtest.unzstd(os.path.join(FILES, name + ".img.zst"),
+                                         str(tmp / (name + ".img")))
+        return cache[name]
+    return get
+
+
+@pytest.fixture(scope="session")
+def set_img(tmp):
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            idir = os.path.join(IMAGES, name)
+            man = imgtest.load_json(os.path.join(idir, "manifest.json"))
+            d = tmp / ("set-" + name)
+            d.mkdir()
+            for f in man["files"]:
+                imgtest.unzstd(os.path.join(idir, f + ".zst"), str(d / f))
+            cache[name] = (idir, man, str(d))
+        return cache[name]
+    return get
+
+
+def cli_json(args, img):
+    """The CLI's JSON lines (64-bit numbers as numbers, as the module gives
+    them), parsed as Python would (surrogateescape for raw bytes)."""
+    if not CLI:
+        pytest.skip("BTRFSIMG_CLI not set")
+    imgs = img if isinstance(img, list) else [img]
+    p = subprocess.run([CLI] + args + ["--json", "--json-u64", "number"] + imgs,
+                       capture_output=True, timeout=600)
+    assert p.returncode in (0, 1), p.stderr.decode(errors="replace")
+    return [json.loads(line) for line in p.stdout.decode("utf-8", "surrogateescape").splitlines()
+            if line.strip()]
+
+
+def views(name):
+    out = []
+    for v in sorted(os.listdir(FILES)):
+        if v.startswith(name + ".") and v.endswith(".view.jsonl"):
+            variant = v[len(name) + 1:-len(".view.jsonl")]
+            out.append((variant, os.path.join(FILES, v)))
+    return out
+
+
+def norm(field, v):
+    if isinstance(v, str) and field == "sha256":
+        return v.lower()
+    if isinstance(v, dict) and field in ("handle", "handle_conn"):
+        return {k: (x.lower() if k == "hex" and isinstance(x, str) else x) for k, x in v.items()}
+    if isinstance(v, dict) and field == "xattrs":
+        return {k: (x.lower() if isinstance(x, str) else x) for k, x in v.items()}
+    return v
+
+
+def kernel_diffs(exp, got):
+    gmap = {r["path"]: r for r in got}
+    diffs = []
+    if [r["path"] for r in exp] != [r["path"] for r in got]:
+        diffs.append("paths or their order differ: kernel %d, module %d" % (len(exp), len(got)))
+    for e in exp:
+        g = gmap.get(e["path"])
+        if g is None:
+            continue
+        stub = e.get("ino") == kv.STUB_INO and stat.S_ISDIR(e.get("mode") or 0)
+        for f in kv.FIELDS:
+            if f == "path" or (stub and f in kv.VOLATILE_STUB_FIELDS):
+                continue
+            if norm(f, e.get(f)) != norm(f, g.get(f)):
+                diffs.append("%r: %s: kernel %r, module %r" % (e["path"], f, e.get(f), g.get(f)))
+    return diffs
+
+
+# ------------------------------------------------------------ kernel truth
+
+@pytest.mark.parametrize("name", FILE_IMAGES)
+def test_walk_equals_kernel_view(name, files_img):
+    img = files_img(name)
+    assert views(name), "no recorded view for " + name
+    for variant, path in views(name):
+        exp = imgtest.load_jsonl(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", btrfsimg.DamageWarning)
+            with btrfsimg.open([img], log_replay=variant != "nolog") as fs:
+                got = list(fs.walk(hash=True))
+        d = kernel_diffs(exp, got)
+        assert not d, "%s.%s: %d diffs, first: %s" % (name, variant, len(d), d[:10])
+
+
+@pytest.mark.parametrize("name", FILE_IMAGES)
+def test_file_bytes_equal_kernel(name, files_img):
+    """Every regular file read whole equals the kernel's sha256; random
+    ranges by seek equal the same bytes of the whole."""
+    img = files_img(name)
+    exp = imgtest.load_jsonl(dict(views(name))[""])
+    rnd = random.Random(name)
+    with btrfsimg.open(img) as fs:
+        for r in exp:
+            if not r.get("sha256"):
+                continue
+            with fs.open(r["path"]) as f:
+                whole = f.read()
+                assert hashlib.sha256(whole).hexdigest() == r["sha256"].lower(), r["path"]
+                assert len(whole) == r["size"]
+                for _ in range(4 if len(whole) else 1):
+                    off = rnd.randrange(len(whole) + 2)
+                    n = rnd.randrange(1, 300000)
+                    assert f.seek(off) == off
+                    assert f.read(n) == whole[off:off + n], (r["path"], off, n)
+                    assert f.tell() == min(off + n, max(off, len(whole)))
+                if whole:
+                    f.seek(-1, io.SEEK_END)
+                    assert f.read() == whole[-1:]
+
+
+# ------------------------------------------------------------ the CLI's keys
+
+@pytest.mark.parametrize("name", FILE_IMAGES)
+def test_dicts_equal_cli_json(name, files_img):
+    img = files_img(name)
+    with btrfsimg.open(img) as fs:
+        assert list(fs.walk(hash=True)) == cli_json(["walk", "--hash"], img)
+        assert list(fs.walk(inumbits=40)) == cli_json(["walk", "--inumbits", "40"], img)
+        assert list(fs.inodes()) == cli_json(["inodes"], img)
+        assert list(fs.inodes(inumbits=64)) == cli_json(["inodes", "--inumbits", "64"], img)
+        assert fs.subvolumes() == cli_json(["subvols"], img)
+        assert [fs.superblock] == cli_json(["super"], img)
+        for s in fs.subvolumes()[1:3]:
+            if s["path"] is not None and not s["deleted"]:
+                assert list(fs.walk(subvol=s["id"])) == \
+                    cli_json(["walk", "--subvol", str(s["id"])], img)
+        col = fs.collisions()
+        lines = cli_json(["collisions"], img)
+        summary = [x for x in lines if x.get("summary")][0]
+        for k, v in col.items():
+            if k != "schemes":
+                assert summary[k] == v, k
+        schemes = {x["scheme"]: x for x in lines if "scheme" in x}
+        assert [s["scheme"] for s in col["schemes"]] == list(schemes)
+        for s in col["schemes"]:
+            c = schemes[s["scheme"]]
+            for k in ("groups", "inodes", "readdir_mismatch", "collision_free",
+                      "groups_without_stubs", "inodes_without_stubs"):
+                assert s[k] == c[k], (s["scheme"], k)
+            assert [[(m["subvol"], m["objectid"]) for m in g] for g in s["examples"]] == \
+                [[(m["subvol"], m["objectid"]) for m in g] for g in c["examples"]]
+
+
+def test_walk_paths_and_stat(files_img):
+    img = files_img("names")
+    exp = imgtest.load_jsonl(dict(views("names"))[""])
+    with btrfsimg.open(img) as fs:
+        for r in exp[:200]:
+            if r["path"] == "":
+                continue
+            got = fs.stat(r["path"])
+            assert {k: got.get(k) for k in ("ino", "mode", "size", "mtime", "d_ino")} == \
+                {k: r.get(k) for k in ("ino", "mode", "size", "mtime", "d_ino")}
+            raw = r["path"].encode("utf-8", "surrogateescape")
+            assert fs.stat(raw)["ino"] == r["ino"]
+            parent, _, base = raw.rpartition(b"/")
+            assert base in fs.listdir(parent)
+            assert base.decode("utf-8", "surrogateescape") in \
+                fs.listdir(parent.decode("utf-8", "surrogateescape"))
+            if r.get("target") is not None:
+                assert fs.readlink(r["path"]) == r["target"]
+            assert sorted(fs.listxattr(r["path"])) == sorted(r["xattrs"])
+            for k, h in r["xattrs"].items():
+                assert hashlib.sha256(fs.getxattr(r["path"], k)).hexdigest() == h.lower()
+        sub = [r for r in exp if r["path"].startswith("many/")]
+        got = list(fs.walk(path="many"))
+        assert [g["path"] for g in got[1:]] == [r["path"][5:] for r in sub]
+
+
+def test_open_inode(files_img):
+    img = files_img("holes")
+    exp = imgtest.load_jsonl(dict(views("holes"))[""])
+    with btrfsimg.open(img) as fs:
+        for r in exp:
+            if r.get("sha256"):
+                with fs.open_inode(r["subvol"], r["ino"]) as f:
+                    assert hashlib.sha256(f.read()).hexdigest() == r["sha256"].lower()
+
+
+# ------------------------------------------------------------ devices
+
+class ReadAt:
+    """A pyewf/pyqcow-like object: read_at(offset, size) and get_size()."""
+
+    def __init__(self, path):
+        self.f = open(path, "rb")
+        self.size = os.fstat(self.f.fileno()).st_size
+
+    def read_at(self, off, n):
+        return os.pread(self.f.fileno(), n, off)
+
+    def get_size(self):
+        return self.size
+
+    def close(self):
+        self.f.close()
+
+
+def device_sets(name, set_img):
+    """(recorded-view directory, file suffix, device paths, open() options)
+    for each filesystem of a committed set."""
+    idir, man, d = set_img(name)
+    for tag, info in sorted(man["filesystems"].items()):
+        devs = [os.path.join(d, x) for x in info["devices"]]
+        opts = [{}]
+        if "partition" in info:
+            opts += [{"partition": info["partition"]}, {"offset": info["offset"]}]
+        yield idir, "." + tag if tag else "", devs, opts
+
+
+@pytest.mark.parametrize("name", SET_IMAGES)
+def test_sets_super_subvols_equal_progs(name, set_img):
+    for idir, sfx, devs, opts in device_sets(name, set_img):
+        exp_super = imgtest.load_json(os.path.join(idir, "expected-super%s.json" % sfx))
+        mirrors = imgtest.load_json(os.path.join(idir, "expected-mirrors%s.json" % sfx))
+        exp_subs = imgtest.load_jsonl(os.path.join(idir, "expected-subvols%s.jsonl" % sfx))
+        kinds = [list(devs), [io.open(p, "rb") for p in devs], [ReadAt(p) for p in devs],
+                 [io.BufferedReader(io.FileIO(p)) for p in reversed(devs)]]
+        walks = []
+        for k in kinds:
+            for o in opts:
+                with btrfsimg.open(k, **o) as fs:
+                    sb = fs.superblock
+                    exp = dict(exp_super, mirrors=mirrors[os.path.basename(
+                        k[0] if isinstance(k[0], str) else k[0].name if hasattr(k[0], "name")
+                        else k[0].f.name)])
+                    for key, v in exp.items():
+                        assert sb[key] == v, (name, sfx, key, o)
+                    got = {s["id"]: s for s in fs.subvolumes()}
+                    for s in exp_subs:
+                        for key, v in s.items():
+                            assert got[s["id"]][key] == v, (name, s["id"], key)
+                    walks.append(list(fs.walk(hash=True)))
+                    assert len(sb["devices"]) == len(devs)
+            for d in k:
+                if not isinstance(d, str):
+                    d.close()
+        assert all(w == walks[0] for w in walks)
+        assert walks[0] == cli_json(["walk", "--hash"], devs)
+
+
+def test_degraded_warns(set_img):
+    _, _, devs, _ = next(device_sets("raid1", set_img))
+    full = None
+    with btrfsimg.open(devs) as fs:
+        full = list(fs.walk(hash=True))
+    with pytest.warns(btrfsimg.DamageWarning):
+        with btrfsimg.open(devs[:1]) as fs:
+            assert fs.missing_devices == 1
+            assert list(fs.walk(hash=True)) == full
+    seen = []
+    with btrfsimg.open(devs[1:], on_damage=seen.append) as fs:
+        assert list(fs.walk(hash=True)) == full
+    assert seen and all(isinstance(m, str) and m for m in seen)
+
+
+# ------------------------------------------------------------ failures
+
+def test_errors(tmp, files_img):
+    with pytest.raises(btrfsimg.NotFoundError) as e:
+        btrfsimg.open(str(tmp / "no-such.img"))
+    assert e.value.errno == 2 and "no-such.img" in str(e.value)
+    assert isinstance(e.value, btrfsimg.Error) and isinstance(e.value, FileNotFoundError)
+
+    junk = tmp / "junk.img"
+    junk.write_bytes(b"\0" * (1 << 20))
+    with pytest.raises(btrfsimg.Error) as e:
+        btrfsimg.open(str(junk))
+    assert e.value.strerror and e.value.errno
+
+    # the names image with its primary superblock's bytes damaged: opens
+    # from a copy or fails with a message; with its first tree blocks
+    # zeroed it must fail with the library's message
+    img = files_img("names")
+    data = bytearray(open(img, "rb").read(1 << 22))
+    bad = tmp / "bad.img"
+    data[0x10000 + 0x40:0x10000 + 0x48] = b"_BHRfS_N"  # magic
+    bad.write_bytes(bytes(data))
+    with pytest.raises(btrfsimg.Error) as e:
+        btrfsimg.open(str(bad))
+    assert "magic" in str(e.value) or "superblock" in str(e.value), str(e.value)
+
+    with btrfsimg.open(img) as fs:
+        with pytest.raises(btrfsimg.NotFoundError) as e:
+            fs.stat("no/such/path")
+        assert e.value.errno == 2
+        with pytest.raises(btrfsimg.NotFoundError):
+            fs.open("nope")
+        with pytest.raises(btrfsimg.NotFoundError):
+            list(fs.walk(path="nope"))
+        with pytest.raises(IsADirectoryError):
+            fs.open("many")
+    with pytest.raises(ValueError):
+        fs.stat("many")
+
+
+def test_device_exception_is_the_cause(files_img):
+    img = files_img("names")
+
+    class Flaky(ReadAt):
+        def read_at(self, off, n):
+            raise RuntimeError("the device went away at %d" % off)
+
+    d = Flaky(img)
+    with pytest.raises(btrfsimg.Error) as e:
+        btrfsimg.open([d])
+    d.close()
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert e.value.strerror
+
+
+def test_corrupt_block_in_walk(tmp, files_img):
+    """A data block overwritten: reading it raises DamagedError with the
+    library's message (checksum), and verify=False reads the bytes."""
+    img = files_img("extents")
+    exp = imgtest.load_jsonl(dict(views("extents"))[""])
+    raw = open(img, "rb").read()
+    big = None
+    with btrfsimg.open(img) as fs:
+        for r in sorted((r for r in exp if r.get("sha256")), key=lambda r: -r["size"]):
+            whole = fs.open(r["path"]).read()
+            for off in range(0, len(whole) - 4096, 4096):
+                chunk = whole[off:off + 4096]
+                if len(set(chunk)) > 16 and raw.count(chunk) == 1:
+                    big, at = r, raw.find(chunk)
+                    break
+            if big:
+                break
+    if not big:
+        pytest.skip("no plain, distinctive 4 KiB block in the extents image")
+    bad = tmp / "extents-bad.img"
+    b = bytearray(raw)
+    b[at:at + 16] = bytes(x ^ 0xff for x in b[at:at + 16])
+    bad.write_bytes(bytes(b))
+    with btrfsimg.open(str(bad)) as fs:
+        with pytest.raises(btrfsimg.DamagedError) as e:
+            fs.open(big["path"]).read()
+        assert "csum" in str(e.value) or "checksum" in str(e.value), str(e.value)
+    with btrfsimg.open(str(bad), verify=False) as fs:
+        assert len(fs.open(big["path"]).read()) == len(whole)
+
+
+# ------------------------------------------------------------ threads, leaks
+
+def test_threads(files_img):
+    img = files_img("snaps")
+    with btrfsimg.open(img) as fs:
+        want = list(fs.walk(hash=True))
+    out = [None] * 4
+
+    def run(i):
+        with btrfsimg.open(img) as fs:
+            out[i] = list(fs.walk(hash=True))
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert all(o == want for o in out)
+    # one Filesystem from several threads: serialized, still right
+    with btrfsimg.open(img) as fs:
+        res = [None] * 3
+
+        def one(i):
+            res[i] = list(fs.walk())
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert res[0] == res[1] == res[2] and len(res[0]) == len(want)
+        it = fs.inodes()
+        next(it)
+        with pytest.raises(RuntimeError):
+            fs.superblock
+        it.close()
+        assert fs.superblock
+
+
+def rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def test_no_leaks(files_img):
+    img = files_img("names")
+
+    def once():
+        with btrfsimg.open(img) as fs:
+            fs.superblock
+            fs.subvolumes()
+            for i, r in enumerate(fs.walk(hash=True)):
+                if r["mode"] & 0o170000 == 0o100000 and i % 50 == 0:
+                    with fs.open(r["path"]) as f:
+                        f.read()
+            it = fs.inodes()
+            for _ in zip(range(100), it):
+                pass
+            it.close()
+        fs2 = btrfsimg.open([ReadAt(img)])
+        list(fs2.walk(path="many"))
+        fs2.close()
+        try:
+            btrfsimg.open("/nonexistent.img")
+        except btrfsimg.Error:
+            pass
+    rounds = 3 if SANITIZED else 12
+    for _ in range(3):
+        once()
+    gc.collect()
+    objs, rss = len(gc.get_objects()), rss_kib()
+    for _ in range(rounds):
+        once()
+    gc.collect()
+    assert len(gc.get_objects()) - objs < 50
+    if not SANITIZED:  # ASan's quarantine holds freed memory back
+        assert rss_kib() - rss < 4096, "RSS grew %d KiB over %d opens" % (rss_kib() - rss, rounds)
+    if hasattr(sys, "gettotalrefcount"):
+        before = sys.gettotalrefcount()
+        once()
+        assert sys.gettotalrefcount() - before < 100
+
+
+def test_module_docs():
+    assert btrfsimg.version() == btrfsimg.__version__
+    for obj in (btrfsimg, btrfsimg.open, btrfsimg.Filesystem.walk, btrfsimg.Filesystem.open,
+                btrfsimg.Error, btrfsimg.File):
+        assert obj.__doc__ and len(obj.__doc__) > 40, obj
+    stub = os.path.join(os.path.dirname(btrfsimg.__file__), "_btrfsimg.pyi")
+    assert os.path.exists(stub)
