@@ -1,19 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Whole-tree scans that must stay fast when hundreds of snapshots share
+ * Whole-tree scans that must stay fast when thousands of snapshots share
  * one large fs tree.
  *
- * Snapshots share leaves. Each distinct leaf (by bytenr and generation) is
- * decoded once into a summary: the objectids of its INODE_ITEMs (sorted,
- * because keys are) and its directory entries that name subvolumes. A
- * subvolume's leaves are found by walking only its internal nodes. The
- * first tree made of leaves no earlier set holds gets a full set, the
- * concatenation of its leaves' objectids. A later tree whose leaves come
- * mostly from one full set (a snapshot, diverged or not) is stored as that
- * set minus the objectids it lacks plus those only it has, found by
- * comparing only the leaves the two do not share, unless that difference
- * is as large as the tree: memory grows with how the snapshots differ, not
- * with how many there are.
+ * Snapshots share tree blocks, internal nodes as well as leaves. Each
+ * distinct block (by bytenr, with its generation) is summarised once: a
+ * leaf by the objectids of its INODE_ITEMs (sorted, because keys are) and
+ * its directory entries that name subvolumes; an internal node by its
+ * children's summaries and their totals (inodes, first and last objectid,
+ * subvolume entries). A tree is its root's summary: a snapshot whose root
+ * points at blocks already seen costs that root's pointers.
+ *
+ * Inode sets. A tree T that shares blocks with an earlier tree P (the one
+ * that last walked most of T's top blocks) is compared with P the way
+ * btrfs send compares two trees: both are walked in key order together and
+ * a block both hold is skipped whole, so only the paths to changed leaves
+ * are opened. Their objectids give what only T holds and what only P holds
+ * (a leaf rewritten in place cancels out). P is a full set (every
+ * objectid, ascending) or a full base minus the ids P lacks plus the ids
+ * only P has; T becomes a difference from the same base, composed from
+ * P's and its own, unless that difference is as large as T itself: then T
+ * gets a full set. Time and memory grow with how the snapshots differ,
+ * not with how many there are.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,23 +37,40 @@
 #include "3-btrfs/check.h"
 #include "3-btrfs/tree.h"
 
-struct leafsum {
+/* A tree block's summary. */
+struct blk {
 	uint64_t bytenr, generation;
-	uint64_t *ids;
-	uint32_t nids;
-	struct bi_subent *subents;
+	bi_key first; /* its first key (the parent's pointer key) */
+	uint8_t level;
+	uint32_t n;		   /* leaf: ids; node: children */
+	uint64_t *ids;		   /* leaf: its inode objectids */
+	struct blk **child;	   /* node: its children, in key order */
+	uint64_t total;		   /* inodes in the subtree */
+	uint64_t lo, hi;	   /* its first and last inode objectid (total > 0) */
+	struct bi_subent *subents; /* leaf: entries naming subvolumes */
 	uint32_t nsub;
-	struct bi_tree_ids *owner;	/* the first full set made with this leaf */
-	uint64_t in_tree, in_base;	/* bi_scan.epoch when marked (set differences) */
+	uint64_t subtotal;  /* such entries in the subtree */
+	uint32_t last_tree; /* 1 + index of the last tree walking it */
+};
+
+/* A tree scanned from its blocks: a candidate to compare later ones with. */
+struct tree {
+	struct blk *root;
+	struct bi_tree_ids *set; /* a reference */
+};
+
+struct idvec {
+	uint64_t *v;
+	size_t n, cap;
 };
 
 struct bi_scan {
 	struct btrfsimg_fs *fs;
-	struct leafsum **slots;	/* open addressing by bytenr */
+	struct blk **slots; /* open addressing by bytenr */
 	size_t nslots, used;
-	struct bi_tree_ids **sets;	/* the full sets, bases for later trees */
-	size_t nsets, capsets;
-	uint64_t epoch;
+	struct tree *trees;
+	size_t ntrees, captrees;
+	struct idvec fresh, gone; /* scratch of compare() */
 };
 
 struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs)
@@ -69,9 +94,16 @@ void bi_tree_ids_put(struct bi_tree_ids *set)
 		bi_tree_ids_put(set->base); /* bases are full sets: one level */
 		free(set->ids);
 		free(set->del);
-		free(set->leaves);
 		free(set);
 	}
+}
+
+static void blk_free(struct blk *k)
+{
+	free(k->ids);
+	free(k->child);
+	free(k->subents);
+	free(k);
 }
 
 void bi_scan_free(struct bi_scan *s)
@@ -79,15 +111,14 @@ void bi_scan_free(struct bi_scan *s)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->nslots; i++)
-		if (s->slots[i]) {
-			free(s->slots[i]->ids);
-			free(s->slots[i]->subents);
-			free(s->slots[i]);
-		}
-	for (size_t i = 0; i < s->nsets; i++)
-		bi_tree_ids_put(s->sets[i]);
-	free(s->sets);
+		if (s->slots[i])
+			blk_free(s->slots[i]);
+	for (size_t i = 0; i < s->ntrees; i++)
+		bi_tree_ids_put(s->trees[i].set);
+	free(s->trees);
 	free(s->slots);
+	free(s->fresh.v);
+	free(s->gone.v);
 	free(s);
 }
 
@@ -96,7 +127,7 @@ static size_t slot_of(uint64_t bytenr, size_t nslots)
 	return (size_t)((bytenr >> 12) * 0x9E3779B97F4A7C15ull >> 32) & (nslots - 1);
 }
 
-static struct leafsum *memo_get(struct bi_scan *s, uint64_t bytenr)
+static struct blk *memo_get(struct bi_scan *s, uint64_t bytenr)
 {
 	for (size_t i = slot_of(bytenr, s->nslots);; i = (i + 1) & (s->nslots - 1)) {
 		if (!s->slots[i])
@@ -109,7 +140,7 @@ static struct leafsum *memo_get(struct bi_scan *s, uint64_t bytenr)
 static int memo_grow(struct bi_scan *s)
 {
 	size_t n = s->nslots * 2;
-	struct leafsum **v = calloc(n, sizeof(*v));
+	struct blk **v = calloc(n, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	for (size_t k = 0; k < s->nslots; k++) {
@@ -126,7 +157,7 @@ static int memo_grow(struct bi_scan *s)
 	return 0;
 }
 
-static int memo_put(struct bi_scan *s, struct leafsum *l)
+static int memo_put(struct bi_scan *s, struct blk *l)
 {
 	if ((s->used + 1) * 2 > s->nslots && memo_grow(s) < 0)
 		return -ENOMEM;
@@ -144,7 +175,7 @@ static bool is_inode_objectid(uint64_t id)
 }
 
 /* A DIR_INDEX entry whose location is a ROOT_ITEM: a subvolume (or stub). */
-static int add_subent(struct btrfsimg_fs *fs, struct leafsum *l, const struct bi_block *b,
+static int add_subent(struct btrfsimg_fs *fs, struct blk *l, const struct bi_block *b,
 		      uint32_t slot, const bi_key *k, const uint8_t *d, uint32_t size)
 {
 	struct bi_cur c = bi_cur_make(d, size);
@@ -164,23 +195,20 @@ static int add_subent(struct btrfsimg_fs *fs, struct leafsum *l, const struct bi
 	return 0;
 }
 
-static int summarize_leaf(struct bi_scan *s, const struct bi_block *b, struct leafsum **out)
+static int summarize_leaf(struct bi_scan *s, const struct bi_block *b, struct blk *l)
 {
-	struct leafsum *l = calloc(1, sizeof(*l));
 	uint32_t nids = 0, nsub = 0;
-	if (!l)
-		return bi_err(s->fs, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < b->nritems; i++) {
 		bi_key k;
 		const uint8_t *d;
 		uint32_t size;
 		bi_leaf_item(b, i, &k, &d, &size);
+		if (i == 0)
+			l->first = k;
 		nids += k.type == KT_INODE_ITEM && is_inode_objectid(k.objectid);
 		nsub += k.type == KT_DIR_INDEX && size > DI_LOCATION + 8 &&
 			d[DI_LOCATION + 8] == KT_ROOT_ITEM;
 	}
-	l->bytenr = b->bytenr;
-	l->generation = b->generation;
 	l->ids = malloc((nids ? nids : 1) * sizeof(*l->ids));
 	l->subents = nsub ? calloc(nsub, sizeof(*l->subents)) : NULL;
 	int rc = (!l->ids || (nsub && !l->subents)) ? bi_err(s->fs, -ENOMEM, "out of memory") : 0;
@@ -190,199 +218,131 @@ static int summarize_leaf(struct bi_scan *s, const struct bi_block *b, struct le
 		uint32_t size;
 		bi_leaf_item(b, i, &k, &d, &size);
 		if (k.type == KT_INODE_ITEM && is_inode_objectid(k.objectid))
-			l->ids[l->nids++] = k.objectid;
+			l->ids[l->n++] = k.objectid;
 		else if (k.type == KT_DIR_INDEX && size > DI_LOCATION + 8 &&
 			 d[DI_LOCATION + 8] == KT_ROOT_ITEM)
 			rc = add_subent(s->fs, l, b, i, &k, d, size);
 	}
-	if (rc == 0)
-		rc = memo_put(s, l) < 0 ? bi_err(s->fs, -ENOMEM, "out of memory") : 0;
-	if (rc < 0) {
-		free(l->ids);
-		free(l->subents);
-		free(l);
-		return rc;
+	l->total = l->n;
+	l->lo = l->n ? l->ids[0] : 0;
+	l->hi = l->n ? l->ids[l->n - 1] : 0;
+	l->subtotal = l->nsub;
+	return rc;
+}
+
+static int get_blk(struct bi_scan *s, uint64_t treeid, uint64_t bytenr, const struct bi_expect *e,
+		   struct blk **out);
+
+/* Inode items are unique keys of one tree: their objectids rise across
+ * children too. Each leaf was checked on its own; this catches a node
+ * pointing at blocks out of order (or at one twice). */
+static int summarize_node(struct bi_scan *s, uint64_t treeid, const struct bi_block *b,
+			  struct blk *k)
+{
+	k->child = malloc((b->nritems ? b->nritems : 1) * sizeof(*k->child));
+	if (!k->child)
+		return bi_err(s->fs, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < b->nritems; i++) {
+		bi_key key;
+		uint64_t ptr, gen;
+		struct blk *c;
+		bi_node_ptr(b, i, &key, &ptr, &gen);
+		if (i == 0)
+			k->first = key;
+		struct bi_expect ce = { treeid, gen, b->level - 1, &key };
+		int rc = get_blk(s, treeid, ptr, &ce, &c);
+		if (rc < 0)
+			return rc;
+		if (c->total && k->total && c->lo <= k->hi)
+			return bi_err(s->fs, -EUCLEAN,
+				      "corrupt tree %" PRIu64 ": block %" PRIu64
+				      " slot %u: inode %" PRIu64 " of block %" PRIu64
+				      " not after inode %" PRIu64 " of an earlier block",
+				      treeid, b->bytenr, i, c->lo, ptr, k->hi);
+		if (c->total && !k->total)
+			k->lo = c->lo;
+		if (c->total)
+			k->hi = c->hi;
+		k->total += c->total;
+		k->subtotal += c->subtotal;
+		k->child[k->n++] = c;
 	}
-	*out = l;
 	return 0;
 }
 
-/* The list of leaf summaries of one tree, in key order. */
-struct leaflist {
-	struct leafsum **v;
-	size_t n, cap;
-};
-
-static int leaflist_add(struct btrfsimg_fs *fs, struct leaflist *ll, struct leafsum *l)
+/* The summary of the block at @bytenr, read (and its subtree) when new.
+ * A block met again must be what it was: same generation, level and first
+ * key. Levels fall by one per step, so a pointer loop cannot recurse. */
+static int get_blk(struct bi_scan *s, uint64_t treeid, uint64_t bytenr, const struct bi_expect *e,
+		   struct blk **out)
 {
-	if (ll->n == ll->cap) {
-		size_t cap = ll->cap ? ll->cap * 2 : 256;
-		void *v = realloc(ll->v, cap * sizeof(*ll->v));
-		if (!v)
-			return bi_err(fs, -ENOMEM, "out of memory");
-		ll->v = v;
-		ll->cap = cap;
+	struct blk *k = memo_get(s, bytenr);
+	if (k) {
+		if ((e->generation && k->generation != e->generation) ||
+		    (e->level >= 0 && k->level != e->level) ||
+		    (e->first_key && bi_key_cmp(&k->first, e->first_key)))
+			return bi_err(s->fs, -EUCLEAN,
+				      "tree %" PRIu64 ": block %" PRIu64 " read twice, as "
+				      "generation %" PRIu64 " level %u, then expected as "
+				      "generation %" PRIu64 " level %d",
+				      treeid, bytenr, k->generation, k->level, e->generation,
+				      e->level);
+		*out = k;
+		return 0;
 	}
-	ll->v[ll->n++] = l;
-	return 0;
-}
-
-/* Depth-first over internal nodes; leaves come from the memo when known.
- * The parent's expectations (level, generation, first key) are checked on
- * every block read, so a pointer loop cannot recurse: levels decrease. */
-static int walk_nodes(struct bi_scan *s, uint64_t treeid, uint64_t bytenr,
-		      const struct bi_expect *e, struct leaflist *ll)
-{
-	struct leafsum *l = e->level == 0 ? memo_get(s, bytenr) : NULL;
-	if (l && l->generation == e->generation)
-		return leaflist_add(s->fs, ll, l);
 	struct bi_block *b;
 	int rc = bi_block_read(s->fs, bytenr, e, &b);
 	if (rc < 0)
 		return rc;
-	if (b->level == 0) {
-		rc = l ? bi_err(s->fs, -EUCLEAN, "leaf %" PRIu64 " read with two generations",
-				bytenr)
-		       : summarize_leaf(s, b, &l);
-		if (rc == 0)
-			rc = leaflist_add(s->fs, ll, l);
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		bi_block_put(s->fs, b);
+		return bi_err(s->fs, -ENOMEM, "out of memory");
+	}
+	k->bytenr = bytenr;
+	k->generation = b->generation;
+	k->level = b->level;
+	rc = b->level == 0 ? summarize_leaf(s, b, k) : summarize_node(s, treeid, b, k);
+	if (b->level == 0)
 		bi_block_put_once(s->fs, b); /* the summary stands for it now */
+	else
+		bi_block_put(s->fs, b);
+	if (rc == 0 && memo_put(s, k) < 0)
+		rc = bi_err(s->fs, -ENOMEM, "out of memory");
+	if (rc < 0) {
+		blk_free(k);
 		return rc;
 	}
-	for (uint32_t i = 0; rc == 0 && i < b->nritems; i++) {
-		bi_key k;
-		uint64_t ptr, gen;
-		bi_node_ptr(b, i, &k, &ptr, &gen);
-		struct bi_expect ce = { treeid, gen, b->level - 1, &k };
-		rc = walk_nodes(s, treeid, ptr, &ce, ll);
-	}
-	bi_block_put(s->fs, b);
-	return rc;
-}
-
-/* Inode items are unique keys of one tree: their objectids must rise
- * across leaves too. Each leaf was checked on its own; this catches a node
- * pointing at a leaf out of order (or twice). */
-static int check_ascending(struct bi_scan *s, const struct bi_root *r,
-			   const struct leaflist *ll)
-{
-	uint64_t last = 0;
-	for (size_t i = 0; i < ll->n; i++) {
-		const struct leafsum *l = ll->v[i];
-		if (!l->nids)
-			continue;
-		if (l->ids[0] <= last)
-			return bi_err(s->fs, -EUCLEAN,
-				      "corrupt tree %" PRIu64 ": leaf %" PRIu64
-				      " starts with inode %" PRIu64 ", not after "
-				      "inode %" PRIu64 " of an earlier leaf",
-				      r->id, l->bytenr, l->ids[0], last);
-		last = l->ids[l->nids - 1];
-	}
+	*out = k;
 	return 0;
 }
 
-/* Concatenate the leaves' ids (ascending, as checked). The set keeps the
- * leaf list and becomes the owner of the leaves no set owned yet. */
-static int materialize(struct bi_scan *s, struct leaflist *ll, struct bi_tree_ids **out)
+static int idvec_reserve(struct bi_scan *s, struct idvec *a, size_t more)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < ll->n; i++)
-		n += ll->v[i]->nids;
-	struct bi_tree_ids *set = calloc(1, sizeof(*set));
-	if (!set || !(set->ids = malloc((n ? n : 1) * sizeof(uint64_t)))) {
-		free(set);
-		return bi_err(s->fs, -ENOMEM, "out of memory for %zu inode numbers", n);
-	}
-	for (size_t i = 0; i < ll->n; i++) {
-		struct leafsum *l = ll->v[i];
-		memcpy(set->ids + set->nids, l->ids, l->nids * sizeof(uint64_t));
-		set->nids += l->nids;
-		if (!l->owner)
-			l->owner = set;
-	}
-	set->n = set->nids;
-	set->max_id = n ? set->ids[n - 1] : 0;
-	set->leaves = (void **)ll->v;
-	set->nleaves = ll->n;
-	set->refs = 1;
-	ll->v = NULL;
-	*out = set;
-	return 0;
-}
-
-/* The full set that made most of these leaves (delta_of then weighs the
- * difference). Only a few candidates are counted: a snapshot's leaves come
- * from one or two sets. */
-static struct bi_tree_ids *best_base(const struct leaflist *ll)
-{
-	struct cand {
-		struct bi_tree_ids *set;
-		size_t n;
-	} cand[8];
-	size_t nc = 0, best = 0;
-	for (size_t i = 0; i < ll->n; i++) {
-		struct bi_tree_ids *o = ll->v[i]->owner;
-		size_t k = 0;
-		while (k < nc && cand[k].set != o)
-			k++;
-		if (!o || (k == nc && nc == 8))
-			continue;
-		if (k == nc)
-			cand[nc++] = (struct cand){ o, 0 };
-		if (++cand[k].n > cand[best].n)
-			best = k;
-	}
-	return nc ? cand[best].set : NULL;
-}
-
-/* Whether leaf @l is in the other list: the tree's (in_tree) or the
- * base's (in_base), as marked at @epoch. */
-static bool marked(const struct leafsum *l, bool tree_mark, uint64_t epoch)
-{
-	return (tree_mark ? l->in_tree : l->in_base) == epoch;
-}
-
-/* The leaves of one list that the other lacks, in order (key order, so
- * their objectids ascend), as runs of ids. */
-struct idcur {
-	struct leafsum *const *v;
-	size_t n, i;
-	bool tree_mark;
-	uint64_t epoch;
-};
-
-static bool idcur_run(struct idcur *c, const uint64_t **p, const uint64_t **end)
-{
-	for (; c->i < c->n; c->i++) {
-		const struct leafsum *l = c->v[c->i];
-		if (!marked(l, c->tree_mark, c->epoch) && l->nids) {
-			*p = l->ids;
-			*end = l->ids + l->nids;
-			c->i++;
-			return true;
-		}
-	}
-	return false;
-}
-
-struct idvec {
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static int idvec_push(struct bi_scan *s, struct idvec *a, uint64_t id)
-{
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? 2 * a->cap : 64;
-		uint64_t *v = realloc(a->v, cap * sizeof(*v));
-		if (!v)
+	if (a->cap - a->n >= more && a->v)
+		return 0;
+	size_t cap = a->cap ? a->cap : 64;
+	while (cap - a->n < more) {
+		if (cap > SIZE_MAX / 2 / sizeof(uint64_t))
 			return bi_err(s->fs, -ENOMEM, "out of memory for inode numbers");
-		a->v = v;
-		a->cap = cap;
+		cap *= 2;
 	}
-	a->v[a->n++] = id;
+	uint64_t *v = realloc(a->v, cap * sizeof(*v));
+	if (!v)
+		return bi_err(s->fs, -ENOMEM, "out of memory for inode numbers");
+	a->v = v;
+	a->cap = cap;
 	return 0;
+}
+
+static int idvec_append(struct bi_scan *s, struct idvec *a, const uint64_t *v, size_t n)
+{
+	int rc = idvec_reserve(s, a, n);
+	if (rc == 0 && n) {
+		memcpy(a->v + a->n, v, n * sizeof(*v));
+		a->n += n;
+	}
+	return rc;
 }
 
 /* Give back the doubling's spare room (kept if that fails: only larger). */
@@ -396,35 +356,176 @@ static uint64_t *shrunk(struct idvec *a)
 	return w ? w : a->v;
 }
 
-/* del = ids of @gone not in @fresh, add = ids of @fresh not in @gone: what
- * both hold was only rewritten (a leaf copied on write), not added or
- * deleted. Stops with 1 once they reach @limit ids. */
-static int differences(struct bi_scan *s, struct idcur *gone, struct idcur *fresh,
-		       size_t limit, struct idvec *del, struct idvec *add)
+/* out += x - y (both ascending); out stays ascending when what it held is
+ * below x's first id (the callers merge, see minus_union). */
+static size_t minus_into(uint64_t *out, const uint64_t *x, size_t nx, const uint64_t *y, size_t ny)
 {
-	const uint64_t *pa = NULL, *ea = NULL, *pb = NULL, *eb = NULL;
-	bool ha = idcur_run(gone, &pa, &ea), hb = idcur_run(fresh, &pb, &eb);
-	int rc = 0;
-	while (rc == 0 && (ha || hb)) {
-		while (ha && hb && pa < ea && pb < eb && rc == 0) {
-			if (*pa == *pb)
-				pa++, pb++;
-			else if (*pa < *pb)
-				rc = idvec_push(s, del, *pa++);
-			else
-				rc = idvec_push(s, add, *pb++);
-		}
-		while (rc == 0 && ha && !hb && pa < ea)
-			rc = idvec_push(s, del, *pa++);
-		while (rc == 0 && hb && !ha && pb < eb)
-			rc = idvec_push(s, add, *pb++);
-		if (ha && pa == ea)
-			ha = idcur_run(gone, &pa, &ea);
-		if (hb && pb == eb)
-			hb = idcur_run(fresh, &pb, &eb);
-		if (rc == 0 && del->n + add->n >= limit)
-			rc = 1;
+	size_t i = 0, j = 0, k = 0;
+	while (i < nx) {
+		while (j < ny && y[j] < x[i])
+			j++;
+		if (j < ny && y[j] == x[i])
+			i++;
+		else
+			out[k++] = x[i++];
 	}
+	return k;
+}
+
+/* @out = (x - y) + (z - w), all ascending, the two parts disjoint. */
+static int minus_union(struct bi_scan *s, struct idvec *out, const uint64_t *x, size_t nx,
+		       const uint64_t *y, size_t ny, const uint64_t *z, size_t nz,
+		       const uint64_t *w, size_t nw)
+{
+	out->n = 0;
+	int rc = idvec_reserve(s, out, 2 * (nx + nz));
+	if (rc < 0)
+		return rc;
+	uint64_t *a = out->v + nx + nz, *b;
+	size_t na = minus_into(a, x, nx, y, ny);
+	b = a + na;
+	size_t nb = minus_into(b, z, nz, w, nw);
+	size_t i = 0, j = 0;
+	while (i < na || j < nb)
+		out->v[out->n++] = j == nb || (i < na && a[i] < b[j]) ? a[i++] : b[j++];
+	return 0;
+}
+
+/* ---------------------- two trees walked together ---------------------- */
+
+/* A position in a tree's blocks, in key order. */
+struct fcur {
+	struct blk *stk[MAX_LEVEL];
+	uint32_t idx[MAX_LEVEL];
+	int depth;
+	struct blk *cur; /* NULL: past the end */
+};
+
+static void fc_next(struct fcur *c)
+{
+	while (c->depth > 0) {
+		struct blk *p = c->stk[c->depth - 1];
+		if (++c->idx[c->depth - 1] < p->n) {
+			c->cur = p->child[c->idx[c->depth - 1]];
+			return;
+		}
+		c->depth--;
+	}
+	c->cur = NULL;
+}
+
+/* Into the current node: its first child (levels fall by one per step,
+ * so the stack holds at most a root's level). */
+static void fc_down(struct fcur *c)
+{
+	struct blk *p = c->cur;
+	if (!p->n || c->depth >= MAX_LEVEL) {
+		fc_next(c);
+		return;
+	}
+	c->stk[c->depth] = p;
+	c->idx[c->depth] = 0;
+	c->depth++;
+	c->cur = p->child[0];
+}
+
+/* One step on one side: a leaf's ids go to @v, a node is opened. */
+static int fc_step(struct bi_scan *s, struct fcur *c, struct idvec *v, uint32_t mark)
+{
+	struct blk *k = c->cur;
+	if (mark)
+		k->last_tree = mark;
+	if (k->level) {
+		fc_down(c);
+		return 0;
+	}
+	fc_next(c);
+	return idvec_append(s, v, k->ids, k->n);
+}
+
+/*
+ * The ids of @t's leaves that @p does not hold (s->fresh) and of @p's
+ * leaves that @t does not hold (s->gone), both ascending: both trees are
+ * walked in key order, the one behind (or at the same key, the one whose
+ * block is higher) moving on, and a block both reach at once is skipped
+ * whole. A block of one tree starts at the key it starts at in the other,
+ * so shared blocks meet. Blocks of @t are marked with @mark.
+ */
+static int compare(struct bi_scan *s, struct blk *t, struct blk *p, uint32_t mark)
+{
+	struct fcur a = { .cur = t }, b = { .cur = p };
+	int rc = 0;
+	s->fresh.n = s->gone.n = 0;
+	while (rc == 0 && (a.cur || b.cur)) {
+		if (a.cur == b.cur) {
+			a.cur->last_tree = mark;
+			fc_next(&a);
+			fc_next(&b);
+			continue;
+		}
+		int c = !b.cur ? -1 : !a.cur ? 1 : bi_key_cmp(&a.cur->first, &b.cur->first);
+		if (c == 0 && a.cur->level != b.cur->level)
+			c = a.cur->level > b.cur->level ? -1 : 1;
+		else if (c == 0 && a.cur->level)
+			c = -1; /* two nodes at one key: open t's, then p's */
+		if (c <= 0)
+			rc = fc_step(s, &a, &s->fresh, mark);
+		if (c >= 0 && rc == 0) /* c == 0: two leaves at one key, both move */
+			rc = fc_step(s, &b, &s->gone, 0);
+	}
+	return rc;
+}
+
+/* --------------------------- the inode sets --------------------------- */
+
+/* The earlier tree that last walked most of @t's top blocks (weighed by
+ * their inodes), looking one level further down where a child is new;
+ * 0 if none, else 1 + its index. */
+static uint32_t similar_tree(const struct blk *t)
+{
+	struct cand {
+		uint32_t tree;
+		uint64_t w;
+	} cand[8];
+	size_t nc = 0, best = 0;
+	const struct blk *one[1] = { t };
+	const struct blk *const *v = t->level ? (const struct blk *const *)t->child : one;
+	size_t n = t->level ? t->n : 1;
+	if (t->last_tree)
+		return t->last_tree;
+	for (size_t i = 0; i < n; i++) {
+		const struct blk *c = v[i];
+		size_t m = 1;
+		const struct blk *const *w = &v[i];
+		if (!c->last_tree && c->level) {
+			w = (const struct blk *const *)c->child;
+			m = c->n;
+		}
+		for (size_t j = 0; j < m; j++) {
+			uint32_t o = w[j]->last_tree;
+			size_t k = 0;
+			while (k < nc && cand[k].tree != o)
+				k++;
+			if (!o || (k == nc && nc == 8))
+				continue;
+			if (k == nc)
+				cand[nc++] = (struct cand){ o, 0 };
+			cand[k].w += w[j]->total + 1;
+			if (cand[k].w > cand[best].w)
+				best = k;
+		}
+	}
+	return nc ? cand[best].tree : 0;
+}
+
+/* Every objectid of @t, ascending, marking its blocks with @mark. */
+static int collect(struct bi_scan *s, struct blk *t, uint32_t mark, struct idvec *out)
+{
+	struct fcur c = { .cur = t };
+	int rc = 0;
+	out->n = 0;
+	while (rc == 0 && c.cur)
+		rc = fc_step(s, &c, out, mark);
 	return rc;
 }
 
@@ -440,53 +541,144 @@ static uint64_t delta_max(const struct bi_tree_ids *base, const uint64_t *del, s
 	return nadd && add[nadd - 1] > top ? add[nadd - 1] : top;
 }
 
-/* The tree as @base minus the ids it lacks plus the ids only it has, found
- * by comparing only the leaves the two do not share. Returns 1 when those
- * would be as many ids as the tree's own: a full set is then no larger. */
-static int delta_of(struct bi_scan *s, struct bi_tree_ids *base, struct leaflist *ll,
-		    struct bi_tree_ids **out)
+static struct bi_tree_ids *full_set(struct idvec *v)
 {
-	struct leafsum **bl = (struct leafsum **)base->leaves;
-	uint64_t epoch = ++s->epoch;
-	size_t own = 0;
-	for (size_t i = 0; i < ll->n; i++) {
-		ll->v[i]->in_tree = epoch;
-		own += ll->v[i]->nids;
+	struct bi_tree_ids *set = calloc(1, sizeof(*set));
+	if (!set)
+		return NULL;
+	*set = (struct bi_tree_ids){
+		.ids = v->v, .nids = v->n, .n = v->n, .max_id = v->n ? v->v[v->n - 1] : 0, .refs = 1
+	};
+	if (!set->ids && !(set->ids = malloc(sizeof(uint64_t)))) {
+		free(set);
+		return NULL;
 	}
-	for (size_t i = 0; i < base->nleaves; i++)
-		bl[i]->in_base = epoch;
-	struct idcur gone = { bl, base->nleaves, 0, true, epoch };
-	struct idcur fresh = { ll->v, ll->n, 0, false, epoch };
-	struct idvec del = { 0 }, add = { 0 };
-	int rc = differences(s, &gone, &fresh, own, &del, &add);
-	struct bi_tree_ids *set = rc == 0 ? calloc(1, sizeof(*set)) : NULL;
-	if (!set) {
-		free(del.v);
-		free(add.v);
-		return rc ? rc : bi_err(s->fs, -ENOMEM, "out of memory");
-	}
-	*set = (struct bi_tree_ids){ .base = base, .ids = shrunk(&add), .nids = add.n,
-				  .del = shrunk(&del), .ndel = del.n,
-				  .n = base->n - del.n + add.n, .refs = 1 };
-	set->max_id = delta_max(base, set->del, set->ndel, set->ids, set->nids);
-	base->refs++;
-	*out = set;
+	*v = (struct idvec){ 0 };
+	return set;
+}
+
+/* base - del + add as a full set (del inside base, add outside it). */
+static int expand_delta(struct bi_scan *s, const struct bi_tree_ids *base, const struct idvec *del,
+			const struct idvec *add, struct idvec *out)
+{
+	out->n = 0;
+	int rc = idvec_reserve(s, out, base->nids + add->n);
+	if (rc < 0)
+		return rc;
+	size_t k = minus_into(out->v + add->n, base->ids, base->nids, del->v, del->n);
+	const uint64_t *a = out->v + add->n;
+	size_t i = 0, j = 0;
+	while (i < k || j < add->n)
+		out->v[out->n++] =
+			j == add->n || (i < k && a[i] < add->v[j]) ? a[i++] : add->v[j++];
 	return 0;
 }
 
-static int remember_set(struct bi_scan *s, struct bi_tree_ids *set)
+/* T's set from its comparison with P (s->fresh, s->gone): a difference
+ * from P's base, or a full set when that is as large as T. */
+static int set_from(struct bi_scan *s, struct blk *t, const struct bi_tree_ids *pset,
+		    struct bi_tree_ids **out)
 {
-	if (s->nsets == s->capsets) {
-		size_t cap = s->capsets ? s->capsets * 2 : 16;
-		void *v = realloc(s->sets, cap * sizeof(*s->sets));
+	struct idvec d = { 0 }, a = { 0 }, del = { 0 }, add = { 0 }, full = { 0 };
+	/* what only P holds (d) and only T holds (a) */
+	int rc = minus_union(s, &d, s->gone.v, s->gone.n, s->fresh.v, s->fresh.n, NULL, 0, NULL, 0);
+	if (rc == 0)
+		rc = minus_union(s, &a, s->fresh.v, s->fresh.n, s->gone.v, s->gone.n, NULL, 0, NULL,
+				 0);
+	struct bi_tree_ids *base = pset->base ? pset->base : (struct bi_tree_ids *)pset;
+	/* P = base - delP + addP and T = P - d + a, so (d inside P, a outside)
+	 * T's del = (delP - a) + (d - addP), T's add = (addP - d) + (a - delP) */
+	if (rc == 0 && pset->base) {
+		rc = minus_union(s, &del, pset->del, pset->ndel, a.v, a.n, d.v, d.n, pset->ids,
+				 pset->nids);
+		if (rc == 0)
+			rc = minus_union(s, &add, pset->ids, pset->nids, d.v, d.n, a.v, a.n,
+					 pset->del, pset->ndel);
+		free(d.v);
+		free(a.v);
+	} else if (rc == 0) {
+		del = d;
+		add = a;
+	} else {
+		free(d.v);
+		free(a.v);
+	}
+	struct bi_tree_ids *set = NULL;
+	if (rc == 0 && del.n + add.n >= t->total) {
+		rc = expand_delta(s, base, &del, &add, &full);
+		if (rc == 0 && !(set = full_set(&full)))
+			rc = bi_err(s->fs, -ENOMEM, "out of memory");
+	} else if (rc == 0 && (set = calloc(1, sizeof(*set)))) {
+		*set = (struct bi_tree_ids){ .base = base,
+					     .ids = shrunk(&add),
+					     .nids = add.n,
+					     .del = shrunk(&del),
+					     .ndel = del.n,
+					     .n = base->n - del.n + add.n,
+					     .refs = 1 };
+		set->max_id = delta_max(base, set->del, set->ndel, set->ids, set->nids);
+		base->refs++;
+		add = del = (struct idvec){ 0 };
+	} else if (rc == 0) {
+		rc = bi_err(s->fs, -ENOMEM, "out of memory");
+	}
+	free(del.v);
+	free(add.v);
+	free(full.v);
+	*out = set;
+	return rc;
+}
+
+static int remember_tree(struct bi_scan *s, struct blk *root, struct bi_tree_ids *set)
+{
+	if (s->ntrees == s->captrees) {
+		size_t cap = s->captrees ? s->captrees * 2 : 16;
+		void *v = realloc(s->trees, cap * sizeof(*s->trees));
 		if (!v)
 			return bi_err(s->fs, -ENOMEM, "out of memory");
-		s->sets = v;
-		s->capsets = cap;
+		s->trees = v;
+		s->captrees = cap;
 	}
-	s->sets[s->nsets++] = set;
+	s->trees[s->ntrees++] = (struct tree){ root, set };
 	set->refs++;
 	return 0;
+}
+
+/* The inode set of tree @t, which becomes tree number s->ntrees. */
+static int tree_set(struct bi_scan *s, struct blk *t, struct bi_tree_ids **out)
+{
+	uint32_t mark = (uint32_t)s->ntrees + 1, p = similar_tree(t);
+	int rc;
+	*out = NULL;
+	if (p) {
+		rc = compare(s, t, s->trees[p - 1].root, mark);
+		if (rc == 0)
+			rc = set_from(s, t, s->trees[p - 1].set, out);
+	} else {
+		struct idvec all = { 0 };
+		rc = collect(s, t, mark, &all);
+		if (rc == 0 && !(*out = full_set(&all)))
+			rc = bi_err(s->fs, -ENOMEM, "out of memory");
+		free(all.v);
+	}
+	if (rc == 0 && (rc = remember_tree(s, t, *out)) < 0) {
+		bi_tree_ids_put(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* Subvolume entries of the subtree, in key order. */
+static int subents_of(const struct blk *k, bi_subent_fn fn, void *ctx)
+{
+	int rc = 0;
+	if (!k->subtotal)
+		return 0;
+	for (uint32_t i = 0; rc == 0 && !k->level && i < k->nsub; i++)
+		rc = fn(ctx, &k->subents[i]);
+	for (uint32_t i = 0; rc == 0 && k->level && i < k->n; i++)
+		rc = subents_of(k->child[i], fn, ctx);
+	return rc;
 }
 
 static int ids_push(struct btrfsimg_fs *fs, struct bi_tree_ids *set, size_t *cap, uint64_t id)
@@ -516,8 +708,9 @@ static int merged_subent(struct btrfsimg_fs *fs, const struct bi_item *it, bi_su
 			      "corrupt dir index: dir %" PRIu64 " index %" PRIu64
 			      ", name length %u, item size %u",
 			      it->key.objectid, it->key.offset, nlen, it->size);
-	struct bi_subent e = { it->key.objectid, it->key.offset, bi_le64(it->data + DI_LOCATION),
-			       nlen, { 0 } };
+	struct bi_subent e = {
+		it->key.objectid, it->key.offset, bi_le64(it->data + DI_LOCATION), nlen, { 0 }
+	};
 	memcpy(e.name, name, nlen);
 	return fn ? fn(ctx, &e) : 0;
 }
@@ -561,25 +754,12 @@ int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_tree_ids 
 {
 	if (bi_overlay_for(s->fs, r->id))
 		return scan_merged(s, r, out, fn, ctx);
-	struct leaflist ll = { 0 };
+	struct blk *t;
 	struct bi_expect e = { r->id, r->generation, r->level, NULL };
-	int rc = walk_nodes(s, r->id, r->bytenr, &e, &ll);
-	if (rc == 0)
-		rc = check_ascending(s, r, &ll);
-	for (size_t i = 0; rc == 0 && fn && i < ll.n; i++)
-		for (uint32_t k = 0; rc == 0 && k < ll.v[i]->nsub; k++)
-			rc = fn(ctx, &ll.v[i]->subents[k]);
-	if (rc < 0 || !out) {
-		free(ll.v);
-		return rc;
-	}
-	struct bi_tree_ids *base = best_base(&ll);
-	rc = base ? delta_of(s, base, &ll, out) : 1;
-	if (rc == 1) {
-		rc = materialize(s, &ll, out);
-		if (rc == 0 && (rc = remember_set(s, *out)) < 0)
-			bi_tree_ids_put(*out);
-	}
-	free(ll.v);
+	int rc = get_blk(s, r->id, r->bytenr, &e, &t);
+	if (rc == 0 && fn)
+		rc = subents_of(t, fn, ctx);
+	if (rc == 0 && out)
+		rc = tree_set(s, t, out);
 	return rc;
 }

@@ -13,9 +13,9 @@
 
 /* A directory entry naming a subvolume (location type ROOT_ITEM). */
 struct bi_subent {
-	uint64_t dir;		/* directory objectid */
-	uint64_t index;		/* DIR_INDEX offset */
-	uint64_t child;		/* subvolume id the entry names */
+	uint64_t dir;	/* directory objectid */
+	uint64_t index; /* DIR_INDEX offset */
+	uint64_t child; /* subvolume id the entry names */
 	uint16_t name_len;
 	uint8_t name[255];
 };
@@ -33,10 +33,8 @@ struct bi_tree_ids {
 	size_t nids;
 	uint64_t *del;
 	size_t ndel;
-	size_t n;		/* inodes in the tree */
-	uint64_t max_id;	/* the largest objectid, 0 when empty */
-	void **leaves;		/* full sets: its leaves in key order */
-	size_t nleaves;
+	size_t n;	 /* inodes in the tree */
+	uint64_t max_id; /* the largest objectid, 0 when empty */
 	uint32_t refs;
 };
 void bi_tree_ids_put(struct bi_tree_ids *set);
@@ -46,9 +44,10 @@ struct bi_scan *bi_scan_new(struct btrfsimg_fs *fs);
 void bi_scan_free(struct bi_scan *s);
 /* Scan tree @r: *out (may be NULL) gets its inode set (a reference: put it),
  * @fn (may be NULL) is called for each subvolume entry in key order. Each
- * distinct leaf is decoded once per bi_scan; a tree whose leaves come
- * mostly from an earlier full set gets a delta against it when that is
- * smaller than a full set. */
+ * distinct block is summarised once per bi_scan; a tree sharing blocks
+ * with an earlier one is compared with it only where they differ and gets
+ * a delta against that one's full set when that is smaller than a full
+ * set. */
 int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_tree_ids **out,
 		 bi_subent_fn fn, void *ctx);
 
