@@ -35,6 +35,7 @@
 #include <fuse_lowlevel.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "mount.h"
@@ -52,13 +53,21 @@ struct mnt {
 	uint32_t sectorsize;
 	struct statvfs vfs;
 	bool quiet, foreground;
+	char ra_path[96]; /* the mount's read_ahead_kb in /sys ("": none) */
+	atomic_flag ra_done;
 };
 
 /* ------------------------------------------------------------ helpers */
 
+static void ra_once(struct mnt *m);
+
+/* The mount of a request (the first request after INIT also sets the
+ * readahead: ra_once). */
 static struct mnt *mnt_of(fuse_req_t req)
 {
-	return fuse_req_userdata(req);
+	struct mnt *m = fuse_req_userdata(req);
+	ra_once(m);
+	return m;
 }
 
 static struct mount_node *node_of(struct mnt *m, fuse_ino_t ino)
@@ -698,6 +707,65 @@ static int start_root(struct cli *c, struct mnt *m)
 	return EXIT_OK;
 }
 
+/* @esc (a mount point as /proc/self/mountinfo escapes it: \NNN octal)
+ * equals @path. */
+static bool same_escaped(const char *esc, const char *path)
+{
+	while (*esc && *path) {
+		char ch = *esc++;
+		if (ch == '\\' && esc[0] >= '0' && esc[0] <= '3' && esc[1] >= '0' &&
+		    esc[1] <= '7' && esc[2] >= '0' && esc[2] <= '7') {
+			ch = (char)((esc[0] - '0') << 6 | (esc[1] - '0') << 3 | (esc[2] - '0'));
+			esc += 3;
+		}
+		if (ch != *path++)
+			return false;
+	}
+	return !*esc && !*path;
+}
+
+/* Read ahead as btrfs does: btrfs_fill_super (fs/btrfs/super.c) raises
+ * its readahead to at least 4 MiB, FUSE leaves 128 KiB. The mount's
+ * backing device is found in mountinfo (a stat of the mount point would
+ * wait for this very daemon); its read_ahead_kb is written once FUSE's
+ * INIT is through (INIT sets it back), by the first request after it
+ * (ra_once). Where /sys is not writable (not root) the default stays. */
+static void btrfs_readahead(struct mnt *m, const char *mountpoint)
+{
+	char real[4096], line[8192];
+	if (!realpath(mountpoint, real))
+		return;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	unsigned maj = 0, min = 0;
+	bool found = false;
+	while (f && fgets(line, sizeof(line), f)) {
+		char mnt[4096];
+		unsigned a, b;
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mnt) == 3 &&
+		    same_escaped(mnt, real)) {
+			maj = a;
+			min = b;
+			found = true; /* the last one: mounted over any before */
+		}
+	}
+	if (f)
+		fclose(f);
+	if (!found)
+		return;
+	snprintf(m->ra_path, sizeof(m->ra_path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+}
+
+static void ra_once(struct mnt *m)
+{
+	if (!m->ra_path[0] || atomic_flag_test_and_set(&m->ra_done))
+		return;
+	FILE *ra = fopen(m->ra_path, "w");
+	if (ra) {
+		fputs("4096\n", ra);
+		fclose(ra);
+	}
+}
+
 /* Mount, go to the background once mounted (unless -f), serve until
  * unmounted. */
 static int serve(struct cli *c, struct mnt *m)
@@ -719,6 +787,7 @@ static int serve(struct cli *c, struct mnt *m)
 			 c->mountpoint);
 		goto out_signals;
 	}
+	btrfs_readahead(m, c->mountpoint);
 	if (fuse_daemonize(c->foreground) != 0) {
 		fuse_session_unmount(se);
 		goto out_signals;
@@ -743,7 +812,9 @@ out:
 
 static int cmd_mount(struct cli *c)
 {
-	struct mnt m = { .quiet = c->quiet, .foreground = c->foreground };
+	struct mnt m = { .quiet = c->quiet,
+			 .foreground = c->foreground,
+			 .ra_done = ATOMIC_FLAG_INIT };
 	char why[256];
 	if (mount_scheme_parse(c->numbers ? c->numbers : "inumbits=56,numdevs=1", &m.scheme, why,
 			       sizeof(why)) < 0) { /* checked in mount_check: cannot fail */
