@@ -60,7 +60,10 @@ PyObject *raise_errno(int rc, const char *msg)
 		cls = UnsupportedError;
 	else if (e == ENOMEM)
 		return PyErr_NoMemory();
-	PyObject *exc = PyObject_CallFunction(cls, "is", e, msg && *msg ? msg : strerror(e));
+	const char *m = msg && *msg ? msg : strerror(e);
+	PyObject *text = PyUnicode_DecodeUTF8(m, (Py_ssize_t)strlen(m), "backslashreplace");
+	PyObject *exc = text ? PyObject_CallFunction(cls, "iO", e, text) : NULL;
+	Py_XDECREF(text);
 	if (exc) {
 		PyErr_SetObject(cls, exc);
 		Py_DECREF(exc);
@@ -157,7 +160,10 @@ int handle_drain(Handle *h)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0 && h->on_damage && h->on_damage != Py_None) {
-			PyObject *r = PyObject_CallFunction(h->on_damage, "s", v[i]);
+			PyObject *m = PyUnicode_DecodeUTF8(v[i], (Py_ssize_t)strlen(v[i]),
+							   "backslashreplace");
+			PyObject *r = m ? PyObject_CallOneArg(h->on_damage, m) : NULL;
+			Py_XDECREF(m);
 			if (!r)
 				rc = -1;
 			Py_XDECREF(r);
