@@ -19,6 +19,7 @@ struct bi_dev;
 struct bi_cache;
 struct bi_chunk_map;
 struct bi_log_overlay;
+struct bi_vols;
 
 struct bi_super {
 	struct btrfsimg_super_info info;
@@ -70,6 +71,7 @@ struct btrfsimg_fs {
 	struct btrfsimg_log_info log_info;	/* what the replay did (logtree.c) */
 	struct bi_devitem *devitems;		/* the chunk tree's DEV_ITEMs, devid order */
 	size_t ndevitems;
+	struct bi_vols *vols;	/* LUKS/LVM layers, keys, layer rows (2-volume/vol.c) */
 };
 
 #endif

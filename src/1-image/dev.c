@@ -255,6 +255,8 @@ static int window_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t 
 int bi_dev_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off, void *buf,
 		size_t len)
 {
+	if (d->vread)
+		return d->vread(fs, d, off, buf, len);
 	return window_read(fs, d, d->base, d->size, off, buf, len);
 }
 
@@ -266,7 +268,7 @@ int bi_dev_read_raw(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off
 
 void bi_dev_prefetch(const struct bi_dev *d, uint64_t off, uint64_t len)
 {
-	if (d->fd < 0 || !bi_fits64(d->size, off, len) || d->base + off > INT64_MAX)
+	if (d->fd < 0 || d->vread || !bi_fits64(d->size, off, len) || d->base + off > INT64_MAX)
 		return;
 	(void)posix_fadvise(d->fd, (off_t)(d->base + off), (off_t)len, POSIX_FADV_WILLNEED);
 }

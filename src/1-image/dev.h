@@ -13,6 +13,7 @@
 #include "0-base/ondisk.h"
 
 struct btrfsimg_fs;
+struct bi_vol;
 
 struct bi_dev {
 	char *name;
@@ -33,6 +34,12 @@ struct bi_dev {
 	uint64_t total_bytes;		/* dev_item.total_bytes */
 	struct btrfsimg_super_mirror mirrors[SB_MIRROR_MAX];
 	bool member;			/* matched to the filesystem in use */
+	/* set by the volume layer (2-volume/vol.c) when btrfs lies under LUKS
+	 * or LVM: bi_dev_read goes through vread(vol) instead of the window */
+	struct bi_vol *vol;
+	int (*vread)(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off, void *buf,
+		     size_t len);
+	bool absorbed;			/* only a PV of an LV that another device reads */
 };
 
 /* Read @len bytes at @off (relative to the device's base). A read past the

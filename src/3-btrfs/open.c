@@ -23,6 +23,7 @@
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
 #include "2-volume/part.h"
+#include "2-volume/vol.h"
 #include "3-btrfs/check.h"
 #include "3-btrfs/chunk.h"
 #include "3-btrfs/super.h"
@@ -86,12 +87,7 @@ static int open_locate_devices(struct btrfsimg_fs *fs)
 {
 	if (fs->ndevs == 0)
 		return bi_err(fs, -EINVAL, "no device image given");
-	for (size_t i = 0; i < fs->ndevs; i++) {
-		int rc = bi_dev_locate(fs, &fs->devs[i]);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return bi_vol_assemble(fs); /* partitions, LUKS, LVM (2-volume) */
 }
 
 static int open_chunks(struct btrfsimg_fs *fs)

@@ -298,6 +298,8 @@ static int match_members(struct btrfsimg_fs *fs, struct bi_super *per_dev, int *
 	uint64_t members = 0;
 	for (size_t k = 0; k < fs->ndevs; k++) {
 		struct bi_dev *d = &fs->devs[k];
+		if (d->absorbed)
+			continue;
 		if (per_idx[k] < 0)
 			return bi_err(fs, -EUCLEAN, "device '%s': no valid superblock copy",
 				      d->name);
@@ -354,8 +356,11 @@ int bi_super_load(struct btrfsimg_fs *fs)
 		rc = bi_err(fs, -ENOMEM, "out of memory reading superblocks");
 		goto out;
 	}
-	for (size_t k = 0; k < fs->ndevs; k++)
-		read_device_copies(fs, &fs->devs[k], &per_dev[k], &per_idx[k]);
+	for (size_t k = 0; k < fs->ndevs; k++) {
+		per_idx[k] = -1;
+		if (!fs->devs[k].absorbed) /* a PV of an LV read as another device */
+			read_device_copies(fs, &fs->devs[k], &per_dev[k], &per_idx[k]);
+	}
 	int pick = choose_super(fs, per_dev, per_idx);
 	if (pick < 0) {
 		rc = pick;

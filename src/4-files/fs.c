@@ -14,6 +14,7 @@
 #include "0-base/handle.h"
 #include "0-base/ondisk.h"
 #include "1-image/dev.h"
+#include "2-volume/vol.h"
 #include "3-btrfs/chunk.h"
 #include "3-btrfs/open.h"
 #include "3-btrfs/tree.h"
@@ -52,6 +53,7 @@ void btrfsimg_fs_free(btrfsimg_fs *fs)
 {
 	if (!fs)
 		return;
+	bi_vols_free(fs);
 	bi_devs_close(fs);
 	bi_overlays_free(fs);
 	bi_chunk_map_free(fs->chunks);
