@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "keys.h"
 #include "suggest.h"
 
 static const struct cmd_struct *const commands[] = {
@@ -197,6 +198,9 @@ static int open_fs(struct cli *c)
 	if (rc < 0)
 		return cli_fail(c, rc, "cannot create a handle");
 	btrfsimg_set_log(c->fs, log_damage, c);
+	rc = cli_volume_setup(c, c->fs);
+	if (rc)
+		return rc;
 	for (int i = 0; i < c->nimages; i++) {
 		rc = btrfsimg_add_device_file(c->fs, c->images[i]);
 		if (rc < 0)

@@ -36,6 +36,8 @@ struct cli {
 	char **images;
 	int nimages;
 	const char *destdir;
+	const char *passphrase_file, *volume_key_file;	/* LUKS keys */
+	const char *volume;	/* --partition VG/LV: an LVM logical volume */
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
 	bool foreground;	/* mount -f */
@@ -53,6 +55,7 @@ enum cli_opt {
 	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED,
 	/* opening an image */
 	OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
+	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE,	/* LUKS */
 	/* mount */
 	OPT_NUMBERS, OPT_FOREGROUND,
 	OPT_HELP,
@@ -69,7 +72,8 @@ struct cmd_option {
 /* The options of every command that opens a filesystem (--help is implied). */
 #define CMD_IMAGE_OPTIONS                                                              \
 	{ OPT_PARTITION, NULL }, { OPT_OFFSET, NULL }, { OPT_SUPER_MIRROR, NULL },     \
-	{ OPT_NO_LOG_REPLAY, NULL }, { OPT_VERBOSE, NULL }, { OPT_QUIET, NULL }
+	{ OPT_NO_LOG_REPLAY, NULL }, { OPT_VERBOSE, NULL }, { OPT_QUIET, NULL },      \
+	{ OPT_PASSPHRASE_FILE, NULL }, { OPT_VOLUME_KEY_FILE, NULL }
 
 struct cmd_struct {
 	const char *name;

@@ -41,9 +41,16 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_SNAPSHOTS] = { "snapshots", 's', NULL, "only snapshots" },
 	[OPT_READONLY] = { "readonly", 'r', NULL, "only read-only subvolumes" },
 	[OPT_DELETED] = { "deleted", 'd', NULL, "only deleted subvolumes" },
-	[OPT_PARTITION] = { "partition", 0, "N",
-			    "the Nth partition of a whole-disk image\n(an error if an image holds "
-			    "btrfs itself)" },
+	[OPT_PARTITION] = { "partition", 0, "N|VG/LV",
+			    "the Nth partition of a whole-disk image, or the LVM\n"
+			    "logical volume LV of volume group VG (an error if an\n"
+			    "image holds btrfs itself)" },
+	[OPT_PASSPHRASE_FILE] = { "passphrase-file", 0, "FILE",
+				  "LUKS passphrase: the exact bytes of FILE (as cryptsetup\n"
+				  "--key-file; without it a terminal is asked)" },
+	[OPT_VOLUME_KEY_FILE] = { "volume-key-file", 0, "FILE",
+				  "LUKS volume key, raw bytes (as cryptsetup luksDump\n"
+				  "--dump-volume-key --volume-key-file writes it)" },
 	[OPT_OFFSET] = { "offset", 0, "BYTES", "the filesystem starts at BYTES in every image" },
 	[OPT_SUPER_MIRROR] = { "super-mirror", 0, "N",
 			       "use superblock copy N (0, 1, 2) instead of the newest" },
@@ -182,6 +189,10 @@ static int set_number(struct cli *c, int id, const char *arg)
 		c->opts.flags |= BTRFSIMG_OPEN_SUPER_MIRROR;
 		return 0;
 	case OPT_PARTITION:
+		if (strchr(arg, '/') && arg[0] != '/' && arg[strlen(arg) - 1] != '/') {
+			c->volume = arg; /* an LVM logical volume, VG/LV */
+			return 0;
+		}
 		if (!parse_u64(arg, &v) || v == 0 || v > 1024)
 			return bad_value("--partition", arg);
 		c->opts.partition = (unsigned)v;
@@ -234,6 +245,8 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_VERBOSE: c->verbose = true; return 0;
 	case OPT_QUIET: c->quiet = true; return 0;
 	case OPT_PATH: c->path = arg; return 0;
+	case OPT_PASSPHRASE_FILE: c->passphrase_file = arg; return 0;
+	case OPT_VOLUME_KEY_FILE: c->volume_key_file = arg; return 0;
 	case OPT_NUMBERS: c->numbers = arg; return 0;
 	case OPT_FOREGROUND: c->foreground = true; return 0;
 	case OPT_INODE:
