@@ -22,7 +22,7 @@ import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(\d)-([a-z0-9-]+)/([A-Za-z0-9_]+\.h)"', re.M)
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-PUBLIC_LAYER = {'btrfsimg.h': 0, 'btrfsimg_inum.h': 5}
+PUBLIC_LAYER = {'btrfsimg.h': 0, 'btrfsimg_inum.h': 5, 'btrfsimg_forensic.h': 5}
 
 
 def layer_of(path):

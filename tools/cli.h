@@ -36,6 +36,7 @@ struct cli {
 	char **images;
 	int nimages;
 	const char *destdir;
+	const char *deleted_id;	/* cat --deleted ID */
 	const char *passphrase_file, *volume_key_file;	/* LUKS keys */
 	const char *volume;	/* --partition VG/LV: an LVM logical volume */
 	const char *mountpoint;	/* mount: the last argument */
@@ -52,7 +53,7 @@ enum cli_opt {
 	OPT_MOUNT_SUBVOL, OPT_EXAMPLES,
 	OPT_NO_VERIFY,
 	/* subvols' filters, as btrfs subvolume list -s, -r, -d */
-	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED,
+	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED, OPT_DELETED_ID,
 	/* opening an image */
 	OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
 	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE,	/* LUKS */
@@ -92,6 +93,7 @@ struct cmd_struct {
 extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_walk,
 	cmd_struct_cat, cmd_struct_extract, cmd_struct_bodyfile, cmd_struct_inodes,
 	cmd_struct_collisions, cmd_struct_partitions, cmd_struct_mount;
+extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */

@@ -41,6 +41,7 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_SNAPSHOTS] = { "snapshots", 's', NULL, "only snapshots" },
 	[OPT_READONLY] = { "readonly", 'r', NULL, "only read-only subvolumes" },
 	[OPT_DELETED] = { "deleted", 'd', NULL, "only deleted subvolumes" },
+	[OPT_DELETED_ID] = { "deleted", 0, "ID", "the recovered version ID ('btrfsimg deleted')" },
 	[OPT_PARTITION] = { "partition", 0, "N|VG/LV",
 			    "the Nth partition of a whole-disk image, or the LVM\n"
 			    "logical volume LV of volume group VG (an error if an\n"
@@ -240,6 +241,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_SNAPSHOTS: c->only_snapshots = true; return 0;
 	case OPT_READONLY: c->only_readonly = true; return 0;
 	case OPT_DELETED: c->only_deleted = true; return 0;
+	case OPT_DELETED_ID: c->deleted_id = arg; return 0;
 	case OPT_NO_VERIFY: c->opts.flags |= BTRFSIMG_OPEN_NO_DATA_VERIFY; return 0;
 	case OPT_NO_LOG_REPLAY: c->opts.flags |= BTRFSIMG_OPEN_NO_LOG_REPLAY; return 0;
 	case OPT_VERBOSE: c->verbose = true; return 0;

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The forensic index (fscan.c): every tree block found on the devices,
+ * as small entries; the blocks themselves are read again on demand
+ * (bi_fx_read_block), through the same checks as at scan time.
+ * recover.c builds file versions from it.
+ */
+#ifndef BI_FSCAN_H
+#define BI_FSCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btrfsimg_forensic.h"
+#include "0-base/handle.h"
+#include "0-base/key.h"
+#include "3-btrfs/check.h"
+
+struct bi_fx_block {
+	uint64_t bytenr, generation, owner;
+	uint64_t devid, physical;
+	uint64_t csum8; /* first 8 bytes of the checksum: copies compare equal */
+	bi_key first, last;
+	uint32_t nritems;
+	uint8_t level;
+};
+
+/* A chunk item of a stale chunk-tree leaf (not in today's map). */
+struct bi_fx_chunk {
+	struct bi_chunk *c;
+	uint64_t generation; /* of the leaf it came from */
+};
+
+/* A root the superblocks name: the primary root or a backup root. */
+struct bi_fx_super_root {
+	uint64_t generation, bytenr; /* the root tree's */
+	uint64_t fs_bytenr, fs_gen;  /* tree 5's, 0 if unknown */
+};
+
+struct bi_fx_recovered; /* recover.c */
+
+struct btrfsimg_forensic {
+	struct btrfsimg_fs *fs;
+	struct btrfsimg_scan_stats stats;
+	struct bi_fx_block *blocks; /* sorted by owner, generation, level, first key */
+	size_t nblocks;
+	struct bi_fx_chunk *chunks;
+	size_t nchunks;
+	struct bi_fx_super_root *sroots;
+	size_t nsroots;
+	struct bi_fx_recovered *rec; /* built by the first btrfsimg_forensic_recovered */
+	uint8_t *buf;		     /* nodesize bytes for re-reads */
+};
+
+/* Read block @b again from where it was found and check it (checksum,
+ * header, item table, the indexed bytenr and generation). Returns 0 with
+ * the block in f->buf, or a negative errno with a message. */
+int bi_fx_read_block(struct btrfsimg_forensic *f, const struct bi_fx_block *b);
+
+/* Map @logical to (devid, physical) for mirror 0 through today's chunk map
+ * or, failing that, a stale chunk item. *old says which. -ENOENT if none. */
+int bi_fx_map(struct btrfsimg_forensic *f, uint64_t logical, uint64_t *devid, uint64_t *physical,
+	      uint64_t *room, bool *old);
+
+/* The index range [*lo, *hi) of blocks owned by @owner. */
+void bi_fx_owner_range(const struct btrfsimg_forensic *f, uint64_t owner, size_t *lo, size_t *hi);
+
+/* Free the index and the handle (what the scan made; recover.c's
+ * btrfsimg_forensic_free frees its part first). Accepts NULL. */
+void bi_fx_index_free(struct btrfsimg_forensic *f);
+
+#endif
