@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/* btrfsimg unallocated: the byte ranges no live extent uses, and
+ * optionally those bytes in one file, as The Sleuth Kit's blkls writes
+ * them, for carvers; the map says where each range landed in OUT. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "btrfsimg_forensic.h"
+#include "cli.h"
+#include "json.h"
+#include "progress.h"
+
+#define CHUNK (1u << 20)
+
+static const char *out_name(const struct cli *c)
+{
+	return strcmp(c->out, "-") == 0 ? "standard output" : c->out;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Every range's bytes, in list order. EXIT_OK, or EXIT_FAILED (said). */
+static int write_out(struct cli *c, const struct btrfsimg_unalloc_range *v, size_t n,
+		     uint64_t total)
+{
+	bool to_stdout = strcmp(c->out, "-") == 0;
+	int fd = to_stdout ? STDOUT_FILENO
+			   : open(c->out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		cli_warn("unallocated: cannot create %s: %s", c->out, strerror(errno));
+		return EXIT_FAILED;
+	}
+	uint8_t *buf = malloc(CHUNK);
+	int status = buf ? EXIT_OK : EXIT_FAILED;
+	uint64_t done = 0;
+	for (size_t i = 0; status == EXIT_OK && i < n; i++) {
+		for (uint64_t off = 0; off < v[i].length; off += CHUNK) {
+			size_t len =
+				v[i].length - off < CHUNK ? (size_t)(v[i].length - off) : CHUNK;
+			int rc = btrfsimg_device_read(c->fs, v[i].devid, v[i].physical + off, buf,
+						      len);
+			if (rc < 0) { /* keeps the offsets of the map right */
+				cli_warn("unallocated: %s; written as zeros",
+					 btrfsimg_errmsg(c->fs));
+				memset(buf, 0, len);
+				c->errors++;
+			}
+			if (write_all(fd, buf, len) < 0) {
+				cli_warn("unallocated: write error on %s: %s", out_name(c),
+					 strerror(errno));
+				status = EXIT_FAILED;
+				break;
+			}
+			done += len;
+			progress_bytes("unallocated", done, total);
+		}
+	}
+	progress_done();
+	free(buf);
+	if (!to_stdout && close(fd) < 0 && status == EXIT_OK) {
+		cli_warn("unallocated: write error on %s: %s", c->out, strerror(errno));
+		status = EXIT_FAILED;
+	}
+	return status;
+}
+
+static void range_json(const struct btrfsimg_unalloc_range *r, uint64_t at, bool out)
+{
+	struct jw w;
+	jw_begin(&w, stdout);
+	jw_str(&w, "type", "range");
+	jw_str(&w, "kind", btrfsimg_unalloc_kind_name(r->kind));
+	jw_u64(&w, "devid", r->devid);
+	jw_u64(&w, "physical", r->physical);
+	jw_u64(&w, "length", r->length);
+	if (r->has_logical)
+		jw_u64(&w, "logical", r->logical);
+	else
+		jw_null(&w, "logical");
+	jw_i64(&w, "mirror", r->mirror);
+	if (out)
+		jw_u64(&w, "out_offset", at);
+	jw_end(&w);
+}
+
+static void range_text(const struct btrfsimg_unalloc_range *r, uint64_t at, bool out)
+{
+	printf("%6" PRIu64 " %14" PRIu64 " %14" PRIu64 "  %-8s ", r->devid, r->physical, r->length,
+	       btrfsimg_unalloc_kind_name(r->kind));
+	if (r->has_logical)
+		printf("%14" PRIu64 " %6d", r->logical, r->mirror);
+	else
+		printf("%14s %6s", "-", "-");
+	if (out)
+		printf(" %14" PRIu64, at);
+	printf("\n");
+}
+
+static void summary(const struct cli *c, const struct btrfsimg_unalloc_range *v, size_t n)
+{
+	uint64_t by[4] = { 0 }, total = 0;
+	for (size_t i = 0; i < n; i++) {
+		by[v[i].kind & 3] += v[i].length;
+		total += v[i].length;
+	}
+	if (c->json) {
+		struct jw w;
+		jw_begin(&w, stdout);
+		jw_str(&w, "type", "summary");
+		jw_u64(&w, "ranges", n);
+		jw_u64(&w, "bytes", total);
+		for (int k = 0; k < 4; k++)
+			jw_u64(&w, btrfsimg_unalloc_kind_name(k), by[k]);
+		jw_end(&w);
+		return;
+	}
+	printf("%zu ranges, %" PRIu64 " bytes: device %" PRIu64 ", data %" PRIu64
+	       ", metadata %" PRIu64 ", parity %" PRIu64 "\n",
+	       n, total, by[0], by[1], by[2], by[3]);
+}
+
+static int cmd_unallocated(struct cli *c)
+{
+	struct btrfsimg_unalloc_range *v;
+	size_t n;
+	int rc = btrfsimg_unallocated(c->fs, &v, &n);
+	if (rc < 0)
+		return cli_fail(c, rc, "unallocated");
+	bool map = !c->out || strcmp(c->out, "-") != 0;
+	uint64_t at = 0;
+	if (map && !c->json)
+		printf("%6s %14s %14s  %-8s %14s %6s%s\n", "devid", "physical", "length", "kind",
+		       "logical", "mirror", c->out ? "     out_offset" : "");
+	for (size_t i = 0; map && i < n; i++) {
+		if (c->json)
+			range_json(&v[i], at, c->out != NULL);
+		else
+			range_text(&v[i], at, c->out != NULL);
+		at += v[i].length;
+	}
+	if (map)
+		summary(c, v, n);
+	int status = c->out ? write_out(c, v, n, at) : EXIT_OK;
+	free(v);
+	return status == EXIT_OK ? cli_status(c) : status;
+}
+
+/* The last argument is OUT when it is '-' or names no existing file
+ * (OUT is never overwritten: an existing file is read as an image). */
+static int unallocated_check(struct cli *c)
+{
+	if (cli_need_images(c, 1, "IMAGE... [OUT]"))
+		return EXIT_USAGE;
+	const char *last = c->images[c->nimages - 1];
+	struct stat st;
+	if (c->nimages >= 2 &&
+	    (strcmp(last, "-") == 0 || (stat(last, &st) < 0 && errno == ENOENT))) {
+		c->out = last;
+		c->nimages--;
+	}
+	if (c->out && strcmp(c->out, "-") == 0 && isatty(STDOUT_FILENO)) {
+		cli_warn("unallocated: standard output is a terminal; redirect it, or give a file");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static const struct cmd_option unallocated_options[] = {
+	{ OPT_JSON, "one JSON object per range, then a summary" },
+	CMD_IMAGE_OPTIONS,
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_unallocated = {
+	.name = "unallocated",
+	.summary = "the byte ranges no live extent uses, and their bytes (for carving)",
+	.args = "IMAGE... [OUT]",
+	.about = "List every byte range of every device that no live extent uses: device\n"
+		 "space outside every chunk ('device'; superblock copies left out), and\n"
+		 "inside chunks the ranges the extent tree does not allocate, per copy\n"
+		 "('data', 'metadata', RAID5/6 'parity' of empty rows), each with its\n"
+		 "device, physical offset (from the start of the filesystem), length and\n"
+		 "the logical address and mirror where it has one. With OUT (a file that\n"
+		 "does not exist yet, or '-' for standard output) those bytes are written\n"
+		 "one after another in the order listed, as blkls does, and the map gains\n"
+		 "out_offset: a hit at byte X of OUT lies in the range with out_offset <=\n"
+		 "X < out_offset + length, at physical + (X - out_offset) of its device.\n"
+		 "With '-' the map is not printed (run again without OUT to get it).",
+	.examples = "btrfsimg unallocated disk.img\n"
+		    "btrfsimg unallocated --json disk.img unalloc.bin\n"
+		    "btrfsimg unallocated dev1.img dev2.img - | foremost -i /dev/stdin",
+	.options = unallocated_options,
+	.check = unallocated_check,
+	.run = cmd_unallocated,
+};
