@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_volumes.py: btrfs under LVM2 and LUKS1/LUKS2, against the kernel's view.
+
+    test_volumes.py BTRFSIMG TESTDATA LUKS_ENCRYPT
+
+The btrfs inside every stack is testdata/files/subvols.img, whose kernel view
+(testdata/files/subvols.view.jsonl, recorded on a live mount) is the truth
+for `walk --json --hash` through each stack:
+
+  LVM (committed, made by lvm2's own tools: testdata/volume/gen-volumes.sh)
+    gpt-lvm       GPT + LV vgd/root of two segments in reverse PE order
+    pv-a + pv-b   VG over two images: LV vgm/data (linear, one segment on
+                  each), vgm/strip (striped 2 x 64 KiB); both orders; one PV
+                  missing refuses the LVs it does not fully hold; two
+                  btrfs LVs need --partition VG/LV
+  LUKS (built here: the payload is incompressible) with `cryptsetup
+  luksFormat` on a file, the volume key from `luksDump --dump-volume-key`,
+  the plaintext encrypted by tests/luks_encrypt.c (OpenSSL, IV = 512-byte
+  sector number), then put into a GPT partition by sfdisk:
+    luks1-xts     aes-xts-plain64 256-bit key, PBKDF2-sha1
+    luks1-essiv   aes-cbc-essiv:sha256, PBKDF2-sha1
+    luks1-sha512  aes-xts-plain64 512-bit key, PBKDF2-sha512
+    luks2-argon2id  4096-byte sectors; luks2-argon2i 512-byte sectors;
+    luks2-pbkdf2  PBKDF2-sha256, 4096-byte sectors
+    luks2-lvm     GPT + LUKS2 + the PV of gpt-lvm (LV vgd/root)
+  Independent readers of the same images: GRUB (`grub-fstest -C ... cp
+  (crypto0)/top.txt`, LUKS1 and LUKS2 with PBKDF2: GRUB 2.06 has no Argon2)
+  must copy a file whose sha256 is the kernel's; python3-libluksde (Debian's
+  /usr/bin/python3) must decrypt LUKS1 volumes (sha1: its 2020 release
+  crashes on sha256/512-bit keys) to the plaintext image's bytes.
+  Errors: a wrong passphrase (exit 2, "no keyslot opened ... tried keyslot
+  0"), no key at all, a damaged first LUKS2 header (read from the second
+  copy, exit 1 for the damage), an Argon2 memory cost of 8 GiB (refused).
+Parts whose tools are missing (cryptsetup, sfdisk, grub-fstest,
+pyluksde) are skipped by name; with none to run, the test exits 77.
+"""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
+import test_files  # noqa: E402
+
+PASS = b"test pass"
+MB = 1024 * 1024
+
+
+def sh(*args, **kw):
+    return subprocess.run(list(args), check=True, capture_output=True, **kw)
+
+
+class Env:
+    def __init__(self, cli, testdata, enc, tmp):
+        self.cli, self.testdata, self.enc, self.tmp = cli, testdata, enc, tmp
+        self.kv = imgtest.import_kview(testdata)
+        with open(os.path.join(testdata, "files", "subvols.view.jsonl"), "rb") as f:
+            self.view, _ = test_files.parse_jsonl(f.read())
+        self.plain = imgtest.unzstd(os.path.join(testdata, "files", "subvols.img.zst"),
+                                    os.path.join(tmp, "plain.img"))
+        self.passfile = os.path.join(tmp, "pass")
+        with open(self.passfile, "wb") as f:
+            f.write(PASS)
+        self.top_sha = next(r["sha256"] for r in self.view if r["path"] == "top.txt")
+
+    def walk(self, t, name, args, expect_rc=0):
+        rc, out, err = imgtest.run_cli(self.cli, ["walk", "--json", "--hash"] + args, 600)
+        if rc != expect_rc:
+            t.check(name, False, "exit %s, expect %d: %s" % (rc, expect_rc, err[-400:]))
+            return
+        got, errs = test_files.parse_jsonl(out)
+        t.problems(name, errs + test_files.compare_records(self.kv, self.view, got, 10))
+
+    def fails(self, t, name, args, words):
+        rc, out, err = imgtest.run_cli(self.cli, ["walk"] + args, 600)
+        msg = err.decode(errors="replace")
+        missing = [w for w in words if w not in msg]
+        t.check(name, rc == 2 and not missing,
+                "exit %s, missing %s in: %s" % (rc, missing, msg[-400:]))
+
+
+def in_gpt(env, part, name):
+    """A GPT disk with @part as its partition 1 (at 1 MiB)."""
+    size = os.path.getsize(part)
+    disk = os.path.join(env.tmp, name)
+    with open(disk, "wb") as f:
+        f.truncate(size + 2 * MB)
+    sh("sfdisk", "-q", disk, input=b"label: gpt\nstart=2048, size=%d\n" % (size // 512))
+    sh("dd", "if=" + part, "of=" + disk, "bs=1M", "seek=1", "conv=notrunc,sparse",
+       "status=none")
+    os.unlink(part)
+    return disk
+
+
+def luks_container(env, name, plain, fmt_args, mode, sector, hdr):
+    """cryptsetup luksFormat on a file, payload encrypted with the dumped key."""
+    vol = os.path.join(env.tmp, name + ".luks")
+    key = os.path.join(env.tmp, name + ".key")
+    with open(vol, "wb") as f:
+        f.truncate(hdr + os.path.getsize(plain))
+    sh("cryptsetup", "luksFormat", "-q", "--key-file", env.passfile, *fmt_args, vol)
+    sh("cryptsetup", "luksDump", "-q", "--dump-volume-key", "--volume-key-file", key,
+       "--key-file", env.passfile, vol)
+    dump = sh("cryptsetup", "luksDump", vol).stdout.decode()
+    off = None
+    for line in dump.splitlines():
+        w = line.split()
+        if line.startswith("Payload offset:"):
+            off = int(w[2]) * 512
+        elif w[:1] == ["offset:"] and off is None:
+            off = int(w[1])
+    sh(env.enc, key, mode, str(sector), plain, vol, str(off))
+    return vol, key
+
+
+LUKS = [
+    ("luks1-xts", ["--type", "luks1", "--hash", "sha1", "--key-size", "256",
+                   "--pbkdf-force-iterations", "1000"], "xts-plain64", 512, 2 * MB),
+    ("luks1-essiv", ["--type", "luks1", "--hash", "sha1", "--cipher", "aes-cbc-essiv:sha256",
+                     "--key-size", "256", "--pbkdf-force-iterations", "1000"],
+     "cbc-essiv:sha256", 512, 2 * MB),
+    ("luks1-sha512", ["--type", "luks1", "--hash", "sha512", "--pbkdf-force-iterations", "1000"],
+     "xts-plain64", 512, 2 * MB),
+    ("luks2-argon2id", ["--type", "luks2", "--pbkdf", "argon2id", "--pbkdf-force-iterations",
+                        "4", "--pbkdf-memory", "64", "--pbkdf-parallel", "2",
+                        "--sector-size", "4096"], "xts-plain64", 4096, 16 * MB),
+    ("luks2-argon2i", ["--type", "luks2", "--pbkdf", "argon2i", "--pbkdf-force-iterations",
+                       "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "1",
+                       "--sector-size", "512"], "xts-plain64", 512, 16 * MB),
+    ("luks2-pbkdf2", ["--type", "luks2", "--pbkdf", "pbkdf2", "--hash", "sha256",
+                      "--pbkdf-force-iterations", "1000", "--sector-size", "4096"],
+     "xts-plain64", 4096, 16 * MB),
+]
+
+
+def grub_check(env, t, name, img):
+    out = os.path.join(env.tmp, "grub-top.txt")
+    p = subprocess.run(["grub-fstest", "-C", img, "cp", "(crypto0)/top.txt", out],
+                       input=PASS, capture_output=True)
+    ok = p.returncode == 0 and os.path.exists(out) and \
+        hashlib.sha256(open(out, "rb").read()).hexdigest() == env.top_sha
+    t.check(name + " grub-fstest reads top.txt", ok, p.stdout[-300:] + p.stderr[-300:])
+    if os.path.exists(out):
+        os.unlink(out)
+
+
+PYLUKSDE = """
+import hashlib, sys, pyluksde
+v = pyluksde.volume(); v.set_password(sys.argv[2]); v.open_file_object(open(sys.argv[1], "rb"))
+h = hashlib.sha256()
+while True:
+    b = v.read_buffer(1 << 22)
+    if not b:
+        break
+    h.update(b)
+print(h.hexdigest())
+"""
+
+
+def pyluksde_check(env, t, name, vol):
+    p = subprocess.run(["/usr/bin/python3", "-c", PYLUKSDE, vol, PASS.decode()],
+                       capture_output=True)
+    want = imgtest.sha256_file(env.plain)
+    t.check(name + " pyluksde decrypts to the plaintext", p.returncode == 0 and
+            p.stdout.decode().strip() == want, p.stdout[-200:] + p.stderr[-300:])
+
+
+def have_pyluksde():
+    return os.path.exists("/usr/bin/python3") and subprocess.run(
+        ["/usr/bin/python3", "-c", "import pyluksde"], capture_output=True).returncode == 0
+
+
+def luks_tests(env, t):
+    grub = shutil.which("grub-fstest")
+    pyl = have_pyluksde()
+    if not grub:
+        print("skip: grub-fstest not installed (Debian grub-common)")
+    if not pyl:
+        print("skip: python3-libluksde not installed")
+    for name, args, mode, sector, hdr in LUKS:
+        vol, key = luks_container(env, name, env.plain, args, mode, sector, hdr)
+        if pyl and name.startswith("luks1") and "sha512" not in name:
+            pyluksde_check(env, t, name, vol)
+        disk = in_gpt(env, vol, name + ".img")
+        env.walk(t, name + " walk --passphrase-file", ["--passphrase-file", env.passfile, disk])
+        env.walk(t, name + " walk --volume-key-file", ["--volume-key-file", key, disk])
+        if grub and "argon2" not in name:
+            grub_check(env, t, name, disk)
+        if name == "luks2-argon2id":
+            error_tests(env, t, disk, key)
+        os.unlink(disk)
+
+
+def error_tests(env, t, disk, key):
+    bad = os.path.join(env.tmp, "bad")
+    with open(bad, "wb") as f:
+        f.write(PASS + b"\n")  # the exact bytes count: a newline is a wrong passphrase
+    env.fails(t, "wrong passphrase", ["--passphrase-file", bad, disk],
+              ["no keyslot opened with this passphrase", "tried keyslot 0"])
+    env.fails(t, "no key given", [disk], ["encrypted", "--passphrase-file"])
+    wrongkey = os.path.join(env.tmp, "wrongkey")
+    with open(wrongkey, "wb") as f:
+        f.write(bytes(64))
+    env.fails(t, "wrong volume key", ["--volume-key-file", wrongkey, disk],
+              ["does not match"])
+    rc, out, err = imgtest.run_cli(env.cli, ["layers", "--json", "--passphrase-file",
+                                             env.passfile, disk], 120)
+    if rc is not None and b"does not take" not in err:
+        text = out + err
+        t.check("layers prints no key material",
+                key_hex(key) not in text.hex() and PASS not in text, "key bytes in output")
+    # damage the first LUKS2 header copy: the second one is used
+    hdr = 1 * MB
+    with open(disk, "r+b") as f:
+        f.seek(hdr + 4096 + 10)
+        f.write(b"X")
+    rc, out, err = imgtest.run_cli(env.cli, ["walk", "--json", "--hash", "--passphrase-file",
+                                             env.passfile, disk], 600)
+    got, errs = test_files.parse_jsonl(out)
+    probs = errs + test_files.compare_records(env.kv, env.view, got, 5)
+    if rc != 1 or b"used the second" not in err:
+        probs.append("exit %s, expect 1 with 'used the second': %s" % (rc, err[-300:]))
+    t.problems("first LUKS2 header damaged: the second copy", probs)
+    absurd_kdf(env, t, disk)
+
+
+def key_hex(path):
+    return open(path, "rb").read().hex()
+
+
+def absurd_kdf(env, t, disk):
+    """Argon2 memory 8 GiB in both header copies (checksums made valid)."""
+    base = 1 * MB
+    with open(disk, "r+b") as f:
+        f.seek(base + 8)
+        size = struct.unpack(">Q", f.read(8))[0]
+        f.seek(base + size + 4096)  # the second copy's JSON: the first is damaged
+        j = json.loads(f.read(size - 4096).split(b"\0", 1)[0])
+        for ks in j["keyslots"].values():
+            ks["kdf"]["memory"] = 8 * 1024 * 1024
+        nj = json.dumps(j, separators=(",", ":")).encode()
+        for at in (base, base + size):
+            f.seek(at)
+            area = bytearray(f.read(size))
+            area[4096:] = nj + bytes(size - 4096 - len(nj))
+            area[448:512] = bytes(64)
+            area[448:480] = hashlib.sha256(bytes(area)).digest()
+            f.seek(at)
+            f.write(area)
+    env.fails(t, "Argon2 memory 8 GiB refused", ["--passphrase-file", env.passfile, disk],
+              ["refused", "KiB"])
+
+
+def lvm_tests(env, t):
+    vd = os.path.join(env.testdata, "volume")
+    img = {n: imgtest.unzstd(os.path.join(vd, n + ".img.zst"), os.path.join(env.tmp, n + ".img"))
+           for n in ("gpt-lvm", "pv-a", "pv-b")}
+    env.walk(t, "gpt-lvm: GPT + LV of two segments", [img["gpt-lvm"]])
+    env.walk(t, "gpt-lvm --partition vgd/root", ["--partition", "vgd/root", img["gpt-lvm"]])
+    env.fails(t, "gpt-lvm --partition vgd/swap (no btrfs)",
+              ["--partition", "vgd/swap", img["gpt-lvm"]], ["vgd/swap"])
+    a, b = img["pv-a"], img["pv-b"]
+    env.walk(t, "two PVs: vgm/data", ["--partition", "vgm/data", a, b])
+    env.walk(t, "two PVs, other order: vgm/data", ["--partition", "vgm/data", b, a])
+    env.walk(t, "two PVs: vgm/strip (striped)", ["--partition", "vgm/strip", b, a])
+    env.fails(t, "two btrfs LVs: choose one", [a, b], ["vgm/data", "vgm/strip", "--partition"])
+    env.fails(t, "PV missing: the LV is not read", ["--partition", "vgm/data", a],
+              ["vgm/data"])
+    return img
+
+
+def stack_test(env, t, img):
+    """GPT + LUKS2 + LVM: the PV of gpt-lvm (its partition 1) encrypted."""
+    pv = os.path.join(env.tmp, "pv.img")
+    sh("dd", "if=" + img["gpt-lvm"], "of=" + pv, "bs=1M", "skip=1", "count=384",
+       "conv=sparse", "status=none")
+    args = ["--type", "luks2", "--pbkdf", "argon2id", "--pbkdf-force-iterations", "4",
+            "--pbkdf-memory", "32", "--pbkdf-parallel", "1", "--sector-size", "4096"]
+    vol, key = luks_container(env, "luks2-lvm", pv, args, "xts-plain64", 4096, 16 * MB)
+    os.unlink(pv)
+    disk = in_gpt(env, vol, "luks2-lvm.img")
+    env.walk(t, "GPT + LUKS2 + LVM", ["--passphrase-file", env.passfile, disk])
+    env.walk(t, "GPT + LUKS2 + LVM --partition vgd/root",
+             ["--partition", "vgd/root", "--volume-key-file", key, disk])
+    os.unlink(disk)
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    cli, testdata, enc = sys.argv[1:]
+    t = imgtest.Tally()
+    with tempfile.TemporaryDirectory(prefix="vol-test-") as tmp:
+        env = Env(os.path.abspath(cli), testdata, os.path.abspath(enc), tmp)
+        img = lvm_tests(env, t)
+        if not shutil.which("cryptsetup") or not shutil.which("sfdisk"):
+            print("skip: LUKS stacks need cryptsetup (cryptsetup-bin) and sfdisk (fdisk)")
+        else:
+            luks_tests(env, t)
+            stack_test(env, t, img)
+    return t.summary(need_one=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
