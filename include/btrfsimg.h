@@ -93,7 +93,8 @@ BTRFSIMG_API void btrfsimg_fs_free(btrfsimg_fs *fs);
 /**
  * Add one device image by path (opened read-only). Devices of one
  * filesystem may be added in any order; they are matched by fsid and devid
- * in btrfsimg_open().
+ * in btrfsimg_open(). Containers (EWF, qcow2, VMDK, VHD/VHDX, split raw)
+ * are detected: see btrfsimg_add_device_file_format().
  */
 BTRFSIMG_API int btrfsimg_add_device_file(btrfsimg_fs *fs, const char *path);
 
@@ -114,6 +115,40 @@ typedef int (*btrfsimg_read_fn)(void *ctx, uint64_t off, void *buf, size_t len);
 /** Add a device read through a callback; @p size is its length in bytes. */
 BTRFSIMG_API int btrfsimg_add_device_io(btrfsimg_fs *fs, btrfsimg_read_fn read, void *ctx,
 					uint64_t size, const char *name);
+
+/** Image container formats (btrfsimg_add_device_file_format()). */
+enum btrfsimg_format {
+	BTRFSIMG_FORMAT_AUTO = 0,	/**< detect by signature (split raw: by name) */
+	BTRFSIMG_FORMAT_RAW = 1,	/**< the bytes of the disk, as they are */
+	BTRFSIMG_FORMAT_SPLIT = 2,	/**< raw in pieces: NAME.001, NAME.002, ... */
+	BTRFSIMG_FORMAT_EWF = 3,	/**< Expert Witness (E01, E02, ...; libewf) */
+	BTRFSIMG_FORMAT_QCOW2 = 4,	/**< QEMU copy-on-write (libqcow) */
+	BTRFSIMG_FORMAT_VMDK = 5,	/**< VMware (libvmdk) */
+	BTRFSIMG_FORMAT_VHD = 6,	/**< Virtual PC / Hyper-V VHD (libvhdi) */
+	BTRFSIMG_FORMAT_VHDX = 7,	/**< Hyper-V VHDX (libvhdi) */
+};
+
+/** Name of a format ("raw", "split", "ewf", "qcow2", "vmdk", "vhd",
+ *  "vhdx", "auto"), or NULL. */
+BTRFSIMG_API const char *btrfsimg_format_name(int format);
+/** The format called @p name (as btrfsimg_format_name), or -EINVAL. */
+BTRFSIMG_API int btrfsimg_format_parse(const char *name);
+/** Whether @p format can be read by this build (a container library may
+ *  have been left out: meson -Dewf=disabled and so on). */
+BTRFSIMG_API bool btrfsimg_format_supported(int format);
+
+/**
+ * Add one device image by path, as btrfsimg_add_device_file() with
+ * @p format (enum btrfsimg_format; AUTO detects). A container's other
+ * segments are found by name beside @p path (ev.E01: ev.E02, ...;
+ * disk.001: disk.002, ...). Returns 0 when the device was added, 1 when
+ * @p path is a segment of a container already added (nothing new), or a
+ * negative errno. Missing or truncated segments are reported through the
+ * log callback as damage; what they held reads as an I/O error naming
+ * them.
+ */
+BTRFSIMG_API int btrfsimg_add_device_file_format(btrfsimg_fs *fs, const char *path,
+						 int format);
 
 /**
  * Open the filesystem made of the devices added so far: pick the
@@ -163,6 +198,88 @@ struct btrfsimg_partition {
  */
 BTRFSIMG_API int btrfsimg_list_partitions(const char *path, struct btrfsimg_partition *out,
 					  size_t max, char *err, size_t errlen);
+
+/** btrfsimg_list_partitions() of the disk inside the container @p path
+ *  of @p format (enum btrfsimg_format; AUTO detects). */
+BTRFSIMG_API int btrfsimg_list_partitions_format(const char *path, int format,
+						 struct btrfsimg_partition *out, size_t max,
+						 char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ */
+/** @name Image containers: what an image file holds, and its integrity */
+
+/** An image file opened as its container (or raw). Opaque. */
+typedef struct btrfsimg_image btrfsimg_image;
+
+/**
+ * Open @p path as @p format (enum btrfsimg_format; AUTO detects), finding
+ * its other segments. On success *out owns the handle (btrfsimg_image_free).
+ * On failure returns a negative errno and a message in @p err (may be NULL)
+ * naming the file.
+ */
+BTRFSIMG_API int btrfsimg_image_open(btrfsimg_image **out, const char *path, int format,
+				     char *err, size_t errlen);
+/** Release an image handle. Accepts NULL. */
+BTRFSIMG_API void btrfsimg_image_free(btrfsimg_image *img);
+
+/** What a container is; strings are borrowed from the handle. */
+struct btrfsimg_image_info {
+	int format;		/**< enum btrfsimg_format (never AUTO) */
+	uint64_t size;		/**< bytes of the disk it holds */
+	const char *detail;	/**< sub-format ("monolithicSparse", "dynamic",
+				 *   "streamOptimized", ...) or "" */
+	size_t segments;	/**< files it is made of (btrfsimg_image_segment) */
+	size_t meta;		/**< metadata entries (btrfsimg_image_meta) */
+	size_t notes;		/**< damage found at open (btrfsimg_image_note) */
+	bool has_md5, has_sha1;	/**< hashes stored in it (EWF) */
+	uint8_t md5[16], sha1[20];
+};
+BTRFSIMG_API void btrfsimg_image_info(const btrfsimg_image *img,
+				      struct btrfsimg_image_info *out);
+/** The @p i th file of the container, in order, and whether it exists
+ *  (@p present may be NULL); NULL past the end. Borrowed. */
+BTRFSIMG_API const char *btrfsimg_image_segment(const btrfsimg_image *img, size_t i,
+						bool *present);
+/** The @p i th metadata entry (EWF: case_number, examiner_name,
+ *  evidence_number, description, notes, acquiry_date, system_date,
+ *  acquiry_software, ...; qcow2/VMDK/VHD: backing or parent file).
+ *  Returns 0, or -ENOENT past the end. Borrowed strings. */
+BTRFSIMG_API int btrfsimg_image_meta(const btrfsimg_image *img, size_t i, const char **key,
+				     const char **value);
+/** The @p i th damage note (a missing or truncated segment), or NULL. */
+BTRFSIMG_API const char *btrfsimg_image_note(const btrfsimg_image *img, size_t i);
+/** Read @p len bytes at @p off of the disk. 0 or a negative errno; the
+ *  message (btrfsimg_image_errmsg) names the file and the offset. */
+BTRFSIMG_API int btrfsimg_image_read(btrfsimg_image *img, uint64_t off, void *buf, size_t len);
+/** The last error message on this image handle ("" if none). Borrowed. */
+BTRFSIMG_API const char *btrfsimg_image_errmsg(const btrfsimg_image *img);
+
+/** Progress callback: @p done of @p total bytes; return nonzero to stop. */
+typedef int (*btrfsimg_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+/** Result of btrfsimg_image_verify(). */
+struct btrfsimg_image_verify {
+	uint8_t md5[16], sha1[20];	/**< computed over every byte of the disk
+					 *   (unreadable ranges as zeros) */
+	uint64_t bytes;			/**< bytes hashed (the disk's size) */
+	uint64_t bad_ranges;		/**< ranges that failed to read (a chunk
+					 *   failing its checksum, a missing segment) */
+	uint64_t first_bad;		/**< offset of the first, if any */
+	bool md5_match, sha1_match;	/**< equal to the stored hash (false
+					 *   when none is stored) */
+};
+/**
+ * Read the whole disk as ewfverify does: hash it (MD5, SHA-1), check every
+ * chunk against its stored checksum, compare with the stored hashes. Each
+ * unreadable range is reported through @p bad (may be NULL) with its
+ * message. Returns 0 when the whole disk was read (whatever the hashes
+ * say), -ECANCELED when @p progress asked to stop, or a negative errno.
+ */
+typedef void (*btrfsimg_bad_range_fn)(void *ctx, uint64_t off, uint64_t len, const char *msg);
+BTRFSIMG_API int btrfsimg_image_verify(btrfsimg_image *img, btrfsimg_progress_fn progress,
+				       btrfsimg_bad_range_fn bad, void *ctx,
+				       struct btrfsimg_image_verify *out);
+
 
 /* ------------------------------------------------------------------ */
 /** @name Volume layers: LUKS and LVM between the disk and btrfs

@@ -20,6 +20,7 @@ static const struct cmd_struct *const commands[] = {
 	&cmd_struct_super, &cmd_struct_subvols, &cmd_struct_walk, &cmd_struct_cat,
 	&cmd_struct_extract, &cmd_struct_bodyfile, &cmd_struct_inodes, &cmd_struct_collisions,
 	&cmd_struct_partitions, &cmd_struct_mount,
+	&cmd_struct_layers, &cmd_struct_verify_image,
 	&cmd_struct_history, &cmd_struct_deleted,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -203,7 +204,7 @@ static int open_fs(struct cli *c)
 	if (rc)
 		return rc;
 	for (int i = 0; i < c->nimages; i++) {
-		rc = btrfsimg_add_device_file(c->fs, c->images[i]);
+		rc = btrfsimg_add_device_file_format(c->fs, c->images[i], c->format);
 		if (rc < 0)
 			return cli_fail(c, rc, c->images[i]);
 	}

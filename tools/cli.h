@@ -23,6 +23,7 @@ struct cli {
 	bool have_json_u64;	/* --json-u64 given (it sets jw_big_as_number) */
 	bool only_snapshots, only_readonly, only_deleted;	/* subvols' filters */
 	struct btrfsimg_open_opts opts;
+	int format;		/* --format: enum btrfsimg_format (0: detect) */
 	bool have_subvol;
 	uint64_t subvol;
 	const char *path;
@@ -55,7 +56,7 @@ enum cli_opt {
 	/* subvols' filters, as btrfs subvolume list -s, -r, -d */
 	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED, OPT_DELETED_ID,
 	/* opening an image */
-	OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
+	OPT_FORMAT, OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
 	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE,	/* LUKS */
 	/* mount */
 	OPT_NUMBERS, OPT_FOREGROUND,
@@ -72,7 +73,7 @@ struct cmd_option {
 
 /* The options of every command that opens a filesystem (--help is implied). */
 #define CMD_IMAGE_OPTIONS                                                              \
-	{ OPT_PARTITION, NULL }, { OPT_OFFSET, NULL }, { OPT_SUPER_MIRROR, NULL },     \
+	{ OPT_FORMAT, NULL }, { OPT_PARTITION, NULL }, { OPT_OFFSET, NULL }, { OPT_SUPER_MIRROR, NULL },     \
 	{ OPT_NO_LOG_REPLAY, NULL }, { OPT_VERBOSE, NULL }, { OPT_QUIET, NULL },      \
 	{ OPT_PASSPHRASE_FILE, NULL }, { OPT_VOLUME_KEY_FILE, NULL }
 
@@ -90,6 +91,7 @@ struct cmd_struct {
 	bool no_fs;		/* reads image files itself: no filesystem is opened */
 };
 
+extern const struct cmd_struct cmd_struct_layers, cmd_struct_verify_image;
 extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_walk,
 	cmd_struct_cat, cmd_struct_extract, cmd_struct_bodyfile, cmd_struct_inodes,
 	cmd_struct_collisions, cmd_struct_partitions, cmd_struct_mount;

@@ -42,6 +42,9 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_READONLY] = { "readonly", 'r', NULL, "only read-only subvolumes" },
 	[OPT_DELETED] = { "deleted", 'd', NULL, "only deleted subvolumes" },
 	[OPT_DELETED_ID] = { "deleted", 0, "ID", "the recovered version ID ('btrfsimg deleted')" },
+	[OPT_FORMAT] = { "format", 0, "FMT",
+			 "read every IMAGE as FMT: raw, split, ewf, qcow2, vmdk,\n"
+			 "vhd, vhdx (default: detected by signature)" },
 	[OPT_PARTITION] = { "partition", 0, "N|VG/LV",
 			    "the Nth partition of a whole-disk image, or the LVM\n"
 			    "logical volume LV of volume group VG (an error if an\n"
@@ -251,6 +254,15 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_VOLUME_KEY_FILE: c->volume_key_file = arg; return 0;
 	case OPT_NUMBERS: c->numbers = arg; return 0;
 	case OPT_FOREGROUND: c->foreground = true; return 0;
+	case OPT_FORMAT:
+		c->format = btrfsimg_format_parse(arg);
+		if (c->format < 0)
+			return bad_value("--format (raw, split, ewf, qcow2, vmdk, vhd, vhdx)", arg);
+		if (!btrfsimg_format_supported(c->format)) {
+			cli_warn("--format %s: this build of btrfsimg was made without it", arg);
+			return EXIT_USAGE;
+		}
+		return 0;
 	case OPT_INODE:
 		if (!parse_inode(arg, &c->inode_subvol, &c->inode_objectid))
 			return bad_value("--inode (SUBVOL:OBJECTID)", arg);

@@ -23,6 +23,8 @@
 
 #include "1-image/dev.h"
 
+#include "1-image/container.h"
+
 #include "0-base/cursor.h"
 #include "0-base/err.h"
 #include "0-base/handle.h"
@@ -56,8 +58,7 @@ static int dev_append(struct btrfsimg_fs *fs, struct bi_dev *d)
 }
 
 /* Common checks; fills a blank device with a copy of @name (or a default). */
-static int dev_init(struct btrfsimg_fs *fs, struct bi_dev *d, const char *name,
-		    const char *kind)
+static int dev_init(struct btrfsimg_fs *fs, struct bi_dev *d, const char *name, const char *kind)
 {
 	memset(d, 0, sizeof(*d));
 	d->fd = -1;
@@ -97,11 +98,113 @@ static int fd_size(int fd, uint64_t *size, const char **why)
 	return -EINVAL;
 }
 
-int btrfsimg_add_device_file(btrfsimg_fs *fs, const char *path)
+/* The device (if any) whose container holds the file @st. */
+static const struct bi_dev *holder(const struct btrfsimg_fs *fs, const struct stat *st)
 {
-	if (!fs || !path)
+	for (size_t i = 0; i < fs->ndevs; i++)
+		if (fs->devs[i].ctr && bi_ctr_holds(fs->devs[i].ctr, st->st_dev, st->st_ino))
+			return &fs->devs[i];
+	return NULL;
+}
+
+/* btrfs's magic at 64 KiB + 64 of the file: a disk of its own, never a
+ * later segment of a split set. */
+static bool own_disk(int fd)
+{
+	uint8_t m[8];
+	return pread(fd, m, sizeof(m), 65536 + 64) == (ssize_t)sizeof(m) &&
+	       memcmp(m, "_BHRfS_M", sizeof(m)) == 0;
+}
+
+/* @path is a later segment (ev.E02, disk.002) of the set starting at
+ * *@first (malloc'd), to be opened from there. */
+static bool later_segment(int fd, const char *path, int format, char **first)
+{
+	*first = NULL;
+	if (format != BTRFSIMG_FORMAT_EWF && format != BTRFSIMG_FORMAT_SPLIT &&
+	    format != BTRFSIMG_FORMAT_RAW)
+		return false;
+	if (format != BTRFSIMG_FORMAT_EWF && own_disk(fd))
+		return false;
+	*first = bi_ctr_first_segment(path);
+	if (!*first)
+		return false;
+	int ffd = open(*first, O_RDONLY | O_CLOEXEC);
+	int ff = BTRFSIMG_FORMAT_RAW;
+	if (ffd >= 0) {
+		(void)bi_ctr_detect(*first, ffd, &ff);
+		close(ffd);
+	}
+	if (ff == format || (format == BTRFSIMG_FORMAT_RAW && ff == BTRFSIMG_FORMAT_SPLIT))
+		return true;
+	free(*first);
+	*first = NULL;
+	return false;
+}
+
+/* Open @path as a container of @format into @d (already named). */
+static int dev_container(struct btrfsimg_fs *fs, struct bi_dev *d, const char *path, int format)
+{
+	char err[768];
+	int rc = bi_ctr_open(&d->ctr, path, format, err, sizeof(err));
+	if (rc < 0)
+		return bi_err(fs, rc, "%s", err);
+	d->raw_size = d->ctr->size;
+	for (size_t i = 0; i < d->ctr->nnotes; i++)
+		bi_damage(fs, "%s", d->ctr->notes[i]);
+	bi_info(fs, "image '%s': %s container, %" PRIu64 " bytes in %zu file%s", path,
+		btrfsimg_format_name(format), d->raw_size, d->ctr->nsegs,
+		d->ctr->nsegs == 1 ? "" : "s");
+	return 0;
+}
+
+/* Which format @path is, and whether it is a segment already added
+ * (returns 1) or to be opened from its first segment (*@open_path). */
+static int dev_which(struct btrfsimg_fs *fs, int fd, const char *path, int *format,
+		     char **open_path)
+{
+	struct stat st;
+	*open_path = NULL;
+	if (fstat(fd, &st) == 0) {
+		const struct bi_dev *h = holder(fs, &st);
+		if (h) {
+			bi_info(fs, "image '%s' is a segment of '%s', added already", path,
+				h->name);
+			return 1;
+		}
+	}
+	if (*format == BTRFSIMG_FORMAT_AUTO) {
+		int rc = bi_ctr_detect(path, fd, format);
+		if (rc < 0)
+			return bi_err(fs, rc, "device '%s': cannot read its first bytes: %s", path,
+				      strerror(-rc));
+	}
+	char *first;
+	if (!later_segment(fd, path, *format, &first))
+		return 0;
+	struct stat fst;
+	int rc = 0;
+	if (stat(first, &fst) == 0 && holder(fs, &fst)) {
+		bi_info(fs, "image '%s' is a segment of '%s', added already", path, first);
+		rc = 1;
+	} else {
+		bi_info(fs, "image '%s' is a later segment: opening the set from '%s'", path,
+			first);
+		if (*format == BTRFSIMG_FORMAT_RAW)
+			*format = BTRFSIMG_FORMAT_SPLIT;
+		*open_path = first;
+		first = NULL;
+	}
+	free(first);
+	return rc;
+}
+
+int btrfsimg_add_device_file_format(btrfsimg_fs *fs, const char *path, int format)
+{
+	if (!fs || !path || !btrfsimg_format_name(format))
 		return -EINVAL;
 	struct bi_dev d;
+	char *open_path = NULL;
 	int rc = dev_init(fs, &d, path, "file");
 	if (rc < 0)
 		goto out;
@@ -117,6 +220,25 @@ int btrfsimg_add_device_file(btrfsimg_fs *fs, const char *path)
 		bi_err(fs, rc, "device '%s': %s: %s", path, why, strerror(-rc));
 		goto out;
 	}
+	rc = dev_which(fs, d.fd, path, &format, &open_path);
+	if (rc != 0)
+		goto out;
+	if (format != BTRFSIMG_FORMAT_RAW) {
+		close(d.fd);
+		d.fd = -1;
+		if (open_path) {
+			free(d.name);
+			d.name = strdup(open_path);
+			if (!d.name) {
+				rc = bi_err(fs, -ENOMEM, "out of memory adding '%s'", path);
+				goto out;
+			}
+		}
+		rc = dev_container(fs, &d, open_path ? open_path : path, format);
+		if (rc == 0)
+			rc = dev_append(fs, &d);
+		goto out;
+	}
 	if (d.raw_size > INT64_MAX) {
 		rc = bi_err(fs, -EINVAL, "device '%s': size %" PRIu64 " too large", path,
 			    d.raw_size);
@@ -124,12 +246,19 @@ int btrfsimg_add_device_file(btrfsimg_fs *fs, const char *path)
 	}
 	rc = dev_append(fs, &d);
 out:
-	if (rc < 0) {
+	free(open_path);
+	if (rc != 0) {
 		if (d.fd >= 0)
 			close(d.fd);
+		bi_ctr_free(d.ctr);
 		free(d.name);
 	}
 	return rc;
+}
+
+int btrfsimg_add_device_file(btrfsimg_fs *fs, const char *path)
+{
+	return btrfsimg_add_device_file_format(fs, path, BTRFSIMG_FORMAT_AUTO);
 }
 
 int btrfsimg_add_device_mem(btrfsimg_fs *fs, const void *data, size_t len, const char *name)
@@ -173,6 +302,7 @@ void bi_devs_close(struct btrfsimg_fs *fs)
 	for (size_t i = 0; i < fs->ndevs; i++) {
 		if (fs->devs[i].fd >= 0)
 			close(fs->devs[i].fd);
+		bi_ctr_free(fs->devs[i].ctr);
 		free(fs->devs[i].name);
 	}
 	free(fs->devs);
@@ -212,8 +342,13 @@ static int pread_full(int fd, uint64_t off, uint8_t *buf, size_t len)
 	return 0;
 }
 
-static int raw_read(const struct bi_dev *d, uint64_t off, void *buf, size_t len)
+/* Read the raw image: the file, the buffer, the callback, or the disk
+ * inside the container (whose message goes to @why). */
+static int raw_read(const struct bi_dev *d, uint64_t off, void *buf, size_t len, char *why,
+		    size_t whylen)
 {
+	if (d->ctr)
+		return bi_ctr_read(d->ctr, off, buf, len, why, whylen);
 	if (d->rfn) {
 		int rc = d->rfn(d->rctx, off, buf, len);
 		return rc > 0 ? -EIO : rc;
@@ -226,8 +361,8 @@ static int raw_read(const struct bi_dev *d, uint64_t off, void *buf, size_t len)
 }
 
 /* Read [off, off+len) of the window [base, base+size) of the raw image. */
-static int window_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t base,
-		       uint64_t size, uint64_t off, void *buf, size_t len)
+static int window_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t base, uint64_t size,
+		       uint64_t off, void *buf, size_t len)
 {
 	char where[64] = "";
 	if (base)
@@ -238,7 +373,12 @@ static int window_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t 
 			      " past end of device "
 			      "(size %" PRIu64 ")%s",
 			      d->name, len, off, size, where);
-	int rc = raw_read(d, base + off, buf, len);
+	char why[768] = "";
+	int rc = raw_read(d, base + off, buf, len, why, sizeof(why));
+	if (rc < 0 && why[0])
+		return bi_err(fs, -EIO,
+			      "device '%s': read of %zu bytes at offset %" PRIu64 "%s: %s", d->name,
+			      len, off, where, why);
 	if (rc == -ENODATA)
 		return bi_err(fs, -EIO,
 			      "device '%s': read of %zu bytes at offset %" PRIu64
@@ -252,8 +392,7 @@ static int window_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t 
 	return 0;
 }
 
-int bi_dev_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off, void *buf,
-		size_t len)
+int bi_dev_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off, void *buf, size_t len)
 {
 	if (d->vread)
 		return d->vread(fs, d, off, buf, len);
@@ -272,4 +411,3 @@ void bi_dev_prefetch(const struct bi_dev *d, uint64_t off, uint64_t len)
 		return;
 	(void)posix_fadvise(d->fd, (off_t)(d->base + off), (off_t)len, POSIX_FADV_WILLNEED);
 }
-

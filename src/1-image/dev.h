@@ -13,6 +13,7 @@
 #include "0-base/ondisk.h"
 
 struct btrfsimg_fs;
+struct bi_ctr;
 struct bi_vol;
 
 struct bi_dev {
@@ -34,6 +35,8 @@ struct bi_dev {
 	uint64_t total_bytes;		/* dev_item.total_bytes */
 	struct btrfsimg_super_mirror mirrors[SB_MIRROR_MAX];
 	bool member;			/* matched to the filesystem in use */
+	struct bi_ctr *ctr;		/* the container read through (container.h),
+					 * or NULL: raw_size is then the file's */
 	/* set by the volume layer (2-volume/vol.c) when btrfs lies under LUKS
 	 * or LVM: bi_dev_read goes through vread(vol) instead of the window */
 	struct bi_vol *vol;

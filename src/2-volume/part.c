@@ -593,6 +593,13 @@ int bi_dev_locate(struct btrfsimg_fs *fs, struct bi_dev *d)
 int btrfsimg_list_partitions(const char *path, struct btrfsimg_partition *out, size_t max,
 			     char *err, size_t errlen)
 {
+	return btrfsimg_list_partitions_format(path, BTRFSIMG_FORMAT_AUTO, out, max, err, errlen);
+}
+
+int btrfsimg_list_partitions_format(const char *path, int format,
+				    struct btrfsimg_partition *out, size_t max, char *err,
+				    size_t errlen)
+{
 	if (err && errlen)
 		err[0] = '\0';
 	if (!path || (max && !out))
@@ -602,7 +609,7 @@ int btrfsimg_list_partitions(const char *path, struct btrfsimg_partition *out, s
 		return -ENOMEM;
 	struct btrfsimg_partition *p = NULL;
 	char note[512];
-	int n = btrfsimg_add_device_file(fs, path);
+	int n = btrfsimg_add_device_file_format(fs, path, format);
 	if (n == 0)
 		n = parts_load(fs, &fs->devs[0], &p, note, sizeof(note));
 	if (n < 0 && err && errlen)

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * EWF (Expert Witness Format: EnCase .E01, FTK, ewfacquire; SMART .s01)
+ * through libewf. libewf_glob finds the segments as libewf's own tools do
+ * (ev.E01, ev.E02, ... ev.E99, ev.EAA, ...); it stops at the first gap.
+ *
+ * Whether the set goes on past the last segment found is on disk: every
+ * segment file ends with a 76-byte section descriptor whose type is "next"
+ * (another segment follows) or "done" (the last one) (EWF specification,
+ * Joachim Metz, "Expert Witness Compression Format", section 3.3). A
+ * "next" at the end of the last file found means the following one is
+ * missing; neither means the file is truncated.
+ *
+ * Every chunk carries an Adler-32 checksum; libewf counts chunks that fail
+ * it (libewf_handle_get_number_of_checksum_errors) and a read that adds
+ * one fails here, naming the chunk.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <libewf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "1-image/container.h"
+
+struct ewf {
+	libewf_handle_t *h;
+	uint32_t chunk;	     /* bytes per chunk */
+	uint32_t crc_errors; /* libewf's count so far */
+	/* byte ranges of chunks known to fail their checksum, sorted: libewf
+	 * counts a chunk once, and its later reads must fail too */
+	uint64_t (*bad)[2];
+};
+
+static void ewf_why(libewf_error_t **e, char *why, size_t len)
+{
+	why[0] = '\0';
+	if (e && *e) {
+		libewf_error_sprint(*e, why, len);
+		libewf_error_free(e);
+	}
+	for (char *p = why; *p; p++)
+		if (*p == '\n')
+			*p = *(p + 1) ? ';' : '\0';
+}
+
+/* The type of the section descriptor at the end of @name: "next",
+ * "done", or "" (none: truncated). */
+static void tail_type(const char *name, char out[17])
+{
+	out[0] = '\0';
+	int fd = open(name, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return;
+	uint8_t d[76];
+	if (fstat(fd, &st) == 0 && st.st_size >= 76 + 13 &&
+	    pread(fd, d, sizeof(d), st.st_size - 76) == (ssize_t)sizeof(d)) {
+		memcpy(out, d, 16);
+		out[16] = '\0';
+	}
+	close(fd);
+}
+
+/* The name of segment @num of the set whose segment @num - 1 is @prev. */
+static char *next_name(const char *prev, unsigned num)
+{
+	size_t n = strlen(prev);
+	char *s = strdup(prev);
+	if (!s || n < 3)
+		return s;
+	char *ext = s + n - 3;
+	bool lower = ext[0] >= 'a';
+	if (num < 100) {
+		snprintf(ext + 1, 3, "%02u", num);
+		return s;
+	}
+	unsigned m = num - 100;
+	char base = lower ? 'a' : 'A';
+	char first = (char)(((ext[0] == 's' || ext[0] == 'S')	? 'S'
+			     : (ext[0] == 'L' || ext[0] == 'l') ? 'L'
+								: 'E') +
+			    m / (26 * 26));
+	ext[0] = lower ? (char)(first - 'A' + 'a') : first;
+	ext[1] = (char)(base + (m / 26) % 26);
+	ext[2] = (char)(base + m % 26);
+	return s;
+}
+
+static bool file_exists(const char *p)
+{
+	struct stat st;
+	return p && stat(p, &st) == 0;
+}
+
+/* Record the segments and what is missing past them. */
+static int ewf_segments(struct bi_ctr *c, char **names, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int rc = bi_ctr_add_seg(c, names[i], true);
+		if (rc < 0)
+			return rc;
+		char t[17];
+		tail_type(names[i], t);
+		if (strcmp(t, "next") && strcmp(t, "done") && !c->lost)
+			c->lost = strdup(names[i]);
+		if (strcmp(t, "next") && strcmp(t, "done"))
+			bi_ctr_note(c,
+				    "EWF image '%s': segment '%s' is truncated or damaged (it does "
+				    "not end in a 'next' or 'done' section)",
+				    c->path, names[i]);
+		if (i + 1 < n || strcmp(t, "next"))
+			continue;
+		char *miss = next_name(names[i], (unsigned)i + 2);
+		/* later segments beyond the gap, to say how much is lost */
+		unsigned later = 0;
+		for (unsigned k = (unsigned)i + 3; k < (unsigned)i + 67; k++) {
+			char *s = next_name(names[i], k);
+			later += file_exists(s);
+			free(s);
+		}
+		bi_ctr_note(c,
+			    "EWF image '%s': segment '%s' is missing (segment '%s' says one "
+			    "follows%s)",
+			    c->path, miss ? miss : "?", names[i],
+			    later ? "; later segments exist but cannot be read past the gap" : "");
+		rc = miss ? bi_ctr_add_seg(c, miss, false) : -ENOMEM;
+		if (!c->lost)
+			c->lost = miss;
+		else
+			free(miss);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void hexstr_to(const char *hex, uint8_t *out, size_t n, bool *ok)
+{
+	*ok = strlen(hex) == 2 * n;
+	for (size_t i = 0; *ok && i < n; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			*ok = false;
+		out[i] = (uint8_t)v;
+	}
+}
+
+static int ewf_meta(struct bi_ctr *c, struct ewf *w)
+{
+	uint32_t nv = 0;
+	if (libewf_handle_get_number_of_header_values(w->h, &nv, NULL) != 1)
+		nv = 0;
+	for (uint32_t i = 0; i < nv && i < 64; i++) {
+		uint8_t id[64], val[1024];
+		if (libewf_handle_get_header_value_identifier(w->h, i, id, sizeof(id), NULL) != 1)
+			continue;
+		if (libewf_handle_get_utf8_header_value(w->h, id, strlen((char *)id), val,
+							sizeof(val), NULL) != 1)
+			continue;
+		int rc = bi_ctr_add_meta(c, (char *)id, (char *)val);
+		if (rc < 0)
+			return rc;
+	}
+	c->has_md5 = libewf_handle_get_md5_hash(w->h, c->md5, sizeof(c->md5), NULL) == 1;
+	uint8_t hex[64];
+	if (libewf_handle_get_utf8_hash_value(w->h, (const uint8_t *)"SHA1", 4, hex, sizeof(hex),
+					      NULL) == 1)
+		hexstr_to((char *)hex, c->sha1, sizeof(c->sha1), &c->has_sha1);
+	return 0;
+}
+
+static void ewf_close(struct bi_ctr *c)
+{
+	struct ewf *w = c->h;
+	if (w->h) {
+		libewf_handle_close(w->h, NULL);
+		libewf_handle_free(&w->h, NULL);
+	}
+	free(w->bad);
+	free(w);
+	c->h = NULL;
+}
+
+static int ewf_open(struct bi_ctr *c, char *err, size_t errlen)
+{
+	libewf_error_t *e = NULL;
+	char **names = NULL;
+	int n = 0;
+	char why[512];
+	struct ewf *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	c->h = w;
+	if (libewf_glob(c->path, strlen(c->path), LIBEWF_FORMAT_UNKNOWN, &names, &n, &e) != 1 ||
+	    n < 1) {
+		ewf_why(&e, why, sizeof(why));
+		snprintf(err, errlen, "EWF image '%s': cannot find its segments: %s", c->path, why);
+		return -EIO;
+	}
+	int rc = ewf_segments(c, names, n);
+	if (rc == 0 && (libewf_handle_initialize(&w->h, &e) != 1 ||
+			libewf_handle_open(w->h, names, n, LIBEWF_OPEN_READ, &e) != 1)) {
+		ewf_why(&e, why, sizeof(why));
+		snprintf(err, errlen, "EWF image '%s': cannot open: %s", c->path, why);
+		rc = -EIO;
+	}
+	libewf_glob_free(names, n, NULL);
+	size64_t size = 0;
+	if (rc == 0 && (libewf_handle_get_media_size(w->h, &size, &e) != 1 ||
+			libewf_handle_get_chunk_size(w->h, &w->chunk, &e) != 1)) {
+		ewf_why(&e, why, sizeof(why));
+		snprintf(err, errlen, "EWF image '%s': no media size: %s", c->path, why);
+		rc = -EIO;
+	}
+	if (rc == 0)
+		rc = ewf_meta(c, w);
+	c->size = size;
+	c->detail = "";
+	return rc;
+}
+
+/* Refresh w->bad from libewf's list when its count changed. */
+static void bad_refresh(struct ewf *w)
+{
+	uint32_t now = 0;
+	if (libewf_handle_get_number_of_checksum_errors(w->h, &now, NULL) != 1 ||
+	    now == w->crc_errors)
+		return;
+	uint64_t(*n)[2] = realloc(w->bad, (size_t)now * sizeof(*n));
+	if (!n)
+		return;
+	w->bad = n;
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < now; i++) {
+		uint64_t start = 0, count = 0;
+		if (libewf_handle_get_checksum_error(w->h, i, &start, &count, NULL) != 1 ||
+		    start > UINT64_MAX / 512 || count > UINT64_MAX / 512 - start)
+			continue;
+		n[k][0] = start * 512;
+		n[k][1] = (start + count) * 512;
+		k++;
+	}
+	w->crc_errors = k; /* libewf keeps them sorted and merged */
+}
+
+/* A read of [off, off+len) that touches a chunk failing its checksum. */
+static int crc_failed(struct bi_ctr *c, struct ewf *w, uint64_t off, size_t len, char *err,
+		      size_t errlen)
+{
+	bad_refresh(w);
+	size_t lo = 0, hi = w->crc_errors;
+	while (lo < hi) { /* first range ending after off */
+		size_t mid = lo + (hi - lo) / 2;
+		if (w->bad[mid][1] <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == w->crc_errors || w->bad[lo][0] >= off + len)
+		return 0;
+	uint64_t at = w->bad[lo][0] > off ? w->bad[lo][0] : off;
+	uint64_t chunk = w->chunk ? at / w->chunk : 0;
+	if (c->lost)
+		snprintf(err, errlen,
+			 "EWF chunk %" PRIu64 " (disk bytes %" PRIu64 "-%" PRIu64
+			 ") unreadable: segment '%s' is %s",
+			 chunk, chunk * w->chunk, (chunk + 1) * w->chunk - 1, c->lost,
+			 c->segs[c->nsegs - 1].present ? "truncated" : "missing");
+	else
+		snprintf(err, errlen,
+			 "EWF chunk %" PRIu64 " (disk bytes %" PRIu64 "-%" PRIu64
+			 ") fails its stored checksum",
+			 chunk, chunk * w->chunk, (chunk + 1) * w->chunk - 1);
+	return -EIO;
+}
+
+static int ewf_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char *err, size_t errlen)
+{
+	struct ewf *w = c->h;
+	libewf_error_t *e = NULL;
+	uint8_t *p = buf;
+	while (len > 0) {
+		size_t n = len > (1u << 26) ? (1u << 26) : len;
+		ssize_t r = libewf_handle_read_random(w->h, p, n, (off64_t)off, &e);
+		if (r <= 0) {
+			char why[512];
+			ewf_why(&e, why, sizeof(why));
+			int rc = crc_failed(c, w, off, n, err, errlen);
+			if (rc == 0)
+				snprintf(err, errlen,
+					 "EWF read of %zu bytes at offset %" PRIu64 " failed: %s%s",
+					 n, off, c->lost ? "segment missing or truncated: " : "",
+					 c->lost ? c->lost : why);
+			return -EIO;
+		}
+		int rc = crc_failed(c, w, off, (size_t)r, err, errlen);
+		if (rc < 0)
+			return rc;
+		p += r;
+		off += (uint64_t)r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+const struct bi_ctr_ops bi_ctr_ewf_ops = {
+	.format = BTRFSIMG_FORMAT_EWF,
+	.cached = true,
+	.open = ewf_open,
+	.read = ewf_read,
+	.close = ewf_close,
+};

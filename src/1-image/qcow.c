@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * qcow (QEMU copy-on-write, versions 1 to 3; compressed clusters too)
+ * through libqcow. An image with a backing file reads the clusters it
+ * does not hold from that file, found as QEMU finds it: the name in the
+ * header, relative to the image's folder. libqcow reads a backing file
+ * only when it is qcow itself; a chain is followed up to QCOW_CHAIN files.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <libqcow.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "1-image/container.h"
+
+#define QCOW_CHAIN 16
+
+struct qcow {
+	libqcow_file_t *f[QCOW_CHAIN]; /* [0] the image, then its backing files */
+	int n;
+};
+
+static void qcow_why(libqcow_error_t **e, char *why, size_t len)
+{
+	why[0] = '\0';
+	if (e && *e) {
+		libqcow_error_sprint(*e, why, len);
+		libqcow_error_free(e);
+	}
+	for (char *p = why; *p; p++)
+		if (*p == '\n')
+			*p = *(p + 1) ? ';' : '\0';
+}
+
+static void qcow_close(struct bi_ctr *c)
+{
+	struct qcow *q = c->h;
+	for (int i = 0; i < q->n; i++) {
+		libqcow_file_close(q->f[i], NULL);
+		libqcow_file_free(&q->f[i], NULL);
+	}
+	free(q);
+	c->h = NULL;
+}
+
+static int open_one(struct qcow *q, const char *name, char *err, size_t errlen)
+{
+	libqcow_error_t *e = NULL;
+	libqcow_file_t *f = NULL;
+	char why[512];
+	if (libqcow_file_initialize(&f, &e) != 1) {
+		qcow_why(&e, why, sizeof(why));
+		snprintf(err, errlen, "qcow image '%s': %s", name, why);
+		return -ENOMEM;
+	}
+	q->f[q->n++] = f;
+	if (libqcow_file_open(f, name, LIBQCOW_OPEN_READ, &e) != 1) {
+		libqcow_file_free(&q->f[--q->n], NULL);
+		qcow_why(&e, why, sizeof(why));
+		snprintf(err, errlen, "qcow image '%s': cannot open: %s", name, why);
+		return -EIO;
+	}
+	uint32_t enc = 0;
+	if (libqcow_file_get_encryption_method(f, &enc, NULL) == 1 &&
+	    enc != LIBQCOW_ENCRYPTION_METHOD_NONE) {
+		snprintf(err, errlen, "qcow image '%s': encrypted (method %u), not supported", name,
+			 enc);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* The backing file of @f, or NULL (none; *rc < 0 on error). */
+static char *backing(libqcow_file_t *f, const char *name, int *rc)
+{
+	size_t sz = 0;
+	*rc = 0;
+	if (libqcow_file_get_utf8_backing_filename_size(f, &sz, NULL) != 1 || sz <= 1)
+		return NULL;
+	if (sz > 4096) {
+		*rc = -EUCLEAN;
+		return NULL;
+	}
+	uint8_t *b = malloc(sz);
+	if (!b || libqcow_file_get_utf8_backing_filename(f, b, sz, NULL) != 1) {
+		free(b);
+		*rc = -EIO;
+		return NULL;
+	}
+	char *path = bi_ctr_beside(name, (char *)b);
+	free(b);
+	if (!path)
+		*rc = -ENOMEM;
+	return path;
+}
+
+static int qcow_chain(struct bi_ctr *c, struct qcow *q, char *err, size_t errlen)
+{
+	for (;;) {
+		const char *cur = c->segs[c->nsegs - 1].name;
+		int rc;
+		char *b = backing(q->f[q->n - 1], cur, &rc);
+		if (!b) {
+			if (rc < 0)
+				snprintf(err, errlen,
+					 "qcow image '%s': unreadable backing file name", cur);
+			return rc;
+		}
+		rc = bi_ctr_add_meta(c, "backing_file", b);
+		if (rc == 0 && q->n >= QCOW_CHAIN) {
+			snprintf(err, errlen, "qcow image '%s': more than %d backing files",
+				 c->path, QCOW_CHAIN);
+			rc = -ELOOP;
+		}
+		if (rc == 0 && access(b, R_OK) != 0) {
+			snprintf(err, errlen,
+				 "qcow image '%s': its backing file '%s' is not there (put it "
+				 "beside the image)",
+				 cur, b);
+			rc = -ENOENT;
+		}
+		if (rc == 0)
+			rc = open_one(q, b, err, errlen);
+		if (rc == 0)
+			rc = bi_ctr_add_seg(c, b, true);
+		if (rc == 0 &&
+		    libqcow_file_set_parent_file(q->f[q->n - 2], q->f[q->n - 1], NULL) != 1) {
+			snprintf(err, errlen, "qcow image '%s': cannot use backing file '%s'", cur,
+				 b);
+			rc = -EIO;
+		}
+		free(b);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+static int qcow_open(struct bi_ctr *c, char *err, size_t errlen)
+{
+	struct qcow *q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	c->h = q;
+	int rc = open_one(q, c->path, err, errlen);
+	if (rc == 0)
+		rc = bi_ctr_add_seg(c, c->path, true);
+	if (rc == 0)
+		rc = qcow_chain(c, q, err, errlen);
+	size64_t size = 0;
+	if (rc == 0 && libqcow_file_get_media_size(q->f[0], &size, NULL) != 1) {
+		snprintf(err, errlen, "qcow image '%s': no media size", c->path);
+		rc = -EIO;
+	}
+	uint32_t ver = 0;
+	if (rc == 0 && libqcow_file_get_format_version(q->f[0], &ver, NULL) == 1)
+		c->detail = ver == 1 ? "version 1" : ver == 2 ? "version 2" : "version 3";
+	c->size = size;
+	return rc;
+}
+
+static int qcow_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char *err,
+		     size_t errlen)
+{
+	struct qcow *q = c->h;
+	libqcow_error_t *e = NULL;
+	uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t r = libqcow_file_read_buffer_at_offset(q->f[0], p, len, (off64_t)off, &e);
+		if (r <= 0) {
+			char why[512];
+			qcow_why(&e, why, sizeof(why));
+			snprintf(err, errlen,
+				 "qcow read of %zu bytes at offset %" PRIu64 " failed: %s", len,
+				 off, r == 0 ? "no data" : why);
+			return -EIO;
+		}
+		p += r;
+		off += (uint64_t)r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+const struct bi_ctr_ops bi_ctr_qcow_ops = {
+	.format = BTRFSIMG_FORMAT_QCOW2,
+	.cached = true,
+	.open = qcow_open,
+	.read = qcow_read,
+	.close = qcow_close,
+};

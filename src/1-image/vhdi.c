@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * VHD (Virtual PC / Hyper-V: fixed, dynamic, differencing) and VHDX
+ * through libvhdi. A differencing disk reads what it does not hold from
+ * its parent, found by the file name stored in it (its last path
+ * component, Windows or POSIX, beside the image), up to VHDI_CHAIN files.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <libvhdi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "1-image/container.h"
+
+#define VHDI_CHAIN 16
+
+struct vhdi {
+	libvhdi_file_t *f[VHDI_CHAIN];
+	int n;
+};
+
+static void vhdi_why(libvhdi_error_t **e, char *why, size_t len)
+{
+	why[0] = '\0';
+	if (e && *e) {
+		libvhdi_error_sprint(*e, why, len);
+		libvhdi_error_free(e);
+	}
+	for (char *p = why; *p; p++)
+		if (*p == '\n')
+			*p = *(p + 1) ? ';' : '\0';
+}
+
+static void vhdi_close(struct bi_ctr *c)
+{
+	struct vhdi *v = c->h;
+	for (int i = 0; i < v->n; i++) {
+		libvhdi_file_close(v->f[i], NULL);
+		libvhdi_file_free(&v->f[i], NULL);
+	}
+	free(v);
+	c->h = NULL;
+}
+
+static int open_one(struct bi_ctr *c, struct vhdi *v, const char *name, char *err, size_t errlen)
+{
+	libvhdi_error_t *e = NULL;
+	libvhdi_file_t *f = NULL;
+	char why[512];
+	if (libvhdi_file_initialize(&f, &e) != 1) {
+		vhdi_why(&e, why, sizeof(why));
+		snprintf(err, errlen, "%s image '%s': %s", btrfsimg_format_name(c->ops->format),
+			 name, why);
+		return -ENOMEM;
+	}
+	v->f[v->n++] = f;
+	if (libvhdi_file_open(f, name, LIBVHDI_OPEN_READ, &e) != 1) {
+		libvhdi_file_free(&v->f[--v->n], NULL);
+		vhdi_why(&e, why, sizeof(why));
+		snprintf(err, errlen, "%s image '%s': cannot open: %s",
+			 btrfsimg_format_name(c->ops->format), name, why);
+		return -EIO;
+	}
+	return bi_ctr_add_seg(c, name, true);
+}
+
+/* The parent of @f (a differencing disk), beside @name; or NULL. */
+static char *parent_of(libvhdi_file_t *f, const char *name)
+{
+	size_t sz = 0;
+	if (libvhdi_file_get_utf8_parent_filename_size(f, &sz, NULL) != 1 || sz <= 1 || sz > 4096)
+		return NULL;
+	uint8_t b[4096];
+	if (libvhdi_file_get_utf8_parent_filename(f, b, sz, NULL) != 1)
+		return NULL;
+	char *base = (char *)b;
+	for (char *q = base; *q; q++)
+		if (*q == '\\' || *q == '/')
+			base = q + 1;
+	return *base ? bi_ctr_beside(name, base) : NULL;
+}
+
+static int vhdi_chain(struct bi_ctr *c, struct vhdi *v, char *err, size_t errlen)
+{
+	int rc = 0;
+	char *cur = strdup(c->path), *p = NULL;
+	if (!cur)
+		return -ENOMEM;
+	while (rc == 0 && (p = parent_of(v->f[v->n - 1], cur)) != NULL) {
+		rc = bi_ctr_add_meta(c, "parent_file", p);
+		if (rc == 0 && v->n >= VHDI_CHAIN) {
+			snprintf(err, errlen, "image '%s': more than %d parents", c->path,
+				 VHDI_CHAIN);
+			rc = -ELOOP;
+		}
+		if (rc == 0 && access(p, R_OK) != 0) {
+			snprintf(err, errlen,
+				 "image '%s' is a differencing disk; its parent '%s' is not there",
+				 cur, p);
+			rc = -ENOENT;
+		}
+		if (rc == 0)
+			rc = open_one(c, v, p, err, errlen);
+		if (rc == 0 &&
+		    libvhdi_file_set_parent_file(v->f[v->n - 2], v->f[v->n - 1], NULL) != 1) {
+			snprintf(err, errlen, "image '%s': cannot use parent '%s'", cur, p);
+			rc = -EIO;
+		}
+		free(cur);
+		cur = p;
+	}
+	free(cur);
+	return rc;
+}
+
+static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
+{
+	struct vhdi *v = calloc(1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	c->h = v;
+	int rc = open_one(c, v, c->path, err, errlen);
+	int ft = 0;
+	if (rc == 0 && libvhdi_file_get_file_type(v->f[0], &ft, NULL) == 1) {
+		int want =
+			ft == LIBVHDI_FILE_TYPE_VHDX ? BTRFSIMG_FORMAT_VHDX : BTRFSIMG_FORMAT_VHD;
+		if (want != c->ops->format) {
+			snprintf(err, errlen, "image '%s' is %s, not %s", c->path,
+				 btrfsimg_format_name(want), btrfsimg_format_name(c->ops->format));
+			rc = -EINVAL;
+		}
+	}
+	if (rc == 0)
+		rc = vhdi_chain(c, v, err, errlen);
+	size64_t size = 0;
+	uint32_t t = 0;
+	if (rc == 0 && libvhdi_file_get_media_size(v->f[0], &size, NULL) != 1) {
+		snprintf(err, errlen, "image '%s': no media size", c->path);
+		rc = -EIO;
+	}
+	if (rc == 0 && libvhdi_file_get_disk_type(v->f[0], &t, NULL) == 1)
+		c->detail = t == LIBVHDI_DISK_TYPE_FIXED	  ? "fixed"
+			    : t == LIBVHDI_DISK_TYPE_DYNAMIC	  ? "dynamic"
+			    : t == LIBVHDI_DISK_TYPE_DIFFERENTIAL ? "differencing"
+								  : "";
+	c->size = size;
+	return rc;
+}
+
+static int vhdi_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char *err,
+		     size_t errlen)
+{
+	struct vhdi *v = c->h;
+	libvhdi_error_t *e = NULL;
+	uint8_t *p = buf;
+	while (len > 0) {
+		ssize_t r = libvhdi_file_read_buffer_at_offset(v->f[0], p, len, (off64_t)off, &e);
+		if (r <= 0) {
+			char why[512];
+			vhdi_why(&e, why, sizeof(why));
+			snprintf(err, errlen,
+				 "%s read of %zu bytes at offset %" PRIu64 " failed: %s",
+				 btrfsimg_format_name(c->ops->format), len, off,
+				 r == 0 ? "no data" : why);
+			return -EIO;
+		}
+		p += r;
+		off += (uint64_t)r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+const struct bi_ctr_ops bi_ctr_vhd_ops = {
+	.format = BTRFSIMG_FORMAT_VHD,
+	.cached = true,
+	.open = vhdi_open,
+	.read = vhdi_read,
+	.close = vhdi_close,
+};
+
+const struct bi_ctr_ops bi_ctr_vhdx_ops = {
+	.format = BTRFSIMG_FORMAT_VHDX,
+	.cached = true,
+	.open = vhdi_open,
+	.read = vhdi_read,
+	.close = vhdi_close,
+};

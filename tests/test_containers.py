@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Evidence containers: every command reads EWF, qcow2, VMDK, VHD/VHDX and
+split raw exactly as the raw image they hold.
+
+    python3 tests/test_containers.py BUILD/tools/btrfsimg testdata
+
+The containers are built here, at run time, from committed raw images with
+the formats' own tools: ewfacquire (ewf-tools; 1 MiB segments so that
+several exist, compressed), qemu-img convert (qcow2 compressed, VMDK
+monolithicSparse / streamOptimized / monolithicFlat / twoGbMaxExtentSparse,
+VHD fixed and dynamic, VHDX) and split. The truth is the raw image:
+`walk --json --hash` (and super, subvols) through each container must be
+byte-identical to the same command on the raw image, whose walk
+tests/test_files.py checks against the kernel's recorded view. The MD5 and
+SHA-1 that `layers` and `verify-image` report are checked against what
+ewfacquire printed and against hashlib over the raw image.
+
+Damage: a missing and a truncated EWF segment and a missing split segment
+(named, what is readable still shown, exit 1), an EWF chunk corrupted on
+purpose (its stored checksum catches it: exit 1, the chunk named).
+Multi-device: the two devices of a RAID1 set, each its own container.
+"""
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
+
+T = imgtest.Tally()
+CLI = None
+
+
+def run(args, timeout=300):
+    return imgtest.run_cli(CLI, args, timeout)
+
+
+def sh(args, **kw):
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed: %s" % (" ".join(args), p.stderr.decode(errors="replace")))
+    return p.stdout.decode(errors="replace")
+
+
+def ewfacquire(src, target, extra=(), seg="1MiB"):
+    """ewfacquire SRC into TARGET.E01...; what it printed (the hashes)."""
+    return sh(["ewfacquire", "-u", "-q", "-t", target, "-S", seg, "-b", "16",
+               "-d", "sha1"] + list(extra) + [src])
+
+
+RAW_RUNS = {}
+
+
+def same(name, args, raw_args, want_rc=0, names=()):
+    """`args` prints exactly what `raw_args` prints, with exit status
+    want_rc (the image names @names, pairs of container and raw, swapped)."""
+    rc, out, err = run(args)
+    key = tuple(raw_args)
+    if key not in RAW_RUNS:
+        RAW_RUNS[key] = run(raw_args)
+    rrc, rout, rerr = RAW_RUNS[key]
+    for a, b in names:
+        out = out.replace(json.dumps(a)[1:-1].encode(), json.dumps(b)[1:-1].encode())
+    ok = rc == want_rc and rrc == want_rc and out == rout and out
+    T.check(name, ok, "exit %s (raw %s), %d vs %d bytes, stderr %r"
+            % (rc, rrc, len(out), len(rout), err[-400:]))
+
+
+def layers(path, *extra):
+    rc, out, err = run(["layers", "--json"] + list(extra) + [path])
+    try:
+        recs = [json.loads(x) for x in out.decode().splitlines()]
+    except ValueError:
+        recs = []
+    return rc, recs, err
+
+
+# ------------------------------------------------------------ single device
+
+def test_ewf(raw, work):
+    raw_md5 = hashlib.md5(open(raw, "rb").read()).hexdigest()
+    raw_sha1 = hashlib.sha1(open(raw, "rb").read()).hexdigest()
+    ev = os.path.join(work, "ev")
+    said = ewfacquire(raw, ev, ["-c", "deflate:fast", "-C", "CASE-15", "-e", "A. Examiner",
+                                "-E", "EV-7", "-D", "laptop disk", "-N", "seized 2026"])
+    segs = sorted(f for f in os.listdir(work) if f.startswith("ev.E"))
+    T.check("ewfacquire made several segments", len(segs) >= 3, segs)
+    m = re.search(r"MD5 hash calculated over data:\s*([0-9a-f]{32})", said)
+    T.check("ewfacquire's MD5 is the raw image's", m and m[1] == raw_md5, (m, raw_md5))
+    e01 = ev + ".E01"
+    walk = ["walk", "--json", "--hash"]
+    same("E01: walk --hash == raw", walk + [e01], walk + [raw])
+    same("E01: super --json == raw (but the image name)", ["super", "--json", e01],
+         ["super", "--json", raw], names=[(e01, raw)])
+    same("E01: subvols --json == raw", ["subvols", "--json", e01], ["subvols", "--json", raw])
+    every = [os.path.join(work, s) for s in segs]
+    random.Random(15).shuffle(every)
+    same("E01: every segment given, in any order: walk == raw", walk + every, walk + [raw])
+    same("E01: a later segment given first finds the set", walk + [every[-1]], walk + [raw])
+    same("--format ewf", walk + ["--format", "ewf", e01], walk + [raw])
+    rc, out, err = run(walk + ["--format", "raw", e01])
+    T.check("--format raw on an E01 reads it as raw: no btrfs, exit 2",
+            rc == 2 and b"no btrfs superblock" in err, (rc, err[-300:]))
+    rc, recs, err = layers(e01)
+    c = recs[0] if recs else {}
+    T.check("layers: ewf, the disk's size, every segment",
+            rc == 0 and c.get("layer") == "ewf" and c.get("size") == os.path.getsize(raw)
+            and [os.path.basename(s) for s in c.get("segments", [])] == segs, (rc, c, err))
+    T.check("layers: acquisition metadata",
+            c.get("case_number") == "CASE-15" and c.get("examiner_name") == "A. Examiner"
+            and c.get("evidence_number") == "EV-7" and c.get("description") == "laptop disk"
+            and c.get("notes") == "seized 2026" and "acquiry_date" in c, c)
+    T.check("layers: stored MD5 and SHA-1 are the raw image's",
+            c.get("md5") == raw_md5 and c.get("sha1") == raw_sha1, (c.get("md5"), raw_md5))
+    rc, out, err = run(["layers", e01])
+    T.check("layers text: case number and md5", rc == 0 and b"CASE-15" in out
+            and raw_md5.encode() in out, (rc, out[:500]))
+    rc, out, err = run(["verify-image", "--json", e01])
+    v = json.loads(out) if rc == 0 and out else {}
+    T.check("verify-image: computed == stored == hashlib, exit 0",
+            v.get("md5") == raw_md5 and v.get("md5_stored") == raw_md5
+            and v.get("sha1") == raw_sha1 and v.get("sha1_stored") == raw_sha1
+            and v.get("verified") is True and v.get("unreadable_ranges") == 0, (rc, v, err))
+    return ev, segs
+
+
+def test_ewf_damage(raw, work, ev, segs):
+    walk = ["walk", "--json", "--hash"]
+    rc_raw, full, _ = run(walk + [raw])
+    lines = len(full.splitlines())
+    for what, damage in (("missing", lambda p: os.unlink(p)),
+                         ("truncated", lambda p: os.truncate(p, os.path.getsize(p) // 2))):
+        d = os.path.join(work, what)
+        os.mkdir(d)
+        for s in segs:
+            shutil.copyfile(os.path.join(work, s), os.path.join(d, s))
+        victim = os.path.join(d, segs[2])
+        damage(victim)
+        rc, out, err = run(walk + [os.path.join(d, segs[0])])
+        T.check("E01 with a %s segment: named, exit 1" % what,
+                rc == 1 and segs[2].encode() in err and what.encode() in err, (rc, err[-600:]))
+        got = len(out.splitlines())
+        T.check("E01 with a %s segment: what is readable is shown" % what,
+                0 < got <= lines, (got, lines))
+        rc, out, err = run(["layers", "--json", os.path.join(d, segs[0])])
+        T.check("layers of an E01 with a %s segment: exit 1, named" % what,
+                rc == 1 and segs[2].encode() in err + out, (rc, err[-300:]))
+
+
+def test_ewf_corrupt_chunk(raw, work, path="plain/overwrite"):
+    """Chunks holding data are stored as they are with -c empty-block: find
+    the first 4 KiB of a file's contents in the raw image (its chunk) and in
+    the segment files, and flip a byte there."""
+    d = os.path.join(work, "corrupt")
+    os.mkdir(d)
+    ewfacquire(raw, os.path.join(d, "cc"), ["-c", "empty-block"], seg="64MiB")
+    e01 = os.path.join(d, "cc.E01")
+    rc, data, err = run(["cat", "--path", path, raw])
+    block = data[:4096]
+    with open(raw, "rb") as f:
+        disk = f.read()
+    at = disk.find(block) if rc == 0 and len(block) == 4096 else -1
+    hit = None
+    for s in sorted(os.listdir(d)):
+        seg = open(os.path.join(d, s), "rb").read()
+        k = seg.find(block)
+        if k >= 0 and at >= 0:
+            hit = (os.path.join(d, s), k + 100)
+            break
+    T.check("the file's chunk is stored as it is", hit is not None, (rc, at))
+    if not hit:
+        return
+    with open(hit[0], "r+b") as f:
+        f.seek(hit[1])
+        b = f.read(1)
+        f.seek(hit[1])
+        f.write(bytes([b[0] ^ 0xff]))
+    chunk = b"chunk %d " % (at // 8192)
+    rc, out, err = run(["cat", "--path", path, e01])
+    T.check("corrupt EWF chunk: cat fails at it, the chunk named",
+            rc != 0 and chunk in err and b"checksum" in err, (rc, chunk, err[-500:]))
+    rc, out, err = run(["walk", "--json", "--hash", e01])
+    T.check("corrupt EWF chunk: walk --hash goes on, the chunk named, exit 1",
+            rc == 1 and chunk in err and len(out.splitlines()) > 10, (rc, err[-500:]))
+    rc, out, err = run(["verify-image", "--json", e01])
+    v = json.loads(out) if out else {}
+    T.check("verify-image: the bad chunk named, hashes differ, exit 1",
+            rc == 1 and chunk in err and v.get("unreadable_ranges", 0) >= 1
+            and v.get("verified") is False and v.get("md5") != v.get("md5_stored"),
+            (rc, v, err[-300:]))
+
+
+QEMU = [("qcow2", ["-O", "qcow2", "-c"], "qcow2", "version 3"),
+        ("vmdk-sparse", ["-O", "vmdk"], "vmdk", "monolithicSparse"),
+        ("vmdk-stream", ["-O", "vmdk", "-o", "subformat=streamOptimized"], "vmdk",
+         "streamOptimized"),
+        ("vmdk-flat", ["-O", "vmdk", "-o", "subformat=monolithicFlat"], "vmdk",
+         "monolithicFlat"),
+        ("vmdk-2gb", ["-O", "vmdk", "-o", "subformat=twoGbMaxExtentSparse"], "vmdk",
+         "twoGbMaxExtentSparse"),
+        ("vhd-dynamic", ["-O", "vpc"], "vhd", "dynamic"),
+        ("vhd-fixed", ["-O", "vpc", "-o", "subformat=fixed"], "vhd", "fixed"),
+        ("vhdx", ["-O", "vhdx"], "vhdx", "dynamic")]
+
+
+def test_qemu(raw, work):
+    walk = ["walk", "--json", "--hash"]
+    made = {}
+    for name, args, fmt, detail in QEMU:
+        img = os.path.join(work, name + ".img")
+        sh(["qemu-img", "convert"] + args + [raw, img])
+        made[name] = img
+        same("%s: walk --hash == raw" % name, walk + [img], walk + [raw])
+        rc, recs, err = layers(img)
+        c = recs[0] if recs else {}
+        # a VHD's disk is rounded up to whole CHS cylinders (qemu-img's rule)
+        size_ok = (c.get("size", 0) >= os.path.getsize(raw) if fmt == "vhd"
+                   else c.get("size") == os.path.getsize(raw))
+        T.check("%s: layers says %s %s, the disk's size" % (name, fmt, detail),
+                rc == 0 and c.get("layer") == fmt and c.get("type", "") == detail
+                and size_ok, (rc, c, err))
+    rc, recs, err = layers(made["vmdk-flat"])
+    segs = recs[0].get("segments", []) if recs else []
+    T.check("vmdk descriptor: its extent file listed",
+            len(segs) == 1 and segs[0].endswith("-flat.img"), segs)
+    same("--format qcow2", walk + ["--format", "qcow2", made["qcow2"]], walk + [raw])
+    rc, out, err = run(walk + ["--format", "vhdx", made["qcow2"]])
+    T.check("--format vhdx on a qcow2: refused naming the file, exit 2",
+            rc == 2 and made["qcow2"].encode() in err, (rc, err[-300:]))
+    flat = made["vmdk-flat"]
+    extent = flat[:-4] + "-flat.img"
+    os.rename(extent, extent + ".away")
+    rc, out, err = run(walk + [flat])
+    T.check("vmdk with its extent file missing: named, exit 2",
+            rc == 2 and b"-flat.img" in err and b"missing" in err, (rc, err[-300:]))
+    os.rename(extent + ".away", extent)
+    # a qcow2 with a backing file beside it, and without it
+    base = os.path.join(work, "base.qcow2")
+    top = os.path.join(work, "top.qcow2")
+    sh(["qemu-img", "convert", "-O", "qcow2", raw, base])
+    sh(["qemu-img", "create", "-f", "qcow2", "-F", "qcow2", "-b", "base.qcow2", top])
+    same("qcow2 over a backing file: walk == raw", walk + [top], walk + [raw])
+    os.rename(base, base + ".away")
+    rc, out, err = run(walk + [top])
+    T.check("qcow2 whose backing file is not there: named, exit 2",
+            rc == 2 and b"base.qcow2" in err, (rc, err[-300:]))
+
+
+def test_split(raw, work):
+    walk = ["walk", "--json", "--hash"]
+    d = os.path.join(work, "split")
+    os.mkdir(d)
+    sh(["split", "-b", "10M", "-d", "-a", "3", "--numeric-suffixes=1", raw,
+        os.path.join(d, "disk.img.")])
+    parts = sorted(os.listdir(d))
+    first = os.path.join(d, parts[0])
+    same("split: walk --hash == raw (%d segments)" % len(parts), walk + [first], walk + [raw])
+    same("split: every segment given", walk + [os.path.join(d, p) for p in parts[::-1]],
+         walk + [raw])
+    same("--format split", walk + ["--format", "split", first], walk + [raw])
+    rc, recs, err = layers(first)
+    c = recs[0] if recs else {}
+    T.check("layers: split, every segment, the size",
+            c.get("layer") == "split" and len(c.get("segments", [])) == len(parts)
+            and c.get("size") == os.path.getsize(raw), (rc, c))
+    os.unlink(os.path.join(d, parts[3]))
+    rc, out, err = run(walk + [first])
+    T.check("split with a missing segment: named, what is readable shown, exit 1",
+            rc == 1 and parts[3].encode() in err and out, (rc, err[-400:]))
+
+
+# ------------------------------------------------------------ multi-device
+
+def test_multi(testdata, work):
+    walk = ["walk", "--json", "--hash"]
+    src = os.path.join(testdata, "images", "raid1")
+    d1 = imgtest.private_copy(os.path.join(src, "dev1.img.zst"), work)
+    d2 = imgtest.private_copy(os.path.join(src, "dev2.img.zst"), work)
+    e1 = os.path.join(work, "r1")
+    e2 = os.path.join(work, "r2")
+    ewfacquire(d1, e1, ["-c", "deflate:fast"], seg="8MiB")
+    ewfacquire(d2, e2, ["-c", "deflate:fast"], seg="8MiB")
+    q2 = os.path.join(work, "r2.qcow2")
+    sh(["qemu-img", "convert", "-O", "qcow2", "-c", d2, q2])
+    for args, what in (([e1 + ".E01", e2 + ".E01"], "two E01 sets"),
+                       ([q2, e1 + ".E01"], "an E01 and a qcow2")):
+        same("RAID1, %s: walk --hash == raw pair" % what, walk + args, walk + [d1, d2])
+        same("RAID1, %s: super --json == raw pair (but the image names)" % what,
+             ["super", "--json"] + args, ["super", "--json", d1, d2],
+             names=[(e1 + ".E01", d1), (e2 + ".E01", d2), (q2, d2)])
+    rc, out, err = run(["subvols", "--json", e1 + ".E01"])
+    rrc, rout, _ = run(["subvols", "--json", d1])
+    T.check("RAID1, one E01 of two: as the raw device alone (degraded)",
+            rc == rrc and out == rout and out, (rc, rrc, err[-300:]))
+    # a whole-disk image with a GPT inside a container
+    gpt = imgtest.private_copy(os.path.join(testdata, "images", "gpt1", "disk.img.zst"), work)
+    gq = os.path.join(work, "gpt.vhdx")
+    sh(["qemu-img", "convert", "-O", "vhdx", gpt, gq])
+    same("GPT inside VHDX: subvols == raw", ["subvols", "--json", gq], ["subvols", "--json", gpt])
+    rc, recs, err = layers(gq)
+    kinds = [(r.get("depth"), r.get("layer")) for r in recs]
+    T.check("layers: vhdx, gpt, its partition", kinds[:3] == [(0, "vhdx"), (1, "gpt"),
+                                                              (2, "partition")], kinds)
+    rc, out, err = run(["partitions", "--json", gq])
+    rrc, rout, _ = run(["partitions", "--json", gpt])
+    T.check("partitions of the VHDX == of the raw disk (but the image name)",
+            rc == 0 and [{k: v for k, v in json.loads(x).items() if k != "image"}
+                         for x in out.splitlines()]
+            == [{k: v for k, v in json.loads(x).items() if k != "image"}
+                for x in rout.splitlines()], (out, rout))
+
+
+def main():
+    global CLI
+    CLI, testdata = sys.argv[1], sys.argv[2]
+    need = [t for t in ("ewfacquire", "qemu-img", "split", "zstd") if not shutil.which(t)]
+    if need:
+        print("SKIP: not installed: %s (bash scripts/deps.sh)" % ", ".join(need))
+        return imgtest.SKIP
+    work = tempfile.mkdtemp(prefix="ctr-test-")
+    try:
+        raw = imgtest.private_copy(os.path.join(testdata, "files", "extents.img.zst"), work)
+        ev, segs = test_ewf(raw, work)
+        test_ewf_damage(raw, work, ev, segs)
+        test_ewf_corrupt_chunk(raw, work)
+        small = imgtest.private_copy(os.path.join(testdata, "files", "special.img.zst"), work)
+        test_qemu(small, work)
+        test_split(small, work)
+        test_multi(testdata, work)
+    except (RuntimeError, imgtest.RestoreError) as e:
+        T.check("building the containers", False, e)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return T.summary(need_one=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

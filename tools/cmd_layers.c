@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: MIT
+/*
+ * btrfsimg layers: every layer of each image, from the container down to
+ * the filesystem: the container (format, size, segment files, EWF
+ * acquisition metadata and stored hashes), then the partition table and
+ * its partitions. `partitions` (the old name) prints the partition rows.
+ *
+ * Each layer is a record with a depth (0: the container); a new kind of
+ * layer (LUKS, LVM, ...) is one more function that appends records
+ * below the layer it lies in. Text indents by depth; JSON writes one
+ * object per record: {"image", "depth", "layer", ...}.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+
+#define PART_MAX  128
+#define LAYER_MAX (PART_MAX + 16)
+#define ATTR_MAX  48
+
+/* One key of a layer: a string, a number, or a bool; keys given twice
+ * make a JSON array (segments). */
+struct attr {
+	char *key;
+	char *str;
+	uint64_t num;
+	enum { A_STR, A_NUM, A_BOOL } type;
+};
+
+struct layer {
+	int depth;
+	const char *kind; /* "ewf", "raw", "gpt", "mbr", "partition", ... */
+	char *title;	  /* text: the rest of the layer's first line */
+	struct attr attrs[ATTR_MAX];
+	int nattrs;
+};
+
+struct layers {
+	const char *image;
+	struct layer l[LAYER_MAX];
+	int n;
+	int status;
+};
+
+static struct layer *layer_add(struct layers *L, int depth, const char *kind)
+{
+	if (L->n >= LAYER_MAX)
+		return NULL;
+	struct layer *l = &L->l[L->n++];
+	memset(l, 0, sizeof(*l));
+	l->depth = depth;
+	l->kind = kind;
+	return l;
+}
+
+static struct attr *attr_add(struct layer *l, const char *key)
+{
+	if (!l || l->nattrs >= ATTR_MAX)
+		return NULL;
+	struct attr *a = &l->attrs[l->nattrs++];
+	memset(a, 0, sizeof(*a));
+	a->key = strdup(key);
+	if (!a->key) {
+		l->nattrs--;
+		return NULL;
+	}
+	return a;
+}
+
+static void attr_str(struct layer *l, const char *key, const char *v)
+{
+	struct attr *a = attr_add(l, key);
+	if (a) {
+		a->type = A_STR;
+		a->str = strdup(v ? v : "");
+	}
+}
+
+static void attr_num(struct layer *l, const char *key, uint64_t v)
+{
+	struct attr *a = attr_add(l, key);
+	if (a) {
+		a->type = A_NUM;
+		a->num = v;
+	}
+}
+
+static void attr_bool(struct layer *l, const char *key, bool v)
+{
+	struct attr *a = attr_add(l, key);
+	if (a) {
+		a->type = A_BOOL;
+		a->num = v;
+	}
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* ------------------------------------------------------------ layers */
+
+/* Depth 0: the container. */
+static int container_layer(struct layers *L, const char *image, int format)
+{
+	char err[1024];
+	btrfsimg_image *img;
+	int rc = btrfsimg_image_open(&img, image, format, err, sizeof(err));
+	if (rc < 0) {
+		cli_warn("%s", err);
+		return rc;
+	}
+	struct btrfsimg_image_info in;
+	btrfsimg_image_info(img, &in);
+	struct layer *l = layer_add(L, 0, btrfsimg_format_name(in.format));
+	attr_num(l, "size", in.size);
+	if (*in.detail)
+		attr_str(l, "type", in.detail);
+	for (size_t i = 0; i < in.segments; i++) {
+		bool present;
+		const char *s = btrfsimg_image_segment(img, i, &present);
+		attr_str(l, present ? "segments" : "missing", s);
+	}
+	for (size_t i = 0; i < in.meta; i++) {
+		const char *k, *v;
+		if (btrfsimg_image_meta(img, i, &k, &v) == 0)
+			attr_str(l, k, v);
+	}
+	char h[41];
+	if (in.has_md5) {
+		hex(in.md5, 16, h);
+		attr_str(l, "md5", h);
+	}
+	if (in.has_sha1) {
+		hex(in.sha1, 20, h);
+		attr_str(l, "sha1", h);
+	}
+	for (size_t i = 0; i < in.notes; i++) {
+		cli_warn("warning: %s", btrfsimg_image_note(img, i));
+		L->status = EXIT_DAMAGED;
+	}
+	btrfsimg_image_free(img);
+	return 0;
+}
+
+/* Depth 1 and 2: the partition table and its partitions. */
+static int partition_layers(struct layers *L, const char *image, int format, bool rows_only)
+{
+	struct btrfsimg_partition p[PART_MAX];
+	char err[512] = "";
+	int n = btrfsimg_list_partitions_format(image, format, p, PART_MAX, err, sizeof(err));
+	if (n < 0) {
+		cli_warn("%s: %s", image, *err ? err : strerror(-n));
+		return n;
+	}
+	if (n > 0 && !rows_only) {
+		struct layer *t = layer_add(L, 1, p[0].gpt ? "gpt" : "mbr");
+		attr_num(t, "partitions", (uint64_t)n);
+	}
+	for (int k = 0; k < n && k < PART_MAX; k++) {
+		struct layer *l = layer_add(L, rows_only ? 0 : 2, "partition");
+		attr_num(l, "number", (uint64_t)p[k].number);
+		attr_num(l, "offset", p[k].offset);
+		attr_num(l, "size", p[k].size);
+		attr_str(l, "table", p[k].gpt ? "gpt" : "mbr");
+		attr_bool(l, "btrfs", p[k].is_btrfs);
+	}
+	if (n == 0 && !rows_only)
+		layer_add(L, 1, "no partition table"); /* text only */
+	return 0;
+}
+
+/* ------------------------------------------------------------ output */
+
+static void put_json(const struct layers *L, const struct layer *l, bool rows_only)
+{
+	struct jw w;
+	jw_begin(&w, stdout);
+	jw_str(&w, "image", L->image);
+	if (!rows_only) {
+		jw_i64(&w, "depth", l->depth);
+		jw_str(&w, "layer", l->kind);
+	}
+	for (int i = 0; i < l->nattrs; i++) {
+		const struct attr *a = &l->attrs[i];
+		bool list = !strcmp(a->key, "segments") || !strcmp(a->key, "missing");
+		if (list) {
+			bool first = i == 0 || strcmp(l->attrs[i - 1].key, a->key);
+			if (!first)
+				continue;
+			jw_open_arr(&w, a->key);
+			for (int j = i; j < l->nattrs && !strcmp(l->attrs[j].key, a->key); j++)
+				jw_str(&w, NULL, l->attrs[j].str);
+			jw_close_arr(&w);
+			continue;
+		}
+		if (a->type == A_NUM)
+			jw_u64(&w, a->key, a->num);
+		else if (a->type == A_BOOL)
+			jw_bool(&w, a->key, a->num != 0);
+		else
+			jw_str(&w, a->key, a->str);
+	}
+	jw_end(&w);
+}
+
+static void put_text(const struct layer *l, bool rows_only)
+{
+	int ind = 2 + 2 * l->depth;
+	if (rows_only || !strcmp(l->kind, "partition")) {
+		uint64_t v[4] = { 0 };
+		bool btrfs = false;
+		const char *table = "";
+		for (int i = 0; i < l->nattrs; i++) {
+			const struct attr *a = &l->attrs[i];
+			if (!strcmp(a->key, "number"))
+				v[0] = a->num;
+			if (!strcmp(a->key, "offset"))
+				v[1] = a->num;
+			if (!strcmp(a->key, "size"))
+				v[2] = a->num;
+			if (!strcmp(a->key, "btrfs"))
+				btrfs = a->num != 0;
+			if (!strcmp(a->key, "table"))
+				table = a->str;
+		}
+		printf("%*s%3" PRIu64 "  offset %14" PRIu64 "  size %14" PRIu64 "  %s%s\n", ind, "",
+		       v[0], v[1], v[2], table, btrfs ? "  btrfs" : "");
+		return;
+	}
+	printf("%*s%s\n", ind, "", l->kind);
+	for (int i = 0; i < l->nattrs; i++) {
+		const struct attr *a = &l->attrs[i];
+		if (a->type == A_NUM)
+			printf("%*s  %-24s %" PRIu64 "\n", ind, "", a->key, a->num);
+		else if (a->type == A_BOOL)
+			printf("%*s  %-24s %s\n", ind, "", a->key, a->num ? "yes" : "no");
+		else
+			printf("%*s  %-24s %s\n", ind, "", a->key, a->str);
+	}
+}
+
+static void layers_free(struct layers *L)
+{
+	for (int i = 0; i < L->n; i++)
+		for (int j = 0; j < L->l[i].nattrs; j++) {
+			free(L->l[i].attrs[j].str);
+			free(L->l[i].attrs[j].key);
+		}
+	L->n = 0;
+}
+
+/* One image; EXIT_OK, EXIT_DAMAGED or EXIT_FAILED (said). */
+static int layers_one(const struct cli *c, const char *image, bool rows_only)
+{
+	static struct layers L;
+	memset(&L, 0, sizeof(L));
+	L.image = image;
+	L.status = EXIT_OK;
+	if (!rows_only && container_layer(&L, image, c->format) < 0)
+		return EXIT_FAILED;
+	int rc = partition_layers(&L, image, c->format, rows_only);
+	if (rows_only && !c->json)
+		printf("%s: %s\n", image, L.n ? "" : "no partition table");
+	else if (!c->json)
+		printf("%s\n", image);
+	for (int i = 0; i < L.n; i++) {
+		if (c->json && !strcmp(L.l[i].kind, "no partition table"))
+			continue;
+		if (c->json)
+			put_json(&L, &L.l[i], rows_only);
+		else
+			put_text(&L.l[i], rows_only);
+	}
+	int status = rc < 0 ? EXIT_FAILED : L.status;
+	layers_free(&L);
+	return status;
+}
+
+static int run_all(struct cli *c, bool rows_only)
+{
+	int status = EXIT_OK;
+	for (int i = 0; i < c->nimages; i++) {
+		int s = layers_one(c, c->images[i], rows_only);
+		if (s > status)
+			status = s;
+	}
+	return status;
+}
+
+static int cmd_layers(struct cli *c)
+{
+	return run_all(c, false);
+}
+
+static int cmd_partitions(struct cli *c)
+{
+	return run_all(c, true);
+}
+
+static const struct cmd_option layers_options[] = {
+	{ OPT_JSON, "one JSON object per layer" },
+	{ OPT_FORMAT, NULL },
+	{ OPT_END, NULL },
+};
+
+static const struct cmd_option partitions_options[] = {
+	{ OPT_JSON, "one JSON object per partition" },
+	{ OPT_FORMAT, NULL },
+	{ OPT_END, NULL },
+};
+
+const struct cmd_struct cmd_struct_layers = {
+	.name = "layers",
+	.summary = "every layer of an image: container, partition table, partitions",
+	.args = "IMAGE...",
+	.about = "The layers of each image, from the outside in. The container: its format\n"
+		 "(raw, split, ewf, qcow2, vmdk, vhd, vhdx), the size of the disk it holds,\n"
+		 "its files (segments; missing ones named), for EWF the acquisition metadata\n"
+		 "(case number, examiner, evidence number, dates, ...) and the MD5/SHA-1\n"
+		 "stored at acquisition, for qcow2/VMDK/VHD a backing or parent file. Then\n"
+		 "the MBR or GPT partition table and each partition: number, byte offset,\n"
+		 "size, and whether it holds btrfs. No filesystem is opened. Exit status 1\n"
+		 "when a segment is missing or truncated.",
+	.examples = "btrfsimg layers disk.E01\n"
+		    "btrfsimg layers --json disk.qcow2\n"
+		    "btrfsimg layers --format split disk.img.001",
+	.options = layers_options,
+	.run = cmd_layers,
+	.no_fs = true,
+};
+
+const struct cmd_struct cmd_struct_partitions = {
+	.name = "partitions",
+	.summary = "the partition rows of 'layers' (its former name)",
+	.args = "IMAGE...",
+	.about = "The MBR or GPT partition table of each whole-disk image (inside its\n"
+		 "container, if any): number, byte offset, size, table type, and whether\n"
+		 "the partition holds btrfs (choose one for the other commands with\n"
+		 "--partition N or --offset BYTES). 'btrfsimg layers' shows the container\n"
+		 "too. No filesystem is opened.",
+	.examples = "btrfsimg partitions disk.img\n"
+		    "btrfsimg partitions --json disk.img",
+	.options = partitions_options,
+	.run = cmd_partitions,
+	.no_fs = true,
+};
