@@ -42,7 +42,7 @@ int main(int argc, char **argv)
 	size_t ss = strtoul(argv[3], NULL, 10);
 	long long at = strtoll(argv[6], NULL, 10);
 	const EVP_CIPHER *c = xts ? (klen == 64 ? EVP_aes_256_xts() : EVP_aes_128_xts())
-			      : (klen == 32 ? EVP_aes_256_cbc() : EVP_aes_128_cbc());
+				  : (klen == 32 ? EVP_aes_256_cbc() : EVP_aes_128_cbc());
 	EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new(), *e = EVP_CIPHER_CTX_new();
 	EVP_EncryptInit_ex(x, c, NULL, key, NULL);
 	EVP_CIPHER_CTX_set_padding(x, 0);
