@@ -13,7 +13,6 @@ pkgs=(build-essential meson ninja-build pkg-config python3 time
       lvm2 cryptsetup-bin grub-common python3-libluksde  # LVM/LUKS test images and their truth
       libfuse3-dev fuse3 rsync  # btrfsimg mount, and the tool study run under it
       python3-dev python3-mesonpy python3-pytest  # the Python binding and its tests
-      patchelf  # pip install .: meson-python rewrites the rpaths of what it puts in the wheel
       clang libclang-rt-14-dev llvm)  # llvm: llvm-profdata, llvm-cov (scripts/coverage.sh)
 missing=()
 for p in "${pkgs[@]}"; do
