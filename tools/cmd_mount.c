@@ -826,14 +826,16 @@ static int cmd_mount(struct cli *c)
 		return cli_fail(c, rc, "mount");
 	if (start_root(c, &m) != EXIT_OK)
 		return EXIT_FAILED;
+	/* More handles for more threads, opened on the same device files;
+	 * not through volume layers whose keys would be asked for or derived
+	 * again (one handle then, the requests taking turns) */
+	bool layered = c->volume || c->passphrase_file || c->volume_key_file;
 	char err[512] = "";
-	rc = mount_pool_open(&m.pool, c->fs, HANDLES, c->images, c->nimages, &c->opts, err,
-			     sizeof(err));
-	if (rc < 0) {
-		cli_warn("mount: opening the images again: %s", err);
-		mount_pool_close(&m.pool);
-		return EXIT_FAILED;
-	}
+	if (mount_pool_open(&m.pool, c->fs, layered ? 1 : HANDLES, c->images, c->nimages, &c->opts,
+			    err, sizeof(err)) < HANDLES &&
+	    !layered && c->verbose)
+		cli_warn("mount: serving with %d handle%s: %s", m.pool.n, m.pool.n == 1 ? "" : "s",
+			 err);
 	for (int i = 0; i < m.pool.n; i++)
 		btrfsimg_set_log(m.pool.fs[i], log_to_stderr, &m);
 	if (mount_nodes_init(&m.nodes) < 0) {

@@ -76,9 +76,10 @@ struct mount_pool {
 	int n;
 };
 
-/* @first is the handle already open (owned by the caller); @n - 1 more
- * are opened on @images with @opts. Returns 0 or a negative errno, the
- * message in @err. */
+/* @first is the handle already open (owned by the caller); up to @n - 1
+ * more are opened on @images with @opts (plain device files). Returns how
+ * many handles the pool has (1 when the first extra failed, the reason in
+ * @err). */
 int mount_pool_open(struct mount_pool *p, btrfsimg_fs *first, int n, char **images, int nimages,
 		    const struct btrfsimg_open_opts *opts, char *err, size_t errlen);
 /* Frees every handle but the first. */

@@ -209,12 +209,10 @@ int mount_pool_open(struct mount_pool *p, btrfsimg_fs *first, int n, char **imag
 	pthread_cond_init(&p->freed, NULL);
 	if (n > MOUNT_MAX_HANDLES)
 		n = MOUNT_MAX_HANDLES;
-	for (; p->n < n; p->n++) {
-		int rc = open_one(&p->fs[p->n], images, nimages, opts, err, errlen);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	for (; p->n < n; p->n++)
+		if (open_one(&p->fs[p->n], images, nimages, opts, err, errlen) < 0)
+			break; /* fewer handles: the requests wait for one */
+	return p->n;
 }
 
 void mount_pool_close(struct mount_pool *p)
