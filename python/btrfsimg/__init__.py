@@ -364,6 +364,8 @@ Device = Union[PathLike, BinaryIO, Any]
 def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] = None,
          offset: Optional[int] = None, verify: bool = True, log_replay: bool = True,
          super_mirror: Optional[int] = None, cache_bytes: int = 0,
+         format: Optional[str] = None, passphrase: Optional[Union[str, bytes]] = None,
+         volume_key: Optional[bytes] = None, volume: Optional[str] = None,
          on_damage: Optional[Callable[[str], Any]] = None) -> Filesystem:
     """Open the btrfs filesystem on `devices`: every device image of a
     multi-device filesystem, in any order (matched by fsid and devid;
@@ -378,9 +380,18 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
     byte offset of the filesystem in every image. verify=False: do not
     check data checksums. log_replay=False: show the last commit, ignoring
     the log tree of a crashed filesystem. super_mirror: use superblock copy
-    0, 1 or 2 only. cache_bytes: tree-block cache (0: 64 MiB). on_damage:
-    called with each message of damage worked around (default: a
-    DamageWarning).
+    0, 1 or 2 only. cache_bytes: tree-block cache (0: 64 MiB).
+
+    format: the container of image paths, "raw", "split" (NAME.001, ...),
+    "ewf" (E01), "qcow2", "vmdk", "vhd", "vhdx" (default: detected; a
+    container's other segments are found beside the first). passphrase
+    (its exact bytes; str is UTF-8) or volume_key: for LUKS1/LUKS2 volumes
+    between the disk and btrfs (a wrong one raises Error with errno
+    EKEYREJECTED). volume: the LVM logical volume "VG/LV" to use when
+    several hold btrfs.
+
+    on_damage: called with each message of damage worked around (default:
+    a DamageWarning).
     """
     if isinstance(devices, (str, bytes, os.PathLike)) or hasattr(devices, "read") \
             or hasattr(devices, "read_at"):
@@ -388,10 +399,17 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
     flags = (0 if verify else _NO_DATA_VERIFY) | (0 if log_replay else _NO_LOG_REPLAY)
     h = _btrfsimg.Handle(flags, partition or 0, offset, super_mirror, cache_bytes)
     h.on_damage = on_damage if on_damage is not None else _warn_damage
+    fmt = 0 if format is None else _btrfsimg.format(format)
     try:
+        if passphrase is not None:
+            h.set_key(0, passphrase.encode() if isinstance(passphrase, str) else passphrase)
+        if volume_key is not None:
+            h.set_key(1, volume_key)
+        if volume is not None:
+            h.set_key(2, volume.encode())
         for i, d in enumerate(devices):
             if isinstance(d, (str, bytes, os.PathLike)):
-                h.add_file(d)
+                h.add_file(d, fmt)
             elif callable(getattr(d, "read_at", None)):
                 h.add_io(d, _device_size(d), _dev_name(d, i), True)
             elif callable(getattr(d, "read", None)) and callable(getattr(d, "seek", None)):

@@ -408,16 +408,42 @@ static int check_adding(Handle *h)
 	return 0;
 }
 
-static PyObject *Handle_add_file(Handle *h, PyObject *arg)
+static PyObject *Handle_add_file(Handle *h, PyObject *args)
 {
-	PyObject *b = NULL;
-	if (check_adding(h) < 0 || !PyUnicode_FSConverter(arg, &b))
+	PyObject *arg, *b = NULL;
+	int format = BTRFSIMG_FORMAT_AUTO;
+	if (!PyArg_ParseTuple(args, "O|i", &arg, &format) || check_adding(h) < 0 ||
+	    !PyUnicode_FSConverter(arg, &b))
 		return NULL;
 	const char *path = PyBytes_AS_STRING(b);
 	int rc;
-	HANDLE_CALL(h, rc, rc = btrfsimg_add_device_file(h->fs, path));
+	HANDLE_CALL(h, rc, rc = btrfsimg_add_device_file_format(h->fs, path, format));
 	Py_DECREF(b);
-	return finish(h, rc, Py_NewRef(Py_None));
+	return finish(h, rc, rc < 0 ? NULL : PyBool_FromLong(rc == 0));
+}
+
+/* set_key(kind, bytes): 0 passphrase, 1 volume key; set_key(2, str): the
+ * LVM volume "VG/LV". */
+static PyObject *Handle_set_key(Handle *h, PyObject *args)
+{
+	int kind;
+	Py_buffer b;
+	if (!PyArg_ParseTuple(args, "iy*", &kind, &b))
+		return NULL;
+	if (check_adding(h) < 0) {
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	int rc = -EINVAL;
+	char *name = kind == 2 ? strndup(b.buf, (size_t)b.len) : NULL;
+	HANDLE_CALL(h, rc,
+		    rc = kind == 0   ? btrfsimg_set_passphrase(h->fs, b.buf, (size_t)b.len)
+			 : kind == 1 ? btrfsimg_set_volume_key(h->fs, b.buf, (size_t)b.len)
+			 : name	     ? btrfsimg_select_volume(h->fs, name)
+				     : -ENOMEM);
+	free(name);
+	PyBuffer_Release(&b);
+	return finish(h, rc, rc < 0 ? NULL : Py_NewRef(Py_None));
 }
 
 static PyObject *Handle_add_io(Handle *h, PyObject *args)
@@ -738,7 +764,10 @@ static PyObject *Handle_counts(Handle *h, PyObject *unused)
 
 static PyMethodDef Handle_methods[] = {
 	{ "close", (PyCFunction)Handle_close, METH_NOARGS, "Release the library handle." },
-	{ "add_file", (PyCFunction)Handle_add_file, METH_O, "add_file(path)" },
+	{ "add_file", (PyCFunction)Handle_add_file, METH_VARARGS,
+	  "add_file(path, format=0) -> False when path is a segment already added" },
+	{ "set_key", (PyCFunction)Handle_set_key, METH_VARARGS,
+	  "set_key(kind, bytes): 0 passphrase, 1 volume key, 2 LVM volume VG/LV" },
 	{ "add_io", (PyCFunction)Handle_add_io, METH_VARARGS,
 	  "add_io(obj, size, name, use_read_at)" },
 	{ "open", (PyCFunction)Handle_open, METH_NOARGS, "open()" },
@@ -808,7 +837,22 @@ static PyObject *mod_version(PyObject *self, PyObject *unused)
 	return PyUnicode_FromString(btrfsimg_version());
 }
 
+static PyObject *mod_format(PyObject *self, PyObject *arg)
+{
+	const char *name = PyUnicode_AsUTF8(arg);
+	if (!name)
+		return NULL;
+	int f = btrfsimg_format_parse(name);
+	if (f < 0)
+		return PyErr_Format(PyExc_ValueError, "unknown image format %R", arg);
+	if (!btrfsimg_format_supported(f))
+		return raise_errno(-EOPNOTSUPP, "this build reads no such container");
+	return PyLong_FromLong(f);
+}
+
 static PyMethodDef mod_methods[] = {
+	{ "format", mod_format, METH_O,
+	  "format(name) -> the library's number for a container format" },
 	{ "version", mod_version, METH_NOARGS, "The library's version string." },
 	{ NULL, NULL, 0, NULL },
 };
