@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "recovered.h"
 #include "digest.h"
 #include "text.h"
 #include "visit.h"
@@ -84,6 +85,8 @@ static int cmd_bodyfile(struct cli *c)
 	int rc = visit_tree(c->fs, &o, on_node, c, &c->errors);
 	if (rc < 0)
 		return cli_fail(c, rc, "bodyfile");
+	if (c->only_deleted)
+		return rec_bodyfile(c);
 	return cli_status(c);
 }
 
@@ -102,6 +105,9 @@ static const struct cmd_option bodyfile_options[] = {
 	{ OPT_PATH, NULL },
 	{ OPT_INODE, "start at inode S:O (subvolume S, objectid O)" },
 	{ OPT_NO_VERIFY, "with --hash: do not verify data checksums" },
+	{ OPT_DELETED, "add the recovered versions ('btrfsimg deleted'): names\n"
+		       "end ' (deleted)', or ' (earlier version ID)' for\n"
+		       "earlier versions of live files" },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
 };
@@ -116,7 +122,8 @@ const struct cmd_struct cmd_struct_bodyfile = {
 		 "a backslash is \\\\, newline, tab, CR \\n \\t \\r, and control bytes,\n"
 		 "bytes that are not UTF-8, '|' and '%' \\xNN.",
 	.examples = "btrfsimg bodyfile disk.img > body.txt && mactime -y -b body.txt\n"
-		    "btrfsimg bodyfile --hash --path home disk.img",
+		    "btrfsimg bodyfile --hash --path home disk.img\n"
+		    "btrfsimg bodyfile --deleted disk.img > body.txt && mactime -b body.txt",
 	.options = bodyfile_options,
 	.check = bodyfile_check,
 	.run = cmd_bodyfile,

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "recovered.h"
 
 #define CHUNK (1u << 20)
 
@@ -46,6 +47,8 @@ static uint64_t salvage(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t o
 
 static int cmd_cat(struct cli *c)
 {
+	if (c->deleted_id)
+		return rec_cat(c);
 	uint64_t subvol, obj;
 	int rc = resolve(c, &subvol, &obj);
 	struct btrfsimg_inode ino;
@@ -93,8 +96,12 @@ static int cat_check(struct cli *c)
 {
 	if (cli_need_images(c, 1, "IMAGE...") || cli_inode_alone(c))
 		return EXIT_USAGE;
-	if (!c->path && !c->inode) {
-		cli_warn("cat: give --path P or --inode SUBVOL:OBJECTID");
+	if (c->deleted_id && (c->path || c->inode || c->have_subvol)) {
+		cli_warn("cat: --deleted ID names the version by itself: give it alone");
+		return EXIT_USAGE;
+	}
+	if (!c->path && !c->inode && !c->deleted_id) {
+		cli_warn("cat: give --path P, --inode SUBVOL:OBJECTID or --deleted ID");
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
@@ -105,6 +112,8 @@ static const struct cmd_option cat_options[] = {
 	{ OPT_PATH, "the file at path P" },
 	{ OPT_INODE, "the file of objectid O in subvolume S" },
 	{ OPT_NO_VERIFY, NULL },
+	{ OPT_DELETED_ID, "a recovered version (its id from 'btrfsimg deleted');\n"
+			  "untrusted ranges as zeros, exit 1 when partial" },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
 };
@@ -117,7 +126,8 @@ const struct cmd_struct cmd_struct_cat = {
 		 "what comes before it, as read() would, and exits 1.",
 	.examples = "btrfsimg cat --path etc/fstab disk.img > fstab\n"
 		    "btrfsimg cat --subvol 256 --path home/notes.txt disk.img\n"
-		    "btrfsimg cat --inode 5:258 disk.img | sha256sum",
+		    "btrfsimg cat --inode 5:258 disk.img | sha256sum\n"
+		    "btrfsimg cat --deleted 5-260-7-24f34ba0 disk.img > recovered",
 	.options = cat_options,
 	.check = cat_check,
 	.run = cmd_cat,

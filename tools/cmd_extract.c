@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "recovered.h"
 #include "visit.h"
 
 #define CHUNK (1u << 20)
@@ -335,6 +336,8 @@ static void summary(const struct ex_ctx *x, int status)
 
 static int cmd_extract(struct cli *c)
 {
+	if (c->only_deleted)
+		return rec_extract(c);
 	struct ex_ctx x = { .c = c, .as_root = geteuid() == 0 };
 	x.dirfd = malloc(DEPTH_MAX * sizeof(int));
 	x.buf = malloc(CHUNK);
@@ -384,6 +387,11 @@ static int extract_check(struct cli *c)
 			 "directory to extract into)", c->destdir);
 		return EXIT_USAGE;
 	}
+	if (c->only_deleted && (c->path || c->inode || c->have_subvol)) {
+		cli_warn("extract: --deleted takes every recovered version: give it without "
+			 "--path, --inode or --subvol");
+		return EXIT_USAGE;
+	}
 	return cli_inode_alone(c);
 }
 
@@ -394,6 +402,9 @@ static const struct cmd_option extract_options[] = {
 	{ OPT_INODE, "extract inode S:O (subvolume S, objectid O): a\n"
 		     "directory's tree, or that one object (its first name)" },
 	{ OPT_NO_VERIFY, NULL },
+	{ OPT_DELETED, "every recovered version ('btrfsimg deleted') at its\n"
+		       "path under DESTDIR (later ones PATH.~ID~), and a\n"
+		       "JSON-lines manifest DESTDIR.manifest.jsonl beside it" },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
 };
@@ -410,7 +421,8 @@ const struct cmd_struct cmd_struct_extract = {
 	.examples = "btrfsimg extract disk.img /tmp/restore\n"
 		    "btrfsimg extract --subvol 256 --path home/alice disk.img /tmp/alice\n"
 		    "btrfsimg extract --path etc/fstab disk.img /tmp/out\n"
-		    "btrfsimg extract --inode 256:257 disk.img /tmp/out",
+		    "btrfsimg extract --inode 256:257 disk.img /tmp/out\n"
+		    "btrfsimg extract --deleted disk.img /tmp/recovered",
 	.options = extract_options,
 	.check = extract_check,
 	.run = cmd_extract,

@@ -133,6 +133,45 @@ void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha2
 		jw_str(w, "sha256", sha256);
 }
 
+/* ------------------------------------------------------------ cat */
+
+struct find {
+	const char *id;
+	uint64_t nbad;
+	const struct btrfsimg_recovered *r;
+};
+
+static int say_bad(void *ctx, const struct btrfsimg_recovered *r)
+{
+	struct find *x = ctx;
+	if (strcmp(r->id, x->id) != 0)
+		return 0;
+	for (size_t i = 0; i < r->nbad; i++)
+		cli_warn("cat: %s: bytes %" PRIu64 "..%" PRIu64 " %s (written as zeros)", r->id,
+			 r->bad[i].offset, r->bad[i].offset + r->bad[i].length, r->bad[i].why);
+	x->nbad = r->nbad;
+	return 1;
+}
+
+int rec_cat(struct cli *c)
+{
+	btrfsimg_forensic *f;
+	int st = rec_scan(c, &f);
+	if (st)
+		return st;
+	int rc = rec_write(f, c->deleted_id, stdout);
+	if (fflush(stdout) != 0 && rc >= 0)
+		rc = -EIO;
+	if (rc == 1) {
+		struct find x = { c->deleted_id, 0, NULL };
+		btrfsimg_forensic_recovered(f, say_bad, &x);
+	}
+	btrfsimg_forensic_free(f);
+	if (rc < 0)
+		return cli_fail(c, rc, "cat");
+	return rc == 1 ? EXIT_DAMAGED : cli_status(c);
+}
+
 /* ------------------------------------------------------------ extract */
 
 struct ex {

@@ -22,6 +22,9 @@ int rec_digest(btrfsimg_forensic *f, const char *id, const char *alg, char *hex)
 void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha256);
 /* Write a version's bytes to @out. Returns as rec_digest. */
 int rec_write(btrfsimg_forensic *f, const char *id, FILE *out);
+/* cat --deleted ID: the version's bytes on standard output; exit 1 when
+ * partial (the untrusted ranges said on stderr, written as zeros). */
+int rec_cat(struct cli *c);
 /* extract --deleted: every version under c->destdir and a manifest
  * beside it (DESTDIR.manifest.jsonl). */
 int rec_extract(struct cli *c);
