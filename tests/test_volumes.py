@@ -29,6 +29,9 @@ for `walk --json --hash` through each stack:
   must copy a file whose sha256 is the kernel's; python3-libluksde (Debian's
   /usr/bin/python3) must decrypt LUKS1 volumes (sha1: its 2020 release
   crashes on sha256/512-bit keys) to the plaintext image's bytes.
+  layers --json: the PV uuid lvm2's pvs printed, the LVs, "2 segments", the
+  btrfs fsid dump-super printed; the LUKS2 uuid luksDump printed with its
+  cipher, sector size and KDF; no key bytes or passphrase in the output.
   Errors: a wrong passphrase (exit 2, "no keyslot opened ... tried keyslot
   0"), no key at all, a damaged first LUKS2 header (read from the second
   copy, exit 1 for the damage), an Argon2 memory cost of 8 GiB (refused).
@@ -112,6 +115,8 @@ def luks_container(env, name, plain, fmt_args, mode, sector, hdr):
     off = None
     for line in dump.splitlines():
         w = line.split()
+        if line.startswith("UUID:"):
+            env.luks_uuid = w[1]
         if line.startswith("Payload offset:"):
             off = int(w[2]) * 512
         elif w[:1] == ["offset:"] and off is None:
@@ -210,12 +215,7 @@ def error_tests(env, t, disk, key):
         f.write(bytes(64))
     env.fails(t, "wrong volume key", ["--volume-key-file", wrongkey, disk],
               ["does not match"])
-    rc, out, err = imgtest.run_cli(env.cli, ["layers", "--json", "--passphrase-file",
-                                             env.passfile, disk], 120)
-    if rc is not None and b"does not take" not in err:
-        text = out + err
-        t.check("layers prints no key material",
-                key_hex(key) not in text.hex() and PASS not in text, "key bytes in output")
+    luks_layers(env, t, disk, key)
     # damage the first LUKS2 header copy: the second one is used
     hdr = 1 * MB
     with open(disk, "r+b") as f:
@@ -258,11 +258,66 @@ def absurd_kdf(env, t, disk):
               ["refused", "KiB"])
 
 
+def layers(env, args):
+    rc, out, err = imgtest.run_cli(env.cli, ["layers", "--json"] + args, 120)
+    rows = [json.loads(x) for x in out.splitlines() if x.strip()] if rc == 0 else []
+    return rc, rows, out + err
+
+
+def fsid(env):
+    for line in open(os.path.join(env.testdata, "files", "subvols.super.txt")):
+        w = line.split()
+        if w and w[0] == "fsid":
+            return w[1]
+    return None
+
+
+def lvm_layers(env, t, img):
+    """layers: the PV uuid lvm2's pvs printed, both LVs, two segments, the
+    btrfs fsid dump-super printed."""
+    pvs = open(os.path.join(env.testdata, "volume", "gpt-lvm.pvs.txt")).read().split()
+    rc, rows, text = layers(env, [img])
+    by = {}
+    for r in rows:
+        by.setdefault(r["layer"], []).append(r)
+    probs = []
+    if [r.get("uuid") for r in by.get("lvm-pv", [])] != [pvs[-1]]:
+        probs.append("lvm-pv uuid %s, pvs says %s" % (by.get("lvm-pv"), pvs[-1]))
+    lvs = {r.get("name"): r.get("detail", "") for r in by.get("lvm-lv", [])}
+    if set(lvs) != {"vgd/swap", "vgd/root"} or "2 segments" not in lvs.get("vgd/root", ""):
+        probs.append("LVs %s" % lvs)
+    if [r.get("uuid") for r in by.get("btrfs", [])] != [fsid(env)]:
+        probs.append("btrfs rows %s, fsid %s" % (by.get("btrfs"), fsid(env)))
+    t.problems("layers: GPT, PV, LVs, btrfs", probs if rc == 0 else ["exit %s: %s" % (rc, text[-300:])])
+
+
+def luks_layers(env, t, disk, key):
+    rc, rows, text = layers(env, ["--passphrase-file", env.passfile, disk])
+    probs = [] if rc == 0 else ["exit %s: %s" % (rc, text[-300:])]
+    luks = [r for r in rows if r["layer"] == "luks2"]
+    if len(luks) != 1 or luks[0].get("uuid") != env.luks_uuid:
+        probs.append("luks2 rows %s, cryptsetup says uuid %s" % (luks, env.luks_uuid))
+    else:
+        for w in ("aes-xts-plain64", "512-bit key", "4096-byte sectors", "argon2id t=4 m=64 KiB p=2"):
+            if w not in luks[0].get("detail", ""):
+                probs.append("luks2 detail lacks %r: %s" % (w, luks[0].get("detail")))
+    if [r.get("uuid") for r in rows if r["layer"] == "btrfs"] != [fsid(env)]:
+        probs.append("no btrfs row under LUKS2")
+    if key_hex(key).encode() in text.lower() or PASS in text or \
+            open(key, "rb").read() in text:
+        probs.append("key material in the output")
+    t.problems("layers: LUKS2 uuid, cipher, sectors, KDF; no key printed", probs)
+
+
 def lvm_tests(env, t):
     vd = os.path.join(env.testdata, "volume")
     img = {n: imgtest.unzstd(os.path.join(vd, n + ".img.zst"), os.path.join(env.tmp, n + ".img"))
            for n in ("gpt-lvm", "pv-a", "pv-b")}
+    want = open(os.path.join(vd, "plain.sha256")).read().split()[0]
+    t.check("the btrfs put into the LVs is the one of the kernel's view",
+            imgtest.sha256_file(env.plain) == want, "plain.sha256 differs")
     env.walk(t, "gpt-lvm: GPT + LV of two segments", [img["gpt-lvm"]])
+    lvm_layers(env, t, img["gpt-lvm"])
     env.walk(t, "gpt-lvm --partition vgd/root", ["--partition", "vgd/root", img["gpt-lvm"]])
     env.fails(t, "gpt-lvm --partition vgd/swap (no btrfs)",
               ["--partition", "vgd/swap", img["gpt-lvm"]], ["vgd/swap"])

@@ -18,9 +18,10 @@
 
 #include "cli.h"
 #include "json.h"
+#include "keys.h"
 
 #define PART_MAX  128
-#define LAYER_MAX (PART_MAX + 16)
+#define LAYER_MAX (PART_MAX + 80)
 #define ATTR_MAX  48
 
 /* One key of a layer: a string, a number, or a bool; keys given twice
@@ -177,6 +178,96 @@ static int partition_layers(struct layers *L, const char *image, int format, boo
 	return 0;
 }
 
+/* Below the partitions: LUKS, LVM and btrfs (btrfsimg_probe). A layer
+ * goes right after the partition it lies in, its depth that of the
+ * library's row plus one (the partition table's level); rows of a VG over
+ * several images come last. Locked LUKS volumes are listed, not errors. */
+static int part_number(const struct btrfsimg_layer *r, size_t i)
+{
+	for (int k = (int)i, hops = 0; k >= 0 && hops < 64; k = r[k].parent, hops++)
+		if (!strcmp(r[k].kind, "partition"))
+			return atoi(r[k].name);
+	return 0;
+}
+
+static int insert_after(const struct layers *L, int number)
+{
+	for (int i = 0; number && i < L->n; i++) {
+		if (strcmp(L->l[i].kind, "partition"))
+			continue;
+		for (int a = 0; a < L->l[i].nattrs; a++)
+			if (!strcmp(L->l[i].attrs[a].key, "number") &&
+			    L->l[i].attrs[a].num == (uint64_t)number) {
+				int j = i + 1;
+				while (j < L->n && L->l[j].depth > L->l[i].depth)
+					j++;
+				return j;
+			}
+	}
+	return L->n;
+}
+
+static void volume_row(struct layers *L, const struct btrfsimg_layer *r, int at, int depth)
+{
+	if (L->n >= LAYER_MAX || !layer_add(L, 0, ""))
+		return;
+	memmove(&L->l[at + 1], &L->l[at], (size_t)(L->n - 1 - at) * sizeof(L->l[0]));
+	struct layer *l = &L->l[at];
+	memset(l, 0, sizeof(*l));
+	l->depth = depth;
+	l->kind = r->kind; /* points into the rows kept until output */
+	if (r->name[0])
+		attr_str(l,
+			 !strcmp(r->kind, "btrfs") || !strncmp(r->kind, "luks", 4) ? "label"
+										   : "name",
+			 r->name);
+	attr_num(l, "offset", r->offset);
+	if (r->size)
+		attr_num(l, "size", r->size);
+	if (r->uuid[0])
+		attr_str(l, "uuid", r->uuid);
+	if (r->detail[0])
+		attr_str(l, "detail", r->detail);
+}
+
+static int volume_layers(struct layers *L, struct cli *c, const char *image,
+			 struct btrfsimg_layer **rows)
+{
+	btrfsimg_fs *fs;
+	size_t n = 0;
+	int rc = btrfsimg_fs_new(&fs, NULL);
+	if (rc == 0 && cli_volume_setup(c, fs) != EXIT_OK)
+		rc = -EINVAL;
+	/* every image: the PVs of a volume group may lie in several */
+	for (int i = 0; rc == 0 && i < c->nimages; i++)
+		rc = btrfsimg_add_device_file_format(fs, c->images[i], c->format);
+	if (rc == 0)
+		rc = btrfsimg_probe(fs);
+	if (rc == 0)
+		rc = btrfsimg_layers(fs, NULL, 0, &n);
+	*rows = rc == 0 && n ? calloc(n, sizeof(**rows)) : NULL;
+	if (*rows)
+		rc = btrfsimg_layers(fs, *rows, n, &n);
+	if (rc < 0 && rc != -EINVAL)
+		cli_warn("%s: %s", image, fs ? btrfsimg_errmsg(fs) : strerror(-rc));
+	btrfsimg_fs_free(fs);
+	for (size_t i = 0; *rows && i < n; i++) {
+		const struct btrfsimg_layer *r = &(*rows)[i];
+		int top = (int)i;
+		for (int hops = 0; (*rows)[top].parent >= 0 && hops < 64; hops++)
+			top = (*rows)[top].parent;
+		bool mine = !strcmp((*rows)[top].kind, "image")
+				    ? !strcmp((*rows)[top].name, image)
+				    : image == c->images[c->nimages - 1];
+		if (!mine || !strcmp(r->kind, "image") || !strcmp(r->kind, "partition"))
+			continue;
+		int num = part_number(*rows, i);
+		int under = r->depth > 0 && num ? 1 : 0;
+		volume_row(L, r, insert_after(L, num), (int)r->depth + under);
+	}
+	return rc < 0 ? rc : 0;
+}
+
 /* ------------------------------------------------------------ output */
 
 static void put_json(const struct layers *L, const struct layer *l, bool rows_only)
@@ -258,7 +349,7 @@ static void layers_free(struct layers *L)
 }
 
 /* One image; EXIT_OK, EXIT_DAMAGED or EXIT_FAILED (said). */
-static int layers_one(const struct cli *c, const char *image, bool rows_only)
+static int layers_one(struct cli *c, const char *image, bool rows_only)
 {
 	static struct layers L;
 	memset(&L, 0, sizeof(L));
@@ -267,6 +358,9 @@ static int layers_one(const struct cli *c, const char *image, bool rows_only)
 	if (!rows_only && container_layer(&L, image, c->format) < 0)
 		return EXIT_FAILED;
 	int rc = partition_layers(&L, image, c->format, rows_only);
+	struct btrfsimg_layer *rows = NULL;
+	if (rc == 0 && !rows_only && volume_layers(&L, c, image, &rows) < 0)
+		L.status = EXIT_FAILED;
 	if (rows_only && !c->json)
 		printf("%s: %s\n", image, L.n ? "" : "no partition table");
 	else if (!c->json)
@@ -281,6 +375,7 @@ static int layers_one(const struct cli *c, const char *image, bool rows_only)
 	}
 	int status = rc < 0 ? EXIT_FAILED : L.status;
 	layers_free(&L);
+	free(rows);
 	return status;
 }
 
@@ -308,6 +403,8 @@ static int cmd_partitions(struct cli *c)
 static const struct cmd_option layers_options[] = {
 	{ OPT_JSON, "one JSON object per layer" },
 	{ OPT_FORMAT, NULL },
+	{ OPT_PASSPHRASE_FILE, NULL },
+	{ OPT_VOLUME_KEY_FILE, NULL },
 	{ OPT_END, NULL },
 };
 
@@ -319,7 +416,7 @@ static const struct cmd_option partitions_options[] = {
 
 const struct cmd_struct cmd_struct_layers = {
 	.name = "layers",
-	.summary = "every layer of an image: container, partition table, partitions",
+	.summary = "every layer of an image: container, partitions, LUKS, LVM, btrfs",
 	.args = "IMAGE...",
 	.about = "The layers of each image, from the outside in. The container: its format\n"
 		 "(raw, split, ewf, qcow2, vmdk, vhd, vhdx), the size of the disk it holds,\n"
@@ -327,11 +424,17 @@ const struct cmd_struct cmd_struct_layers = {
 		 "(case number, examiner, evidence number, dates, ...) and the MD5/SHA-1\n"
 		 "stored at acquisition, for qcow2/VMDK/VHD a backing or parent file. Then\n"
 		 "the MBR or GPT partition table and each partition: number, byte offset,\n"
-		 "size, and whether it holds btrfs. No filesystem is opened. Exit status 1\n"
+		 "size, and whether it holds btrfs. Below them LUKS1/LUKS2 (UUID, cipher,\n"
+		 "key size, sector size, payload offset, the KDF of each keyslot; what lies\n"
+		 "inside once a passphrase or volume key is given), LVM physical volumes,\n"
+		 "volume groups and logical volumes (type, segments, or why unreadable), and\n"
+		 "btrfs (fsid, label). Keys are never printed. No filesystem is opened.\n"
+		 "Exit status 1\n"
 		 "when a segment is missing or truncated.",
 	.examples = "btrfsimg layers disk.E01\n"
 		    "btrfsimg layers --json disk.qcow2\n"
-		    "btrfsimg layers --format split disk.img.001",
+		    "btrfsimg layers --format split disk.img.001\n"
+		    "btrfsimg layers --passphrase-file pass.txt fedora-luks2.img",
 	.options = layers_options,
 	.run = cmd_layers,
 	.no_fs = true,

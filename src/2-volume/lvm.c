@@ -266,6 +266,8 @@ static int take_string(struct lex *x, struct tnode *n)
 
 static int take_int(struct lex *x, struct tnode *n)
 {
+	if (x->p >= x->end)
+		return lerr(x, "expected a value");
 	bool neg = *x->p == '-';
 	if (neg)
 		x->p++;
