@@ -806,6 +806,7 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out:
+	fuse_opt_free_args(&args);
 	free(opts);
 	return status;
 }
