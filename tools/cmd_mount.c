@@ -260,8 +260,10 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /* ------------------------------------------------------------ directories */
 
-/* A directory's entries, read at opendir (readdir order, as the kernel's
- * readdir gives them); names in one buffer. */
+/* A directory's entries (readdir order, as the kernel's readdir gives
+ * them), read at the first readdir of an open: a warm walk, which the
+ * kernel serves from its own readdir cache, opens directories but reads
+ * none of them here. Names in one buffer. */
 struct dent {
 	size_t name_off;
 	uint16_t name_len;
@@ -274,6 +276,8 @@ struct dlist {
 	size_t n, cap;
 	char *names;
 	size_t names_len, names_cap;
+	bool loaded;
+	int err; /* errno of a listing that stopped early (what came before stays) */
 };
 
 static int dlist_add(void *ctx, const struct btrfsimg_dirent *e)
@@ -318,22 +322,10 @@ static void dlist_free(struct dlist *d)
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct mnt *m = mnt_of(req);
-	struct mount_node *n = node_of(m, ino);
+	(void)ino;
 	struct dlist *d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	int rc = 0;
-	if (!is_stub(n)) { /* a stub is empty */
-		btrfsimg_fs *fs = mount_pool_get(&m->pool);
-		rc = btrfsimg_readdir(fs, n->subvol, n->objectid, dlist_add, d);
-		mount_pool_put(&m->pool, fs);
-	}
-	if (rc < 0) {
-		dlist_free(d);
-		fuse_reply_err(req, errno_of(rc));
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)d;
@@ -341,6 +333,16 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fi->cache_readdir = 1;
 	if (fuse_reply_open(req, fi) != 0)
 		dlist_free(d);
+}
+
+/* Read the listing of @dir into @d once (a stub is empty). */
+static void dlist_load(struct dlist *d, btrfsimg_fs *fs, const struct mount_node *dir)
+{
+	if (d->loaded)
+		return;
+	d->loaded = true;
+	int rc = is_stub(dir) ? 0 : btrfsimg_readdir(fs, dir->subvol, dir->objectid, dlist_add, d);
+	d->err = rc < 0 ? errno_of(rc) : 0;
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -416,8 +418,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	const struct mount_node *dir = r.dir;
 	uint64_t self = mount_st_ino(&m->scheme, dir->subvol, dir->objectid, is_stub(dir));
 	int err = 0;
-	if (plus)
+	if (plus || !d->loaded)
 		r.fs = mount_pool_get(&m->pool);
+	dlist_load(d, r.fs, dir);
 	/* positions: 0 ".", 1 "..", 2 + i the i-th entry; an entry's offset
 	 * is the position after it */
 	for (uint64_t pos = (uint64_t)off; pos < d->n + 2; pos++) {
@@ -439,8 +442,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (!ok)
 			break;
 	}
-	if (plus)
+	if (r.fs)
 		mount_pool_put(&m->pool, r.fs);
+	if (!err && r.len == 0 && (uint64_t)off < d->n + 3)
+		err = d->err; /* the listing ended early: say so at its end */
 	if (err && r.len == 0)
 		fuse_reply_err(req, err);
 	else
