@@ -22,7 +22,8 @@ nfsd-uniquifier, inumbits=32 and inumbits=64 the paths and numbers. Then
 --subvol, --no-log-replay, refused schemes (numdevs=2 and many: exit 2,
 nothing mounted), EIO on exactly the sector of a data extent whose every
 copy is damaged (the DUP image of testdata/images, damaged as
-tests/test_corrupt.py does), no process left after fusermount3 -u, and a
+tests/test_corrupt.py does; with --no-verify the damaged bytes), -f
+(serves until unmounted, then exits 0), no process left after fusermount3 -u, and a
 killed daemon: the mount point answers ENOTCONN and fusermount3 -u
 clears it.
 
@@ -452,6 +453,27 @@ def mirrors(img, logical, nbytes):
             if "physical" in line]
 
 
+def check_foreground(t, img, mnt):
+    """-f: serves until unmounted, then exits 0 itself."""
+    p = subprocess.Popen([t.cli, "mount", "-f", img, mnt], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    end = time.time() + T_MOUNT
+    while not in_mounts(mnt) and p.poll() is None and time.time() < end:
+        time.sleep(0.05)
+    mounted = in_mounts(mnt)
+    t.live[mnt] = p.pid
+    res, why = t.child(["stat", mnt], timeout=30)
+    t.check("-f: mounted, the command still running", mounted and p.poll() is None and res == 0,
+            (mounted, p.poll(), res, why))
+    t.umount(mnt)
+    try:
+        rc = p.wait(timeout=T_UMOUNT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = None
+    t.check("-f: fusermount3 -u ends it, exit 0", rc == 0, (rc, p.stderr.read()[-300:]))
+
+
 def check_eio(t, testdata, work):
     """top/big.txt of the DUP image (data DUP, uncompressed, as
     tests/test_corrupt.py damages it): sector 2 of its extent overwritten
@@ -473,13 +495,16 @@ def check_eio(t, testdata, work):
         raw = f.read(n)  # the extent's bytes as the kernel wrote them
     mnt = os.path.join(work, "m-eio")
     img = os.path.join(work, "eio.img")
-    for label, copies, bad_off in (("both copies", phys, 8192), ("one copy", phys[:1], None)):
+    damaged = hashlib.sha256(b"\x5a" * 4096).hexdigest()
+    for label, copies, bad_off, args in (("both copies", phys, 8192, []),
+                                         ("one copy", phys[:1], None, []),
+                                         ("both copies, --no-verify", phys, None, ["--no-verify"])):
         shutil.copyfile(base, img)
         for ph in copies:
             with open(img, "r+b") as f:
                 f.seek(ph + 8192)
                 f.write(b"\x5a" * 4096)
-        rc, err = t.mount(img, mnt)
+        rc, err = t.mount(img, mnt, args)
         if rc != 0:
             t.check("EIO (%s): mounted" % label, False, err[-300:])
             continue
@@ -495,10 +520,12 @@ def check_eio(t, testdata, work):
                     probs.append("offset %d: want EIO, got %r" % (off, got))
                 continue
             want = hashlib.sha256(raw[off:min(off + 4096, 288894)]).hexdigest()
+            if args and off == 8192:
+                want = damaged  # unverified: the bytes on disk, damage and all
             if got != want:
                 probs.append("offset %d: %r, want the bytes on disk" % (off, got))
         what = ("EIO on exactly the damaged sector, the rest as written" if bad_off is not None
-                else "the other copy read, no EIO")
+                else "the damaged bytes, no EIO" if args else "the other copy read, no EIO")
         t.problems("data extent damaged in %s: %s" % (label, what),
                    probs if len(res) == 71 else ["%d reads, want 71" % len(res)] + probs)
     os.unlink(img)
@@ -544,6 +571,7 @@ def main():
                            prefix="sv1")
                 check_refusals(t, img, mnt)
                 check_killed(t, img, mnt)
+                check_foreground(t, img, mnt)
             os.unlink(img)
         if not only or "eio" in only:
             check_eio(t, testdata, work)
