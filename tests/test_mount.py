@@ -407,6 +407,11 @@ def check_refusals(t, img, mnt):
                 (rc, err[-400:]))
         if rc == 0:
             t.umount(mnt)
+    rc, err = t.mount(img, mnt, ["--subvol", "9999"])
+    t.check("--subvol of no subvolume: exit 2 naming it, nothing mounted",
+            rc == 2 and b"9999" in err and not in_mounts(mnt), (rc, err[-400:]))
+    if rc == 0:
+        t.umount(mnt)
 
 
 def check_killed(t, img, mnt):
