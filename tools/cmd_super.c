@@ -279,6 +279,8 @@ static const struct cmd_option super_options[] = {
 	{ OPT_SUPER_MIRROR, NULL },
 	{ OPT_NO_LOG_REPLAY, "do not replay the log tree (the same output; a damaged\n"
 			     "log tree is then not reported)" },
+	{ OPT_PASSPHRASE_FILE, NULL },
+	{ OPT_VOLUME_KEY_FILE, NULL },
 	{ OPT_VERBOSE, NULL },
 	{ OPT_QUIET, NULL },
 	{ OPT_END, NULL },

@@ -45,16 +45,18 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_FORMAT] = { "format", 0, "FMT",
 			 "read every IMAGE as FMT: raw, split, ewf, qcow2, vmdk,\n"
 			 "vhd, vhdx (default: detected by signature)" },
-	[OPT_PARTITION] = { "partition", 0, "N|VG/LV",
-			    "the Nth partition of a whole-disk image, or the LVM\n"
-			    "logical volume LV of volume group VG (an error if an\n"
-			    "image holds btrfs itself)" },
+	[OPT_PARTITION] = { "partition", 0, "N",
+			    "the Nth partition of a whole-disk image; or VG/LV:\n"
+			    "the LVM logical volume LV of volume group VG (an\n"
+			    "error if an image holds btrfs itself)" },
 	[OPT_PASSPHRASE_FILE] = { "passphrase-file", 0, "FILE",
-				  "LUKS passphrase: the exact bytes of FILE (as cryptsetup\n"
-				  "--key-file; without it a terminal is asked)" },
+				  "LUKS passphrase: the exact bytes of FILE\n"
+				  "(as cryptsetup --key-file; else a terminal\n"
+				  "is asked)" },
 	[OPT_VOLUME_KEY_FILE] = { "volume-key-file", 0, "FILE",
-				  "LUKS volume key, raw bytes (as cryptsetup luksDump\n"
-				  "--dump-volume-key --volume-key-file writes it)" },
+				  "LUKS volume key, raw bytes (as cryptsetup\n"
+				  "luksDump --dump-volume-key --volume-key-file\n"
+				  "writes it)" },
 	[OPT_OFFSET] = { "offset", 0, "BYTES", "the filesystem starts at BYTES in every image" },
 	[OPT_SUPER_MIRROR] = { "super-mirror", 0, "N",
 			       "use superblock copy N (0, 1, 2) instead of the newest" },
