@@ -21,8 +21,9 @@
  *   - reused: not alive, and today's extent tree, or any EXTENT_DATA item
  *     found of a later generation, uses bytes of [B, B + L) for another
  *     extent; or a stale chunk maps it and today's chunks cover its
- *     device bytes; or a nodatacow inode's later version shares it (such
- *     extents are rewritten in place);
+ *     device bytes. A nodatacow (hence nodatasum) extent that a later
+ *     version shares may have been rewritten in place: nothing on disk
+ *     tells, so such versions read what is there now, never verified;
  *   - verified: every sector matches an EXTENT_CSUM item of a csum-tree
  *     leaf (live or stale) written while B held this extent: generation in
  *     [g, newest leaf referencing it], or any generation >= g when alive.
@@ -67,7 +68,6 @@ struct fx_ref {
 struct fx_dext {
 	uint64_t bytenr, len, gen; /* gen: the item's generation */
 	uint64_t last_seen;	   /* newest leaf referencing it */
-	uint64_t cow_seen;	   /* newest leaf of a nodatacow inode referencing it */
 };
 
 /* An EXTENT_CSUM item of a csum-tree leaf. */
@@ -200,13 +200,12 @@ static int add_ref(struct bi_fx_recovered *r, uint64_t subvol, uint64_t ino, uin
 	return 0;
 }
 
-static int add_dext(struct bi_fx_recovered *r, const struct bi_extent *e, uint64_t leaf_gen,
-		    bool cow)
+static int add_dext(struct bi_fx_recovered *r, const struct bi_extent *e, uint64_t leaf_gen)
 {
 	if (GROW(r->dext, r->ndext, r->cdext))
 		return -ENOMEM;
-	r->dext[r->ndext++] = (struct fx_dext){ e->disk_bytenr, e->disk_num_bytes, e->generation,
-						leaf_gen, cow ? leaf_gen : 0 };
+	r->dext[r->ndext++] =
+		(struct fx_dext){ e->disk_bytenr, e->disk_num_bytes, e->generation, leaf_gen };
 	return 0;
 }
 
@@ -370,7 +369,7 @@ static int fs_leaf(struct btrfsimg_forensic *f, size_t idx, size_t lo, size_t hi
 			if (bi_extent_parse(it.data, it.size, it.key.offset, f->fs->sectorsize, &e,
 					    why, sizeof(why)) == 0 &&
 			    e.kind >= BI_EXT_DISK)
-				rc = add_dext(r, &e, b->generation, false);
+				rc = add_dext(r, &e, b->generation);
 			continue;
 		}
 		if (it.key.type != KT_INODE_ITEM || it.key.objectid < OBJ_FIRST_FREE)
@@ -539,8 +538,6 @@ static void merge_dext(struct bi_fx_recovered *r)
 		if (p && p->bytenr == d->bytenr && p->len == d->len && p->gen == d->gen) {
 			if (d->last_seen > p->last_seen)
 				p->last_seen = d->last_seen;
-			if (d->cow_seen > p->cow_seen)
-				p->cow_seen = d->cow_seen;
 			continue;
 		}
 		r->dext[u++] = *d;
@@ -564,22 +561,6 @@ static void merge_versions(struct bi_fx_recovered *r)
 	}
 	r->nv = u;
 	qsort(r->v, r->nv, sizeof(*r->v), order_cmp);
-}
-
-/* Mark the dext entries of nodatacow inodes (rewritten in place). */
-static void mark_cow(struct bi_fx_recovered *r, const struct fx_version *v)
-{
-	if (!(v->inode.flags & INODE_NODATACOW))
-		return;
-	for (size_t i = 0; i < v->next; i++) {
-		const struct bi_extent *e = &v->ext[i];
-		if (e->kind < BI_EXT_DISK)
-			continue;
-		struct fx_dext key = { e->disk_bytenr, e->disk_num_bytes, e->generation, 0, 0 };
-		struct fx_dext *d = bsearch(&key, r->dext, r->ndext, sizeof(*r->dext), dext_cmp);
-		if (d && v->leaf_gen > d->cow_seen)
-			d->cow_seen = v->leaf_gen;
-	}
 }
 
 /* ------------------------------------------------------------ paths */
@@ -876,7 +857,7 @@ static bool stale_reuse(const struct bi_fx_recovered *r, const struct bi_extent 
 
 static const struct fx_dext *dext_of(const struct bi_fx_recovered *r, const struct bi_extent *e)
 {
-	struct fx_dext key = { e->disk_bytenr, e->disk_num_bytes, e->generation, 0, 0 };
+	struct fx_dext key = { e->disk_bytenr, e->disk_num_bytes, e->generation, 0 };
 	return bsearch(&key, r->dext, r->ndext, sizeof(*r->dext), dext_cmp);
 }
 
@@ -926,8 +907,6 @@ static enum ext_state eval_extent(struct btrfsimg_forensic *f, const struct fx_v
 	bool alive = lq.same && !lq.other;
 	bool reused = !alive && (lq.other || stale_reuse(r, e) ||
 				 old_space_reused(f, e->disk_bytenr, e->disk_num_bytes));
-	if ((v->inode.flags & INODE_NODATACOW) && d && d->cow_seen > v->leaf_gen)
-		reused = true; /* rewritten in place by a later version */
 	uint64_t lo = e->disk_bytenr, hi = lo + e->disk_num_bytes;
 	if (e->kind == BI_EXT_DISK) {
 		lo = e->disk_bytenr + (e->offset & ~(uint64_t)(ss - 1));
@@ -942,8 +921,7 @@ static enum ext_state eval_extent(struct btrfsimg_forensic *f, const struct fx_v
 		return EXT_BAD;
 	}
 	uint64_t sectors = (hi - lo) / ss;
-	if (!(v->inode.flags & INODE_NODATASUM) && sectors && match == sectors &&
-	    !((v->inode.flags & INODE_NODATACOW) && reused))
+	if (!(v->inode.flags & INODE_NODATASUM) && sectors && match == sectors)
 		return EXT_VERIFIED;
 	if (miss) {
 		*why = "csum mismatch";
@@ -1204,8 +1182,6 @@ static int build(struct btrfsimg_forensic *f)
 	qsort(r->refs, r->nrefs, sizeof(*r->refs), ref_cmp);
 	qsort(r->csums, r->ncsums, sizeof(*r->csums), csum_cmp);
 	merge_dext(r);
-	for (size_t i = 0; i < r->nv; i++)
-		mark_cow(r, &r->v[i]);
 	merge_versions(r);
 	classify(f);
 	for (size_t i = 0; i < r->nv && rc >= 0; i++)

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+# Rebuild testdata/forensic/: btrfs images on which the kernel wrote,
+# rewrote, truncated and deleted files and dropped a subvolume in rounds
+# (testdata/gen_forensic.py), with the sha256 of every version ever written
+# and what the kernel shows at the end. For tests/test_forensic.py. Needs
+# root, loop devices, btrfs-progs, zstd, chattr, python3.
+#
+#   gen-forensic.sh [OUTDIR]
+#
+# Writes, per image NAME (single: one device, metadata dup; multi: two
+# devices, metadata raid1, data single):
+#   NAME.img.zst (multi: NAME.1.img.zst NAME.2.img.zst)   zstd -19 --long
+#   NAME.truth.json   versions and the live view (gen_forensic.py)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here/forensic}
+mkdir -p "$out"
+work=$(mktemp -d /tmp/past-forensic.XXXXXX)
+mnt=$work/mnt
+mkdir -p "$mnt"
+loops=()
+cleanup() {
+	umount "$mnt" 2>/dev/null || true
+	for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+make_image() { # NAME NDEV MKFS-ARGS...
+	local name=$1 ndev=$2
+	shift 2
+	local devs=()
+	loops=()
+	for i in $(seq 1 "$ndev"); do
+		truncate -s 160M "$work/$name.$i.img"
+		local l
+		l=$(losetup -f --show "$work/$name.$i.img")
+		loops+=("$l")
+		devs+=("$l")
+	done
+	mkfs.btrfs -q -f "$@" "${devs[@]}" >/dev/null
+	btrfs device scan "${devs[@]}" >/dev/null 2>&1 || true
+	mount -o noatime "${devs[0]}" "$mnt"
+	python3 "$here/gen_forensic.py" "$mnt" "$out/$name.truth.json"
+	umount "$mnt"
+	for l in "${loops[@]}"; do losetup -d "$l"; done
+	loops=()
+	if [ "$ndev" = 1 ]; then
+		zstd -q -19 --long=27 -f "$work/$name.1.img" -o "$out/$name.img.zst"
+	else
+		for i in $(seq 1 "$ndev"); do
+			zstd -q -19 --long=27 -f "$work/$name.$i.img" -o "$out/$name.$i.img.zst"
+		done
+	fi
+}
+
+make_image single 1 -m dup -d single
+make_image multi 2 -m raid1 -d single
+ls -l "$out"

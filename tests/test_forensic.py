@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_forensic.py: history, deleted, cat/extract/bodyfile --deleted on the
+kernel-made forensic images (testdata/forensic, testdata/gen-forensic.sh).
+
+    test_forensic.py BTRFSIMG TESTDATA [FORENSIC_PROGS]
+
+Truth: gen_forensic.py recorded the sha256 of every version the kernel was
+given to write (and the empty state every file starts in) and what the
+kernel showed at the end. Checked:
+  - every record claimed intact or verified hashes to a version ever
+    written (a false claim fails), and its path and kind are the truth's;
+  - recovery by fate (deleted, previous-version, dropped-subvolume) and size
+    band, beside btrfs-progs (bench/forensic_progs.py: btrfs-find-root, then
+    btrfs restore -t over every root it lists): every lost version progs
+    gets back, btrfsimg gets back too; the figures are printed;
+  - cat --deleted gives the record's bytes (exit 1 for a partial one, 2 for
+    an unknown id); extract --deleted writes the intact ones under DESTDIR
+    only, with a manifest; bodyfile --deleted lines reach mactime with
+    " (deleted)"; history lists the superblock's generation;
+  - the same image inside an MBR partition gives the same records; the
+    two-device image makes no false claim either;
+  - hostile stale blocks: a valid block copied where no chunk map puts it
+    changes nothing; a stale block with a flipped byte is never used.
+"""
+import collections
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
+
+EMPTY = hashlib.sha256(b"").hexdigest()
+
+
+def band(size):
+    if size <= 4096:
+        return "<=4KiB"
+    if size <= 128 << 10:
+        return "4-128KiB"
+    return ">128KiB"
+
+
+def deleted(cli, images, t, name, extra=()):
+    rc, out, err = imgtest.run_cli(cli, ["deleted", "--json", "--hash", *extra, *images],
+                                   timeout=300)
+    t.check(f"{name}: deleted exits 0", rc == 0, (rc, err[-300:]))
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def claims(t, name, recs, truth):
+    written = {v["sha256"] for v in truth["versions"]}
+    false = [(r["id"], r["path"], r["status"], r["verified"]) for r in recs
+             if (r["verified"] or r["status"] == "intact")
+             and r.get("sha256") not in written]
+    t.check(f"{name}: {len(recs)} records, no false intact or verified claim", recs and not false,
+            false[:10])
+    no_sha = [r["id"] for r in recs if r["status"] == "intact" and "sha256" not in r]
+    t.check(f"{name}: --hash gives the sha256 of every intact record", not no_sha, no_sha[:5])
+    paths = collections.defaultdict(set)
+    for v in truth["versions"]:
+        paths[v["sha256"]].add(v["path"])
+    wrong = [(r["id"], r["path"], sorted(paths[r["sha256"]])) for r in recs
+             if r.get("sha256") and r["sha256"] != EMPTY and r["path"] not in paths[r["sha256"]]]
+    t.check(f"{name}: recovered versions carry the path they were written at", not wrong,
+            wrong[:5])
+    fate = {}
+    for v in truth["versions"]:
+        if v["fate"] != "live" and v["kind"] != "empty":
+            fate.setdefault(v["sha256"], v["fate"])
+    wrong = [(r["id"], r["path"], r["kind"], fate[r["sha256"]]) for r in recs
+             if r.get("sha256") in fate and r["kind"] != fate[r["sha256"]]]
+    t.check(f"{name}: kinds are the truth's (deleted, previous-version, dropped-subvolume)",
+            not wrong, wrong[:5])
+
+
+def rates(t, name, recs, truth, progs):
+    mine = {r["sha256"] for r in recs if r.get("sha256")}
+    verified = {r["sha256"] for r in recs if r.get("sha256") and r["verified"]}
+    table = collections.defaultdict(lambda: [0, 0, 0, 0])
+    missed = []
+    for v in truth["versions"]:
+        if v["fate"] == "live" or v["kind"] == "empty":
+            continue
+        row = table[(v["fate"], band(v["size"]))]
+        row[0] += 1
+        row[1] += v["sha256"] in mine
+        row[2] += v["sha256"] in verified
+        if progs is not None:
+            row[3] += v["sha256"] in progs
+            if v["sha256"] in progs and v["sha256"] not in mine:
+                missed.append((v["path"], v["size"], v["round"]))
+    print(f"# {name}: lost versions recovered (fate, size band: total, btrfsimg intact, "
+          f"verified, btrfs-progs)")
+    for key in sorted(table):
+        n, m, ver, p = table[key]
+        print(f"#   {key[0]:18} {key[1]:9} {n:3}  btrfsimg {m:3} (verified {ver:3})  "
+              f"progs {p if progs is not None else '-':>3}")
+    if progs is not None:
+        t.check(f"{name}: btrfsimg recovers every lost version btrfs-progs recovers",
+                not missed, missed[:10])
+        tot = [sum(r[i] for r in table.values()) for i in range(4)]
+        t.check(f"{name}: btrfsimg {tot[1]} >= progs {tot[3]} of {tot[0]} lost versions",
+                tot[1] >= tot[3], tot)
+    else:
+        print("skip the btrfs-progs comparison: btrfs-find-root or btrfs restore missing")
+
+
+def check_cat(t, cli, img, recs):
+    intact = [r for r in recs if r["status"] == "intact" and r["size"] > 0][:4]
+    for r in intact:
+        rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", r["id"], img], timeout=120)
+        t.check(f"cat --deleted {r['id']}: its bytes", rc == 0 and
+                hashlib.sha256(out).hexdigest() == r["sha256"] and len(out) == r["size"],
+                (rc, len(out), err[-200:]))
+    part = [r for r in recs if r["status"] in ("partial", "overwritten")][:2]
+    for r in part:
+        rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", r["id"], img], timeout=120)
+        t.check(f"cat --deleted {r['id']} ({r['status']}): exit 1, size bytes, says why",
+                rc == 1 and len(out) == r["size"] and b"written as zeros" in err,
+                (rc, len(out), err[-200:]))
+    rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", "5-1-2-deadbeef", img], timeout=120)
+    t.check("cat --deleted with an unknown id: exit 2", rc == 2 and not out, (rc, err))
+
+
+def check_extract(t, cli, img, recs, tmp):
+    dest = os.path.join(tmp, "out")
+    rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
+    t.check("extract --deleted exits 0", rc == 0, (rc, err[-300:]))
+    with open(dest + ".manifest.jsonl") as f:
+        man = [json.loads(line) for line in f]
+    t.check("extract --deleted: one manifest line per record",
+            sorted(m["id"] for m in man) == sorted(r["id"] for r in recs), len(man))
+    bad = []
+    real = os.path.realpath(dest)
+    for m in man:
+        p = os.path.join(dest, m["file"])
+        if not os.path.realpath(p).startswith(real + os.sep):
+            bad.append(("outside", m["file"]))
+            continue
+        if m["status"] == "intact" and not os.path.islink(p):
+            rec = next(r for r in recs if r["id"] == m["id"])
+            if imgtest.sha256_file(p) != rec["sha256"]:
+                bad.append(("content", m["file"]))
+    t.check("extract --deleted: every file inside DESTDIR, intact ones exact", not bad, bad[:5])
+    outside = [e for e in os.listdir(tmp) if e not in ("out", "out.manifest.jsonl", "img")
+               and not e.endswith(".img")]
+    t.check("extract --deleted: nothing written beside DESTDIR but the manifest", not outside,
+            outside)
+
+
+def check_bodyfile(t, cli, img, tmp):
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
+    t.check("bodyfile --deleted exits 0", rc == 0, (rc, err[-300:]))
+    t.check("bodyfile --deleted: deleted and earlier-version markers",
+            b" (deleted)|" in out and b" (earlier version " in out, out[:200])
+    if not shutil.which("mactime"):
+        print("skip mactime: not installed (sleuthkit)")
+        return
+    body = os.path.join(tmp, "body.txt")
+    with open(body, "wb") as f:
+        f.write(out)
+    p = subprocess.run(["mactime", "-y", "-b", body], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    t.check("mactime shows the deletions", p.returncode == 0 and b"(deleted)" in p.stdout
+            and b"(earlier version" in p.stdout, p.stderr[-200:])
+
+
+def check_history(t, cli, img, truth_gen):
+    rc, out, err = imgtest.run_cli(cli, ["history", "--json", img], timeout=300)
+    gens = [json.loads(line) for line in out.splitlines()]
+    ids = [g["transid"] for g in gens]
+    t.check("history: exit 0, transids increasing", rc == 0 and ids == sorted(set(ids)),
+            (rc, ids, err[-200:]))
+    sup = [g for g in gens if g["superblock"]]
+    t.check("history: the superblock's generation, its trees found",
+            any(g["transid"] == truth_gen and g["trees"] and all(x["found"] for x in g["trees"])
+                for g in sup), [(g["transid"], len(g["trees"])) for g in sup])
+
+
+def super_generation(img):
+    with open(img, "rb") as f:
+        f.seek(0x10000 + 0x48)
+        return struct.unpack("<Q", f.read(8))[0]
+
+
+def mbr_wrap(img, out):
+    """@img as partition 1 (at 1 MiB) of a whole-disk image with an MBR."""
+    size = os.path.getsize(img)
+    start = 2048
+    with open(out, "wb") as f:
+        mbr = bytearray(512)
+        sectors = (size + 511) // 512
+        mbr[446:462] = struct.pack("<B3sB3sII", 0, b"\0\x02\0", 0x83, b"\xff\xff\xff",
+                                   start, sectors)
+        mbr[510:512] = b"\x55\xaa"
+        f.write(mbr)
+        f.seek(start * 512)
+        with open(img, "rb") as src:
+            shutil.copyfileobj(src, f, 1 << 20)
+        f.truncate(start * 512 + sectors * 512)
+
+
+def key(r):
+    return (r["id"], r["status"], r["verified"], r["path"], r.get("sha256"), r["kind"])
+
+
+def fs_leaf_offsets(img, fsid, nodesize=16384, want=5):
+    """Device offsets of tree blocks of tree @want (by header owner)."""
+    out = []
+    with open(img, "rb") as f:
+        data = f.read()
+    for off in range(0, len(data) - nodesize, 4096):
+        if data[off + 32:off + 48] == fsid and \
+                struct.unpack_from("<Q", data, off + 88)[0] == want and data[off + 100] == 0:
+            out.append(off)
+    return out, data
+
+
+def check_hostile(t, cli, img, recs, truth, tmp):
+    with open(img, "rb") as f:
+        f.seek(0x10000 + 0x20)
+        fsid = f.read(16)
+    offs, data = fs_leaf_offsets(img, fsid)
+    # a valid leaf copied to where no chunk map puts its bytenr (the last
+    # 16 KiB of the image, outside every chunk)
+    planted = os.path.join(tmp, "planted.img")
+    shutil.copyfile(img, planted)
+    with open(planted, "r+b") as f:
+        f.seek(len(data) - 16384 * 4)
+        f.write(data[offs[0]:offs[0] + 16384])
+    got = deleted(cli, [planted], t, "misplaced valid block")
+    t.check("misplaced valid block: the records do not change",
+            sorted(map(key, got)) == sorted(map(key, recs)), len(got))
+    # every fs-tree block gets a flipped byte in its items: none may be used
+    flipped = os.path.join(tmp, "flipped.img")
+    shutil.copyfile(img, flipped)
+    with open(flipped, "r+b") as f:
+        for o in offs[::2]:
+            f.seek(o + 2000)
+            b = f.read(1)
+            f.seek(o + 2000)
+            f.write(bytes([b[0] ^ 0x40]))
+    rc, out, err = imgtest.run_cli(cli, ["deleted", "--json", "--hash", flipped], timeout=300)
+    got = [json.loads(line) for line in out.splitlines() if line.strip()]
+    t.check("flipped stale blocks: still a result (exit 0 or 1)", rc in (0, 1), (rc, err[-200:]))
+    claims(t, "flipped stale blocks", got, truth)
+
+
+def main():
+    cli, testdata = sys.argv[1], sys.argv[2]
+    here = os.path.dirname(os.path.abspath(__file__))
+    progs_script = os.path.join(os.path.dirname(here), "bench", "forensic_progs.py")
+    t = imgtest.Tally()
+    src = os.path.join(testdata, "forensic")
+    with tempfile.TemporaryDirectory(prefix="test_forensic.") as tmp:
+        img = imgtest.private_copy(os.path.join(src, "single.img.zst"), tmp)
+        truth = imgtest.load_json(os.path.join(src, "single.truth.json"))
+        recs = deleted(cli, [img], t, "single")
+        claims(t, "single", recs, truth)
+        progs = None
+        if shutil.which("btrfs-find-root") and shutil.which("btrfs"):
+            p = subprocess.run([sys.executable, progs_script, img], stdout=subprocess.PIPE,
+                               timeout=600)
+            if p.returncode == 0:
+                progs = set(json.loads(p.stdout)["sha256"])
+        rates(t, "single", recs, truth, progs)
+        check_cat(t, cli, img, recs)
+        check_extract(t, cli, img, recs, tmp)
+        check_bodyfile(t, cli, img, tmp)
+        check_history(t, cli, img, super_generation(img))
+
+        disk = os.path.join(tmp, "mbr-disk.img")
+        mbr_wrap(img, disk)
+        got = deleted(cli, [disk], t, "MBR whole disk")
+        t.check("MBR whole disk: the same records as the bare filesystem",
+                sorted(map(key, got)) == sorted(map(key, recs)), (len(got), len(recs)))
+        os.unlink(disk)
+
+        check_hostile(t, cli, img, recs, truth, tmp)
+
+        devs = [imgtest.private_copy(os.path.join(src, f"multi.{i}.img.zst"), tmp)
+                for i in (1, 2)]
+        mtruth = imgtest.load_json(os.path.join(src, "multi.truth.json"))
+        mrecs = deleted(cli, devs, t, "two devices")
+        claims(t, "two devices", mrecs, mtruth)
+        rates(t, "two devices", mrecs, mtruth, None)
+    return t.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
