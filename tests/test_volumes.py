@@ -32,6 +32,8 @@ for `walk --json --hash` through each stack:
   layers --json: the PV uuid lvm2's pvs printed, the LVs, "2 segments", the
   btrfs fsid dump-super printed; the LUKS2 uuid luksDump printed with its
   cipher, sector size and KDF; no key bytes or passphrase in the output.
+  A terminal (a pty) is asked for the passphrase, which is not echoed.
+  A damaged current LVM metadata text: the newest older copy of the ring.
   Errors: a wrong passphrase (exit 2, "no keyslot opened ... tried keyslot
   0"), no key at all, a damaged first LUKS2 header (read from the second
   copy, exit 1 for the damage), an Argon2 memory cost of 8 GiB (refused).
@@ -199,6 +201,7 @@ def luks_tests(env, t):
         if grub and "argon2" not in name:
             grub_check(env, t, name, disk)
         if name == "luks2-argon2id":
+            prompt_test(env, t, disk)
             error_tests(env, t, disk, key)
         os.unlink(disk)
 
@@ -309,6 +312,66 @@ def luks_layers(env, t, disk, key):
     t.problems("layers: LUKS2 uuid, cipher, sectors, KDF; no key printed", probs)
 
 
+def lvm_older_copy(env, t, img):
+    """The current metadata text damaged (one byte; its CRC no longer
+    matches): the newest older copy in the ring buffer is used, said on
+    stderr (exit 1). That copy (seqno 3, before lvextend) has vgd/root of
+    one segment."""
+    dmg = os.path.join(env.tmp, "dmg.img")
+    shutil.copyfile(img, dmg)
+    with open(dmg, "r+b") as f:
+        f.seek(MB + 4096 + 40)
+        off = struct.unpack("<Q", f.read(8))[0]
+        f.seek(MB + 4096 + off + 20)
+        c = f.read(1)
+        f.seek(-1, 1)
+        f.write(b"#" if c != b"#" else b"%")
+    rc, rows, text = layers(env, [dmg])
+    pv = [r for r in rows if r["layer"] == "lvm-pv"]
+    root = [r for r in rows if r.get("name") == "vgd/root"]
+    t.check("damaged current LVM metadata: the older copy (layers)",
+            rc == 0 and pv and "seqno 3" in pv[0].get("detail", "") and root and
+            "1 segment" in root[0].get("detail", ""), text[-400:])
+    rc, out, err = imgtest.run_cli(env.cli, ["super", dmg], 120)
+    t.check("damaged current LVM metadata: said, exit 1", rc == 1 and
+            b"text crc mismatch; using the newest older copy" in err, (rc, err[-300:]))
+    os.unlink(dmg)
+
+
+def prompt_test(env, t, disk):
+    """No passphrase file, a terminal on stdin: asked without echo."""
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(env.cli, [env.cli, "walk", "--json", "--hash", disk])
+    out, asked = b"", False
+    while True:
+        r, _, _ = select.select([fd], [], [], 120)
+        if not r:
+            break
+        try:
+            b = os.read(fd, 65536)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+        if not asked and b"Passphrase for" in out:
+            asked = True
+            os.write(fd, PASS + b"\n")
+    _, status = os.waitpid(pid, 0)
+    body = out.split(b"Passphrase for", 1)[1].split(b"\n", 1)[1] if asked else b""
+    got, errs = test_files.parse_jsonl(body.replace(b"\r\n", b"\n"))
+    probs = [] if asked else ["no prompt: %r" % out[-200:]]
+    if PASS in out:
+        probs.append("the passphrase was echoed")
+    if os.waitstatus_to_exitcode(status) != 0:
+        probs.append("exit %d" % os.waitstatus_to_exitcode(status))
+    t.problems("a terminal is asked for the passphrase, no echo",
+               probs + test_files.compare_records(env.kv, env.view, got, 5))
+
+
 def lvm_tests(env, t):
     vd = os.path.join(env.testdata, "volume")
     img = {n: imgtest.unzstd(os.path.join(vd, n + ".img.zst"), os.path.join(env.tmp, n + ".img"))
@@ -322,6 +385,7 @@ def lvm_tests(env, t):
     env.fails(t, "gpt-lvm --partition vgd/swap (no btrfs)",
               ["--partition", "vgd/swap", img["gpt-lvm"]], ["vgd/swap"])
     a, b = img["pv-a"], img["pv-b"]
+    lvm_older_copy(env, t, img["gpt-lvm"])
     env.walk(t, "two PVs: vgm/data", ["--partition", "vgm/data", a, b])
     env.walk(t, "two PVs, other order: vgm/data", ["--partition", "vgm/data", b, a])
     env.walk(t, "two PVs: vgm/strip (striped)", ["--partition", "vgm/strip", b, a])

@@ -156,6 +156,48 @@ int bi_lvm_mda_text(bi_read_at_fn rd, void *ctx, uint64_t size, const struct bi_
 	return 0;
 }
 
+/* The text format, parsed below. */
+static int parse_seqno(const char *t, size_t len, uint64_t *seqno);
+
+int bi_lvm_mda_scan(bi_read_at_fn rd, void *ctx, uint64_t size, const struct bi_lvm_label *lb,
+		    int i, char **text)
+{
+	uint64_t mo = lb->mda_off[i], ms = lb->mda_size[i];
+	*text = NULL;
+	if (ms < 2 * SECTOR || ms > TEXT_MAX || !bi_fits64(size, mo, ms))
+		return -ENOENT;
+	char *ring = malloc(ms + 1);
+	if (!ring)
+		return -ENOMEM;
+	int rc = rd(ctx, mo, ring, ms);
+	if (rc) {
+		free(ring);
+		return rc < 0 ? rc : -EIO;
+	}
+	ring[ms] = '\0';
+	uint64_t best = 0, damaged = bi_le64((uint8_t *)ring + 40); /* raw_locn[0] */
+	const char *pick = NULL;
+	size_t picklen = 0;
+	for (size_t at = SECTOR; at < ms;) {
+		size_t n = strlen(ring + at);
+		uint64_t seq;
+		if (n && at != damaged && parse_seqno(ring + at, n, &seq) == 0 &&
+		    (!pick || seq > best)) {
+			best = seq;
+			pick = ring + at;
+			picklen = n;
+		}
+		at += n + 1;
+	}
+	if (pick) {
+		*text = strndup(pick, picklen);
+		rc = *text ? 0 : -ENOMEM;
+	} else
+		rc = -ENOENT;
+	free(ring);
+	return rc;
+}
+
 /* ---------------------------------------------------------------- */
 /* The text format */
 
@@ -704,6 +746,19 @@ int bi_lvm_parse(const char *text, size_t len, struct bi_lvm_vg *vg, char *err, 
 	tfree(root);
 	if (rc < 0)
 		bi_lvm_vg_free(vg);
+	return rc;
+}
+
+/* seqno of a text that parses as a whole VG (the ring's candidates). */
+static int parse_seqno(const char *t, size_t len, uint64_t *seqno)
+{
+	struct bi_lvm_vg vg;
+	char err[8];
+	int rc = bi_lvm_parse(t, len, &vg, err, sizeof(err));
+	if (rc == 0) {
+		*seqno = vg.seqno;
+		bi_lvm_vg_free(&vg);
+	}
 	return rc;
 }
 

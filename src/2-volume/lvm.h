@@ -34,6 +34,14 @@ int bi_lvm_label(bi_read_at_fn rd, void *ctx, uint64_t size, struct bi_lvm_label
 int bi_lvm_mda_text(bi_read_at_fn rd, void *ctx, uint64_t size, const struct bi_lvm_label *lb,
 		    int i, char **text, char *err, size_t errlen);
 
+/* When the current text of metadata area @i is damaged: the newest older
+ * copy still in its ring buffer (each copy is the text up to a NUL; the
+ * current one, at raw_locn[0], is left out; of the others the one that
+ * parses with the highest seqno wins, its CRC being unknown).
+ * 0 with *text (malloc'd), -ENOENT (none parses) or @rd's error. */
+int bi_lvm_mda_scan(bi_read_at_fn rd, void *ctx, uint64_t size, const struct bi_lvm_label *lb,
+		    int i, char **text);
+
 struct bi_lvm_area {
 	int pv;		/* index into vg->pvs, or -1 */
 	int lv;		/* a sub-LV (mirror/raid leg), or -1 */

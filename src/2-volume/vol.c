@@ -524,6 +524,11 @@ static int probe_pv(struct btrfsimg_fs *fs, struct bi_vol *v, int parent,
 		char *t = NULL;
 		struct bi_lvm_vg g;
 		int rc = bi_lvm_mda_text(vrd_read, &c, v->size, lb, i, &t, err, sizeof(err));
+		if (rc == -EUCLEAN && bi_lvm_mda_scan(vrd_read, &c, v->size, lb, i, &t) == 0) {
+			bi_damage(fs, "%s: %s; using the newest older copy in its ring buffer",
+				  v->name, err);
+			rc = 0;
+		}
 		if (rc == 0)
 			rc = bi_lvm_parse(t, strlen(t), &g, err, sizeof(err));
 		if (rc < 0) {
