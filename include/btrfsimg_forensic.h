@@ -172,6 +172,143 @@ typedef int (*btrfsimg_data_fn)(void *ctx, uint64_t offset, const void *data, si
 BTRFSIMG_API int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn,
 					void *ctx);
 
+/* ------------------------------------------------------------------ */
+/** @name Offline scrub */
+
+/** What failed where btrfsimg_scrub() found damage. */
+enum btrfsimg_scrub_kind {
+	BTRFSIMG_SCRUB_DATA_CSUM = 0, /**< a data sector's checksum differs from the csum tree's */
+	BTRFSIMG_SCRUB_TREE_CSUM = 1, /**< a tree block's header checksum does not match */
+	BTRFSIMG_SCRUB_TREE_HEADER = 2, /**< its bytenr, fsid, chunk tree uuid or generation */
+	BTRFSIMG_SCRUB_READ = 3,	/**< the bytes could not be read (past the image's end) */
+	BTRFSIMG_SCRUB_PARITY = 4,	/**< RAID5/6 P or Q differs from the row's data */
+	BTRFSIMG_SCRUB_SUPER = 5,	/**< a superblock copy is invalid or stale */
+};
+/** "data-csum", "tree-csum", "tree-header", "read", "parity", "super". */
+BTRFSIMG_API const char *btrfsimg_scrub_kind_name(enum btrfsimg_scrub_kind k);
+
+/** One damaged range of one copy. */
+struct btrfsimg_scrub_error {
+	enum btrfsimg_scrub_kind kind;
+	uint64_t logical;	  /**< data sector or tree block; parity: the row's first
+				       data byte; super: 0 */
+	uint64_t devid, physical; /**< where the bad copy lies (from the start of
+				       the filesystem on that device) */
+	uint32_t length;	  /**< bytes: a sector, a tree block, a parity unit */
+	int mirror;		  /**< 1-based copy as btrfs-map-logical numbers them;
+				       parity: 0 */
+	bool correctable;	  /**< another copy (or a RAID5/6 rebuild) checks out */
+	char detail[160];	  /**< the check and have/expect */
+};
+
+/** Per device, in the kernel's units (`btrfs scrub start -R -d`): bytes
+ *  scrubbed and errors counted in sectors. */
+struct btrfsimg_scrub_dev {
+	uint64_t devid;
+	const char *name; /**< the image, borrowed from the handle; NULL if missing */
+	bool missing;	  /**< not supplied: nothing was checked */
+	uint64_t data_bytes_scrubbed, tree_bytes_scrubbed;
+	uint64_t tree_blocks;	       /**< tree blocks checked */
+	uint64_t read_errors;	       /**< sectors that could not be read */
+	uint64_t csum_errors;	       /**< data sectors whose checksum differs */
+	uint64_t verify_errors;	       /**< sectors of tree blocks that failed (checksum or
+					    header), as the kernel counts them */
+	uint64_t no_csum;	       /**< data sectors with no checksum (nodatasum): unchecked */
+	uint64_t parity_bytes;	       /**< RAID5/6 parity checked */
+	uint64_t parity_errors;	       /**< parity sectors that differ */
+	uint64_t super_errors;	       /**< superblock copies invalid or stale */
+	uint64_t uncorrectable_errors; /**< bad sectors no other copy has right */
+	uint64_t bytes_read;	       /**< device bytes read */
+};
+
+/** The result of btrfsimg_scrub(). */
+struct btrfsimg_scrub_report {
+	struct btrfsimg_scrub_dev *devs; /**< every device of the filesystem, devid order */
+	size_t ndevs;
+	struct btrfsimg_scrub_error *errors; /**< the first damaged ranges found, device by
+						  device in physical order */
+	size_t nerrors;
+	uint64_t total_errors; /**< damaged ranges found (errors holds the first) */
+};
+
+/** Progress of a scrub: @p done of @p total bytes of chunk stripes gone
+ *  through; a non-zero return stops the scrub (btrfsimg_scrub() then
+ *  returns -ECANCELED). */
+typedef int (*btrfsimg_scrub_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+struct btrfsimg_scrub_opts {
+	/** How many damaged ranges to list; 0: every one. */
+	size_t max_errors;
+	/** Called after each read window (may be NULL). */
+	btrfsimg_scrub_progress_fn progress;
+	void *progress_ctx;
+};
+
+/**
+ * Check every copy of every tree block and data sector the extent tree
+ * says is in use, against its checksum, as `btrfs scrub` does but
+ * read-only and offline: tree blocks by their header checksum, bytenr,
+ * fsid, chunk tree uuid and the extent item's generation; data sectors by
+ * the csum tree (sectors it has no checksum for count as no_csum); RAID5/6
+ * parity against the data of its row; superblock copies. Each device is
+ * read from start to end in large sequential reads of what is allocated.
+ * A damaged range is checked against the other copies (correctable).
+ * @p opts may be NULL. On success *out owns the report
+ * (btrfsimg_scrub_report_free()); damage is a result, not an error.
+ */
+BTRFSIMG_API int btrfsimg_scrub(btrfsimg_fs *fs, const struct btrfsimg_scrub_opts *opts,
+				struct btrfsimg_scrub_report **out);
+/** Release a report. Accepts NULL. */
+BTRFSIMG_API void btrfsimg_scrub_report_free(struct btrfsimg_scrub_report *r);
+
+/* ------------------------------------------------------------------ */
+/** @name Unallocated space */
+
+/** What an unallocated range is. */
+enum btrfsimg_unalloc_kind {
+	BTRFSIMG_UNALLOC_DEVICE = 0,   /**< device space no chunk maps (superblock copies
+					    left out) */
+	BTRFSIMG_UNALLOC_DATA = 1,     /**< free space in a data block group */
+	BTRFSIMG_UNALLOC_METADATA = 2, /**< free space in a metadata or system block group */
+	BTRFSIMG_UNALLOC_PARITY = 3,   /**< RAID5/6 parity of rows with no data in use */
+};
+/** "device", "data", "metadata", "parity". */
+BTRFSIMG_API const char *btrfsimg_unalloc_kind_name(enum btrfsimg_unalloc_kind k);
+
+/** One range of device bytes no live extent uses. */
+struct btrfsimg_unalloc_range {
+	enum btrfsimg_unalloc_kind kind;
+	uint64_t devid;
+	uint64_t physical; /**< from the start of the filesystem on the device */
+	uint64_t length;
+	bool has_logical; /**< inside a chunk: logical is where it maps */
+	uint64_t logical;
+	int mirror; /**< 1-based copy of that logical range; 0 for none */
+};
+
+/** Called once per range, in order; non-zero stops the listing. */
+typedef int (*btrfsimg_unalloc_fn)(void *ctx, const struct btrfsimg_unalloc_range *r);
+
+/**
+ * Every byte range of every supplied device that no live extent uses:
+ * device space outside every chunk (up to the image's end, superblock
+ * copies excepted), and inside chunks the ranges the extent tree has no
+ * EXTENT_ITEM or METADATA_ITEM for, per copy. In devid order, then
+ * physical offset; ranges never overlap, neighbours that continue each
+ * other (kind, copy, logical address) are one range. Memory stays small
+ * whatever the count. Returns 0, a negative errno, or @p fn's non-zero
+ * value.
+ */
+BTRFSIMG_API int btrfsimg_unallocated(btrfsimg_fs *fs, btrfsimg_unalloc_fn fn, void *ctx);
+
+/**
+ * Read @p len bytes of device @p devid at @p physical (from the start of
+ * the filesystem on it): the bytes of an unallocated range. -ENOENT for a
+ * device not supplied, -EIO past its end.
+ */
+BTRFSIMG_API int btrfsimg_device_read(btrfsimg_fs *fs, uint64_t devid, uint64_t physical, void *buf,
+				      size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,8 +20,9 @@ static const struct cmd_struct *const commands[] = {
 	&cmd_struct_super, &cmd_struct_subvols, &cmd_struct_walk, &cmd_struct_cat,
 	&cmd_struct_extract, &cmd_struct_bodyfile, &cmd_struct_inodes, &cmd_struct_collisions,
 	&cmd_struct_partitions, &cmd_struct_mount,
-	&cmd_struct_layers, &cmd_struct_verify_image,
 	&cmd_struct_history, &cmd_struct_deleted,
+	&cmd_struct_layers, &cmd_struct_verify_image,
+	&cmd_struct_verify, &cmd_struct_unallocated,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

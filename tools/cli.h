@@ -40,6 +40,7 @@ struct cli {
 	const char *deleted_id;	/* cat --deleted ID */
 	const char *passphrase_file, *volume_key_file;	/* LUKS keys */
 	const char *volume;	/* --partition VG/LV: an LVM logical volume */
+	const char *out;	/* unallocated's OUT ('-': standard output) */
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
 	bool foreground;	/* mount -f */
@@ -96,6 +97,7 @@ extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_
 	cmd_struct_cat, cmd_struct_extract, cmd_struct_bodyfile, cmd_struct_inodes,
 	cmd_struct_collisions, cmd_struct_partitions, cmd_struct_mount;
 extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
+extern const struct cmd_struct cmd_struct_verify, cmd_struct_unallocated;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */

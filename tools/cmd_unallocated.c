@@ -37,49 +37,36 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
-/* Every range's bytes, in list order. EXIT_OK, or EXIT_FAILED (said). */
-static int write_out(struct cli *c, const struct btrfsimg_unalloc_range *v, size_t n,
-		     uint64_t total)
+struct unalloc_run {
+	struct cli *c;
+	int fd; /* OUT, or -1 */
+	uint8_t *buf;
+	uint64_t at;	/* bytes listed so far: the next range's out_offset */
+	uint64_t by[4]; /* bytes per kind */
+	uint64_t n;
+	int status;
+};
+
+/* One range's bytes into OUT; 0, or 1 to stop (said). */
+static int copy_range(struct unalloc_run *u, const struct btrfsimg_unalloc_range *r)
 {
-	bool to_stdout = strcmp(c->out, "-") == 0;
-	int fd = to_stdout ? STDOUT_FILENO
-			   : open(c->out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		cli_warn("unallocated: cannot create %s: %s", c->out, strerror(errno));
-		return EXIT_FAILED;
-	}
-	uint8_t *buf = malloc(CHUNK);
-	int status = buf ? EXIT_OK : EXIT_FAILED;
-	uint64_t done = 0;
-	for (size_t i = 0; status == EXIT_OK && i < n; i++) {
-		for (uint64_t off = 0; off < v[i].length; off += CHUNK) {
-			size_t len =
-				v[i].length - off < CHUNK ? (size_t)(v[i].length - off) : CHUNK;
-			int rc = btrfsimg_device_read(c->fs, v[i].devid, v[i].physical + off, buf,
-						      len);
-			if (rc < 0) { /* keeps the offsets of the map right */
-				cli_warn("unallocated: %s; written as zeros",
-					 btrfsimg_errmsg(c->fs));
-				memset(buf, 0, len);
-				c->errors++;
-			}
-			if (write_all(fd, buf, len) < 0) {
-				cli_warn("unallocated: write error on %s: %s", out_name(c),
-					 strerror(errno));
-				status = EXIT_FAILED;
-				break;
-			}
-			done += len;
-			progress_bytes("unallocated", done, total);
+	for (uint64_t off = 0; off < r->length; off += CHUNK) {
+		size_t len = r->length - off < CHUNK ? (size_t)(r->length - off) : CHUNK;
+		if (btrfsimg_device_read(u->c->fs, r->devid, r->physical + off, u->buf, len) < 0) {
+			/* zeros keep the offsets of the map right */
+			cli_warn("unallocated: %s; written as zeros", btrfsimg_errmsg(u->c->fs));
+			memset(u->buf, 0, len);
+			u->c->errors++;
 		}
+		if (write_all(u->fd, u->buf, len) < 0) {
+			cli_warn("unallocated: write error on %s: %s", out_name(u->c),
+				 strerror(errno));
+			u->status = EXIT_FAILED;
+			return 1;
+		}
+		progress_bytes("unallocated", u->at + off + len, 0);
 	}
-	progress_done();
-	free(buf);
-	if (!to_stdout && close(fd) < 0 && status == EXIT_OK) {
-		cli_warn("unallocated: write error on %s: %s", c->out, strerror(errno));
-		status = EXIT_FAILED;
-	}
-	return status;
+	return 0;
 }
 
 static void range_json(const struct btrfsimg_unalloc_range *r, uint64_t at, bool out)
@@ -114,52 +101,81 @@ static void range_text(const struct btrfsimg_unalloc_range *r, uint64_t at, bool
 	printf("\n");
 }
 
-static void summary(const struct cli *c, const struct btrfsimg_unalloc_range *v, size_t n)
+static void summary(const struct unalloc_run *u)
 {
-	uint64_t by[4] = { 0 }, total = 0;
-	for (size_t i = 0; i < n; i++) {
-		by[v[i].kind & 3] += v[i].length;
-		total += v[i].length;
-	}
-	if (c->json) {
+	if (u->c->json) {
 		struct jw w;
 		jw_begin(&w, stdout);
 		jw_str(&w, "type", "summary");
-		jw_u64(&w, "ranges", n);
-		jw_u64(&w, "bytes", total);
+		jw_u64(&w, "ranges", u->n);
+		jw_u64(&w, "bytes", u->at);
 		for (int k = 0; k < 4; k++)
-			jw_u64(&w, btrfsimg_unalloc_kind_name(k), by[k]);
+			jw_u64(&w, btrfsimg_unalloc_kind_name(k), u->by[k]);
 		jw_end(&w);
 		return;
 	}
-	printf("%zu ranges, %" PRIu64 " bytes: device %" PRIu64 ", data %" PRIu64
+	printf("%" PRIu64 " ranges, %" PRIu64 " bytes: device %" PRIu64 ", data %" PRIu64
 	       ", metadata %" PRIu64 ", parity %" PRIu64 "\n",
-	       n, total, by[0], by[1], by[2], by[3]);
+	       u->n, u->at, u->by[0], u->by[1], u->by[2], u->by[3]);
+}
+
+static int on_range(void *ctx, const struct btrfsimg_unalloc_range *r)
+{
+	struct unalloc_run *u = ctx;
+	bool out = u->c->out != NULL, map = !out || strcmp(u->c->out, "-") != 0;
+	if (map && u->c->json)
+		range_json(r, u->at, out);
+	else if (map)
+		range_text(r, u->at, out);
+	if (u->fd >= 0 && copy_range(u, r))
+		return 1;
+	u->by[r->kind & 3] += r->length;
+	u->at += r->length;
+	u->n++;
+	return 0;
+}
+
+static int open_out(struct unalloc_run *u)
+{
+	struct cli *c = u->c;
+	if (!c->out)
+		return 0;
+	u->fd = strcmp(c->out, "-") == 0
+			? STDOUT_FILENO
+			: open(c->out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (u->fd < 0) {
+		cli_warn("unallocated: cannot create %s: %s", c->out, strerror(errno));
+		return EXIT_FAILED;
+	}
+	u->buf = malloc(CHUNK);
+	if (!u->buf) {
+		cli_warn("unallocated: out of memory");
+		return EXIT_FAILED;
+	}
+	return 0;
 }
 
 static int cmd_unallocated(struct cli *c)
 {
-	struct btrfsimg_unalloc_range *v;
-	size_t n;
-	int rc = btrfsimg_unallocated(c->fs, &v, &n);
-	if (rc < 0)
-		return cli_fail(c, rc, "unallocated");
+	struct unalloc_run u = { .c = c, .fd = -1 };
 	bool map = !c->out || strcmp(c->out, "-") != 0;
-	uint64_t at = 0;
-	if (map && !c->json)
+	int status = open_out(&u);
+	if (status == EXIT_OK && map && !c->json)
 		printf("%6s %14s %14s  %-8s %14s %6s%s\n", "devid", "physical", "length", "kind",
 		       "logical", "mirror", c->out ? "     out_offset" : "");
-	for (size_t i = 0; map && i < n; i++) {
-		if (c->json)
-			range_json(&v[i], at, c->out != NULL);
-		else
-			range_text(&v[i], at, c->out != NULL);
-		at += v[i].length;
+	int rc = status == EXIT_OK ? btrfsimg_unallocated(c->fs, on_range, &u) : 0;
+	progress_done();
+	if (rc < 0)
+		status = cli_fail(c, rc, "unallocated");
+	else if (u.status)
+		status = u.status;
+	else if (status == EXIT_OK && map)
+		summary(&u);
+	if (u.fd >= 0 && u.fd != STDOUT_FILENO && close(u.fd) < 0 && status == EXIT_OK) {
+		cli_warn("unallocated: write error on %s: %s", c->out, strerror(errno));
+		status = EXIT_FAILED;
 	}
-	if (map)
-		summary(c, v, n);
-	int status = c->out ? write_out(c, v, n, at) : EXIT_OK;
-	free(v);
+	free(u.buf);
 	return status == EXIT_OK ? cli_status(c) : status;
 }
 
@@ -191,7 +207,7 @@ static const struct cmd_option unallocated_options[] = {
 
 const struct cmd_struct cmd_struct_unallocated = {
 	.name = "unallocated",
-	.summary = "the byte ranges no live extent uses, and their bytes (for carving)",
+	.summary = "byte ranges no live extent uses, and their bytes (carving)",
 	.args = "IMAGE... [OUT]",
 	.about = "List every byte range of every device that no live extent uses: device\n"
 		 "space outside every chunk ('device'; superblock copies left out), and\n"

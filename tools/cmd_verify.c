@@ -11,10 +11,11 @@
 
 #define DEFAULT_EXAMPLES 20
 
-static void on_progress(void *ctx, uint64_t done, uint64_t total)
+static int on_progress(void *ctx, uint64_t done, uint64_t total)
 {
 	(void)ctx;
 	progress_bytes("verify", done, total);
+	return 0;
 }
 
 /* Tree blocks read through a bad copy are reported by the library each
@@ -184,15 +185,15 @@ static int cmd_verify(struct cli *c)
 }
 
 static const struct cmd_option verify_options[] = {
-	{ OPT_JSON, "one JSON object per device, per damaged range, then a summary" },
-	{ OPT_EXAMPLES, "list the first N damaged ranges (default 20); 0: every one" },
+	{ OPT_JSON, "JSON lines: each device, each damaged range, a summary" },
+	{ OPT_EXAMPLES, "list the first N damaged ranges (default 20; 0: all)" },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
 };
 
 const struct cmd_struct cmd_struct_verify = {
 	.name = "verify",
-	.summary = "check every copy of every block against its checksum (offline scrub)",
+	.summary = "offline scrub: every copy of every block against its checksum",
 	.args = "IMAGE...",
 	.about = "Read every device from start to end and check every copy of every tree\n"
 		 "block and data sector the extent tree says is in use, as `btrfs scrub`\n"

@@ -112,6 +112,33 @@ void progress_tick_at(const char *what, uint64_t count, uint64_t subvol, uint64_
 	progress_tick(what, count, done);
 }
 
+void progress_bytes(const char *what, uint64_t done, uint64_t all)
+{
+	if (!wanted())
+		return;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (!shown)
+		start = now;
+	else if (since(&last, &now) < 0.1 && done < all)
+		return;
+	last = now;
+	shown = true;
+	double f = all ? (double)done / (double)all : 0, t = since(&start, &now);
+	if (!all) {
+		fprintf(stderr, "\r%s: %.0f MiB\033[K", what, (double)done / 1048576.0);
+		return;
+	}
+	fprintf(stderr, "\r%s: %.0f of %.0f MiB, %d%%", what, (double)done / 1048576.0,
+		(double)all / 1048576.0, (int)(f * 100));
+	if (t >= 1 && f >= 0.005 && f < 1) {
+		fputs(", ", stderr);
+		put_time(t * (1 - f) / f);
+		fputs(" left", stderr);
+	}
+	fputs("\033[K", stderr);
+}
+
 void progress_done(void)
 {
 	if (shown)

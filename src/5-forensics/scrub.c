@@ -47,8 +47,10 @@
 #include "3-btrfs/tree.h"
 #include "5-forensics/scrub_map.h"
 
-#define WINDOW (4u << 20) /* bytes of one stripe per read; a multiple of 64 KiB */
-#define UNIT   4096u	  /* read-failure granularity inside a window */
+/* Bytes of one stripe per read, a multiple of 64 KiB. With one read ahead
+ * in flight, 1 MiB was fastest here (4 MiB 1.25x, 16 MiB 1.9x slower). */
+#define WINDOW (1u << 20)
+#define UNIT   4096u /* read-failure granularity inside a window */
 
 struct scrub {
 	struct btrfsimg_fs *fs;
@@ -463,11 +465,12 @@ static int window_check(struct scrub *s, const struct sm_devext *x, struct btrfs
 	return rc;
 }
 
-static void progress(struct scrub *s, uint64_t bytes)
+static int progress(struct scrub *s, uint64_t bytes)
 {
 	s->done += bytes;
-	if (s->o.progress)
-		s->o.progress(s->o.progress_ctx, s->done, s->total);
+	if (s->o.progress && s->o.progress(s->o.progress_ctx, s->done, s->total))
+		return bi_err(s->fs, -ECANCELED, "scrub stopped by its caller");
+	return 0;
 }
 
 /* One window: [pos, end) of a stripe, and the bytes of it to read. */
@@ -512,7 +515,8 @@ static int scrub_devext(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 			bi_direct_ahead(s->direct, next.lo, (size_t)(next.hi - next.lo));
 		if (w.lo < w.hi && (rc = window_check(s, x, sd, w.pos, w.end)) < 0)
 			return rc;
-		progress(s, w.end - w.pos);
+		if ((rc = progress(s, w.end - w.pos)) < 0)
+			return rc;
 		w = next;
 	}
 	return 0;

@@ -33,8 +33,10 @@
 struct ua {
 	struct btrfsimg_fs *fs;
 	const struct bi_dev *d;
-	struct btrfsimg_unalloc_range *v;
-	size_t n, cap;
+	btrfsimg_unalloc_fn fn;
+	void *ctx;
+	struct btrfsimg_unalloc_range pend; /* the range being grown */
+	bool have;
 };
 
 const char *btrfsimg_unalloc_kind_name(enum btrfsimg_unalloc_kind k)
@@ -59,22 +61,18 @@ static bool joins(const struct btrfsimg_unalloc_range *a, const struct btrfsimg_
 	       a->mirror == b->mirror && (!a->has_logical || a->logical + a->length == b->logical);
 }
 
+/* Grow the pending range or hand it over and start the next: 0, or the
+ * callback's non-zero value (stop). */
 static int push(struct ua *u, const struct btrfsimg_unalloc_range *r)
 {
-	if (u->n && joins(&u->v[u->n - 1], r)) {
-		u->v[u->n - 1].length += r->length;
+	if (u->have && joins(&u->pend, r)) {
+		u->pend.length += r->length;
 		return 0;
 	}
-	if (u->n == u->cap) {
-		size_t nc = u->cap ? u->cap * 2 : 64;
-		struct btrfsimg_unalloc_range *p = realloc(u->v, nc * sizeof(*p));
-		if (!p)
-			return bi_err(u->fs, -ENOMEM, "out of memory listing unallocated space");
-		u->v = p;
-		u->cap = nc;
-	}
-	u->v[u->n++] = *r;
-	return 0;
+	int rc = u->have ? u->fn(u->ctx, &u->pend) : 0;
+	u->pend = *r;
+	u->have = true;
+	return rc;
 }
 
 /* Add @r without the superblock copies it covers. */
@@ -88,7 +86,7 @@ static int emit(struct ua *u, struct btrfsimg_unalloc_range r)
 			struct btrfsimg_unalloc_range head = r;
 			head.length = sb - r.physical;
 			int rc = push(u, &head);
-			if (rc < 0)
+			if (rc)
 				return rc;
 		}
 		uint64_t end = r.physical + r.length;
@@ -126,7 +124,7 @@ static int free_in_piece(struct ua *u, const struct sm_chunk *k, const struct sm
 			r.physical = ph + (at - p->logical);
 			r.length = next - at;
 			int rc = emit(u, r);
-			if (rc < 0)
+			if (rc)
 				return rc;
 		}
 		if (i >= k->n || k->ext[i].start >= end)
@@ -176,7 +174,7 @@ static int one_device(struct ua *u, struct sm_chunk *k)
 		return rc;
 	uint64_t cur = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		if ((rc = emit_device(u, cur, v[i].physical)) < 0)
+		if ((rc = emit_device(u, cur, v[i].physical)) != 0)
 			break;
 		if (k->c != v[i].c && (rc = sm_chunk_load(u->fs, v[i].c, false, k)) < 0) {
 			k->c = NULL;
@@ -198,13 +196,11 @@ static int cmp_dev(const void *a, const void *b)
 	return x->devid < y->devid ? -1 : x->devid > y->devid;
 }
 
-int btrfsimg_unallocated(btrfsimg_fs *fs, struct btrfsimg_unalloc_range **out, size_t *n)
+int btrfsimg_unallocated(btrfsimg_fs *fs, btrfsimg_unalloc_fn fn, void *ctx)
 {
-	if (!out || !n || !bi_opened(fs, "btrfsimg_unallocated"))
+	if (!fn || !bi_opened(fs, "btrfsimg_unallocated"))
 		return -EINVAL;
-	*out = NULL;
-	*n = 0;
-	struct ua u = { .fs = fs };
+	struct ua u = { .fs = fs, .fn = fn, .ctx = ctx };
 	struct sm_chunk k = { 0 };
 	const struct bi_dev **devs = calloc(fs->ndevs ? fs->ndevs : 1, sizeof(*devs));
 	if (!devs)
@@ -219,15 +215,11 @@ int btrfsimg_unallocated(btrfsimg_fs *fs, struct btrfsimg_unalloc_range **out, s
 		u.d = devs[i];
 		rc = one_device(&u, &k);
 	}
+	if (rc == 0 && u.have)
+		rc = fn(ctx, &u.pend);
 	sm_chunk_free(&k);
 	free(devs);
-	if (rc < 0) {
-		free(u.v);
-		return rc;
-	}
-	*out = u.v;
-	*n = u.n;
-	return 0;
+	return rc;
 }
 
 int btrfsimg_device_read(btrfsimg_fs *fs, uint64_t devid, uint64_t physical, void *buf, size_t len)
