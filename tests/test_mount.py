@@ -20,7 +20,9 @@ that recorded the kernel's view on a loop mount) is compared with NAME.view.json
 The default scheme (inumbits=56,numdevs=1) gets the whole comparison; nfsd,
 nfsd-uniquifier, inumbits=32 and inumbits=64 the paths and numbers. Then
 --subvol, --no-log-replay, refused schemes (numdevs=2 and many: exit 2,
-nothing mounted), EIO on exactly the sector of a data extent whose every
+nothing mounted), devices given as every command takes them (a GPT disk,
+--partition, --offset, two RAID1 devices: each subvolume btrfs-progs listed
+is there with its number), EIO on exactly the sector of a data extent whose every
 copy is damaged (the DUP image of testdata/images, damaged as
 tests/test_corrupt.py does; with --no-verify the damaged bytes), -f
 (serves until unmounted, then exits 0), no process left after fusermount3 -u, and a
@@ -479,6 +481,55 @@ def check_foreground(t, img, mnt):
     t.check("-f: fusermount3 -u ends it, exit 0", rc == 0, (rc, p.stderr.read()[-300:]))
 
 
+def child_subvols(mnt, expected, scheme):
+    """Every subvolume btrfs-progs listed (path, id) is a directory of the
+    mount whose st_ino is its root's number under @scheme."""
+    probs = []
+    subvols = [s for s in imgtest.load_jsonl(expected) if not s["deleted"] and s["path"] is not None]
+    for sv in subvols:
+        p = os.path.join(mnt, sv["path"]) if sv["path"] else mnt
+        try:
+            st = os.lstat(p)
+        except OSError as e:
+            probs.append("%r: %s" % (sv["path"], e))
+            continue
+        want = scheme_ino(scheme, sv["id"], 256)
+        if not stat.S_ISDIR(st.st_mode) or st.st_ino != want:
+            probs.append("%r (subvolume %d): mode %o ino %d, want a directory, ino %d"
+                         % (sv["path"], sv["id"], st.st_mode, st.st_ino, want))
+    print(json.dumps(probs if subvols else ["no subvolume listed"]))
+    return 0
+
+
+def check_layouts(t, testdata, work):
+    """Devices given as every command takes them: a GPT disk (its partition
+    found, or named by --partition or --offset) and a two-device RAID1;
+    every subvolume btrfs-progs listed is where it said, with its number."""
+    imgs = os.path.join(testdata, "images")
+    mnt = os.path.join(work, "m-layout")
+    gpt = imgtest.unzstd(os.path.join(imgs, "gpt1", "disk.img.zst"), os.path.join(work, "disk.img"))
+    r1 = [imgtest.unzstd(os.path.join(imgs, "raid1", d + ".img.zst"), os.path.join(work, d + ".img"))
+          for d in ("dev2", "dev1")]
+    for label, devs, args, exp in (
+            ("GPT disk", [gpt], [], "gpt1/expected-subvols.p1.jsonl"),
+            ("GPT disk --partition 1", [gpt], ["--partition", "1"], "gpt1/expected-subvols.p1.jsonl"),
+            ("GPT disk --offset 1048576", [gpt], ["--offset", "1048576"],
+             "gpt1/expected-subvols.p1.jsonl"),
+            ("RAID1, two devices", r1, [], "raid1/expected-subvols.jsonl")):
+        os.makedirs(mnt, exist_ok=True)
+        rc, out, err = imgtest.run_cli(t.cli, ["mount"] + args + devs + [mnt], timeout=T_MOUNT)
+        if rc != 0:
+            t.check("%s: mounted" % label, False, (rc, err[-300:]))
+            continue
+        t.live[mnt] = daemon_pid(mnt)
+        res, why = t.child(["subvols", mnt, os.path.join(imgs, exp), SCHEMES[0]], timeout=60)
+        t.umount(mnt)
+        t.problems("%s: every subvolume where btrfs-progs lists it, its number" % label,
+                   [why] if why else res)
+    for f in [gpt] + r1:
+        os.unlink(f)
+
+
 def check_eio(t, testdata, work):
     """top/big.txt of the DUP image (data DUP, uncompressed, as
     tests/test_corrupt.py damages it): sector 2 of its extent overwritten
@@ -544,6 +595,8 @@ def main():
             return child_walk(a[1], a[2], a[3], a[4] == "1", a[5])
         if a[0] == "read":
             return child_read(a[1], a[2], int(a[3]))
+        if a[0] == "subvols":
+            return child_subvols(a[1], a[2], a[3])
         return child_stat(a[1])
     if len(sys.argv) < 3:
         print(__doc__)
@@ -580,6 +633,8 @@ def main():
             os.unlink(img)
         if not only or "eio" in only:
             check_eio(t, testdata, work)
+        if not only or "layouts" in only:
+            check_layouts(t, testdata, work)
     finally:
         t.cleanup()
         shutil.rmtree(work, ignore_errors=True)
