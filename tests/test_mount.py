@@ -18,7 +18,8 @@ that recorded the kernel's view on a loop mount) is compared with NAME.view.json
   * readlink, the sha256 of every regular file's contents, and every
     xattr's sha256 (listxattr/getxattr).
 The default scheme (inumbits=56,numdevs=1) gets the whole comparison; nfsd,
-nfsd-uniquifier, inumbits=32 and inumbits=64 the paths and numbers. Then
+nfsd-uniquifier, inumbits=32 and inumbits=64 the paths and numbers; on comp,
+four readers and a walk at once (the daemon's threads and handles). Then
 --subvol, --no-log-replay, refused schemes (numdevs=2 and many: exit 2,
 nothing mounted), devices given as every command takes them (a GPT disk,
 --partition, --offset, two RAID1 devices: each subvolume btrfs-progs listed
@@ -481,6 +482,51 @@ def check_foreground(t, img, mnt):
     t.check("-f: fusermount3 -u ends it, exit 0", rc == 0, (rc, p.stderr.read()[-300:]))
 
 
+def child_shas(mnt, view, reverse):
+    """sha256 of every regular file of the view, read in view order (or
+    reversed): print the paths whose contents differ."""
+    recs = [r for r in imgtest.load_jsonl(view) if r["sha256"]]
+    if reverse == "1":
+        recs.reverse()
+    bad = []
+    for r in recs:
+        try:
+            h = sha256_path(os.path.join(os.fsencode(mnt), os.fsencode(r["path"])))
+        except OSError as e:
+            h = str(e)
+        if h != r["sha256"]:
+            bad.append("%r: %s" % (r["path"], h))
+    print(json.dumps(bad[:20] if recs else ["no regular file"]))
+    return 0
+
+
+def check_parallel(t, img, mnt, view, name):
+    """Four readers at once (two in each order) and a walk: the daemon's
+    threads and handles serve them together; every reader sees the
+    kernel's contents."""
+    rc, err = t.mount(img, mnt)
+    if rc != 0:
+        t.check("%s parallel: mounted" % name, False, err[-300:])
+        return
+    me = [sys.executable, os.path.abspath(__file__), "--child"]
+    procs = [subprocess.Popen(me + ["shas", mnt, view, str(i % 2)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for i in range(4)]
+    walk = subprocess.Popen(me + ["walk", mnt, view, SCHEMES[0], "0", ""],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    probs = []
+    for p in procs + [walk]:
+        try:
+            o, e = p.communicate(timeout=T_WALK)
+            res = json.loads(o)
+            probs += res if isinstance(res, list) else [x for v in res.values() for x in v]
+        except (subprocess.TimeoutExpired, ValueError) as x:
+            p.kill()
+            probs.append("reader failed: %s" % x)
+    t.umount(mnt)
+    t.problems("%s: four readers and a walk at once see the kernel's contents and numbers"
+               % name, probs)
+
+
 def child_subvols(mnt, expected, scheme):
     """Every subvolume btrfs-progs listed (path, id) is a directory of the
     mount whose st_ino is its root's number under @scheme."""
@@ -595,6 +641,8 @@ def main():
             return child_walk(a[1], a[2], a[3], a[4] == "1", a[5])
         if a[0] == "read":
             return child_read(a[1], a[2], int(a[3]))
+        if a[0] == "shas":
+            return child_shas(a[1], a[2], a[3])
         if a[0] == "subvols":
             return child_subvols(a[1], a[2], a[3])
         return child_stat(a[1])
@@ -621,6 +669,8 @@ def main():
             view = os.path.join(files, name + ".view.jsonl")
             for i, scheme in enumerate(SCHEMES):
                 walk_check(t, img, mnt, view, name, scheme, full=(i == 0))
+            if name == "comp":
+                check_parallel(t, img, mnt, view, name)
             if name == "log":
                 walk_check(t, img, mnt, os.path.join(files, "log.nolog.view.jsonl"), name,
                            SCHEMES[0], True, ["--no-log-replay"])
