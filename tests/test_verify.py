@@ -128,6 +128,63 @@ def clean_images(tmp):
         shutil.rmtree(sub)
 
 
+def sh(*args):
+    return subprocess.run(list(args), capture_output=True, text=True).stdout
+
+
+def parity_case(tmp):
+    """A RAID5 P unit damaged: only a parity error there. Where P lies comes
+    from btrfs-progs (the chunk item's stripes, btrfs-map-logical for the
+    row's data units: P is on the remaining device at the same offset into
+    its stripe), on read-only loop devices (root only)."""
+    if os.geteuid() != 0 or not shutil.which("btrfs-map-logical"):
+        print("skip raid5 parity damage: needs root and loop devices for btrfs-progs")
+        return
+    d = os.path.join(TESTDATA, "images", "raid5")
+    imgs = images_of(d, tmp)
+    loops = []
+    try:
+        for p in imgs:
+            loops.append(sh("losetup", "-f", "--show", "-r", p).strip())
+        sh("btrfs", "device", "scan", *loops)
+        devid = {l: int(sh("btrfs", "inspect-internal", "dump-super", l)
+                        .split("dev_item.devid")[1].split()[0]) for l in loops}
+        chunks = sh("btrfs", "inspect-internal", "dump-tree", "-t", "chunk", loops[0])
+        ext = sh("btrfs", "inspect-internal", "dump-tree", "-t", "extent", loops[0])
+        blk = chunks.split("CHUNK_ITEM ")
+        data = [b for b in blk[1:] if "type DATA|RAID5" in b][0]
+        start, length = int(data.split(")")[0]), int(data.split("length ")[1].split()[0])
+        stripes = {int(m.split()[3]): int(m.split()[5]) for m in
+                   [x.strip() for x in data.splitlines() if x.strip().startswith("stripe ")]}
+        logical = [int(x.split("(")[1].split()[0]) for x in ext.splitlines()
+                   if "EXTENT_ITEM" in x and "key (" in x]
+        used = [l for l in logical if start <= l < start + length][0]
+        row = start + (used - start) // (2 * 65536) * (2 * 65536)
+        units = []
+        for unit in (row, row + 65536):
+            out = sh("btrfs-map-logical", "-l", str(unit), "-b", "4096", loops[0])
+            m = [x for x in out.splitlines() if x.startswith("mirror 1 ")][0].split()
+            units.append((devid[m[7]], int(m[5])))
+    finally:
+        for l in loops:
+            sh("btrfs", "device", "scan", "--forget", l)
+            sh("losetup", "-d", l)
+    pdev = ({1, 2, 3} - {u[0] for u in units}).pop()
+    pphys = stripes[pdev] + (units[0][1] - stripes[units[0][0]])
+    with open(imgs[pdev - 1], "r+b") as f:
+        f.seek(pphys)
+        b = f.read(64)
+        f.seek(pphys)
+        f.write(bytes(x ^ 0xA5 for x in b))
+    rc, lines, err = verify(imgs)
+    dmg = [(l["kind"], l["devid"], l["physical"]) for l in lines if l.get("type") == "damage"]
+    dev = [l for l in lines if l.get("type") == "device"]
+    other = sum(l["csum_errors"] + l["verify_errors"] + l["read_errors"] for l in dev)
+    check("raid5: a damaged P unit (device %d physical %d, row %d) is one parity error there"
+          % (pdev, pphys, row), rc == 1 and dmg == [("parity", pdev, pphys)] and other == 0,
+          "exit %s damage %s other errors %d %s" % (rc, dmg, other, err[-300:]))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="scrub-test-")
     try:
@@ -137,6 +194,8 @@ def main():
                 one_scrub_image(name, sub)
                 shutil.rmtree(sub)
         clean_images(tmp)
+        sub = tempfile.mkdtemp(dir=tmp)
+        parity_case(sub)
         rc, _, err = imgtest.run_cli(CLI, ["verify"])
         check("verify without an image: usage error (exit 2)", rc == 2, err)
     finally:
