@@ -54,7 +54,7 @@ check = tally.check
 VALUES = {"--json-u64": "string", "--subvol": "5", "--path": "x", "--inode": "5:256", "--inumbits": "48",
           "--mount-subvol": "5", "--partition": "1", "--offset": "0", "--super-mirror": "0",
           "--examples": "3", "--numbers": "nfsd", "--passphrase-file": "/dev/null",
-          "--volume-key-file": "/dev/null"}
+          "--volume-key-file": "/dev/null", "--format": "raw"}
 # The fields of the kernel's view that do not depend on how a path was reached.
 STABLE = ("path", "ino", "subvol", "mode", "nlink", "uid", "gid", "size", "rdev", "target",
           "sha256")
@@ -470,7 +470,7 @@ def complete(words):
 def test_completion(cmds):
     with open(COMPLETION) as f:
         src = f.read()
-    lists = dict(re.findall(r'^\s*([a-z]+)\)\s*opts="([^"]*)"', src, re.M))
+    lists = dict(re.findall(r'^\s*([a-z-]+)\)\s*opts="([^"]*)"', src, re.M))
     m = re.search(r'local commands="([^"]*)"', src)
     listed = set(m[1].split()) if m else set()
     check("completion: every command", set(cmds) <= listed, sorted(set(cmds) - listed))

@@ -274,6 +274,7 @@ static int cmd_super(struct cli *c)
 
 static const struct cmd_option super_options[] = {
 	{ OPT_JSON, "one JSON object" },
+	{ OPT_FORMAT, NULL },
 	{ OPT_PARTITION, NULL },
 	{ OPT_OFFSET, NULL },
 	{ OPT_SUPER_MIRROR, NULL },

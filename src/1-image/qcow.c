@@ -7,6 +7,7 @@
  * only when it is qcow itself; a chain is followed up to QCOW_CHAIN files.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <libqcow.h>
 #include <stdio.h>
@@ -15,11 +16,14 @@
 #include <unistd.h>
 
 #include "1-image/container.h"
+#include "1-image/qcheck.h"
 
 #define QCOW_CHAIN 16
 
 struct qcow {
-	libqcow_file_t *f[QCOW_CHAIN]; /* [0] the image, then its backing files */
+	libqcow_file_t *f[QCOW_CHAIN];	   /* [0] the image, then its backing files */
+	struct bi_qcheck *chk[QCOW_CHAIN]; /* their bounds (qcheck.h) */
+	int fd[QCOW_CHAIN];
 	int n;
 };
 
@@ -41,6 +45,9 @@ static void qcow_close(struct bi_ctr *c)
 	for (int i = 0; i < q->n; i++) {
 		libqcow_file_close(q->f[i], NULL);
 		libqcow_file_free(&q->f[i], NULL);
+		bi_qcheck_free(q->chk[i]);
+		if (q->fd[i] >= 0)
+			close(q->fd[i]);
 	}
 	free(q);
 	c->h = NULL;
@@ -51,14 +58,33 @@ static int open_one(struct qcow *q, const char *name, char *err, size_t errlen)
 	libqcow_error_t *e = NULL;
 	libqcow_file_t *f = NULL;
 	char why[512];
+	int fd = open(name, O_RDONLY | O_CLOEXEC);
+	struct bi_qcheck *chk = NULL;
+	if (fd < 0) {
+		int en = errno;
+		snprintf(err, errlen, "qcow image '%s': cannot open: %s", name, strerror(en));
+		return -en;
+	}
+	int rc = bi_qcheck_open(&chk, fd, name, err, errlen);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
 	if (libqcow_file_initialize(&f, &e) != 1) {
+		bi_qcheck_free(chk);
+		close(fd);
 		qcow_why(&e, why, sizeof(why));
 		snprintf(err, errlen, "qcow image '%s': %s", name, why);
 		return -ENOMEM;
 	}
+	q->chk[q->n] = chk;
+	q->fd[q->n] = fd;
 	q->f[q->n++] = f;
 	if (libqcow_file_open(f, name, LIBQCOW_OPEN_READ, &e) != 1) {
-		libqcow_file_free(&q->f[--q->n], NULL);
+		q->n--;
+		libqcow_file_free(&q->f[q->n], NULL);
+		bi_qcheck_free(q->chk[q->n]);
+		close(q->fd[q->n]);
 		qcow_why(&e, why, sizeof(why));
 		snprintf(err, errlen, "qcow image '%s': cannot open: %s", name, why);
 		return -EIO;
@@ -167,6 +193,11 @@ static int qcow_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char
 	struct qcow *q = c->h;
 	libqcow_error_t *e = NULL;
 	uint8_t *p = buf;
+	for (int i = 0; i < q->n; i++) {
+		int rc = bi_qcheck_range(q->chk[i], off, len, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
 	while (len > 0) {
 		ssize_t r = libqcow_file_read_buffer_at_offset(q->f[0], p, len, (off64_t)off, &e);
 		if (r <= 0) {

@@ -1,0 +1,43 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Seeds for fuzz_container: a 64 KiB disk (one random 4 KiB block, the rest
+# zeros) in each container format, made by the formats' own tools
+# (ewfacquire, qemu-img); the dynamic VHD's disk is all zeros (a data block
+# would make it 2 MiB). Each seed is one byte (the format, as
+# fuzz_container.c reads it: enum btrfsimg_format) followed by the file.
+# VHDX is left out: its smallest file is 4 MiB of mostly zeros (mutations
+# of the others reach libvhdi's signature check). Usage:
+#   bash fuzz/gen-container-seeds.sh   (writes fuzz/corpus/container/)
+set -euo pipefail
+out="$(cd "$(dirname "$0")" && pwd)/corpus/container"
+tmp=$(mktemp -d /tmp/ctr-seeds.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+cd "$tmp"
+python3 -c "
+import random
+r = random.Random(15)
+d = bytearray(65536)
+d[4096:8192] = bytes(r.getrandbits(8) for _ in range(4096))
+open('disk.img', 'wb').write(d)
+open('zero.img', 'wb').write(bytes(65536))"
+ewfacquire -u -q -t ev -c deflate:fast -b 16 -C CASE -e EXAMINER -d sha1 disk.img >/dev/null
+qemu-img convert -O qcow2 -c -o cluster_size=4096 disk.img c.qcow2
+qemu-img convert -O qcow2 -o cluster_size=512,compat=0.10 disk.img v2.qcow2
+qemu-img convert -O vmdk -o subformat=streamOptimized disk.img st.vmdk
+qemu-img convert -O vmdk -o subformat=monolithicFlat disk.img flat.vmdk
+qemu-img convert -O vpc zero.img dyn.vhd  # no block allocated: 2 KiB, not 2 MiB
+qemu-img convert -O vpc -o subformat=fixed disk.img fixed.vhd
+seed() { # NAME FORMAT FILE
+	{ printf "\\x$(printf %02x "$2")"; cat "$3"; } >"$out/$1"
+}
+seed ewf-auto 0 ev.E01
+seed ewf 3 ev.E01
+seed qcow2-compressed 4 c.qcow2
+seed qcow2-v2 0 v2.qcow2
+seed vmdk-stream 5 st.vmdk
+seed vmdk-descriptor 5 flat.vmdk
+seed vhd-dynamic 6 dyn.vhd
+seed vhd-fixed 0 fixed.vhd
+seed split 2 disk.img
+ls -la "$out"
