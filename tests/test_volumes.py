@@ -14,6 +14,9 @@ for `walk --json --hash` through each stack:
                   each), vgm/strip (striped 2 x 64 KiB); both orders; one PV
                   missing refuses the LVs it does not fully hold; two
                   btrfs LVs need --partition VG/LV
+    raid-a + raid-b   LV vgr/mirror of type raid1 (a leg on each), vgr/solo
+                  linear on raid-a: each leg alone, a failing leg, the LV a
+                  VG with a PV missing still holds
   LUKS (built here: the payload is incompressible) with `cryptsetup
   luksFormat` on a file, the volume key from `luksDump --dump-volume-key`,
   the plaintext encrypted by tests/luks_encrypt.c (OpenSSL, IV = 512-byte
@@ -392,7 +395,32 @@ def lvm_tests(env, t):
     env.fails(t, "two btrfs LVs: choose one", [a, b], ["vgm/data", "vgm/strip", "--partition"])
     env.fails(t, "PV missing: the LV is not read", ["--partition", "vgm/data", a],
               ["vgm/data"])
+    raid_tests(env, t)
     return img
+
+
+def raid_tests(env, t):
+    """raid1 legs on two images (metadata by lvm2's vgcfgrestore): both, each
+    alone (the other PV missing), and a failing leg (its image cut short:
+    reads past the end fail and go to the other leg, said once, exit 1);
+    the linear LV held wholly by raid-a opens without raid-b."""
+    vd = os.path.join(env.testdata, "volume")
+    ra, rb = (imgtest.unzstd(os.path.join(vd, n + ".img.zst"), os.path.join(env.tmp, n + ".img"))
+              for n in ("raid-a", "raid-b"))
+    m = ["--partition", "vgr/mirror"]
+    env.walk(t, "raid1: both legs", m + [ra, rb])
+    env.walk(t, "raid1: leg 1 alone (raid-a missing)", m + [rb], expect_rc=1)
+    env.walk(t, "raid1: leg 0 alone (raid-b missing)", m + [ra], expect_rc=1)
+    env.walk(t, "a VG with a PV missing: the LV raid-a holds", ["--partition", "vgr/solo", ra],
+             expect_rc=1)
+    with open(ra, "r+b") as f:
+        f.truncate(12 * MB)  # leg 0 ends 7 MiB into the LV
+    env.walk(t, "raid1: leg 0 failing, leg 1 read", m + [ra, rb], expect_rc=1)
+    rc, out, err = imgtest.run_cli(env.cli, ["super"] + m + [ra, rb], 120)
+    t.check("raid1: the failing leg is named", b"leg mirror_rimage_0 failed" in err and
+            b"read from leg mirror_rimage_1" in err, err[-300:])
+    os.unlink(ra)
+    os.unlink(rb)
 
 
 def stack_test(env, t, img):

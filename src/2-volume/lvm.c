@@ -840,6 +840,7 @@ struct lvrd {
 	void *ctx;
 	char *err;
 	size_t errlen;
+	char note[300]; /* a leg that failed, the read served by another */
 };
 
 static int lv_read(struct lvrd *r, int lv, int depth, uint64_t off, uint8_t *buf, size_t len);
@@ -849,14 +850,22 @@ static int seg_read(struct lvrd *r, const struct bi_lvm_lv *l, const struct bi_l
 {
 	const struct bi_lvm_vg *vg = r->vg;
 	if (g->kind == BI_LVM_MIRROR) {
-		int rc = -EIO;
+		int rc = -EIO, failed = -1;
 		for (int a = 0; a < g->narea; a++) {
 			if (g->areas[a].lv < 0)
 				continue;
 			uint64_t at = g->areas[a].start * vg->extent_bytes + in;
 			rc = lv_read(r, g->areas[a].lv, depth + 1, at, buf, n);
+			if (rc == 0 && failed >= 0 && !r->note[0])
+				snprintf(r->note, sizeof(r->note),
+					 "LV %.40s/%.40s: leg %.48s failed at byte %" PRIu64
+					 "; read from leg %.48s",
+					 vg->name, l->name, vg->lvs[g->areas[failed].lv].name,
+					 g->start * vg->extent_bytes + in,
+					 vg->lvs[g->areas[a].lv].name);
 			if (rc == 0)
 				return 0;
+			failed = failed < 0 ? a : failed;
 		}
 		return rc;
 	}
@@ -910,12 +919,15 @@ static int lv_read(struct lvrd *r, int lv, int depth, uint64_t off, uint8_t *buf
 int bi_lvm_read(const struct bi_lvm_vg *vg, int lv, bi_lvm_pv_read_fn rd, void *ctx, uint64_t off,
 		void *buf, size_t len, char *err, size_t errlen)
 {
-	struct lvrd r = { vg, rd, ctx, err, errlen };
+	struct lvrd r = { vg, rd, ctx, err, errlen, "" };
 	uint64_t size = bi_lvm_lv_size(vg, lv);
 	if (!bi_fits64(size, off, len))
 		return bi_msg(err, errlen, -EIO,
 			      "LV %s/%s: read of %zu bytes at %" PRIu64 " past its end (%" PRIu64
 			      " bytes)",
 			      vg->name, vg->lvs[lv].name, len, off, size);
-	return lv_read(&r, lv, 0, off, buf, len);
+	int rc = lv_read(&r, lv, 0, off, buf, len);
+	if (rc == 0 && r.note[0])
+		snprintf(err, errlen, "%s", r.note);
+	return rc;
 }

@@ -106,7 +106,8 @@ bool bi_lvm_lv_complete(const struct bi_lvm_vg *vg, int lv, char *why, size_t wh
 typedef int (*bi_lvm_pv_read_fn)(void *ctx, int pv, uint64_t off, void *buf, size_t len);
 
 /* Read [off, off+len) of LV @lv; a mirror leg that fails is retried on
- * the next. 0, -EIO (@err says where) or the callback's error. */
+ * the next. 0 (@err empty, or naming a leg that failed and the one that
+ * served the read), -EIO (@err says where) or the callback's error. */
 int bi_lvm_read(const struct bi_lvm_vg *vg, int lv, bi_lvm_pv_read_fn rd, void *ctx, uint64_t off,
 		void *buf, size_t len, char *err, size_t errlen);
 

@@ -56,6 +56,7 @@ struct bi_vol {
 	int vg, lv; /* V_LV */
 	int row;
 	char lvname[260]; /* "vg/lv" of the LV on its path, or "" */
+	bool leg_noted;	  /* V_LV: a failed mirror leg was reported */
 };
 
 struct pv_ent {
@@ -285,6 +286,10 @@ static int vol_read(struct btrfsimg_fs *fs, struct bi_vol *v, uint64_t off, void
 	int rc = bi_lvm_read(&c.g->vg, v->lv, lv_pv_read, &c, off, buf, len, err, sizeof(err));
 	if (rc < 0 && err[0])
 		return bi_err(fs, rc, "%s", err);
+	if (rc == 0 && err[0] && !v->leg_noted) { /* once per LV: not per block */
+		v->leg_noted = true;
+		bi_damage(fs, "%s (further failed reads of that leg not reported)", err);
+	}
 	return rc;
 }
 
@@ -579,12 +584,13 @@ static int probe_vol(struct btrfsimg_fs *fs, struct bi_vol *v, int parent)
 	if (v->size >= 4096 && vol_read(fs, v, 0, h, 8) == 0 && bi_luks_magic(h))
 		return probe_luks(fs, v, parent);
 	struct bi_lvm_label lb;
-	char err[200];
+	char err[200] = "";
 	int rc = bi_lvm_label(vrd_read, &c, v->size, &lb, err, sizeof(err));
 	if (rc > 0)
 		return probe_pv(fs, v, parent, &lb);
-	if (rc < 0)
-		bi_damage(fs, "%s: %s", v->name, err);
+	if (rc < 0) /* a damaged label (@err) or the volume unreadable there */
+		bi_damage(fs, "%s: %s", v->name,
+			  rc == -EUCLEAN || rc == -EOPNOTSUPP ? err : fs->err);
 	return 0;
 }
 

@@ -14,6 +14,9 @@
 #                   first segment on pv-b, second on pv-a, holds the btrfs;
 #                   LV "strip", striped over both (2 x 64 KiB), holds it too
 #                   (so opening needs --partition vgm/data or vgm/strip)
+#   raid-a.img, raid-b.img   VG "vgr": LV "mirror" of type raid1, one leg on
+#                   each image; LV "solo" linear on raid-a alone; both hold
+#                   the btrfs (metadata by vgcfgrestore, see below)
 # Recorded beside them: NAME.lvs.txt (lvs --segments: the layout truth),
 # NAME.pvs.txt, and plain.sha256 (the btrfs image copied in).
 # LUKS stacks are built at test time from these (tests/test_volumes.py):
@@ -42,7 +45,9 @@ MB=$((1024 * 1024))
 place_linear() {
 	local lv=$1 vg=$2 pe_start ext dev first
 	ext=$(lvm_ vgs --noheadings --units b -o vg_extent_size --nosuffix "$vg" | tr -d ' ')
-	lvm_ lvs --noheadings --segments -o seg_start_pe,seg_size_pe,seg_pe_ranges "$vg/$lv" |
+	# -a and a filter: a hidden LV (a raid1 leg) is not listed by its name
+	lvm_ lvs -a --noheadings --segments -o lv_name,seg_start_pe,seg_size_pe,seg_pe_ranges "$vg" |
+	tr -d '[]' | awk -v lv="$lv" '$1 == lv { print $2, $3, $4 }' |
 	while read -r start size range; do
 		dev=${range%%:*}
 		first=${range#*:}
@@ -119,9 +124,54 @@ EOF
 lvm_ lvs --segments -o lv_name,seg_start_pe,seg_size_pe,seg_pe_ranges,segtype,stripes,stripe_size vgm |
 	sed "s|$a|PVA|g; s|$b|PVB|g" >pv-ab.lvs.txt
 lvm_ pvs -o pv_name,vg_name,pe_start,pv_uuid "$a" "$b" | sed "s|$a|PVA|g; s|$b|PVB|g" >pv-ab.pvs.txt
+
+# --- raid-a.img + raid-b.img: VG "vgr", LV "mirror" of type raid1 (legs
+# mirror_rimage_0 on raid-a, _1 on raid-b), LV "solo" linear on raid-a
+# alone; both hold the btrfs. lvm2 cannot create raid1 without
+# device-mapper, so its metadata is written by lvm2's vgcfgrestore from a
+# vgcfgbackup with the LVs added (lvm2 parses and checks it: lvs lists it)
+truncate -s 600M "$tmp/raid-a.img"
+truncate -s 300M "$tmp/raid-b.img"
+ra=$(losetup -f --show "$tmp/raid-a.img")
+loops+=("$ra")
+rb=$(losetup -f --show "$tmp/raid-b.img")
+loops+=("$rb")
+lvm_ pvcreate -q "$ra" "$rb" >/dev/null
+lvm_ vgcreate -q -s 4M vgr "$ra" "$rb" >/dev/null
+lvm_ vgcfgbackup -f "$tmp/vgr.txt" vgr >/dev/null
+python3 - "$tmp/vgr.txt" <<'EOF2'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+def lv(name, segs, visible=False, n=[0]):
+    n[0] += 1
+    st = '"READ", "WRITE", "VISIBLE"' if visible else '"READ", "WRITE"'
+    return ('\t\t%s {\n\t\t\tid = "RaId00-0000-0000-0000-0000-0000-%06d"\n'
+            '\t\t\tstatus = [%s]\n\t\t\tflags = []\n\t\t\tsegment_count = 1\n\n'
+            '\t\t\tsegment1 {\n%s\t\t\t}\n\t\t}\n\n' % (name, n[0], st, segs))
+def linear(pv, start, count):
+    return ('\t\t\t\tstart_extent = 0\n\t\t\t\textent_count = %d\n\t\t\t\ttype = "striped"\n'
+            '\t\t\t\tstripe_count = 1\n\t\t\t\tstripes = ["%s", %d]\n' % (count, pv, start))
+raid = ('\t\t\t\tstart_extent = 0\n\t\t\t\textent_count = 64\n\t\t\t\ttype = "raid1"\n'
+        '\t\t\t\tdevice_count = 2\n\t\t\t\tregion_size = 1024\n'
+        '\t\t\t\traids = ["mirror_rmeta_0", "mirror_rimage_0", "mirror_rmeta_1", "mirror_rimage_1"]\n')
+body = (lv("mirror", raid, True) + lv("mirror_rmeta_0", linear("pv0", 0, 1)) +
+        lv("mirror_rimage_0", linear("pv0", 1, 64)) + lv("mirror_rmeta_1", linear("pv1", 0, 1)) +
+        lv("mirror_rimage_1", linear("pv1", 1, 64)) + lv("solo", linear("pv0", 65, 64), True))
+end = s.index("\n}\n")
+s = s[:end] + "\n\tlogical_volumes {\n\n" + body + "\t}\n" + s[end:]
+open(p, "w").write(s)
+EOF2
+lvm_ vgcfgrestore -f "$tmp/vgr.txt" vgr >/dev/null
+for lv in mirror_rimage_0 mirror_rimage_1 solo; do
+	place_linear "$lv" vgr
+done
+lvm_ lvs -a --segments -o lv_name,seg_start_pe,seg_size_pe,seg_pe_ranges,segtype vgr |
+	sed "s|$ra|PVA|g; s|$rb|PVB|g" >raid.lvs.txt
+lvm_ pvs -o pv_name,vg_name,pe_start,pv_uuid "$ra" "$rb" | sed "s|$ra|PVA|g; s|$rb|PVB|g" >raid.pvs.txt
 sync
 for l in "${loops[@]}"; do losetup -d "$l"; done
 loops=()
-for n in gpt-lvm pv-a pv-b; do
+for n in gpt-lvm pv-a pv-b raid-a raid-b; do
 	zstd -q -19 --long=27 -f "$tmp/$n.img" -o "$n.img.zst"
 done
