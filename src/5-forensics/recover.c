@@ -1054,9 +1054,11 @@ static int evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *
 	 * item and extent items that were never true together (a truncate
 	 * half done): nbytes, which the kernel keeps equal to the bytes its
 	 * extents hold (btrfs check's "nbytes wrong"), tells. */
-	if (v->complete && nbytes_of(v) != v->inode.nbytes && v->inode.size &&
-	    (rc = add_bad(v, 0, v->inode.size, "items disagree with the inode")) < 0)
-		return rc;
+	if (v->complete && nbytes_of(v) != v->inode.nbytes && v->inode.size) {
+		v->nbad = 0; /* the whole file, instead of what the pieces said */
+		if ((rc = add_bad(v, 0, v->inode.size, "items disagree with the inode")) < 0)
+			return rc;
+	}
 	bool any_items = v->next > 0;
 	if (v->inode.size && !any_items && !v->complete)
 		rec->status = BTRFSIMG_REC_METADATA_ONLY;

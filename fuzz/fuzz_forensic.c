@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Whole-image target for the forensic scan (btrfsimg_forensic.h): stale
+ * tree blocks are exactly what an attacker controls, so every byte of the
+ * sparse image (fuzz/sparse_image.h; with the checksum-fixing flag,
+ * hostile blocks carry valid checksums) reaches the scan, the chunk items
+ * of stale chunk-tree leaves (older chunk maps), the history walk and the
+ * version builder with its data reads, checksum look-ups and paths.
+ * Invariants: blocks come in owner, generation order, each one's key
+ * range ordered; generations strictly increase; every record has an id,
+ * a path, known kind and status names, bad ranges inside the file and
+ * not overlapping; reading a record gives exactly its size in bytes, in
+ * order, and 0 only for an intact one; the handle has a message after
+ * every failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btrfsimg_forensic.h"
+#include "sparse_image.h"
+
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (!(c))                                                                          \
+			abort();                                                                   \
+	} while (0)
+#define MAX_READS 16
+
+static void on_log(void *ctx, bool damage, const char *msg)
+{
+	(void)ctx;
+	(void)damage;
+	CHECK(msg && *msg);
+}
+
+struct order {
+	uint64_t owner, generation, transid;
+	bool any;
+};
+
+static int key_le(const struct btrfsimg_key *a, const struct btrfsimg_key *b)
+{
+	if (a->objectid != b->objectid)
+		return a->objectid < b->objectid;
+	if (a->type != b->type)
+		return a->type < b->type;
+	return a->offset <= b->offset;
+}
+
+static int on_block(void *ctx, const struct btrfsimg_tree_block *b)
+{
+	struct order *o = ctx;
+	CHECK(!o->any || b->owner > o->owner ||
+	      (b->owner == o->owner && b->generation >= o->generation));
+	CHECK(b->level < 8 && key_le(&b->first, &b->last));
+	o->owner = b->owner;
+	o->generation = b->generation;
+	o->any = true;
+	return 0;
+}
+
+static int on_gen(void *ctx, const struct btrfsimg_generation *g)
+{
+	struct order *o = ctx;
+	CHECK(!o->any || g->transid > o->transid);
+	CHECK(g->ntrees == 0 || g->trees);
+	o->transid = g->transid;
+	o->any = true;
+	return 0;
+}
+
+struct reading {
+	uint64_t next;
+};
+
+static int on_data(void *ctx, uint64_t off, const void *data, size_t len)
+{
+	struct reading *r = ctx;
+	CHECK(off == r->next && data && len > 0 && len <= (1u << 20));
+	r->next += len;
+	return 0;
+}
+
+struct recs {
+	btrfsimg_forensic *f;
+	unsigned reads;
+};
+
+static int on_rec(void *ctx, const struct btrfsimg_recovered *r)
+{
+	struct recs *x = ctx;
+	CHECK(r->id && *r->id && r->path);
+	CHECK(strcmp(btrfsimg_recovered_kind_name(r->kind), "unknown") != 0);
+	CHECK(strcmp(btrfsimg_recovered_status_name(r->status), "unknown") != 0);
+	CHECK(!r->verified || r->status == BTRFSIMG_REC_INTACT);
+	uint64_t end = 0;
+	for (size_t i = 0; i < r->nbad; i++) {
+		CHECK(r->bad[i].length > 0 && r->bad[i].offset >= end && r->bad[i].why);
+		CHECK(r->bad[i].offset + r->bad[i].length <= r->inode.size);
+		end = r->bad[i].offset + r->bad[i].length;
+	}
+	if (x->reads++ < MAX_READS && r->inode.size <= (64u << 20)) {
+		struct reading rd = { 0 };
+		int rc = btrfsimg_forensic_read(x->f, r->id, on_data, &rd);
+		CHECK(rc == 0 || rc == 1 || rc < 0);
+		if (rc >= 0)
+			CHECK(rd.next == r->inode.size &&
+			      (rc == 0) == (r->status == BTRFSIMG_REC_INTACT));
+	}
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sparse_image im;
+	if (sparse_parse(data, size, &im) < 0)
+		return 0;
+	if (im.fix_csums)
+		sparse_fix_csums(&im);
+	btrfsimg_fs *fs = NULL;
+	btrfsimg_forensic *f = NULL;
+	if (btrfsimg_fs_new(&fs, NULL) < 0)
+		goto out;
+	btrfsimg_set_log(fs, on_log, NULL);
+	CHECK(btrfsimg_add_device_io(fs, sparse_read, &im, im.size, "fuzz") == 0);
+	if (btrfsimg_open(fs) < 0) {
+		CHECK(*btrfsimg_errmsg(fs));
+		goto out;
+	}
+	if (btrfsimg_forensic_scan(fs, NULL, NULL, &f) < 0) {
+		CHECK(*btrfsimg_errmsg(fs) && !f);
+		goto out;
+	}
+	struct btrfsimg_scan_stats st;
+	CHECK(btrfsimg_forensic_stats(f, &st) == 0 && st.blocks <= st.candidates);
+	struct order o = { 0 };
+	CHECK(btrfsimg_forensic_blocks(f, on_block, &o) == 0);
+	o = (struct order){ 0 };
+	int rc = btrfsimg_forensic_history(f, on_gen, &o);
+	CHECK(rc == 0 || (rc < 0 && *btrfsimg_errmsg(fs)));
+	struct recs x = { f, 0 };
+	rc = btrfsimg_forensic_recovered(f, on_rec, &x);
+	CHECK(rc == 0 || (rc < 0 && *btrfsimg_errmsg(fs)));
+out:
+	btrfsimg_forensic_free(f);
+	btrfsimg_fs_free(fs);
+	sparse_free(&im);
+	return 0;
+}
