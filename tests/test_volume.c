@@ -337,9 +337,12 @@ static void test_lvm_legs(void **state)
 	vg.pvs[1].dev = -1;
 	assert_false(bi_lvm_lv_complete(&vg, r1, why, sizeof(why)));
 	vg.pvs[1].dev = 1;
-	/* thin is refused by name */
+	/* thin is refused by name, and an old-style snapshot's store */
 	assert_false(bi_lvm_lv_complete(&vg, th, why, sizeof(why)));
 	assert_non_null(strstr(why, "thin"));
+	assert_false(bi_lvm_lv_complete(&vg, lv_index(&vg, "snap"), why, sizeof(why)));
+	assert_non_null(strstr(why, "snapshot"));
+	assert_false(bi_lvm_lv_complete(&vg, lv_index(&vg, "snapshot0"), why, sizeof(why)));
 	bi_lvm_vg_free(&vg);
 }
 

@@ -696,6 +696,21 @@ static int link_lv(struct bi_lvm_vg *vg, struct bi_lvm_lv *lv, const struct tnod
 	return 0;
 }
 
+/* An old-style snapshot: a hidden LV of segment type "snapshot" names its
+ * origin and its copy-on-write store, the visible LV the user sees as the
+ * snapshot. The store holds exceptions, not a filesystem: refuse it by
+ * name (the origin reads as itself). */
+static void mark_cow(struct bi_lvm_vg *vg, const struct tnode *lvnode)
+{
+	for (struct tnode *c = lvnode->kids; c; c = c->next) {
+		const char *t = c->kind == T_SECTION ? get_str(c, "type") : NULL;
+		const char *cow = t && strcmp(t, "snapshot") == 0 ? get_str(c, "cow_store") : NULL;
+		int lv = cow ? find_lv(vg, cow) : -1;
+		if (lv >= 0)
+			snprintf(vg->lvs[lv].refused, sizeof(vg->lvs[lv].refused), "snapshot");
+	}
+}
+
 static int load_vg(struct bi_lvm_vg *vg, const struct tnode *s, char *err, size_t errlen)
 {
 	const char *id = get_str(s, "id");
@@ -722,8 +737,10 @@ static int load_vg(struct bi_lvm_vg *vg, const struct tnode *s, char *err, size_
 		}
 	int i = 0;
 	for (struct tnode *k = lvs ? lvs->kids : NULL; rc == 0 && k; k = k->next)
-		if (k->kind == T_SECTION && k->kids)
+		if (k->kind == T_SECTION && k->kids) {
+			mark_cow(vg, k);
 			rc = link_lv(vg, &vg->lvs[i++], k, err, errlen);
+		}
 	return rc;
 }
 
