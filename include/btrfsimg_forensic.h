@@ -218,7 +218,7 @@ struct btrfsimg_scrub_dev {
 	uint64_t parity_errors;	       /**< parity sectors that differ */
 	uint64_t super_errors;	       /**< superblock copies invalid or stale */
 	uint64_t uncorrectable_errors; /**< bad sectors no other copy has right */
-	uint64_t bytes_read;	       /**< device bytes read */
+	uint64_t bytes_read;	       /**< device bytes read (or tried: past a cut image) */
 };
 
 /** The result of btrfsimg_scrub(). */
