@@ -185,6 +185,34 @@ def parity_case(tmp):
           "exit %s damage %s other errors %d %s" % (rc, dmg, other, err[-300:]))
 
 
+def truncated_case(tmp):
+    """raid1 with device 2 cut short inside its last data chunk: every
+    sector in use past the cut (from progs' chunk and extent items in
+    truth.json) is a read error, correctable from device 1."""
+    d = os.path.join(TESTDATA, "scrub", "raid1")
+    t = imgtest.load_json(os.path.join(d, "truth.json"))
+    imgs = images_of(d, tmp)
+    last = max(t["chunks"], key=lambda c: c["logical"])
+    s2 = [s for s in last["stripes"] if s["devid"] == 2][0]
+    cut = s2["offset"] + 65536
+    os.truncate(imgs[1], cut)
+    want = 0
+    for e in t["extents"]:
+        if e["type"] != "EXTENT_ITEM" or not last["logical"] <= e["logical"] < \
+                last["logical"] + last["length"]:
+            continue
+        for sec in range(e["logical"], e["logical"] + e["offset"], 4096):
+            want += s2["offset"] + sec - last["logical"] >= cut
+    rc, lines, err = verify(imgs)
+    dev2 = [l for l in lines if l.get("type") == "device" and l["devid"] == 2][0]
+    reads = [l for l in lines if l.get("type") == "damage" and l["kind"] == "read"]
+    ok = rc == 1 and want > 0 and dev2["read_errors"] == want and len(reads) == want and \
+        all(r["devid"] == 2 and r["physical"] >= cut and r["correctable"] for r in reads)
+    check("raid1, device 2 truncated at %d: %d read errors past the cut, correctable"
+          % (cut, want), ok, "exit %s read_errors %s listed %d %s"
+          % (rc, dev2["read_errors"], len(reads), err[-200:]))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="scrub-test-")
     try:
@@ -196,6 +224,7 @@ def main():
         clean_images(tmp)
         sub = tempfile.mkdtemp(dir=tmp)
         parity_case(sub)
+        truncated_case(tempfile.mkdtemp(dir=tmp))
         rc, _, err = imgtest.run_cli(CLI, ["verify"])
         check("verify without an image: usage error (exit 2)", rc == 2, err)
     finally:

@@ -172,17 +172,18 @@ static bool sector_ok(struct scrub *s, const uint8_t *data, const uint8_t *want,
 }
 
 /* Whether a copy other than @bad of [logical, +len) checks out: a tree
- * block (@want NULL) or a data sector with checksum @want. */
-static bool other_copy_ok(struct scrub *s, uint64_t logical, uint32_t len, int bad, uint64_t gen,
-			  const uint8_t *want)
+ * block (@tree), a data sector with checksum @want, or one without
+ * (@want NULL: any copy that can be read will do, as a repair would). */
+static bool other_copy_ok(struct scrub *s, uint64_t logical, uint32_t len, int bad, bool tree,
+			  uint64_t gen, const uint8_t *want)
 {
 	int n = bi_num_copies(s->fs, logical);
 	char why[8];
 	for (int c = 0; c < n; c++) {
 		if (c == bad || bi_read_copy(s->fs, logical, s->alt, len, c) < 0)
 			continue;
-		if (want ? sector_ok(s, s->alt, want, NULL, 0)
-			 : tree_verify(s, s->alt, logical, gen, why, sizeof(why)) == 0)
+		if (tree ? tree_verify(s, s->alt, logical, gen, why, sizeof(why)) == 0
+			 : !want || sector_ok(s, s->alt, want, NULL, 0))
 			return true;
 	}
 	return false;
@@ -257,7 +258,7 @@ static int check_tree(struct scrub *s, const struct place *at, const struct sm_e
 	} else {
 		at->sd->verify_errors += sectors;
 	}
-	bool ok = other_copy_ok(s, e->start, ns, p->copy, e->gen, NULL);
+	bool ok = other_copy_ok(s, e->start, ns, p->copy, true, e->gen, NULL);
 	return damage(s, at, kind, e->start, ns, ok, why);
 }
 
@@ -280,13 +281,13 @@ static int check_data(struct scrub *s, const struct place *at, const struct sm_e
 		if (!buf_ok(s, off, ss)) {
 			at->sd->read_errors++;
 			snprintf(why, sizeof(why), "data sector unreadable");
-			bool ok = want && other_copy_ok(s, l, ss, p->copy, 0, want);
+			bool ok = other_copy_ok(s, l, ss, p->copy, false, 0, want);
 			rc = damage(s, at, BTRFSIMG_SCRUB_READ, l, ss, ok, why);
 		} else if (!want) {
 			at->sd->no_csum++;
 		} else if (!sector_ok(s, wp(s, s->buf_pos + off), want, why, sizeof(why))) {
 			at->sd->csum_errors++;
-			bool ok = other_copy_ok(s, l, ss, p->copy, 0, want);
+			bool ok = other_copy_ok(s, l, ss, p->copy, false, 0, want);
 			rc = damage(s, at, BTRFSIMG_SCRUB_DATA_CSUM, l, ss, ok, why);
 		}
 		if (rc < 0)
@@ -478,9 +479,27 @@ struct win {
 	uint64_t pos, end, lo, hi;
 };
 
+/* Mirrored profiles map a stripe straight onto the chunk: skip to the
+ * window of the next extent, so empty space (or a stripe reaching far past
+ * a truncated image) costs nothing. */
+static uint64_t skip_empty(const struct scrub *s, const struct sm_devext *x, uint64_t base,
+			   uint64_t xend, uint64_t pos)
+{
+	const struct bi_chunk *c = x->c;
+	if (bi_chunk_profile(c) & (BG_RAID0 | BG_RAID10 | BG_RAID5 | BG_RAID6) || pos >= xend)
+		return pos;
+	size_t i = sm_ext_first(&s->k, c->logical + (pos - base));
+	if (i >= s->k.n || s->k.ext[i].start - c->logical >= xend - base)
+		return xend;
+	uint64_t np = base + (s->k.ext[i].start - c->logical);
+	np = base + (np - base) / WINDOW * WINDOW;
+	return np > pos ? np : pos;
+}
+
 static void window_at(struct scrub *s, const struct sm_devext *x, uint64_t base, uint64_t xend,
 		      uint64_t pos, struct win *w)
 {
+	pos = skip_empty(s, x, base, xend, pos);
 	w->pos = pos;
 	w->end = base + ((pos - base) / WINDOW + 1) * WINDOW;
 	if (w->end > xend)
@@ -502,6 +521,7 @@ static int scrub_devext(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 	}
 	uint64_t base = x->c->stripes[x->stripe].offset, end = x->physical + x->span;
 	struct win w, next;
+	uint64_t counted = x->physical;
 	window_at(s, x, base, end, x->physical, &w);
 	while (w.pos < end) {
 		if (w.lo < w.hi) {
@@ -515,11 +535,12 @@ static int scrub_devext(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 			bi_direct_ahead(s->direct, next.lo, (size_t)(next.hi - next.lo));
 		if (w.lo < w.hi && (rc = window_check(s, x, sd, w.pos, w.end)) < 0)
 			return rc;
-		if ((rc = progress(s, w.end - w.pos)) < 0)
+		if ((rc = progress(s, w.end - counted)) < 0)
 			return rc;
+		counted = w.end;
 		w = next;
 	}
-	return 0;
+	return counted < end ? progress(s, end - counted) : 0;
 }
 
 /* ------------------------------------------------------------ devices */
@@ -603,7 +624,10 @@ static int scrub_all(struct scrub *s)
 	int rc = v && nv ? 0 : bi_err(fs, -ENOMEM, "out of memory for the scrub");
 	for (size_t i = 0; rc == 0 && i < ndev; i++) {
 		struct bi_dev *d = bi_dev_by_id(fs, s->r->devs[i].devid);
-		if (d && (rc = sm_dev_extents(fs, d->devid, d->size, &v[i], &nv[i])) == 0)
+		/* up to the device's size in its dev_item: allocated bytes past
+		 * the end of a truncated image are read errors, not skipped */
+		uint64_t limit = d ? (d->total_bytes > d->size ? d->total_bytes : d->size) : 0;
+		if (d && (rc = sm_dev_extents(fs, d->devid, limit, &v[i], &nv[i])) == 0)
 			for (size_t j = 0; j < nv[i]; j++)
 				s->total += v[i][j].span;
 	}
