@@ -19,7 +19,9 @@ that recorded the kernel's view on a loop mount) is compared with NAME.view.json
     xattr's sha256 (listxattr/getxattr).
 The default scheme (inumbits=56,numdevs=1) gets the whole comparison; nfsd,
 nfsd-uniquifier, inumbits=32 and inumbits=64 the paths and numbers; on comp,
-four readers and a walk at once (the daemon's threads and handles). Then
+four readers and a walk at once (the daemon's threads and handles);
+statfs against the kernel's own read-only mount of the image (loop
+devices; skipped, saying so, without them), also for every RAID profile. Then
 --subvol, --no-log-replay, refused schemes (numdevs=2 and many: exit 2,
 nothing mounted), devices given as every command takes them (a GPT disk,
 --partition, --offset, two RAID1 devices: each subvolume btrfs-progs listed
@@ -576,6 +578,68 @@ def check_layouts(t, testdata, work):
         os.unlink(f)
 
 
+def kernel_statvfs(devs, mnt):
+    """statvfs of the kernel's read-only mount of @devs (loop devices, read
+    only), or the reason it could not be had."""
+    loops = []
+    try:
+        for d in devs:
+            p = subprocess.run(["losetup", "-f", "--show", "-r", d], capture_output=True,
+                               text=True, timeout=60)
+            if p.returncode != 0:
+                return None, "losetup: %s" % p.stderr.strip()
+            loops.append(p.stdout.strip())
+        opts = "ro,noatime" + "".join(",device=" + lo for lo in loops)
+        p = subprocess.run(["mount", "-t", "btrfs", "-o", opts, loops[0], mnt],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            return None, "mount: %s" % p.stderr.strip()
+        try:
+            s = os.statvfs(mnt)
+        finally:
+            subprocess.run(["umount", mnt], timeout=120)
+        return s, None
+    finally:
+        for lo in loops:
+            subprocess.run(["losetup", "-d", lo], timeout=60)
+
+
+def statvfs_fields(s):
+    return {k: getattr(s, k) for k in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail",
+                                       "f_files", "f_ffree", "f_namemax")}
+
+
+def check_statfs(t, label, devs, mnt):
+    """statvfs through the mount equals the kernel's on a read-only mount."""
+    os.makedirs(mnt, exist_ok=True)
+    want, why = kernel_statvfs(devs, mnt)
+    if why:
+        print("skip statfs of %s: %s" % (label, why))
+        return
+    rc, out, err = imgtest.run_cli(t.cli, ["mount"] + devs + [mnt], timeout=T_MOUNT)
+    if rc != 0:
+        t.check("%s: statfs: mounted" % label, False, (rc, err[-300:]))
+        return
+    t.live[mnt] = daemon_pid(mnt)
+    res, why = t.child(["statvfs", mnt], timeout=30)
+    t.umount(mnt)
+    t.check("%s: statfs as the kernel's read-only mount shows it" % label,
+            not why and res == statvfs_fields(want), why or (res, statvfs_fields(want)))
+
+
+def check_statfs_sets(t, testdata, work):
+    """Every profile: the multi-device images of testdata/images."""
+    mnt = os.path.join(work, "m-statfs")
+    for name in ("dup", "mixed", "raid0", "raid1", "raid10", "raid1c3", "raid1c4", "raid5",
+                 "raid6"):
+        d = os.path.join(testdata, "images", name)
+        devs = [imgtest.unzstd(os.path.join(d, f), os.path.join(work, "%s-%s" % (name, f[:-4])))
+                for f in sorted(os.listdir(d)) if f.startswith("dev") and f.endswith(".img.zst")]
+        check_statfs(t, name, devs, mnt)
+        for f in devs:
+            os.unlink(f)
+
+
 def check_eio(t, testdata, work):
     """top/big.txt of the DUP image (data DUP, uncompressed, as
     tests/test_corrupt.py damages it): sector 2 of its extent overwritten
@@ -641,6 +705,9 @@ def main():
             return child_walk(a[1], a[2], a[3], a[4] == "1", a[5])
         if a[0] == "read":
             return child_read(a[1], a[2], int(a[3]))
+        if a[0] == "statvfs":
+            print(json.dumps(statvfs_fields(os.statvfs(a[1]))))
+            return 0
         if a[0] == "shas":
             return child_shas(a[1], a[2], a[3])
         if a[0] == "subvols":
@@ -669,6 +736,7 @@ def main():
             view = os.path.join(files, name + ".view.jsonl")
             for i, scheme in enumerate(SCHEMES):
                 walk_check(t, img, mnt, view, name, scheme, full=(i == 0))
+            check_statfs(t, name, [img], mnt)
             if name == "comp":
                 check_parallel(t, img, mnt, view, name)
             if name == "log":
@@ -685,6 +753,8 @@ def main():
             check_eio(t, testdata, work)
         if not only or "layouts" in only:
             check_layouts(t, testdata, work)
+        if not only or "statfs" in only:
+            check_statfs_sets(t, testdata, work)
     finally:
         t.cleanup()
         shutil.rmtree(work, ignore_errors=True)

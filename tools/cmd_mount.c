@@ -629,48 +629,6 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* ------------------------------------------------------------ setup */
 
-/* Data copies per byte of the data profile (1 for single and RAID0). */
-static unsigned data_factor(btrfsimg_fs *fs)
-{
-	struct btrfsimg_profile_use u[16];
-	size_t n = 0;
-	if (btrfsimg_profiles(fs, u, 16, &n) < 0)
-		return 1;
-	for (size_t i = 0; i < n && i < 16; i++) {
-		if (!(u[i].type & BTRFSIMG_BG_DATA))
-			continue;
-		const char *p = u[i].profile;
-		if (!strcmp(p, "dup") || !strcmp(p, "raid1") || !strcmp(p, "raid10"))
-			return 2;
-		if (!strcmp(p, "raid1c3"))
-			return 3;
-		if (!strcmp(p, "raid1c4"))
-			return 4;
-		return 1;
-	}
-	return 1;
-}
-
-/* statfs as btrfs_statfs gives it, from what the image records: blocks
- * of sectorsize, the device bytes over the data profile's copies, free
- * = that less the bytes used (the kernel also subtracts its in-memory
- * global reserve, which an image does not record). No inode counts. */
-static int fill_statfs(struct mnt *m, btrfsimg_fs *fs)
-{
-	struct btrfsimg_super_info s;
-	int rc = btrfsimg_super(fs, &s);
-	if (rc < 0)
-		return rc;
-	unsigned f = data_factor(fs);
-	uint64_t bs = s.sectorsize ? s.sectorsize : 4096;
-	m->sectorsize = (uint32_t)bs;
-	m->vfs = (struct statvfs){ .f_bsize = bs, .f_frsize = bs, .f_namemax = 255 };
-	m->vfs.f_blocks = s.total_bytes / f / bs;
-	uint64_t used = s.bytes_used / bs;
-	m->vfs.f_bfree = m->vfs.f_bavail = used < m->vfs.f_blocks ? m->vfs.f_blocks - used : 0;
-	return 0;
-}
-
 static void log_to_stderr(void *ctx, bool damage, const char *msg)
 {
 	const struct mnt *m = ctx;
@@ -827,7 +785,7 @@ static int cmd_mount(struct cli *c)
 		cli_warn("mount: --numbers %s", why);
 		return EXIT_USAGE;
 	}
-	int rc = fill_statfs(&m, c->fs);
+	int rc = mount_statfs(c->fs, &m.vfs, &m.sectorsize);
 	if (rc < 0)
 		return cli_fail(c, rc, "mount");
 	if (start_root(c, &m) != EXIT_OK)

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/statvfs.h>
 
 #include "btrfsimg_inum.h"
 
@@ -63,6 +64,12 @@ void mount_nodes_free(struct mount_nodes *t);
 struct mount_node *mount_nodes_get(struct mount_nodes *t, const struct mount_node *key);
 /* Lower @n's lookup count by @k; at zero it is freed. */
 void mount_nodes_forget(struct mount_nodes *t, struct mount_node *n, uint64_t k);
+
+/* ------------------------------------------------------------ statfs */
+
+/* statfs as btrfs_statfs shows it on a read-only mount (mount_statfs.c),
+ * and the sector size (st_blksize). Returns 0 or a negative errno. */
+int mount_statfs(btrfsimg_fs *fs, struct statvfs *out, uint32_t *sectorsize);
 
 /* ------------------------------------------------------------ handles */
 
