@@ -65,12 +65,14 @@ static int ask(void *ctx, const char *volume, void *buf, size_t max)
 	dprintf(fd, "Passphrase for %s: ", volume);
 	size_t n = 0;
 	unsigned char *p = buf;
-	int rc = 0;
+	int rc = -ENODATA; /* end of input before a line: declined */
 	for (;;) {
 		unsigned char ch;
 		ssize_t r = read(fd, &ch, 1);
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r > 0 && ch == '\n')
+			rc = 0;
 		if (r <= 0 || ch == '\n')
 			break;
 		if (n == max) {

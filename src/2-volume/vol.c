@@ -625,8 +625,9 @@ static int probe_image(struct btrfsimg_fs *fs, int k)
 		snprintf(num, sizeof(num), "%d", p[i].number);
 		int pr = add_row(V, r, "partition", num, p[i].offset, p[i].size);
 		row_note(V, pr, "%s", p[i].gpt ? "gpt" : "mbr");
-		if (p[i].offset >= d->raw_size)
-			continue;
+		if (p[i].offset >= d->raw_size ||
+		    (V->strict && fs->opts.partition && p[i].number != (int)fs->opts.partition))
+			continue; /* opening partition N: the others are not unlocked */
 		snprintf(name, sizeof(name), "image '%s' partition %d", d->name, p[i].number);
 		struct bi_vol *pv = vol_new(V, V_IMAGE, name);
 		if (!pv) {
