@@ -18,6 +18,10 @@
  * against 256 or 2), and the kernel takes d_ino from the attributes of a
  * readdirplus entry: those entries go without attributes (node id 0), and
  * the kernel looks them up on use.
+ *
+ * Requests are served by several threads, each taking a library handle
+ * from a pool opened on the same images (mount_nodes.c); statfs is worked
+ * out once, as btrfs_statfs would (mount_statfs.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,7 +56,7 @@ struct mnt {
 	struct mount_node root; /* FUSE_ROOT_ID */
 	uint32_t sectorsize;
 	struct statvfs vfs;
-	bool quiet, foreground;
+	bool quiet;
 	char ra_path[96]; /* the mount's read_ahead_kb in /sys ("": none) */
 	atomic_flag ra_done;
 };
