@@ -9,12 +9,14 @@ kernel view (st_ino, subvolume, file handles, readdir d_ino).
 
 Hash every file of an image::
 
-    import btrfsimg, hashlib
+    import btrfsimg, hashlib, stat
     with btrfsimg.open(["disk.img"]) as fs:
         for rec in fs.walk():
-            if rec["mode"] & 0o170000 == 0o100000:
-                with fs.open(rec["path"]) as f:
-                    print(hashlib.file_digest(f, "sha256").hexdigest(), rec["path"])
+            if stat.S_ISREG(rec["mode"]):
+                print(hashlib.file_digest(fs.open(rec["path"]), "sha256").hexdigest(), rec["path"])
+
+(or fs.walk(hash=True), whose records carry the sha256 the library
+computes with the GIL released).
 
 The records of Filesystem.walk(), .inodes(), .subvolumes(), .superblock
 and .collisions() are dicts with the keys and values of the CLI's JSON
