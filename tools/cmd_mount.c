@@ -780,9 +780,8 @@ out:
 
 static int cmd_mount(struct cli *c)
 {
-	struct mnt m = { .quiet = c->quiet,
-			 .foreground = c->foreground,
-			 .ra_done = ATOMIC_FLAG_INIT };
+	struct mnt m = { .quiet = c->quiet };
+	atomic_flag_clear(&m.ra_done);
 	char why[256];
 	if (mount_scheme_parse(c->numbers ? c->numbers : "inumbits=56,numdevs=1", &m.scheme, why,
 			       sizeof(why)) < 0) { /* checked in mount_check: cannot fail */
