@@ -56,7 +56,7 @@ static void scrub(btrfsimg_fs *fs, uint64_t size)
 	CHECK(r->nerrors <= r->total_errors && r->nerrors <= 50);
 	for (size_t i = 0; i < r->nerrors; i++) {
 		const struct btrfsimg_scrub_error *e = &r->errors[i];
-		CHECK(e->kind <= BTRFSIMG_SCRUB_SUPER && e->length > 0 && e->mirror >= 0);
+		CHECK(e->kind <= BTRFSIMG_SCRUB_UNCHECKED && e->length > 0 && e->mirror >= 0);
 		CHECK(strcmp(btrfsimg_scrub_kind_name(e->kind), "unknown") != 0);
 		CHECK(e->physical < size && memchr(e->detail, 0, sizeof(e->detail)));
 	}

@@ -183,8 +183,12 @@ enum btrfsimg_scrub_kind {
 	BTRFSIMG_SCRUB_READ = 3,	/**< the bytes could not be read (past the image's end) */
 	BTRFSIMG_SCRUB_PARITY = 4,	/**< RAID5/6 P or Q differs from the row's data */
 	BTRFSIMG_SCRUB_SUPER = 5,	/**< a superblock copy is invalid or stale */
+	BTRFSIMG_SCRUB_UNCHECKED = 6,	/**< a chunk stripe left unchecked: its extent or
+					     csum items could not be read (length: the
+					     stripe's, at most 4 GiB - 1) */
 };
-/** "data-csum", "tree-csum", "tree-header", "read", "parity", "super". */
+/** "data-csum", "tree-csum", "tree-header", "read", "parity", "super",
+ *  "unchecked". */
 BTRFSIMG_API const char *btrfsimg_scrub_kind_name(enum btrfsimg_scrub_kind k);
 
 /** One damaged range of one copy. */
@@ -219,6 +223,8 @@ struct btrfsimg_scrub_dev {
 	uint64_t super_errors;	       /**< superblock copies invalid or stale */
 	uint64_t uncorrectable_errors; /**< bad sectors no other copy has right */
 	uint64_t bytes_read;	       /**< device bytes read (or tried: past a cut image) */
+	uint64_t unchecked_bytes;      /**< stripe bytes left unchecked (see
+					    BTRFSIMG_SCRUB_UNCHECKED) */
 };
 
 /** The result of btrfsimg_scrub(). */

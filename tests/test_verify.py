@@ -72,7 +72,9 @@ def one_scrub_image(name, tmp):
     rc, lines, err = verify(imgs)
     check(name + ": exit 1 (damage found)", rc == 1, "exit %s: %s" % (rc, err))
     devs = {str(l["devid"]): l for l in lines if l.get("type") == "device"}
-    probs = []
+    probs = [] if t["scrub"] else ["truth.json holds no kernel scrub counters"]
+    if set(devs) != set(t["scrub"]):
+        probs.append("devices: have %s, kernel %s" % (sorted(devs), sorted(t["scrub"])))
     for devid, k in sorted(t["scrub"].items()):
         have = devs.get(devid)
         if not have:
@@ -81,6 +83,12 @@ def one_scrub_image(name, tmp):
         for f in COUNTERS:
             if have[f] != k[f]:
                 probs.append("device %s %s: have %s, kernel %s" % (devid, f, have[f], k[f]))
+        # what the kernel repaired is what was bad less what stayed bad
+        fixed = (have["csum_errors"] + have["verify_errors"] + have["read_errors"] -
+                 have["uncorrectable_errors"])
+        if fixed != k["corrected_errors"]:
+            probs.append("device %s correctable sectors %d, kernel corrected %d"
+                         % (devid, fixed, k["corrected_errors"]))
     check(name + ": per-device counters equal the kernel's scrub", not probs and devs,
           "\n    ".join(probs) or "no devices")
     got = {(l["kind"], l["devid"], l["physical"], l["mirror"], l["logical"], l["correctable"])
@@ -213,6 +221,32 @@ def truncated_case(tmp):
           % (rc, dev2["read_errors"], len(reads), err[-200:]))
 
 
+def missing_case(tmp):
+    """raid1 with device 1 not given: reported missing (exit 1). Device 2
+    holds the extent tree's only good copy, so its tree blocks are checked
+    and counted as the kernel counted them (now none correctable); the
+    csum tree's only good copies were on device 1, so each data chunk's
+    stripe is reported unchecked, not passed."""
+    d = os.path.join(TESTDATA, "scrub", "raid1")
+    t = imgtest.load_json(os.path.join(d, "truth.json"))
+    imgs = images_of(d, tmp)
+    rc, lines, err = verify(imgs[1:])
+    devs = {l["devid"]: l for l in lines if l.get("type") == "device"}
+    k = t["scrub"]["2"]
+    dev2 = devs.get(2, {})
+    same = all(dev2.get(f) == k[f] for f in ("tree_bytes_scrubbed", "verify_errors"))
+    unchecked = sorted(l["logical"] for l in lines if l.get("type") == "damage"
+                       and l["kind"] == "unchecked")
+    data = sorted(c["logical"] for c in t["chunks"] if c["type"].startswith("DATA"))
+    trees = [l for l in lines if l.get("type") == "damage" and l["kind"].startswith("tree")]
+    check("raid1 without device 1: exit 1, device 1 missing, device 2's tree blocks as the "
+          "kernel counted, its data chunks unchecked",
+          rc == 1 and devs.get(1, {}).get("missing") is True and same and
+          unchecked == data and trees and not any(l["correctable"] for l in trees),
+          "exit %s dev2 %s unchecked %s data chunks %s %s"
+          % (rc, dev2, unchecked, data, err[-200:]))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="scrub-test-")
     try:
@@ -225,6 +259,7 @@ def main():
         sub = tempfile.mkdtemp(dir=tmp)
         parity_case(sub)
         truncated_case(tempfile.mkdtemp(dir=tmp))
+        missing_case(tempfile.mkdtemp(dir=tmp))
         rc, _, err = imgtest.run_cli(CLI, ["verify"])
         check("verify without an image: usage error (exit 2)", rc == 2, err)
     finally:

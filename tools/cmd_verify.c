@@ -77,6 +77,7 @@ static void dev_json(const struct btrfsimg_scrub_dev *d)
 	jw_u64(&w, "super_errors", d->super_errors);
 	jw_u64(&w, "uncorrectable_errors", d->uncorrectable_errors);
 	jw_u64(&w, "bytes_read", d->bytes_read);
+	jw_u64(&w, "unchecked_bytes", d->unchecked_bytes);
 	jw_end(&w);
 }
 
@@ -123,6 +124,9 @@ static void dev_text(const struct btrfsimg_scrub_dev *d)
 	if (d->parity_bytes || d->parity_errors)
 		printf("  parity: %" PRIu64 " bytes, %" PRIu64 " sectors differ\n", d->parity_bytes,
 		       d->parity_errors);
+	if (d->unchecked_bytes)
+		printf("  unchecked: %" PRIu64 " bytes of chunk stripes (their trees unreadable)\n",
+		       d->unchecked_bytes);
 	printf("  read errors %" PRIu64 ", superblock errors %" PRIu64 ", uncorrectable %" PRIu64
 	       " sectors; %" PRIu64 " bytes read\n",
 	       d->read_errors, d->super_errors, d->uncorrectable_errors, d->bytes_read);

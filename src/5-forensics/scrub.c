@@ -88,6 +88,8 @@ const char *btrfsimg_scrub_kind_name(enum btrfsimg_scrub_kind k)
 		return "parity";
 	case BTRFSIMG_SCRUB_SUPER:
 		return "super";
+	case BTRFSIMG_SCRUB_UNCHECKED:
+		return "unchecked";
 	}
 	return "unknown";
 }
@@ -474,6 +476,25 @@ static int progress(struct scrub *s, uint64_t bytes)
 	return 0;
 }
 
+/* The trees that say what a chunk holds could not be read (a bad copy
+ * and the other one on a missing device): its stripe is left unchecked,
+ * which is damage too; the scrub goes on with the next one. */
+static int unchecked(struct scrub *s, struct btrfsimg_scrub_dev *sd, const struct sm_devext *x)
+{
+	struct btrfsimg_scrub_error e = {
+		.kind = BTRFSIMG_SCRUB_UNCHECKED,
+		.logical = x->c->logical,
+		.devid = sd->devid,
+		.physical = x->physical,
+		.length = x->span < UINT32_MAX ? (uint32_t)x->span : UINT32_MAX,
+	};
+	snprintf(e.detail, sizeof(e.detail), "chunk at logical %" PRIu64 " not checked: %.100s",
+		 x->c->logical, btrfsimg_errmsg(s->fs));
+	sd->unchecked_bytes += x->span;
+	int rc = add_error(s, &e);
+	return rc < 0 ? rc : progress(s, x->span);
+}
+
 /* One window: [pos, end) of a stripe, and the bytes of it to read. */
 struct win {
 	uint64_t pos, end, lo, hi;
@@ -516,7 +537,7 @@ static int scrub_devext(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 	if (!s->k_valid || s->k.c != x->c) {
 		s->k_valid = false;
 		if ((rc = sm_chunk_load(s->fs, x->c, true, &s->k)) < 0)
-			return rc;
+			return rc == -ENOMEM ? rc : unchecked(s, sd, x);
 		s->k_valid = true;
 	}
 	uint64_t base = x->c->stripes[x->stripe].offset, end = x->physical + x->span;
