@@ -114,6 +114,7 @@ struct bi_fx_recovered {
 	struct btrfsimg_subvol *subvols;
 	size_t nsubvols;
 	struct bi_zctx *z;
+	uint64_t csum_span; /* the longest range one csum item covers */
 	uint8_t *csum_leaf; /* the csum leaf last read */
 	size_t csum_leaf_idx;
 };
@@ -914,7 +915,7 @@ static enum ext_state eval_extent(struct btrfsimg_forensic *f, const struct fx_v
 		end = (end + ss - 1) & ~(uint64_t)(ss - 1);
 		hi = end < hi ? end : hi;
 	}
-	struct csum_q q = { e->generation, alive ? UINT64_MAX : seen, csum_span(r) };
+	struct csum_q q = { e->generation, alive ? UINT64_MAX : seen, r->csum_span };
 	uint64_t match = 0, miss = 0;
 	if (check_sectors(f, &q, lo, hi, buf, &match, &miss) < 0) {
 		*why = "unreadable";
@@ -1111,6 +1112,32 @@ static bool subvol_live(const struct bi_fx_recovered *r, uint64_t id)
 	return s && !s->deleted;
 }
 
+/* An empty version with no extent items caught in the transaction that
+ * also wrote a later state of the inode (@transid): the file between its
+ * creation and its first write, never committed as such. Not reported. */
+static bool just_created(const struct fx_version *v, uint64_t transid)
+{
+	return v->inode.size == 0 && v->next == 0 && v->inode.transid == transid;
+}
+
+/* The same for versions of gone inodes: another version of the file
+ * (sorted next to it) with the same transid. */
+static void skip_just_created(struct bi_fx_recovered *r)
+{
+	for (size_t i = 0; i < r->nv; i++) {
+		struct fx_version *v = &r->v[i];
+		for (size_t j = i;
+		     !v->skip && j-- > 0 && r->v[j].subvol == v->subvol && r->v[j].ino == v->ino;)
+			v->skip = r->v[j].inode.generation == v->inode.generation &&
+				  just_created(v, r->v[j].inode.transid) && r->v[j].next;
+		for (size_t j = i + 1;
+		     !v->skip && j < r->nv && r->v[j].subvol == v->subvol && r->v[j].ino == v->ino;
+		     j++)
+			v->skip = r->v[j].inode.generation == v->inode.generation &&
+				  just_created(v, r->v[j].inode.transid) && r->v[j].next;
+	}
+}
+
 /* Kind of each version; versions today's tree shows as they are are
  * skipped (unless orphans: reported once). */
 static void classify(struct btrfsimg_forensic *f)
@@ -1131,6 +1158,7 @@ static void classify(struct btrfsimg_forensic *f)
 		uint64_t sig = live_signature(f, v->subvol, v->ino, &live);
 		if (sig != v->sig) {
 			v->rec.kind = BTRFSIMG_REC_PREVIOUS_VERSION;
+			v->skip = just_created(v, live.transid);
 			continue;
 		}
 		v->rec.kind = BTRFSIMG_REC_ORPHAN;
@@ -1186,6 +1214,8 @@ static int build(struct btrfsimg_forensic *f)
 	merge_dext(r);
 	merge_versions(r);
 	classify(f);
+	skip_just_created(r);
+	r->csum_span = csum_span(r);
 	for (size_t i = 0; i < r->nv && rc >= 0; i++)
 		if (!r->v[i].skip)
 			rc = finish(f, &r->v[i], buf);
