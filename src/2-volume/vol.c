@@ -842,12 +842,20 @@ static void mark_in_use(struct bi_vols *V, int r)
 static void use_vol(struct btrfsimg_fs *fs, struct bi_dev *d, struct bi_vol *v)
 {
 	struct bi_vols *V = fs->vols;
+	/* base: where the stack starts in this image (its partition, or 0),
+	 * down through LUKS and the LV's first PV on this image */
 	const struct bi_vol *w = v;
-	while (w->kind == V_LUKS)
-		w = w->lower;
+	for (int hops = 0; w && w->kind != V_IMAGE && hops < 16; hops++) {
+		const struct vg_ent *g = w->kind == V_LV ? &V->vg[w->vg] : NULL;
+		const struct bi_vol *next = w->kind == V_LUKS ? w->lower : NULL;
+		for (int i = 0; g && i < g->vg.npv; i++)
+			if (g->pv[i] && (!next || g->pv[i]->img == d))
+				next = g->pv[i];
+		w = next;
+	}
 	d->partition = v->partition;
 	d->size = v->size;
-	d->base = w->kind == V_IMAGE ? w->base : 0;
+	d->base = w && w->kind == V_IMAGE && w->img == d ? w->base : 0;
 	if (v->kind != V_IMAGE) {
 		d->vol = v;
 		d->vread = vol_dev_read;
