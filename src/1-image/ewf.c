@@ -16,6 +16,7 @@
  * one fails here, naming the chunk.
  */
 #include <errno.h>
+#include <isa-l/igzip_lib.h>
 #include <inttypes.h>
 #include <fcntl.h>
 #include <libewf.h>
@@ -34,6 +35,11 @@ struct ewf {
 	/* byte ranges of chunks known to fail their checksum, sorted: libewf
 	 * counts a chunk once, and its later reads must fail too */
 	uint64_t (*bad)[2];
+	/* the fast path (ewf_chunk_fast): a chunk's stored bytes, inflated
+	 * by ISA-L (2-3x zlib's speed); NULL when the chunk size is absurd */
+	uint8_t *raw;
+	size_t rawcap;
+	struct inflate_state *inf;
 };
 
 static void ewf_why(libewf_error_t **e, char *why, size_t len)
@@ -182,6 +188,8 @@ static void ewf_close(struct bi_ctr *c)
 		libewf_handle_free(&w->h, NULL);
 	}
 	free(w->bad);
+	free(w->raw);
+	free(w->inf);
 	free(w);
 	c->h = NULL;
 }
@@ -219,6 +227,17 @@ static int ewf_open(struct bi_ctr *c, char *err, size_t errlen)
 	}
 	if (rc == 0)
 		rc = ewf_meta(c, w);
+	/* the fast path for chunks of sane size (libewf itself allows up to
+	 * 2^31 sectors of up to 2^32 bytes; real ones are 32 KiB - 16 MiB) */
+	if (rc == 0 && w->chunk >= 512 && w->chunk <= (64u << 20)) {
+		w->rawcap = (size_t)w->chunk * 2 + 4096;
+		w->raw = malloc(w->rawcap);
+		w->inf = malloc(sizeof(*w->inf));
+		if (!w->raw || !w->inf) {
+			free(w->raw);
+			w->raw = NULL;
+		}
+	}
 	c->size = size;
 	c->detail = "";
 	return rc;
@@ -279,13 +298,65 @@ static int crc_failed(struct bi_ctr *c, struct ewf *w, uint64_t off, size_t len,
 	return -EIO;
 }
 
+/* Chunk @k, whole (@n bytes: the chunk size, less for the last one), into
+ * @out through the fast path: its stored bytes (libewf_handle_read_chunk),
+ * a compressed one inflated by ISA-L with the zlib stream's Adler-32
+ * checked. 0, or 1 when the fast path does not apply (an uncompressed
+ * chunk, an error, a checksum mismatch): the caller reads the chunk through
+ * libewf, which checks and records it as ever. */
+static int ewf_chunk_fast(struct ewf *w, uint64_t k, uint8_t *out, size_t n)
+{
+	if (!w->raw || libewf_handle_seek_offset(w->h, (off64_t)(k * w->chunk), SEEK_SET, NULL) < 0)
+		return 1;
+	int8_t comp = 0, have_sum = 0;
+	uint32_t sum = 0;
+	uint8_t sumbuf[4];
+	ssize_t r = libewf_handle_read_chunk(w->h, w->raw, w->rawcap, &comp, sumbuf, &sum,
+					     &have_sum, NULL);
+	if (r <= 0 || !comp || (size_t)r >= w->rawcap)
+		return 1;
+	struct inflate_state *st = w->inf;
+	isal_inflate_init(st);
+	st->crc_flag = ISAL_ZLIB;
+	st->next_in = w->raw;
+	st->avail_in = (uint32_t)r;
+	st->next_out = out;
+	st->avail_out = (uint32_t)n;
+	if (isal_inflate_stateless(st) != ISAL_DECOMP_OK || st->total_out != n)
+		return 1;
+	return 0;
+}
+
+/* The whole chunks at the start of [off, off+len) through the fast path;
+ * how many bytes were read. */
+static size_t ewf_fast(struct bi_ctr *c, struct ewf *w, uint64_t off, uint8_t *p, size_t len)
+{
+	size_t done = 0;
+	while (w->raw && len - done > 0 && (off + done) % w->chunk == 0) {
+		uint64_t k = (off + done) / w->chunk;
+		uint64_t n = c->size - (off + done) < w->chunk ? c->size - (off + done) : w->chunk;
+		if (n > len - done || ewf_chunk_fast(w, k, p + done, (size_t)n) != 0)
+			break;
+		done += (size_t)n;
+	}
+	return done;
+}
+
 static int ewf_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char *err, size_t errlen)
 {
 	struct ewf *w = c->h;
 	libewf_error_t *e = NULL;
 	uint8_t *p = buf;
 	while (len > 0) {
-		size_t n = len > (1u << 26) ? (1u << 26) : len;
+		size_t fast = ewf_fast(c, w, off, p, len);
+		p += fast;
+		off += fast;
+		len -= fast;
+		if (len == 0)
+			break;
+		/* one chunk (or what is left) through libewf */
+		size_t n = w->chunk && len > w->chunk - off % w->chunk ? w->chunk - off % w->chunk
+								       : len;
 		ssize_t r = libewf_handle_read_random(w->h, p, n, (off64_t)off, &e);
 		if (r <= 0) {
 			char why[512];
