@@ -27,6 +27,8 @@ for `walk --json --hash` through each stack:
     luks2-argon2id  4096-byte sectors; luks2-argon2i 512-byte sectors;
     luks2-pbkdf2  PBKDF2-sha256, 4096-byte sectors
     luks2-lvm     GPT + LUKS2 + the PV of gpt-lvm (LV vgd/root)
+    raid1 x LUKS2 the two devices of testdata/images/raid1 each in LUKS2:
+                  subvols equal the kernel-recorded list, also degraded
   Independent readers of the same images: GRUB (`grub-fstest -C ... cp
   (crypto0)/top.txt`, LUKS1 and LUKS2 with PBKDF2: GRUB 2.06 has no Argon2)
   must copy a file whose sha256 is the kernel's; python3-libluksde (Debian's
@@ -423,6 +425,34 @@ def raid_tests(env, t):
     os.unlink(rb)
 
 
+def multidev_test(env, t):
+    """A btrfs RAID1 over two LUKS2 volumes (two disks, as an encrypted
+    Fedora RAID1 install has them): testdata/images/raid1's devices, each
+    encrypted; subvols equal the kernel-recorded expected-subvols.jsonl,
+    and one volume alone opens degraded (exit 1)."""
+    import test_images
+    d = os.path.join(env.testdata, "images", "raid1")
+    args = ["--type", "luks2", "--pbkdf", "pbkdf2", "--hash", "sha256",
+            "--pbkdf-force-iterations", "1000", "--sector-size", "4096"]
+    disks = []
+    for n in ("dev1", "dev2"):
+        plain = imgtest.unzstd(os.path.join(d, n + ".img.zst"), os.path.join(env.tmp, n + ".img"))
+        vol, _ = luks_container(env, "raid1-" + n, plain, args, "xts-plain64", 4096, 16 * MB)
+        os.unlink(plain)
+        disks.append(vol)
+    exp = [json.loads(x) for x in open(os.path.join(d, "expected-subvols.jsonl")) if x.strip()]
+    for name, imgs, want_rc in (("both", disks[::-1], 0), ("one missing", disks[:1], 1)):
+        rc, out, err = imgtest.run_cli(env.cli, ["subvols", "--json", "--passphrase-file",
+                                                 env.passfile] + imgs, 120)
+        got = [json.loads(x) for x in out.splitlines() if x.strip()]
+        probs = test_images.diff_subvols(exp, got)
+        if rc != want_rc:
+            probs.append("exit %s, expect %d: %s" % (rc, want_rc, err[-300:]))
+        t.problems("btrfs RAID1 over two LUKS2 volumes: " + name, probs)
+    for v in disks:
+        os.unlink(v)
+
+
 def stack_test(env, t, img):
     """GPT + LUKS2 + LVM: the PV of gpt-lvm (its partition 1) encrypted."""
     pv = os.path.join(env.tmp, "pv.img")
@@ -453,6 +483,7 @@ def main():
         else:
             luks_tests(env, t)
             stack_test(env, t, img)
+            multidev_test(env, t)
     return t.summary(need_one=True)
 
 
