@@ -576,3 +576,21 @@ def test_luks_passphrase(tmp):
         btrfsimg.open(img, passphrase=b"right")
     assert "keyslot" not in str(e2.value), str(e2.value)
     os.unlink(img)
+
+
+@pytest.mark.parametrize("name", ["snaps", "extents"])
+def test_deleted_equals_cli(name, files_img):
+    """fs.deleted() is `deleted --json --hash` record for record (the
+    forensics tests hold that to the kernel); read_deleted() gives the
+    bytes those sha256 were taken of."""
+    img = files_img(name)
+    with btrfsimg.open(img) as fs:
+        got = fs.deleted(hash=True)
+        assert got == cli_json(["deleted", "--hash"], img)
+        assert got, "no recovered versions in " + name
+        for r in got[:40]:
+            if "sha256" in r:
+                data = fs.read_deleted(r["id"])
+                assert len(data) == r["size"] and hashlib.sha256(data).hexdigest() == r["sha256"]
+        with pytest.raises(btrfsimg.NotFoundError):
+            fs.read_deleted("5-999999-1-nosuch")

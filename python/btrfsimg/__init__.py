@@ -279,6 +279,29 @@ class Filesystem:
         disagreements, the same without stub directories)."""
         return self._h.collisions(mount_subvol or 0, examples)
 
+    # ------------------------------------------------------------ forensics
+
+    def deleted(self, hash: bool = False) -> List[Dict[str, Any]]:
+        """What no live path shows any more, found in every tree block on
+        the devices: deleted files, earlier versions of live ones, files of
+        dropped subvolumes, orphans. One dict per version, as the lines of
+        `btrfsimg deleted --json` (with `hash`: --hash, the sha256 of each
+        version read whole). The first call reads every device end to end;
+        later calls reuse that scan."""
+        return self._h.deleted(bool(hash))
+
+    def read_deleted(self, id: str) -> bytes:
+        """The bytes of the recovered version `id` (a deleted() record's
+        "id"). Ranges that cannot be trusted (its "bad_ranges") read as
+        zeros, with a DamageWarning (or on_damage) saying so."""
+        data, complete = self._h.read_deleted(id)
+        if not complete:
+            cb = self._h.on_damage
+            if cb is not None:
+                cb("recovered version %s: some ranges could not be read; they read as zeros"
+                   % id)
+        return data
+
     # ------------------------------------------------------------ paths
 
     def _resolve(self, path: PathLike, subvol: Optional[int]) -> tuple:

@@ -358,6 +358,7 @@ static int Handle_init(Handle *h, PyObject *args, PyObject *kw)
 
 static void handle_release(Handle *h)
 {
+	forensic_free(h);
 	btrfsimg_fs_free(h->fs);
 	h->fs = NULL;
 	h->opened = false;
@@ -750,6 +751,24 @@ static PyObject *Handle_collisions(Handle *h, PyObject *args)
 	return d ? finish(h, 0, d) : (handle_drain(h), NULL);
 }
 
+static PyObject *Handle_deleted(Handle *h, PyObject *args)
+{
+	int hash;
+	if (!PyArg_ParseTuple(args, "p", &hash) || handle_check_open(h) < 0)
+		return NULL;
+	PyObject *l = list_deleted(h, hash);
+	return l ? finish(h, 0, l) : (handle_drain(h), NULL);
+}
+
+static PyObject *Handle_read_deleted(Handle *h, PyObject *args)
+{
+	const char *id;
+	if (!PyArg_ParseTuple(args, "s", &id) || handle_check_open(h) < 0)
+		return NULL;
+	PyObject *r = read_deleted(h, id);
+	return r ? finish(h, 0, r) : (handle_drain(h), NULL);
+}
+
 static PyObject *Handle_counts(Handle *h, PyObject *unused)
 {
 	if (!h->fs) {
@@ -786,6 +805,9 @@ static PyMethodDef Handle_methods[] = {
 	{ "inodes", (PyCFunction)Handle_inodes, METH_VARARGS, "inodes(subvol, inumbits, mount)" },
 	{ "collisions", (PyCFunction)Handle_collisions, METH_VARARGS,
 	  "collisions(mount_subvol, max_examples)" },
+	{ "deleted", (PyCFunction)Handle_deleted, METH_VARARGS, "deleted(hash) -> list" },
+	{ "read_deleted", (PyCFunction)Handle_read_deleted, METH_VARARGS,
+	  "read_deleted(id) -> (bytes, complete)" },
 	{ "counts", (PyCFunction)Handle_counts, METH_NOARGS,
 	  "counts() -> (damage events, missing devices)" },
 	{ NULL, NULL, 0, NULL },

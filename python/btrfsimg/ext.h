@@ -23,18 +23,20 @@
 #include <stdint.h>
 
 #include "btrfsimg.h"
+#include "btrfsimg_forensic.h"
 #include "btrfsimg_inum.h"
 
 typedef struct {
 	PyObject_HEAD btrfsimg_fs *fs;
 	PyThread_type_lock lock;
 	bool opened;
-	bool busy;		  /* an inodes() iteration holds the lock */
-	PyThread_type_lock dlock; /* guards the damage queue */
-	PyObject *devices;	  /* file objects read through callbacks (kept alive) */
-	PyObject *on_damage;	  /* callable(str) or None */
-	PyObject *io_error;	  /* the first exception a device callback raised */
-	char **damage;		  /* messages queued by the log callback */
+	bool busy;		     /* an inodes() iteration holds the lock */
+	PyThread_type_lock dlock;    /* guards the damage queue */
+	btrfsimg_forensic *forensic; /* deleted(): the scan's index, made once */
+	PyObject *devices;	     /* file objects read through callbacks (kept alive) */
+	PyObject *on_damage;	     /* callable(str) or None */
+	PyObject *io_error;	     /* the first exception a device callback raised */
+	char **damage;		     /* messages queued by the log callback */
 	size_t ndamage, damage_cap;
 	char msg[1024]; /* the last failure's message, copied under the lock */
 } Handle;
@@ -82,6 +84,10 @@ PyObject *dict_collisions(Handle *h, uint64_t mount_subvol, Py_ssize_t max_examp
 /* _walk.c: the record of one path as `walk --json` prints it. */
 PyObject *walk_new(Handle *h, uint64_t subvol, const char *path, Py_ssize_t path_len, bool hash,
 		   int inumbits, uint64_t mount_subvol, bool single);
+/* _forensic.c */
+PyObject *list_deleted(Handle *h, bool hash);
+PyObject *read_deleted(Handle *h, const char *id);
+void forensic_free(Handle *h);
 /* _inodes.c */
 PyObject *inodes_new(Handle *h, uint64_t subvol, unsigned inumbits, uint64_t mount_subvol);
 
