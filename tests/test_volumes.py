@@ -198,6 +198,12 @@ def luks_tests(env, t):
         print("skip: python3-libluksde not installed")
     for name, args, mode, sector, hdr in LUKS:
         vol, key = luks_container(env, name, env.plain, args, mode, sector, hdr)
+        if name == "luks1-xts":
+            second = os.path.join(env.tmp, "second")
+            with open(second, "wb") as f:
+                f.write(b"second passphrase")
+            sh("cryptsetup", "luksAddKey", "-q", "--key-file", env.passfile,
+               "--pbkdf-force-iterations", "1000", vol, second)
         if pyl and name.startswith("luks1") and "sha512" not in name:
             pyluksde_check(env, t, name, vol)
         disk = in_gpt(env, vol, name + ".img")
@@ -205,10 +211,25 @@ def luks_tests(env, t):
         env.walk(t, name + " walk --volume-key-file", ["--volume-key-file", key, disk])
         if grub and "argon2" not in name:
             grub_check(env, t, name, disk)
+        if name == "luks1-xts":
+            two_keyslots(env, t, disk, second)
         if name == "luks2-argon2id":
             prompt_test(env, t, disk)
             error_tests(env, t, disk, key)
         os.unlink(disk)
+
+
+def two_keyslots(env, t, disk, second):
+    """Keyslot 1 (luksAddKey) opens with its passphrase; a wrong one names
+    both keyslots tried."""
+    rc, out, err = imgtest.run_cli(env.cli, ["walk", "-v", "--passphrase-file", second, disk], 300)
+    t.check("luks1-xts: keyslot 1's passphrase opens keyslot 1",
+            rc == 0 and b"opened with keyslot 1" in err, (rc, err[-300:]))
+    bad = os.path.join(env.tmp, "bad1")
+    with open(bad, "wb") as f:
+        f.write(b"not it")
+    env.fails(t, "luks1-xts: a wrong passphrase names keyslots 0 and 1",
+              ["--passphrase-file", bad, disk], ["tried keyslots 0, 1"])
 
 
 def error_tests(env, t, disk, key):
