@@ -200,7 +200,7 @@ def parse_scrub(text):
     """Per device: the -R counters of `btrfs scrub start -B -d -R`."""
     devs, cur = {}, None
     for line in text.splitlines():
-        m = re.match(r"scrub device \S+ \(id (\d+)\)", line)
+        m = re.match(r"scrub device \S+ \(id (\d+)\)", line, re.I)
         if m:
             cur = devs.setdefault(m.group(1), {})
             continue
