@@ -95,7 +95,8 @@ struct bi_vols {
 	bool layered; /* a LUKS or LVM layer was found */
 	bool strict;  /* opening: a wrong key is fatal */
 	bool scanned;
-	char locked[300]; /* the first LUKS volume left locked */
+	char locked[300];	    /* the first LUKS volume left locked */
+	struct btrfsimg_layer sink; /* written instead of a row out of memory */
 };
 
 /* ---------------------------------------------------------------- */
@@ -329,10 +330,9 @@ static int add_row(struct bi_vols *V, int parent, const char *kind, const char *
 
 static struct btrfsimg_layer *row(struct bi_vols *V, int i)
 {
-	static struct btrfsimg_layer sink; /* a row that could not be added */
-	if (i < 0 || (size_t)i >= V->nrows) {
-		memset(&sink, 0, sizeof(sink));
-		return &sink;
+	if (i < 0 || (size_t)i >= V->nrows) { /* a row that could not be added */
+		memset(&V->sink, 0, sizeof(V->sink));
+		return &V->sink;
 	}
 	return &V->rows[i];
 }
