@@ -463,6 +463,28 @@ def mirrors(img, logical, nbytes):
             if "physical" in line]
 
 
+def check_other_user(t, img, mnt):
+    """Mounted by root, another user (nobody) reaches it as its modes allow,
+    as on a kernel mount."""
+    rc, err = t.mount(img, mnt)
+    if rc != 0:
+        t.check("another user: mounted", False, err[-300:])
+        return
+
+    def nobody():
+        os.setgid(65534)
+        os.setuid(65534)
+    try:
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "stat",
+                            os.path.join(mnt, "sv1", "a")], capture_output=True, timeout=30,
+                           preexec_fn=nobody)
+        res = p.stdout.strip()
+    except subprocess.TimeoutExpired:
+        res = b"timed out"
+    t.umount(mnt)
+    t.check("another user (uid 65534) stats a file of root's mount", res == b"0", res)
+
+
 def check_foreground(t, img, mnt):
     """-f: serves until unmounted, then exits 0 itself."""
     p = subprocess.Popen([t.cli, "mount", "-f", img, mnt], stdout=subprocess.PIPE,
@@ -726,6 +748,7 @@ def main():
     names = sorted(f[:-8] for f in os.listdir(files) if f.endswith(".img.zst"))
     names = [n for n in names if not only or n in only]
     work = tempfile.mkdtemp(prefix="fuse-test-mount.")
+    os.chmod(work, 0o755)  # another user must reach the mount points
     t = Mounts(cli, work)
     check_vectors(t)
     try:
@@ -748,6 +771,7 @@ def main():
                 check_refusals(t, img, mnt)
                 check_killed(t, img, mnt)
                 check_foreground(t, img, mnt)
+                check_other_user(t, img, mnt)
             os.unlink(img)
         if not only or "eio" in only:
             check_eio(t, testdata, work)

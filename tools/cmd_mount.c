@@ -641,15 +641,19 @@ static void log_to_stderr(void *ctx, bool damage, const char *msg)
 }
 
 /* The mount options: read-only, the kernel checks permissions, the
- * images named in /proc/mounts (',' and '\' escaped for libfuse). */
+ * images named in /proc/mounts (',' and '\' escaped for libfuse). Mounted
+ * by root, every user may use it as its modes allow, as a kernel mount;
+ * otherwise only the user who mounted it (fuse.conf's user_allow_other
+ * would be needed). */
 static char *mount_opts(const struct cli *c)
 {
 	const char *img = c->images[0];
 	size_t len = strlen(img);
-	char *o = malloc(2 * len + 96);
+	char *o = malloc(2 * len + 128);
 	if (!o)
 		return NULL;
-	char *p = o + sprintf(o, "ro,default_permissions,subtype=btrfsimg,fsname=");
+	char *p = o + sprintf(o, "ro,default_permissions,%ssubtype=btrfsimg,fsname=",
+			      geteuid() == 0 ? "allow_other," : "");
 	for (size_t i = 0; i < len; i++) {
 		if (img[i] == ',' || img[i] == '\\')
 			*p++ = '\\';

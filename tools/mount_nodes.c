@@ -38,7 +38,8 @@ int mount_scheme_parse(const char *s, struct mount_scheme *out, char *why, size_
 			out->inumbits = n;
 			return 0;
 		}
-		if (s[end] == ',' && !devs[0]) {
+		if ((s[end] == ',' && !devs[0]) ||
+		    (devs[0] && strcmp(devs, "2") != 0 && strcmp(devs, "many") != 0)) {
 			snprintf(why, len, "'%s': after inumbits=%u comes ,numdevs=1", s, n);
 			return -1;
 		}
