@@ -48,6 +48,7 @@
  * small sorted batches for the T interleaved elements (every one may be a
  * group of its own). Memory: O(P) plus the DFS piece stack, <= 64 P.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,18 +60,18 @@
 #include "0-base/err.h"
 #include "5-analysis/schemes.h"
 
-#define MAT_MAX 256
-#define MAT_SHORT 8		/* average slice length worth splitting */
+#define MAT_MAX		256
+#define MAT_SHORT	8 /* average slice length worth splitting */
 #define DEFAULT_MEMBERS 16
 
-static const uint64_t zero_value;	/* the image of the exception a == c */
+static const uint64_t zero_value; /* the image of the exception a == c */
 
 /* Whose elements a piece holds: a subvolume's index, or OWNER_MIXED for
  * extras, for a subvolume that may present a value twice (subvol_owner) and
  * once pieces of two owners merged. One owner presents each value at most
  * once (see single_owner). */
 #define OWNER_MIXED UINT32_MAX
-#define OWNER_NONE (UINT32_MAX - 1)
+#define OWNER_NONE  (UINT32_MAX - 1)
 
 struct piece {
 	const uint64_t *v;
@@ -87,18 +88,35 @@ struct vm {
 
 struct ctx;
 
+/* The values a dense slice lacks in its range (see complement). */
+struct comp {
+	const uint64_t *v; /* the slice */
+	size_t n;
+	uint64_t lo; /* its range: lo .. lo + 2^(b+1) - 1 */
+	int b;
+	uint64_t *gaps; /* ascending */
+	size_t ngaps;
+};
+#define COMP_MAX_VALUES (8u << 20) /* the gaps kept at most: 64 MiB */
+#define COMP_MAX_BITS	22	   /* complements and full tallies up to 2^22 values */
+
 /* One device's counting pass. */
 struct run {
-	struct piece *stack;		/* DFS piece stack; indices, it may move */
+	struct piece *stack; /* DFS piece stack; indices, it may move */
 	size_t used, cap;
 	uint64_t dev;
 	uint64_t groups, inodes;
-	struct btrfsimg_collide_group **ex;	/* the result's example array, grown */
+	struct btrfsimg_collide_group **ex; /* the result's example array, grown */
 	size_t *nex, maxex, capex;
-	struct vm *mat;			/* materialise scratch */
+	struct vm *mat; /* materialise scratch */
 	size_t matcap;
-	struct ctx *x;			/* streaming: each group goes to x->fn at once */
-	int stop;			/* -ENOMEM, or what x->fn returned: the run ends */
+	int32_t *cnt;	   /* full_tally's table, zero between uses */
+	uint32_t *touched; /* and the entries it touched */
+	size_t cntcap, touchcap;
+	struct comp *comps; /* complements of dense slices (see complement_dense) */
+	size_t ncomps, capcomps, compvals;
+	struct ctx *x; /* streaming: each group goes to x->fn at once */
+	int stop;      /* -ENOMEM, or what x->fn returned: the run ends */
 };
 
 bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a)
@@ -178,8 +196,8 @@ static void example(struct run *r, uint64_t value, int64_t m)
 		*r->ex = v;
 		r->capex = cap;
 	}
-	(*r->ex)[(*r->nex)++] = (struct btrfsimg_collide_group){ r->dev, value, (uint64_t)m, 0,
-								 NULL };
+	(*r->ex)[(*r->nex)++] =
+		(struct btrfsimg_collide_group){ r->dev, value, (uint64_t)m, 0, NULL };
 }
 
 static void record(struct run *r, uint64_t value, int64_t m)
@@ -212,7 +230,7 @@ static void sort_vm(struct vm *a, size_t n)
 		if (a[n - 1].v < a[mid].v)
 			vm_swap(&a[n - 1], &a[mid]);
 		uint64_t pivot = a[mid].v;
-		for (;;) {		/* Hoare partition */
+		for (;;) { /* Hoare partition */
 			while (a[i].v < pivot)
 				i++;
 			while (a[j].v > pivot)
@@ -221,7 +239,7 @@ static void sort_vm(struct vm *a, size_t n)
 				break;
 			vm_swap(&a[i++], &a[j--]);
 		}
-		size_t left = j + 1;	/* [0, left) <= pivot <= [left, n) */
+		size_t left = j + 1; /* [0, left) <= pivot <= [left, n) */
 		if (left < n - left) {
 			sort_vm(a, left);
 			a += left;
@@ -245,7 +263,7 @@ struct nd {
 	int b;
 	uint64_t lo;
 	int64_t base;
-	uint32_t base_owner;	/* of the pieces folded into base (OWNER_NONE: none) */
+	uint32_t base_owner; /* of the pieces folded into base (OWNER_NONE: none) */
 };
 
 static uint32_t owner_join(uint32_t a, uint32_t b)
@@ -413,6 +431,121 @@ static bool single_owner(const struct piece *p, size_t np, const struct nd *d)
 	return o != OWNER_MIXED && o != OWNER_NONE;
 }
 
+/*
+ * Dense slices as their gaps. Snapshots of one tree present the same
+ * dense objectid range under constants that differ in a few bits inside
+ * it (inumbits=32..35): every value is held several times over, and
+ * counting element by element touches each inode. A piece holding more
+ * than 3/4 of its range counts instead as +m on every value of the node
+ * (the node's base) and -m on the values it lacks: its gaps, found once
+ * per slice and range and shared by every piece of that slice. Only once
+ * no example is wanted (examples come in value order, and the base makes
+ * every value a candidate).
+ */
+static const struct comp *gaps_of(struct run *r, const struct piece *p, int b)
+{
+	uint64_t size = 1ull << (b + 1), lo = p->v[0] & ~(size - 1);
+	for (size_t i = 0; i < r->ncomps; i++) {
+		const struct comp *c = &r->comps[i];
+		if (c->v == p->v && c->n == p->n && c->lo == lo && c->b == b)
+			return c;
+	}
+	/* kept for the whole run: pieces on the stack point into them */
+	if (r->compvals + (size - p->n) > COMP_MAX_VALUES)
+		return NULL;
+	if (r->ncomps == r->capcomps) {
+		size_t cap = r->capcomps ? 2 * r->capcomps : 16;
+		struct comp *v = realloc(r->comps, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		r->comps = v;
+		r->capcomps = cap;
+	}
+	uint64_t *g = malloc((size - p->n + 1) * sizeof(*g));
+	if (!g)
+		return NULL;
+	size_t k = 0, j = 0;
+	for (uint64_t x = lo; x - lo < size; x++) {
+		if (j < p->n && p->v[j] == x)
+			j++;
+		else
+			g[k++] = x;
+	}
+	struct comp *c = &r->comps[r->ncomps++];
+	*c = (struct comp){ p->v, p->n, lo, b, g, k };
+	r->compvals += k;
+	return c;
+}
+
+static int complement_dense(struct run *r, struct piece *p, size_t np, struct nd *d)
+{
+	if (d->b < 8 || d->b >= COMP_MAX_BITS || want_examples(r))
+		return 0;
+	uint64_t size = 1ull << (d->b + 1);
+	for (size_t i = 0; i < np; i++) {
+		if (p[i].m <= 0 || p[i].n * 4 <= size * 3)
+			continue;
+		const struct comp *c = gaps_of(r, &p[i], d->b);
+		if (!c)
+			return 0; /* out of room for gaps: count the slices as they are */
+		d->base += p[i].m;
+		d->base_owner = owner_join(d->base_owner, p[i].owner);
+		p[i].v = c->gaps;
+		p[i].n = c->ngaps;
+		p[i].m = -p[i].m;
+	}
+	return 0;
+}
+
+/* base >= 2 and no example wanted: every value holds base plus what the
+ * pieces give it; values no piece reaches are groups of base. Counted in a
+ * table of the node's values, visiting only the entries touched. */
+static int full_tally(struct run *r, const struct piece *p, size_t np, size_t total,
+		      const struct nd *d)
+{
+	size_t size = (size_t)1 << (d->b + 1), k = 0;
+	if (size > r->cntcap) {
+		int32_t *t = calloc(size, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		free(r->cnt);
+		r->cnt = t;
+		r->cntcap = size;
+	}
+	if (total > r->touchcap) {
+		uint32_t *t = realloc(r->touched, total * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		r->touched = t;
+		r->touchcap = total;
+	}
+	/* a value whose sum comes back to 0 stays marked (INT32_MIN) as touched */
+	for (size_t i = 0; i < np; i++)
+		for (size_t j = 0; j < p[i].n; j++) {
+			uint32_t at = (uint32_t)((p[i].v[j] ^ p[i].c) - d->lo);
+			int32_t c = r->cnt[at];
+			if (c == 0)
+				r->touched[k++] = at;
+			else if (c == INT32_MIN)
+				c = 0;
+			c += (int32_t)p[i].m;
+			r->cnt[at] = c ? c : INT32_MIN;
+		}
+	uint64_t groups = size - k, inodes = (uint64_t)d->base * (size - k);
+	for (size_t i = 0; i < k; i++) {
+		int32_t v = r->cnt[r->touched[i]];
+		int64_t m = d->base + (v == INT32_MIN ? 0 : v);
+		r->cnt[r->touched[i]] = 0;
+		if (m >= 2) {
+			groups++;
+			inodes += (uint64_t)m;
+		}
+	}
+	r->groups += groups;
+	r->inodes += inodes;
+	return 0;
+}
+
 /* A node that needs no split: 1 if it was settled, 0 if not, or -ENOMEM. */
 static int settle(struct run *r, const struct piece *p, size_t np, const struct nd *d)
 {
@@ -431,7 +564,7 @@ static int settle(struct run *r, const struct piece *p, size_t np, const struct 
 		return true;
 	}
 	if (np == 0)
-		return true;	/* every value holds base <= 1 */
+		return true; /* every value holds base <= 1 */
 	if (np == 1 && (!want_examples(r) || (d->base + p->m < 2 && d->base < 2))) {
 		/* covered values hold base + m, the others base (then m < 0) */
 		if (d->base + p->m >= 2) {
@@ -445,7 +578,7 @@ static int settle(struct run *r, const struct piece *p, size_t np, const struct 
 		}
 		return true;
 	}
-	if (d->b < 0) {		/* one value; every piece holds it once */
+	if (d->b < 0) { /* one value; every piece holds it once */
 		int64_t m = d->base;
 		for (size_t i = 0; i < np; i++)
 			m += p[i].m;
@@ -454,6 +587,10 @@ static int settle(struct run *r, const struct piece *p, size_t np, const struct 
 	}
 	if (d->base <= 1 && (total <= MAT_MAX || total <= MAT_SHORT * np)) {
 		int rc = materialise(r, p, np, total, d);
+		return rc ? rc : 1;
+	}
+	if (d->base >= 2 && d->b < COMP_MAX_BITS && !want_examples(r)) {
+		int rc = full_tally(r, p, np, total, d);
 		return rc ? rc : 1;
 	}
 	return 0;
@@ -469,7 +606,10 @@ static int node(struct run *r, size_t first, size_t np, struct nd d)
 	for (;; d.b--) {
 		skip_levels(r->stack + first, np, &d);
 		np = absorb_full(r->stack + first, np, &d);
-		int rc = settle(r, r->stack + first, np, &d);
+		int rc = complement_dense(r, r->stack + first, np, &d);
+		if (rc)
+			return rc;
+		rc = settle(r, r->stack + first, np, &d);
 		if (r->stop)
 			return r->stop;
 		if (rc)
@@ -543,28 +683,27 @@ static size_t merge_pieces(struct piece *p, size_t np)
 struct ctx {
 	const struct btrfsimg_collide_input *in;
 	const struct btrfsimg_scheme *s;
-	uint64_t *c;			/* per-subvolume constant */
-	size_t *order;			/* subvolume indices grouped by device */
+	uint64_t *c;   /* per-subvolume constant */
+	size_t *order; /* subvolume indices grouped by device */
 	size_t max_members;
 	struct btrfsimg_collide_result *out;
 	struct run run;
-	struct piece *pieces;		/* root pieces of the current device */
+	struct piece *pieces; /* root pieces of the current device */
 	/* streaming: every group, with every member, to fn */
 	btrfsimg_collide_group_fn fn;
 	void *fn_ctx;
-	size_t lo, hi;			/* the device being counted: order[lo, hi) */
-	bool extras;			/* and its extras */
+	size_t lo, hi; /* the device being counted: order[lo, hi) */
+	bool extras;   /* and its extras */
 };
 
-static void add_piece(struct piece *p, size_t *np, const struct btrfsimg_idset *set,
-		      uint64_t c, int64_t m, uint32_t owner)
+static void add_piece(struct piece *p, size_t *np, const struct btrfsimg_idset *set, uint64_t c,
+		      int64_t m, uint32_t owner)
 {
 	if (set && set->n)
 		p[(*np)++] = (struct piece){ set->v, set->n, c, m, owner };
 }
 
-static void add_value(struct piece *p, size_t *np, const uint64_t *v, int64_t m,
-		      uint32_t owner)
+static void add_value(struct piece *p, size_t *np, const uint64_t *v, int64_t m, uint32_t owner)
 {
 	p[(*np)++] = (struct piece){ v, 1, 0, m, owner };
 }
@@ -614,8 +753,8 @@ static int add_member(struct ctx *x, struct btrfsimg_collide_group *g, uint64_t 
 			return -ENOMEM;
 	}
 	if (g->nmembers < x->max_members)
-		g->members[g->nmembers++] = (struct btrfsimg_collide_member){ subvol, obj, extra,
-									  extra_index };
+		g->members[g->nmembers++] =
+			(struct btrfsimg_collide_member){ subvol, obj, extra, extra_index };
 	return 0;
 }
 
@@ -692,7 +831,7 @@ static size_t order_by_device(struct ctx *x)
 			split = k;
 		for (size_t i = 0; i < n; i++)
 			if (x->s->numdevs != BTRFSIMG_NUMDEVS_2 ? p == 0
-							       : x->in->subvols[i].parity == p)
+								: x->in->subvols[i].parity == p)
 				x->order[k++] = i;
 	}
 	return split;
@@ -729,11 +868,11 @@ static int constants(struct ctx *x, struct bi_subvol_const **t, struct bi_subvol
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		(*t)[i] = (struct bi_subvol_const){ subvol_dev(x->s, &x->in->subvols[i], i),
-		 x->c[i],
-					      x->in->subvols[i].id };
+						    x->c[i], x->in->subvols[i].id };
 	for (size_t i = 0; i < ne; i++)
-		(*fx)[i] = (struct bi_subvol_const){ extra_dev(x->s, &x->in->extras[i]),
-					       x->in->extras[i].ino, x->in->extras[i].subvol };
+		(*fx)[i] =
+			(struct bi_subvol_const){ extra_dev(x->s, &x->in->extras[i]),
+						  x->in->extras[i].ino, x->in->extras[i].subvol };
 	return 0;
 }
 
@@ -810,24 +949,50 @@ static void stat_set(struct bi_collide_stats *st, const struct btrfsimg_idset *s
 		st->maxobj = s->v[s->n - 1];
 }
 
-/* add disjoint from base, del inside base; totals fit in 64 bits. */
+/* Index of the first element >= x at or after @from, galloping: the
+ * callers ask for ascending x, so each search starts where the last one
+ * ended and costs the log of the distance. */
+static size_t lower_from(const uint64_t *v, size_t n, size_t from, uint64_t x)
+{
+	size_t lo = from, hi = from, step = 1;
+
+	while (hi < n && v[hi] < x) {
+		lo = hi + 1;
+		hi += step;
+		step *= 2;
+	}
+	if (hi > n)
+		hi = n;
+	return lo + lower(v + lo, hi - lo, x);
+}
+
+/* add disjoint from base, del inside base; totals fit in 64 bits. Both
+ * are strictly increasing (slices_sorted), so one pass each. */
 static int deltas_ok(const struct btrfsimg_collide_subvol *v, uint64_t *total, char *err,
 		     size_t len)
 {
-	for (size_t j = 0; v->add && j < v->add->n; j++)
-		if (bi_idset_has(v->base, v->add->v[j])) {
+	const uint64_t *b = v->base ? v->base->v : NULL;
+	size_t nb = v->base ? v->base->n : 0, pos = 0;
+
+	for (size_t j = 0; v->add && j < v->add->n; j++) {
+		pos = lower_from(b, nb, pos, v->add->v[j]);
+		if (pos < nb && b[pos] == v->add->v[j]) {
 			return bi_msg(err, len, -EINVAL,
 				      "subvolume %" PRIu64 ": added objectid %" PRIu64
 				      " is already in the base",
 				      (v->id), (v->add->v[j]));
 		}
-	for (size_t j = 0; v->del && j < v->del->n; j++)
-		if (!bi_idset_has(v->base, v->del->v[j])) {
+	}
+	pos = 0;
+	for (size_t j = 0; v->del && j < v->del->n; j++) {
+		pos = lower_from(b, nb, pos, v->del->v[j]);
+		if (pos == nb || b[pos] != v->del->v[j]) {
 			return bi_msg(err, len, -EINVAL,
 				      "subvolume %" PRIu64 ": deleted objectid %" PRIu64
 				      " is not in the base",
 				      (v->id), (v->del->v[j]));
 		}
+	}
 	if (!bi_add_ok(*total, v->base ? v->base->n : 0, total) ||
 	    !bi_add_ok(*total, v->add ? v->add->n : 0, total)) {
 		return bi_msg(err, len, -EINVAL, "more than 2^64 inodes");
@@ -836,8 +1001,7 @@ static int deltas_ok(const struct btrfsimg_collide_subvol *v, uint64_t *total, c
 }
 
 static int subvols_ok(const struct btrfsimg_collide_input *in, struct bi_collide_stats *st,
-		      uint64_t *total,
-		      char *err, size_t len)
+		      uint64_t *total, char *err, size_t len)
 {
 	for (size_t i = 0; i < in->nsubvols; i++) {
 		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
@@ -883,8 +1047,8 @@ static int ids_unique(const struct btrfsimg_collide_input *in, char *err, size_t
 	return rc;
 }
 
-static int input_ok(const struct btrfsimg_collide_input *in, struct bi_collide_stats *st,
-		    char *err, size_t len)
+static int input_ok(const struct btrfsimg_collide_input *in, struct bi_collide_stats *st, char *err,
+		    size_t len)
 {
 	uint64_t total = 0;
 
@@ -934,16 +1098,22 @@ static void ctx_free(struct ctx *x)
 	free(x->pieces);
 	free(x->run.stack);
 	free(x->run.mat);
+	free(x->run.cnt);
+	free(x->run.touched);
+	for (size_t i = 0; i < x->run.ncomps; i++)
+		free(x->run.comps[i].gaps);
+	free(x->run.comps);
 }
 
 static int ctx_alloc(struct ctx *x, size_t n, size_t nextras, size_t maxex)
 {
-	if (n > SIZE_MAX / 8 / sizeof(struct piece) || nextras > SIZE_MAX / 8 / sizeof(struct piece))
+	if (n > SIZE_MAX / 8 / sizeof(struct piece) ||
+	    nextras > SIZE_MAX / 8 / sizeof(struct piece))
 		return -ENOMEM;
 	x->c = calloc(n + 1, sizeof(*x->c));
 	x->order = calloc(n + 1, sizeof(*x->order));
 	x->pieces = calloc(5 * n + nextras + 1, sizeof(*x->pieces));
-	x->run.ex = &x->out->examples;	/* grown as groups are found */
+	x->run.ex = &x->out->examples; /* grown as groups are found */
 	x->run.nex = &x->out->nexamples;
 	x->run.maxex = maxex;
 	return x->c && x->order && x->pieces ? 0 : -ENOMEM;
@@ -994,7 +1164,7 @@ static int run_one(const struct btrfsimg_collide_input *in, const struct btrfsim
 		x.max_members = SIZE_MAX;
 		x.run.x = &x;
 	}
-	if (maxex > st->total / 2)	/* each group holds >= 2 inodes */
+	if (maxex > st->total / 2) /* each group holds >= 2 inodes */
 		maxex = (size_t)(st->total / 2);
 	if (ctx_alloc(&x, n, in->nextras, maxex))
 		goto out;
@@ -1011,8 +1181,8 @@ out:
 }
 
 int btrfsimg_collide(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
-		     const struct btrfsimg_collide_opts *o, struct btrfsimg_collide_result *out, char *err,
-		     size_t errlen)
+		     const struct btrfsimg_collide_opts *o, struct btrfsimg_collide_result *out,
+		     char *err, size_t errlen)
 {
 	struct bi_collide_stats st;
 
@@ -1030,8 +1200,8 @@ int btrfsimg_collide(const struct btrfsimg_collide_input *in, const struct btrfs
 }
 
 int btrfsimg_collide_groups(const struct btrfsimg_collide_input *in,
-			    const struct btrfsimg_scheme *s, btrfsimg_collide_group_fn fn, void *ctx,
-			    char *err, size_t errlen)
+			    const struct btrfsimg_scheme *s, btrfsimg_collide_group_fn fn,
+			    void *ctx, char *err, size_t errlen)
 {
 	struct bi_collide_stats st;
 	struct btrfsimg_collide_result out;
@@ -1067,9 +1237,11 @@ static struct btrfsimg_scheme report_scheme(size_t i)
 	if (i == 1)
 		return (struct btrfsimg_scheme){ 0, true, BTRFSIMG_NUMDEVS_1 };
 	if (i < 2 + 33)
-		return (struct btrfsimg_scheme){ (unsigned)(32 + i - 2), false, BTRFSIMG_NUMDEVS_1 };
+		return (struct btrfsimg_scheme){ (unsigned)(32 + i - 2), false,
+						 BTRFSIMG_NUMDEVS_1 };
 	if (i < 2 + 66)
-		return (struct btrfsimg_scheme){ (unsigned)(32 + i - 35), false, BTRFSIMG_NUMDEVS_2 };
+		return (struct btrfsimg_scheme){ (unsigned)(32 + i - 35), false,
+						 BTRFSIMG_NUMDEVS_2 };
 	return (struct btrfsimg_scheme){ 0, false, BTRFSIMG_NUMDEVS_MANY };
 }
 
@@ -1086,6 +1258,43 @@ static void summarise(struct btrfsimg_collide_report *r)
 			*pr = x->scheme.inumbits;
 	}
 }
+
+/* The schemes of a report, shared out between threads: each takes the
+ * next scheme not taken yet; they read the input only and write their own
+ * result. The first error is kept. */
+struct all_job {
+	const struct btrfsimg_collide_input *in;
+	const struct btrfsimg_collide_opts *o;
+	const struct bi_collide_stats *st;
+	struct btrfsimg_collide_report *r;
+	pthread_mutex_t mu;
+	size_t next;
+	int rc;
+};
+
+static void *all_worker(void *arg)
+{
+	struct all_job *j = arg;
+	for (;;) {
+		pthread_mutex_lock(&j->mu);
+		size_t i = j->rc ? BTRFSIMG_COLLIDE_SCHEMES : j->next++;
+		pthread_mutex_unlock(&j->mu);
+		if (i >= BTRFSIMG_COLLIDE_SCHEMES)
+			return NULL;
+		struct btrfsimg_scheme s = report_scheme(i);
+		int rc = run_one(j->in, &s, j->o, j->st, &j->r->results[i], NULL, NULL);
+		if (rc) {
+			pthread_mutex_lock(&j->mu);
+			if (!j->rc)
+				j->rc = rc;
+			pthread_mutex_unlock(&j->mu);
+		}
+	}
+}
+
+/* Two threads (the schemes are independent; a few of them hold nearly all
+ * the work on snapshot-heavy images), or one where a second cannot start. */
+#define COLLIDE_THREADS 2
 
 int btrfsimg_collide_all(const struct btrfsimg_collide_input *in,
 			 const struct btrfsimg_collide_opts *o,
@@ -1105,13 +1314,22 @@ int btrfsimg_collide_all(const struct btrfsimg_collide_input *in,
 	r = calloc(1, sizeof(*r));
 	if (!r || !(r->results = calloc(BTRFSIMG_COLLIDE_SCHEMES, sizeof(*r->results))))
 		goto out;
-	for (size_t i = 0; i < BTRFSIMG_COLLIDE_SCHEMES; i++) {
-		struct btrfsimg_scheme s = report_scheme(i);
-		r->nresults = i + 1;
-		rc = run_one(in, &s, o, &st, &r->results[i], NULL, NULL);
-		if (rc)
-			goto out;
-	}
+	for (size_t i = 0; i < BTRFSIMG_COLLIDE_SCHEMES; i++)
+		r->results[i].scheme = report_scheme(i);
+	r->nresults = BTRFSIMG_COLLIDE_SCHEMES;
+	struct all_job j = { .in = in, .o = o, .st = &st, .r = r };
+	pthread_t t[COLLIDE_THREADS - 1];
+	size_t nt = 0;
+	pthread_mutex_init(&j.mu, NULL);
+	while (nt < COLLIDE_THREADS - 1 && pthread_create(&t[nt], NULL, all_worker, &j) == 0)
+		nt++;
+	all_worker(&j);
+	for (size_t i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	pthread_mutex_destroy(&j.mu);
+	rc = j.rc;
+	if (rc)
+		goto out;
 	summarise(r);
 	*out = r;
 	r = NULL;

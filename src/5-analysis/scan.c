@@ -64,9 +64,15 @@ struct idvec {
 	size_t n, cap;
 };
 
+/* A memo slot: the bytenr beside the summary, so probing reads no summary. */
+struct slot {
+	uint64_t bytenr;
+	struct blk *blk; /* NULL: empty */
+};
+
 struct bi_scan {
 	struct btrfsimg_fs *fs;
-	struct blk **slots; /* open addressing by bytenr */
+	struct slot *slots; /* open addressing by bytenr */
 	size_t nslots, used;
 	struct tree *trees;
 	size_t ntrees, captrees;
@@ -111,8 +117,8 @@ void bi_scan_free(struct bi_scan *s)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->nslots; i++)
-		if (s->slots[i])
-			blk_free(s->slots[i]);
+		if (s->slots[i].blk)
+			blk_free(s->slots[i].blk);
 	for (size_t i = 0; i < s->ntrees; i++)
 		bi_tree_ids_put(s->trees[i].set);
 	free(s->trees);
@@ -124,33 +130,42 @@ void bi_scan_free(struct bi_scan *s)
 
 static size_t slot_of(uint64_t bytenr, size_t nslots)
 {
-	return (size_t)((bytenr >> 12) * 0x9E3779B97F4A7C15ull >> 32) & (nslots - 1);
+	uint64_t h = bytenr >> 12; /* murmur3's finaliser: every bit mixes */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 33;
+	return (size_t)h & (nslots - 1);
 }
 
 static struct blk *memo_get(struct bi_scan *s, uint64_t bytenr)
 {
 	for (size_t i = slot_of(bytenr, s->nslots);; i = (i + 1) & (s->nslots - 1)) {
-		if (!s->slots[i])
+		if (!s->slots[i].blk)
 			return NULL;
-		if (s->slots[i]->bytenr == bytenr)
-			return s->slots[i];
+		if (s->slots[i].bytenr == bytenr)
+			return s->slots[i].blk;
 	}
+}
+
+static void memo_place(struct slot *v, size_t n, struct blk *l)
+{
+	size_t i = slot_of(l->bytenr, n);
+	while (v[i].blk)
+		i = (i + 1) & (n - 1);
+	v[i] = (struct slot){ l->bytenr, l };
 }
 
 static int memo_grow(struct bi_scan *s)
 {
 	size_t n = s->nslots * 2;
-	struct blk **v = calloc(n, sizeof(*v));
+	struct slot *v = calloc(n, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	for (size_t k = 0; k < s->nslots; k++) {
-		if (!s->slots[k])
-			continue;
-		size_t i = slot_of(s->slots[k]->bytenr, n);
-		while (v[i])
-			i = (i + 1) & (n - 1);
-		v[i] = s->slots[k];
-	}
+	for (size_t k = 0; k < s->nslots; k++)
+		if (s->slots[k].blk)
+			memo_place(v, n, s->slots[k].blk);
 	free(s->slots);
 	s->slots = v;
 	s->nslots = n;
@@ -161,10 +176,7 @@ static int memo_put(struct bi_scan *s, struct blk *l)
 {
 	if ((s->used + 1) * 2 > s->nslots && memo_grow(s) < 0)
 		return -ENOMEM;
-	size_t i = slot_of(l->bytenr, s->nslots);
-	while (s->slots[i])
-		i = (i + 1) & (s->nslots - 1);
-	s->slots[i] = l;
+	memo_place(s->slots, s->nslots, l);
 	s->used++;
 	return 0;
 }
@@ -242,10 +254,30 @@ static int summarize_node(struct bi_scan *s, uint64_t treeid, const struct bi_bl
 	k->child = malloc((b->nritems ? b->nritems : 1) * sizeof(*k->child));
 	if (!k->child)
 		return bi_err(s->fs, -ENOMEM, "out of memory");
+	/* A new node of a snapshot points mostly at known blocks: their
+	 * summaries are looked up a few pointers ahead of their use, so the
+	 * cache misses of the memo and of the summaries overlap. */
+	enum { AHEAD = 8 };
+	for (uint32_t i = 0; i < b->nritems && i < AHEAD; i++) {
+		bi_key key;
+		uint64_t ptr, gen;
+		bi_node_ptr(b, i, &key, &ptr, &gen);
+		__builtin_prefetch(&s->slots[slot_of(ptr, s->nslots)]);
+	}
 	for (uint32_t i = 0; i < b->nritems; i++) {
 		bi_key key;
 		uint64_t ptr, gen;
 		struct blk *c;
+		if (i + AHEAD < b->nritems) {
+			bi_node_ptr(b, i + AHEAD, &key, &ptr, &gen);
+			__builtin_prefetch(&s->slots[slot_of(ptr, s->nslots)]);
+		}
+		if (i + AHEAD / 2 < b->nritems) {
+			bi_node_ptr(b, i + AHEAD / 2, &key, &ptr, &gen);
+			struct blk *ahead = memo_get(s, ptr);
+			if (ahead)
+				__builtin_prefetch(ahead);
+		}
 		bi_node_ptr(b, i, &key, &ptr, &gen);
 		if (i == 0)
 			k->first = key;
