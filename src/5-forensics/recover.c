@@ -11,27 +11,15 @@
  * last slot shows the whole inode as it was at G ("complete"); a run that
  * reaches the last slot is continued in leaves of the same owner and
  * generation that start with the same inode, if found, and otherwise the
- * bytes past its last extent are "items not found".
+ * bytes past its last extent are "items not found". How far each
+ * version's data can be trusted is recdata.c's part.
  *
- * Trust in data. Each disk extent (bytenr B, length L, generation g) of a
- * version:
- *   - alive: today's extent tree holds EXTENT_ITEM (B, L) with generation
- *     <= the newest leaf seen referencing the extent: it has been
- *     allocated to this extent all along;
- *   - reused: not alive, and today's extent tree, or any EXTENT_DATA item
- *     found of a later generation, uses bytes of [B, B + L) for another
- *     extent; or a stale chunk maps it and today's chunks cover its
- *     device bytes. A nodatacow (hence nodatasum) extent that a later
- *     version shares may have been rewritten in place: nothing on disk
- *     tells, so such versions read what is there now, never verified;
- *   - verified: every sector matches an EXTENT_CSUM item of a csum-tree
- *     leaf (live or stale) written while B held this extent: generation in
- *     [g, newest leaf referencing it], or any generation >= g when alive.
- *     A match proves the bytes are the ones btrfs wrote for the extent;
- *     compressed extents are checked on the compressed bytes.
- * A verified extent is good even if reused; a csum mismatch, or reuse
- * without verification, makes its range bad ("csum mismatch", "reused").
- * Inline and nodatasum data are never verified.
+ * Kinds: a version whose subvolume is gone (or deleted, not yet cleaned)
+ * is "dropped-subvolume"; one whose inode today's tree lacks, or holds
+ * with another creation generation, "deleted"; one whose inode lives with
+ * other extents or size "previous-version"; today's own state with link
+ * count 0 "orphan". Identical versions (same extent items, or the same
+ * bytes when intact) are one record, the verified or newest one.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -40,97 +28,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "5-forensics/fscan.h"
+#include "5-forensics/recover.h"
 
-#include "0-base/csum.h"
 #include "0-base/cursor.h"
 #include "0-base/err.h"
 #include "0-base/ondisk.h"
-#include "1-image/dev.h"
-#include "3-btrfs/chunk.h"
 #include "3-btrfs/root.h"
 #include "3-btrfs/tree.h"
 #include "4-files/compress.h"
 #include "4-files/extent.h"
-
-#define INODE_NODATASUM (1ull << 0)
-#define INODE_NODATACOW (1ull << 1)
-#define MAX_DEPTH	64
-#define OUT_CHUNK	(1u << 20)
-
-/* A name of an inode: INODE_REF (ino -> parent) or DIR_INDEX. */
-struct fx_ref {
-	uint64_t subvol, ino, parent, gen;
-	char *name;
-};
-
-/* A disk extent some EXTENT_DATA item referenced. */
-struct fx_dext {
-	uint64_t bytenr, len, gen; /* gen: the item's generation */
-	uint64_t last_seen;	   /* newest leaf referencing it */
-};
-
-/* An EXTENT_CSUM item of a csum-tree leaf. */
-struct fx_csum {
-	uint64_t start, end; /* logical bytes covered */
-	uint64_t gen;	     /* the leaf's */
-	size_t block;	     /* index of the leaf in f->blocks */
-	uint32_t off;	     /* item data offset in the leaf */
-};
-
-struct fx_rootref {
-	uint64_t child, parent, dirid, gen;
-	char *name;
-};
-
-struct fx_version {
-	uint64_t subvol, ino, leaf_gen, sig;
-	struct btrfsimg_inode inode;
-	struct bi_extent *ext;
-	size_t next;
-	bool complete;
-	/* results */
-	struct btrfsimg_recovered rec;
-	char id[80];
-	char *path;
-	struct btrfsimg_bad_range *bad;
-	size_t nbad, cbad;
-	uint8_t *state;	  /* per extent: enum ext_state */
-	uint64_t content; /* hash of the bytes (intact versions) */
-	bool skip;
-};
-
-struct bi_fx_recovered {
-	struct fx_ref *refs;
-	size_t nrefs, crefs;
-	struct fx_dext *dext;
-	size_t ndext, cdext;
-	struct fx_csum *csums;
-	size_t ncsums, ccsums;
-	struct fx_rootref *rrefs;
-	size_t nrrefs, crrefs;
-	struct fx_version *v;
-	size_t nv, cv;
-	struct btrfsimg_subvol *subvols;
-	size_t nsubvols;
-	struct bi_zctx *z;
-	uint64_t csum_span; /* the longest range one csum item covers */
-	uint8_t *csum_leaf; /* the csum leaf last read */
-	size_t csum_leaf_idx;
-};
-
-#define GROW(arr, n, cap) ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof(*(arr))))
-
-static int grow_array(void **arr, size_t *cap, size_t size)
-{
-	size_t c = *cap ? *cap * 2 : 256;
-	void *p = realloc(*arr, c * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = c;
-	return 0;
-}
 
 static void version_free(struct fx_version *v)
 {
@@ -513,16 +419,6 @@ static int ref_cmp(const void *pa, const void *pb)
 	return a->gen > b->gen ? -1 : a->gen < b->gen;
 }
 
-static int dext_cmp(const void *pa, const void *pb)
-{
-	const struct fx_dext *a = pa, *b = pb;
-	if (a->bytenr != b->bytenr)
-		return a->bytenr < b->bytenr ? -1 : 1;
-	if (a->len != b->len)
-		return a->len < b->len ? -1 : 1;
-	return a->gen < b->gen ? -1 : a->gen > b->gen;
-}
-
 static int csum_cmp(const void *pa, const void *pb)
 {
 	const struct fx_csum *a = pa, *b = pb;
@@ -692,388 +588,6 @@ static char *version_path(const struct bi_fx_recovered *r, const struct fx_versi
 	return b.s;
 }
 
-/* ------------------------------------------------------------ reading data */
-
-enum ext_state { EXT_GOOD = 0, EXT_VERIFIED = 1, EXT_BAD = 2 };
-
-/* Read @len bytes at @logical: way @copy through today's chunk map, else
- * (copy 0 only) through a stale chunk item. */
-static int fx_read(struct btrfsimg_forensic *f, uint64_t logical, uint8_t *buf, size_t len,
-		   int copy)
-{
-	struct btrfsimg_fs *fs = f->fs;
-	if (bi_chunk_lookup(fs->chunks, logical))
-		return bi_read_copy(fs, logical, buf, len, copy);
-	if (copy)
-		return -EIO;
-	while (len) {
-		uint64_t devid, phys, room;
-		bool old;
-		if (bi_fx_map(f, logical, &devid, &phys, &room, &old) < 0)
-			return bi_err(fs, -EIO, "forensic: logical %" PRIu64 " is in no chunk",
-				      logical);
-		struct bi_dev *d = bi_dev_by_id(fs, devid);
-		size_t n = room < len ? (size_t)room : len;
-		if (!d || n == 0)
-			return bi_err(fs, -EIO, "forensic: logical %" PRIu64 ": device missing",
-				      logical);
-		int rc = bi_dev_read(fs, d, phys, buf, n);
-		if (rc < 0)
-			return rc;
-		buf += n;
-		len -= n;
-		logical += n;
-	}
-	return 0;
-}
-
-static int fx_copies(struct btrfsimg_forensic *f, uint64_t logical)
-{
-	return bi_chunk_lookup(f->fs->chunks, logical) ? bi_num_copies(f->fs, logical) : 1;
-}
-
-/* Largest span one csum item covers, for the backwards search. */
-static uint64_t csum_span(const struct bi_fx_recovered *r)
-{
-	uint64_t m = 0;
-	for (size_t i = 0; i < r->ncsums; i++)
-		if (r->csums[i].end - r->csums[i].start > m)
-			m = r->csums[i].end - r->csums[i].start;
-	return m;
-}
-
-struct csum_q {
-	uint64_t gen_lo, gen_hi; /* leaf generations accepted */
-	uint64_t span;
-};
-
-/* 1: sector at @x matches an accepted csum; 0: accepted csums exist and
- * none matches; -ENOENT: none accepted. */
-static int sector_check(struct btrfsimg_forensic *f, const struct csum_q *q, uint64_t x,
-			const uint8_t *data)
-{
-	struct bi_fx_recovered *r = f->rec;
-	struct btrfsimg_fs *fs = f->fs;
-	size_t a = 0, b = r->ncsums;
-	while (a < b) { /* first entry starting after x */
-		size_t m = a + (b - a) / 2;
-		if (r->csums[m].start <= x)
-			a = m + 1;
-		else
-			b = m;
-	}
-	uint8_t sum[CSUM_SIZE_MAX];
-	bool have = false, any = false;
-	for (size_t i = a; i-- > 0;) {
-		const struct fx_csum *c = &r->csums[i];
-		if (c->start + q->span <= x)
-			break;
-		if (x >= c->end || c->gen < q->gen_lo || c->gen > q->gen_hi)
-			continue;
-		if (r->csum_leaf_idx != c->block + 1) {
-			if (bi_fx_read_block(f, &f->blocks[c->block]) < 0)
-				continue;
-			memcpy(r->csum_leaf, f->buf, fs->nodesize);
-			r->csum_leaf_idx = c->block + 1;
-		}
-		if (!have) {
-			bi_csum(fs->csum_type, data, fs->sectorsize, sum);
-			have = true;
-		}
-		any = true;
-		size_t at = c->off + (size_t)((x - c->start) / fs->sectorsize) * fs->csum_size;
-		if (memcmp(r->csum_leaf + at, sum, fs->csum_size) == 0)
-			return 1;
-	}
-	return any ? 0 : -ENOENT;
-}
-
-/* Live EXTENT_ITEMs overlapping [b, b + len): same allocation (exact
- * match of start and length, generation <= @seen), or another one. */
-struct live_q {
-	uint64_t b, len, seen;
-	bool same, other;
-};
-
-static int live_item(void *ctx, const struct btrfsimg_key *k, const uint8_t *d, uint32_t size)
-{
-	struct live_q *q = ctx;
-	if (k->type != KT_EXTENT_ITEM || k->objectid >= q->b + q->len ||
-	    k->objectid + k->offset <= q->b)
-		return 0;
-	if (k->objectid == q->b && k->offset == q->len && size >= 16 && bi_le64(d + 8) <= q->seen)
-		q->same = true;
-	else
-		q->other = true;
-	return 0;
-}
-
-static void live_extent(struct btrfsimg_forensic *f, struct live_q *q)
-{
-	uint64_t back = (uint64_t)MAX_COMPRESSED * 1024; /* 128 MiB: the largest extent */
-	struct btrfsimg_key lo = { q->b > back ? q->b - back : 0, 0, 0 };
-	struct btrfsimg_key hi = { q->b + q->len - 1, KT_EXTENT_ITEM, UINT64_MAX };
-	if (btrfsimg_tree_walk(f->fs, OBJ_EXTENT_TREE, &lo, &hi, live_item, q) < 0)
-		q->other = true; /* unknown: not trusted unverified */
-}
-
-/* Device bytes of a stale chunk that today's chunks cover again. */
-static bool old_space_reused(struct btrfsimg_forensic *f, uint64_t logical, uint64_t len)
-{
-	if (bi_chunk_lookup(f->fs->chunks, logical))
-		return false;
-	uint64_t devid, phys, room;
-	bool old;
-	if (bi_fx_map(f, logical, &devid, &phys, &room, &old) < 0)
-		return true;
-	const struct bi_chunk_map *m = f->fs->chunks;
-	for (size_t i = 0; i < bi_chunk_map_count(m); i++) {
-		const struct bi_chunk *c = bi_chunk_map_at(m, i);
-		uint64_t span = bi_chunk_stripe_span(c);
-		for (uint16_t s = 0; s < c->num_stripes; s++)
-			if (c->stripes[s].devid == devid && phys < c->stripes[s].offset + span &&
-			    c->stripes[s].offset < phys + len)
-				return true;
-	}
-	return false;
-}
-
-/* Another allocation of a later generation used bytes of the extent. */
-static bool stale_reuse(const struct bi_fx_recovered *r, const struct bi_extent *e)
-{
-	uint64_t b = e->disk_bytenr, end = b + e->disk_num_bytes;
-	uint64_t back = (uint64_t)MAX_COMPRESSED * 1024;
-	for (size_t i = 0; i < r->ndext; i++) { /* sorted by bytenr */
-		const struct fx_dext *d = &r->dext[i];
-		if (d->bytenr + back < b)
-			continue;
-		if (d->bytenr >= end)
-			break;
-		if (d->bytenr + d->len <= b || d->gen <= e->generation)
-			continue;
-		return true;
-	}
-	return false;
-}
-
-static const struct fx_dext *dext_of(const struct bi_fx_recovered *r, const struct bi_extent *e)
-{
-	struct fx_dext key = { e->disk_bytenr, e->disk_num_bytes, e->generation, 0 };
-	return bsearch(&key, r->dext, r->ndext, sizeof(*r->dext), dext_cmp);
-}
-
-/* Read [lo, hi) of an extent in pieces and check every sector. *match
- * and *miss count sectors that matched / had accepted csums that did not. */
-static int check_sectors(struct btrfsimg_forensic *f, const struct csum_q *q, uint64_t lo,
-			 uint64_t hi, uint8_t *buf, uint64_t *match, uint64_t *miss)
-{
-	uint32_t ss = f->fs->sectorsize;
-	for (uint64_t x = lo; x < hi;) {
-		size_t n = hi - x < OUT_CHUNK ? (size_t)(hi - x) : OUT_CHUNK;
-		int copies = fx_copies(f, x), rc = -EIO;
-		uint64_t best_match = 0, best_miss = UINT64_MAX;
-		for (int c = 0; c < copies; c++) {
-			if (fx_read(f, x, buf, n, c) < 0)
-				continue;
-			rc = 0;
-			uint64_t m = 0, s = 0;
-			for (size_t o = 0; o + ss <= n; o += ss) {
-				int k = sector_check(f, q, x + o, buf + o);
-				m += k == 1;
-				s += k == 0;
-			}
-			if (s < best_miss || (s == best_miss && m > best_match))
-				best_match = m, best_miss = s;
-			if (s == 0)
-				break;
-		}
-		if (rc < 0)
-			return rc;
-		*match += best_match;
-		*miss += best_miss;
-		x += n;
-	}
-	return 0;
-}
-
-static enum ext_state eval_extent(struct btrfsimg_forensic *f, const struct fx_version *v,
-				  const struct bi_extent *e, uint8_t *buf, const char **why)
-{
-	struct bi_fx_recovered *r = f->rec;
-	uint32_t ss = f->fs->sectorsize;
-	const struct fx_dext *d = dext_of(r, e);
-	uint64_t seen = d && d->last_seen > v->leaf_gen ? d->last_seen : v->leaf_gen;
-	struct live_q lq = { e->disk_bytenr, e->disk_num_bytes, seen, false, false };
-	live_extent(f, &lq);
-	bool alive = lq.same && !lq.other;
-	bool reused = !alive && (lq.other || stale_reuse(r, e) ||
-				 old_space_reused(f, e->disk_bytenr, e->disk_num_bytes));
-	uint64_t lo = e->disk_bytenr, hi = lo + e->disk_num_bytes;
-	if (e->kind == BI_EXT_DISK) {
-		lo = e->disk_bytenr + (e->offset & ~(uint64_t)(ss - 1));
-		uint64_t end = e->disk_bytenr + e->offset + e->num_bytes;
-		end = (end + ss - 1) & ~(uint64_t)(ss - 1);
-		hi = end < hi ? end : hi;
-	}
-	struct csum_q q = { e->generation, alive ? UINT64_MAX : seen, r->csum_span };
-	uint64_t match = 0, miss = 0;
-	if (check_sectors(f, &q, lo, hi, buf, &match, &miss) < 0) {
-		*why = "unreadable";
-		return EXT_BAD;
-	}
-	uint64_t sectors = (hi - lo) / ss;
-	if (!(v->inode.flags & INODE_NODATASUM) && sectors && match == sectors)
-		return EXT_VERIFIED;
-	if (miss) {
-		*why = "csum mismatch";
-		return EXT_BAD;
-	}
-	if (reused) {
-		*why = "reused";
-		return EXT_BAD;
-	}
-	return EXT_GOOD;
-}
-
-/* ------------------------------------------------------------ pieces */
-
-static int ext_cmp(const void *pa, const void *pb)
-{
-	const struct bi_extent *a = pa, *b = pb;
-	return a->file_offset < b->file_offset ? -1 : a->file_offset > b->file_offset;
-}
-
-typedef int (*piece_fn)(void *ctx, const struct bi_piece *p, size_t ext);
-
-/* The pieces of [0, size) in order; bytes past the last extent of an
- * incomplete version come as one piece with ext == SIZE_MAX. */
-static int walk_pieces(const struct fx_version *v, piece_fn fn, void *ctx)
-{
-	uint64_t pos = 0, size = v->inode.size;
-	for (size_t i = 0; i < v->next && pos < size; i++) {
-		uint64_t next = i + 1 < v->next ? v->ext[i + 1].file_offset : UINT64_MAX;
-		if (v->ext[i].end <= pos)
-			continue;
-		struct bi_piece out[3];
-		size_t n = bi_extent_pieces(&v->ext[i], next, pos, size, out);
-		for (size_t k = 0; k < n; k++) {
-			int rc = fn(ctx, &out[k], out[k].kind == BI_EXT_ZERO ? SIZE_MAX - 1 : i);
-			if (rc)
-				return rc;
-			pos = out[k].pos + out[k].len;
-		}
-	}
-	if (pos < size) {
-		struct bi_piece tail = { pos, size - pos, BI_EXT_ZERO, 0 };
-		return fn(ctx, &tail, v->complete ? SIZE_MAX - 1 : SIZE_MAX);
-	}
-	return 0;
-}
-
-static int add_bad(struct fx_version *v, uint64_t off, uint64_t len, const char *why)
-{
-	if (v->nbad && v->bad[v->nbad - 1].offset + v->bad[v->nbad - 1].length == off &&
-	    v->bad[v->nbad - 1].why == why) {
-		v->bad[v->nbad - 1].length += len;
-		return 0;
-	}
-	if (v->nbad == v->cbad && grow_array((void **)&v->bad, &v->cbad, sizeof(*v->bad)))
-		return -ENOMEM;
-	v->bad[v->nbad++] = (struct btrfsimg_bad_range){ off, len, why };
-	return 0;
-}
-
-struct eval_ctx {
-	struct fx_version *v;
-	const char **whys;
-	uint64_t good_data, bad_data;
-};
-
-static int eval_piece(void *ctx, const struct bi_piece *p, size_t ext)
-{
-	struct eval_ctx *x = ctx;
-	if (ext == SIZE_MAX)
-		return add_bad(x->v, p->pos, p->len, "items not found");
-	if (ext == SIZE_MAX - 1)
-		return 0;
-	if (x->v->state[ext] == EXT_BAD) {
-		x->bad_data += p->len;
-		return add_bad(x->v, p->pos, p->len, x->whys[ext]);
-	}
-	x->good_data += p->len;
-	return 0;
-}
-
-/* The bytes the extents hold as the kernel counts them in nbytes: inline
- * ram_bytes, regular and prealloc num_bytes (holes none). */
-static uint64_t nbytes_of(const struct fx_version *v)
-{
-	uint64_t n = 0;
-	for (size_t i = 0; i < v->next; i++) {
-		const struct bi_extent *e = &v->ext[i];
-		if (e->type == FE_TYPE_INLINE)
-			n += e->ram_bytes;
-		else if (e->disk_bytenr)
-			n += e->num_bytes;
-	}
-	return n;
-}
-
-/* Status and verified of a version from its extents' states. */
-static int evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf)
-{
-	qsort(v->ext, v->next, sizeof(*v->ext), ext_cmp);
-	v->state = calloc(v->next ? v->next : 1, 1);
-	const char **whys = calloc(v->next ? v->next : 1, sizeof(*whys));
-	if (!v->state || !whys) {
-		free(whys);
-		return -ENOMEM;
-	}
-	struct btrfsimg_recovered *rec = &v->rec;
-	size_t disk = 0, verified = 0;
-	for (size_t i = 0; i < v->next; i++) {
-		const struct bi_extent *e = &v->ext[i];
-		if (e->file_offset >= v->inode.size)
-			continue;
-		if (e->kind == BI_EXT_INLINE)
-			rec->has_inline = true;
-		if (e->compression)
-			rec->compressed = true;
-		if (e->kind < BI_EXT_DISK)
-			continue;
-		disk++;
-		v->state[i] = (uint8_t)eval_extent(f, v, e, buf, &whys[i]);
-		verified += v->state[i] == EXT_VERIFIED;
-	}
-	struct eval_ctx x = { v, whys, 0, 0 };
-	int rc = walk_pieces(v, eval_piece, &x);
-	free(whys);
-	if (rc < 0)
-		return rc;
-	rec->nodatasum = (v->inode.flags & INODE_NODATASUM) != 0;
-	/* A block written in the middle of a transaction can hold an inode
-	 * item and extent items that were never true together (a truncate
-	 * half done): nbytes, which the kernel keeps equal to the bytes its
-	 * extents hold (btrfs check's "nbytes wrong"), tells. */
-	if (v->complete && nbytes_of(v) != v->inode.nbytes && v->inode.size) {
-		v->nbad = 0; /* the whole file, instead of what the pieces said */
-		if ((rc = add_bad(v, 0, v->inode.size, "items disagree with the inode")) < 0)
-			return rc;
-	}
-	bool any_items = v->next > 0;
-	if (v->inode.size && !any_items && !v->complete)
-		rec->status = BTRFSIMG_REC_METADATA_ONLY;
-	else if (!v->nbad)
-		rec->status = BTRFSIMG_REC_INTACT;
-	else if (x.bad_data && !x.good_data && !rec->has_inline)
-		rec->status = BTRFSIMG_REC_OVERWRITTEN;
-	else
-		rec->status = BTRFSIMG_REC_PARTIAL;
-	rec->verified = rec->status == BTRFSIMG_REC_INTACT && disk && verified == disk &&
-			!rec->has_inline && !rec->nodatasum;
-	return 0;
-}
-
 /* ------------------------------------------------------------ kinds */
 
 struct live_ext {
@@ -1170,7 +684,7 @@ static void classify(struct btrfsimg_forensic *f)
 
 static int finish(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf)
 {
-	int rc = evaluate(f, v, buf);
+	int rc = bi_fx_evaluate(f, v, buf);
 	if (rc < 0)
 		return rc;
 	v->path = version_path(f->rec, v);
@@ -1215,7 +729,7 @@ static int build(struct btrfsimg_forensic *f)
 	merge_versions(r);
 	classify(f);
 	skip_just_created(r);
-	r->csum_span = csum_span(r);
+	r->csum_span = bi_fx_csum_span(r);
 	for (size_t i = 0; i < r->nv && rc >= 0; i++)
 		if (!r->v[i].skip)
 			rc = finish(f, &r->v[i], buf);
@@ -1235,9 +749,6 @@ out:
 }
 
 /* ------------------------------------------------------------ API */
-
-static int out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
-		    void *ctx);
 
 static int hash_piece(void *ctx, uint64_t off, const void *data, size_t len)
 {
@@ -1264,7 +775,7 @@ static int same_contents(struct btrfsimg_forensic *f)
 		if (v->skip || v->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
 		v->content = 0xcbf29ce484222325ull;
-		int rc = out_walk(f, v, hash_piece, &v->content);
+		int rc = bi_fx_out_walk(f, v, hash_piece, &v->content);
 		if (rc < 0)
 			return rc;
 	}
@@ -1348,107 +859,6 @@ int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_recovered_fn fn, 
 	return 0;
 }
 
-struct out_ctx {
-	struct btrfsimg_forensic *f;
-	struct fx_version *v;
-	btrfsimg_data_fn fn;
-	void *ctx;
-	uint8_t *buf, *dec;
-	size_t dec_ext; /* extent decoded in dec (+1), 0 none */
-	int rc;
-};
-
-/* Zeros for @len bytes from @pos. */
-static int emit_zeros(struct out_ctx *o, uint64_t pos, uint64_t len)
-{
-	memset(o->buf, 0, OUT_CHUNK);
-	while (len) {
-		size_t n = len < OUT_CHUNK ? (size_t)len : OUT_CHUNK;
-		int rc = o->fn(o->ctx, pos, o->buf, n);
-		if (rc)
-			return rc;
-		pos += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/* Decode extent @i (inline or compressed) into o->dec (ram_bytes). */
-static int decode(struct out_ctx *o, size_t i)
-{
-	const struct bi_extent *e = &o->v->ext[i];
-	struct btrfsimg_fs *fs = o->f->fs;
-	if (o->dec_ext == i + 1)
-		return 0;
-	free(o->dec);
-	o->dec = calloc(1, e->ram_bytes ? e->ram_bytes : 1);
-	uint8_t *src = NULL;
-	if (!o->dec)
-		return -ENOMEM;
-	const uint8_t *in = e->inline_data;
-	size_t inlen = e->inline_size;
-	if (e->kind == BI_EXT_COMPRESSED) {
-		src = malloc(e->disk_num_bytes);
-		if (!src)
-			return -ENOMEM;
-		int rc = fx_read(o->f, e->disk_bytenr, src, e->disk_num_bytes, 0);
-		if (rc < 0) {
-			free(src);
-			return rc;
-		}
-		in = src;
-		inlen = e->disk_num_bytes;
-	}
-	int rc = 0;
-	if (e->compression) {
-		size_t got;
-		char why[256];
-		if (!o->f->rec->z && !(o->f->rec->z = bi_zctx_new()))
-			rc = -ENOMEM;
-		else
-			rc = bi_decompress(o->f->rec->z, e->compression, in, inlen, o->dec,
-					   e->ram_bytes, fs->sectorsize, &got, why, sizeof(why));
-	} else {
-		memcpy(o->dec, in, inlen < e->ram_bytes ? inlen : e->ram_bytes);
-	}
-	free(src);
-	if (rc == 0)
-		o->dec_ext = i + 1;
-	return rc;
-}
-
-static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
-{
-	struct out_ctx *o = ctx;
-	if (ext >= SIZE_MAX - 1 || o->v->state[ext] == EXT_BAD || p->kind == BI_EXT_ZERO)
-		return emit_zeros(o, p->pos, p->len);
-	if (p->kind == BI_EXT_DISK) {
-		for (uint64_t d = 0; d < p->len;) {
-			size_t n = p->len - d < OUT_CHUNK ? (size_t)(p->len - d) : OUT_CHUNK;
-			int rc = fx_read(o->f, p->src + d, o->buf, n, 0);
-			if (rc < 0)
-				return emit_zeros(o, p->pos + d, p->len - d);
-			if ((rc = o->fn(o->ctx, p->pos + d, o->buf, n)))
-				return rc;
-			d += n;
-		}
-		return 0;
-	}
-	if (decode(o, ext) < 0)
-		return emit_zeros(o, p->pos, p->len);
-	const struct bi_extent *e = &o->v->ext[ext];
-	if (p->src > e->ram_bytes || p->len > e->ram_bytes - p->src)
-		return emit_zeros(o, p->pos, p->len);
-	for (uint64_t d = 0; d < p->len;) {
-		size_t n = p->len - d < OUT_CHUNK ? (size_t)(p->len - d) : OUT_CHUNK;
-		int rc = o->fn(o->ctx, p->pos + d, o->dec + p->src + d, n);
-		if (rc)
-			return rc;
-		d += n;
-	}
-	return 0;
-}
-
 int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn, void *ctx)
 {
 	if (!f || !id || !fn)
@@ -1464,20 +874,8 @@ int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_f
 			v = &f->rec->v[i];
 	if (!v)
 		return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
-	int rc = out_walk(f, v, fn, ctx);
+	int rc = bi_fx_out_walk(f, v, fn, ctx);
 	if (rc)
 		return rc;
 	return v->rec.status == BTRFSIMG_REC_INTACT ? 0 : 1;
-}
-
-static int out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
-		    void *ctx)
-{
-	struct out_ctx o = { f, v, fn, ctx, malloc(OUT_CHUNK), NULL, 0, 0 };
-	if (!o.buf)
-		return bi_err(f->fs, -ENOMEM, "forensic: out of memory");
-	int rc = walk_pieces(v, out_piece, &o);
-	free(o.buf);
-	free(o.dec);
-	return rc;
 }

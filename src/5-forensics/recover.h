@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What recover.c (versions, kinds, paths) and recdata.c (trust in their
+ * data, their bytes) share: the tables the leaves fill and the versions.
+ */
+#ifndef BI_RECOVER_H
+#define BI_RECOVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "5-forensics/fscan.h"
+#include "3-btrfs/check.h"
+
+#define INODE_NODATASUM (1ull << 0)
+#define INODE_NODATACOW (1ull << 1)
+#define MAX_DEPTH	64
+#define OUT_CHUNK	(1u << 20)
+
+/* A name of an inode: INODE_REF (ino -> parent) or DIR_INDEX. */
+struct fx_ref {
+	uint64_t subvol, ino, parent, gen;
+	char *name;
+};
+
+/* A disk extent some EXTENT_DATA item referenced. */
+struct fx_dext {
+	uint64_t bytenr, len, gen; /* gen: the item's generation */
+	uint64_t last_seen;	   /* newest leaf referencing it */
+};
+
+/* An EXTENT_CSUM item of a csum-tree leaf. */
+struct fx_csum {
+	uint64_t start, end; /* logical bytes covered */
+	uint64_t gen;	     /* the leaf's */
+	size_t block;	     /* index of the leaf in f->blocks */
+	uint32_t off;	     /* item data offset in the leaf */
+};
+
+struct fx_rootref {
+	uint64_t child, parent, dirid, gen;
+	char *name;
+};
+
+struct fx_version {
+	uint64_t subvol, ino, leaf_gen, sig;
+	struct btrfsimg_inode inode;
+	struct bi_extent *ext;
+	size_t next;
+	bool complete;
+	/* results */
+	struct btrfsimg_recovered rec;
+	char id[80];
+	char *path;
+	struct btrfsimg_bad_range *bad;
+	size_t nbad, cbad;
+	uint8_t *state;	  /* per extent: enum ext_state */
+	uint64_t content; /* hash of the bytes (intact versions) */
+	bool skip;
+};
+
+struct bi_fx_recovered {
+	struct fx_ref *refs;
+	size_t nrefs, crefs;
+	struct fx_dext *dext;
+	size_t ndext, cdext;
+	struct fx_csum *csums;
+	size_t ncsums, ccsums;
+	struct fx_rootref *rrefs;
+	size_t nrrefs, crrefs;
+	struct fx_version *v;
+	size_t nv, cv;
+	struct btrfsimg_subvol *subvols;
+	size_t nsubvols;
+	struct bi_zctx *z;
+	uint64_t csum_span; /* the longest range one csum item covers */
+	uint8_t *csum_leaf; /* the csum leaf last read */
+	size_t csum_leaf_idx;
+};
+
+#define GROW(arr, n, cap) ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof(*(arr))))
+
+static inline int grow_array(void **arr, size_t *cap, size_t size)
+{
+	size_t c = *cap ? *cap * 2 : 256;
+	void *p = realloc(*arr, c * size);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
+static inline int dext_cmp(const void *pa, const void *pb)
+{
+	const struct fx_dext *a = pa, *b = pb;
+	if (a->bytenr != b->bytenr)
+		return a->bytenr < b->bytenr ? -1 : 1;
+	if (a->len != b->len)
+		return a->len < b->len ? -1 : 1;
+	return a->gen < b->gen ? -1 : a->gen > b->gen;
+}
+
+/* recdata.c */
+
+/* The longest logical range one csum item covers (the backward search
+ * of a sector's checksum stops there). */
+uint64_t bi_fx_csum_span(const struct bi_fx_recovered *r);
+/* Status, verified and bad ranges of a version from its extents: their
+ * reuse, their checksums, whether their items agree with the inode. */
+int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf);
+/* The version's bytes [0, size) in order through @fn (untrusted ranges
+ * as zeros). 0, @fn's value, or a negative errno. */
+int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
+		   void *ctx);
+
+#endif
