@@ -511,6 +511,9 @@ def test_module_docs():
         assert obj.__doc__ and len(obj.__doc__) > 40, obj
     stub = os.path.join(os.path.dirname(btrfsimg.__file__), "_btrfsimg.pyi")
     assert os.path.exists(stub)
+    # pip's version (pyproject.toml) is the library's (meson.build)
+    with open(os.path.join(os.path.dirname(HERE), "pyproject.toml")) as f:
+        assert 'version = "%s"' % btrfsimg.__version__ in f.read()
 
 
 # ------------------------------------------------------------ containers, volumes
