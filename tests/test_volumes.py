@@ -213,10 +213,21 @@ def luks_tests(env, t):
             grub_check(env, t, name, disk)
         if name == "luks1-xts":
             two_keyslots(env, t, disk, second)
+            luks1_damaged(env, t, disk)
         if name == "luks2-argon2id":
             prompt_test(env, t, disk)
             error_tests(env, t, disk, key)
         os.unlink(disk)
+
+
+def luks1_damaged(env, t, disk):
+    """Keyslot 0's state word overwritten: the header is refused, named."""
+    with open(disk, "r+b") as f:
+        f.seek(MB + 208)
+        f.write(b"\x12\x34\x56\x78")
+    env.fails(t, "LUKS1 keyslot state damaged: refused, named",
+              ["--passphrase-file", env.passfile, disk],
+              ["LUKS1 keyslot 0: state 0x12345678", "LUKS header"])
 
 
 def two_keyslots(env, t, disk, second):

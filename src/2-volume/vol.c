@@ -97,6 +97,7 @@ struct bi_vols {
 	bool scanned;
 	char locked[300];	    /* the first LUKS volume left locked */
 	struct btrfsimg_layer sink; /* written instead of a row out of memory */
+	char broken[300];	    /* the first LUKS header that did not parse */
 };
 
 /* ---------------------------------------------------------------- */
@@ -142,7 +143,7 @@ static void scan_free(struct bi_vols *V)
 	V->rows = NULL;
 	V->nv = V->npv = V->nvg = V->nbtrfs = V->nrows = 0;
 	V->layered = V->scanned = false;
-	V->locked[0] = '\0';
+	V->locked[0] = V->broken[0] = '\0';
 }
 
 void bi_vols_free(struct btrfsimg_fs *fs)
@@ -478,6 +479,8 @@ static int probe_luks(struct btrfsimg_fs *fs, struct bi_vol *v, int parent)
 		int r = add_row(V, parent, "luks", "", 0, v->size);
 		row_note(V, r, "unreadable: %s", err);
 		bi_damage(fs, "%s: %s", v->name, err);
+		if (!V->broken[0])
+			snprintf(V->broken, sizeof(V->broken), "%.120s: %.170s", v->name, err);
 		return 0;
 	}
 	if (l->note[0])
@@ -872,6 +875,9 @@ static void use_vol(struct btrfsimg_fs *fs, struct bi_dev *d, struct bi_vol *v)
 static int none_found(struct btrfsimg_fs *fs, const struct bi_dev *d)
 {
 	struct bi_vols *V = fs->vols;
+	if (V->broken[0] && !V->locked[0])
+		return bi_err(fs, -EUCLEAN, "no btrfs found in image '%s': the LUKS header of %s",
+			      d->name, V->broken);
 	if (V->locked[0])
 		return bi_err(
 			fs, -EKEYREJECTED,
