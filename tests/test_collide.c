@@ -135,8 +135,8 @@ static struct btrfsimg_scheme scheme(unsigned n, bool uq, int devs)
 }
 
 /* Run one scheme; compare with the brute force; return the result. */
-static void check_one(const struct cfg *c, struct btrfsimg_scheme s, size_t maxex,
-		      size_t maxmem, struct btrfsimg_collide_result *out)
+static void check_one(const struct cfg *c, struct btrfsimg_scheme s, size_t maxex, size_t maxmem,
+		      struct btrfsimg_collide_result *out)
 {
 	struct btrfsimg_collide_opts o = { maxex, maxmem };
 	struct bf_result *want = malloc(sizeof(*want));
@@ -147,10 +147,12 @@ static void check_one(const struct cfg *c, struct btrfsimg_scheme s, size_t maxe
 	int line = bf_same(out, want);
 	if (line) {
 		btrfsimg_scheme_name(&s, name, sizeof(name));
-		fail_msg("%s: engine differs from brute force (collide_brute.h:%d): groups %llu/%llu "
-			 "inodes %llu/%llu", name, line, (unsigned long long)out->groups,
-			 (unsigned long long)want->groups, (unsigned long long)out->inodes,
-			 (unsigned long long)want->inodes);
+		fail_msg(
+			"%s: engine differs from brute force (collide_brute.h:%d): groups %llu/%llu "
+			"inodes %llu/%llu",
+			name, line, (unsigned long long)out->groups,
+			(unsigned long long)want->groups, (unsigned long long)out->inodes,
+			(unsigned long long)want->inodes);
 	}
 	free(want);
 }
@@ -176,20 +178,24 @@ static struct btrfsimg_collide_report *check_all(const struct cfg *c, size_t max
 		if (line) {
 			for (size_t k = 0; k < c->in.nsubvols; k++) {
 				const struct btrfsimg_collide_subvol *v = &c->sv[k];
-				print_message("subvol %llu p%u:", (unsigned long long)v->id, v->parity);
+				print_message("subvol %llu p%u:", (unsigned long long)v->id,
+					      v->parity);
 				const struct btrfsimg_idset *ss[3] = { v->base, v->add, v->del };
 				for (int q = 0; q < 3; q++) {
 					print_message(" |");
 					for (size_t j = 0; ss[q] && j < ss[q]->n; j++)
-						print_message(" %#llx", (unsigned long long)ss[q]->v[j]);
+						print_message(" %#llx",
+							      (unsigned long long)ss[q]->v[j]);
 				}
 				print_message("\n");
 			}
 			for (size_t k = 0; k < c->in.nextras; k++)
-				print_message("extra %llu ino %#llx p%u\n", (unsigned long long)c->ex[k].subvol,
+				print_message("extra %llu ino %#llx p%u\n",
+					      (unsigned long long)c->ex[k].subvol,
 					      (unsigned long long)c->ex[k].ino, c->ex[k].parity);
 			print_message("%s\n", r->results[i].reason);
-			fail_msg("%s: engine differs from brute force (collide_brute.h:%d)", name, line);
+			fail_msg("%s: engine differs from brute force (collide_brute.h:%d)", name,
+				 line);
 		}
 		if (s.inumbits && !want->groups && s.numdevs == 1 && !free1)
 			free1 = s.inumbits;
@@ -220,7 +226,7 @@ static void test_nfsd_roots(void **state)
 	assert_int_equal(r.nexamples, 2);
 	assert_true(r.examples[0].ino == 256 && r.examples[0].nmembers == 2);
 	assert_true(r.examples[0].members[0].subvol == 5 && r.examples[0].members[1].subvol == 256);
-	assert_false(r.proven);		/* constants 0 and 0 are equal */
+	assert_false(r.proven); /* constants 0 and 0 are equal */
 	btrfsimg_collide_result_clear(&r);
 	/* uniquifier: 256 presents 256 ^ 2^48: apart from 5 */
 	check_one(c, scheme(0, true, 1), 4, 0, &r);
@@ -417,19 +423,23 @@ static void test_headroom_hand(void **state)
 static uint64_t pick_obj(uint64_t *rs, const struct cfg *c, struct btrfsimg_scheme target)
 {
 	uint64_t r = rnd(rs), small = 256 + rnd(rs) % 48;
-	const struct btrfsimg_collide_subvol *v = c->in.nsubvols ? &c->sv[rnd(rs) % c->in.nsubvols] : NULL;
+	const struct btrfsimg_collide_subvol *v =
+		c->in.nsubvols ? &c->sv[rnd(rs) % c->in.nsubvols] : NULL;
 	uint64_t k = v ? bi_scheme_const(&target, v->id) : 0;
 	switch (r % 12) {
-	case 0: case 1: case 2:
+	case 0:
+	case 1:
+	case 2:
 		return small;
 	case 3:
 		return (1ull << (40 + 8 * (rnd(rs) % 3))) + rnd(rs) % 64 - 32;
 	case 4:
 		return (1ull << 63) + rnd(rs) % 64;
-	case 5: case 6:
+	case 5:
+	case 6:
 		return k ^ small;
 	case 7:
-		return k;			/* the exception */
+		return k; /* the exception */
 	case 8:
 		return rnd(rs) % 8 == 0 ? 0 : 2 ^ k;
 	case 9:
@@ -447,7 +457,7 @@ static uint64_t pick_id(uint64_t *rs)
 	case 1:
 		return 256 + rnd(rs) % 16;
 	case 2:
-		return 256 + (rnd(rs) % 8) * 65536;		/* share the low bytes */
+		return 256 + (rnd(rs) % 8) * 65536; /* share the low bytes */
 	case 3:
 		return 256 + (rnd(rs) % 4) * (1ull << 24) + (rnd(rs) % 2) * 65536;
 	case 4:
@@ -459,8 +469,8 @@ static uint64_t pick_id(uint64_t *rs)
 	}
 }
 
-static struct btrfsimg_idset *random_set(uint64_t *rs, struct cfg *c,
-					 struct btrfsimg_scheme target, size_t max)
+static struct btrfsimg_idset *random_set(uint64_t *rs, struct cfg *c, struct btrfsimg_scheme target,
+					 size_t max)
 {
 	uint64_t v[64];
 	size_t n = rnd(rs) % (max + 1);
@@ -533,7 +543,7 @@ static void test_random_small(void **state)
 struct glist {
 	struct btrfsimg_collide_group *g;
 	size_t n, cap;
-	size_t stop_after;	/* return 7 after this many (0: never) */
+	size_t stop_after; /* return 7 after this many (0: never) */
 };
 
 static int keep_group(void *ctx, const struct btrfsimg_collide_group *g)
@@ -598,26 +608,31 @@ static void test_random_groups(void **state)
 			for (size_t i = 0; i < BTRFSIMG_COLLIDE_SCHEMES; i++) {
 				struct btrfsimg_scheme s = bf_scheme(i);
 				struct glist got = { 0 }, want = { 0 };
-				assert_int_equal(btrfsimg_collide_groups(&in, &s, keep_group, &got, err,
-									 sizeof(err)), 0);
+				assert_int_equal(btrfsimg_collide_groups(&in, &s, keep_group, &got,
+									 err, sizeof(err)),
+						 0);
 				assert_int_equal(bf_groups(&in, &s, keep_group, &want), 0);
 				struct btrfsimg_collide_result r;
-				assert_int_equal(btrfsimg_collide(&in, &s, NULL, &r, err, sizeof(err)), 0);
+				assert_int_equal(
+					btrfsimg_collide(&in, &s, NULL, &r, err, sizeof(err)), 0);
 				uint64_t inodes = 0;
 				for (size_t g = 0; g < got.n; g++)
 					inodes += got.g[g].size;
 				int line = glist_diff(&got, &want);
 				btrfsimg_scheme_name(&s, name, sizeof(name));
 				if (line || r.groups != got.n || r.inodes != inodes)
-					fail_msg("trial %d %s%s: streamed groups differ (line %d): %zu/%zu "
-						 "groups, count %llu", trial, name,
-						 pass ? " without extras" : "", line, got.n, want.n,
-						 (unsigned long long)r.groups);
+					fail_msg(
+						"trial %d %s%s: streamed groups differ (line %d): %zu/%zu "
+						"groups, count %llu",
+						trial, name, pass ? " without extras" : "", line,
+						got.n, want.n, (unsigned long long)r.groups);
 				btrfsimg_collide_result_clear(&r);
 				if (got.n > 2) {
 					struct glist some = { .stop_after = 2 };
-					assert_int_equal(btrfsimg_collide_groups(&in, &s, keep_group, &some,
-										 err, sizeof(err)), 7);
+					assert_int_equal(btrfsimg_collide_groups(&in, &s,
+										 keep_group, &some,
+										 err, sizeof(err)),
+							 7);
 					assert_int_equal(some.n, 2);
 					glist_free(&some);
 				}
@@ -665,6 +680,79 @@ static void test_random_dense(void **state)
 	}
 }
 
+/*
+ * Snapshots of one dense tree under constants that land inside its
+ * objectid range (inumbits=32..35, subvolume ids that differ in their
+ * second byte): nearly every value is held several times over, which the
+ * engine counts through the gaps of the dense slices (complement_dense,
+ * full_tally). Holes in the base, deletions and additions per subvolume,
+ * a second base, with and without examples, against the brute force.
+ */
+static bool set_has(const struct btrfsimg_idset *s, uint64_t x)
+{
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->n && s->v[lo] == x;
+}
+
+static void test_random_snapshot_gaps(void **state)
+{
+	(void)state;
+	uint64_t rs = 4242;
+	for (int trial = 0; trial < 6; trial++) {
+		struct cfg *c = cfg_new();
+		uint64_t top = 256 + (1u << 16) + rnd(&rs) % (1u << 16);
+		uint64_t *v = malloc(top * sizeof(*v)), *w = malloc(top * sizeof(*v));
+		size_t n = 0, nw = 0;
+		assert_non_null(v);
+		assert_non_null(w);
+		for (uint64_t x = 256; x < top; x++) {
+			if (rnd(&rs) % 100 >= (uint64_t)(trial % 3))
+				v[n++] = x;
+			if (rnd(&rs) % 50)
+				w[nw++] = x;
+		}
+		const struct btrfsimg_idset *base = cfg_set(c, v, n), *other = cfg_set(c, w, nw);
+		static const uint64_t ids[] = { 5, 256, 512, 768, 1024, 1280, 257, 513, 769, 260 };
+		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+			const struct btrfsimg_idset *b = i == 7 ? other : base;
+			uint64_t d[64], a[64];
+			size_t nd = 0, na = 0;
+			for (int k = 0; k < 64 && i % 3; k++) {
+				uint64_t x = b->v[rnd(&rs) % b->n];
+				d[nd++] = x;
+				uint64_t y = top + rnd(&rs) % 4096;
+				if (!set_has(b, y))
+					a[na++] = y;
+				y = 256 + rnd(&rs) % (top - 256);
+				if (!set_has(b, y))
+					a[na++] = y;
+				if (na > 60)
+					break;
+			}
+			cfg_subvol(c, ids[i], (unsigned)(i % 2), b, na ? cfg_set(c, a, na) : NULL,
+				   nd ? cfg_set(c, d, nd) : NULL);
+		}
+		free(v);
+		free(w);
+		struct btrfsimg_collide_result r;
+		for (unsigned bits = 32; bits <= 36; bits++)
+			for (int devs = 1; devs <= 2; devs++) {
+				check_one(c, scheme(bits, false, devs), trial % 2 ? 3 : 0, 4, &r);
+				btrfsimg_collide_result_clear(&r);
+			}
+		check_one(c, scheme(0, false, 1), 0, 4, &r);
+		btrfsimg_collide_result_clear(&r);
+		cfg_free(c);
+	}
+}
+
 /* Dense aligned blocks shared by several subvolumes (folded into a node's
  * base: whole trie levels counted at once), with deletions inside them
  * (negative weights under a base >= 2) and additions next to them. */
@@ -699,7 +787,8 @@ static void test_random_blocks(void **state)
 		for (uint64_t j = 0, ns = 2 + rnd(&rs) % 8; j < ns; j++) {
 			/* small constants under N = 32..35: 0x10000 + 256 k, (1 + k) << 16 */
 			uint64_t id = j == 0 ? 5 : rnd(&rs) % 2 ? 256 + j * 65536 : 256 * (1 + j);
-			const struct btrfsimg_idset *b = sets[rnd(&rs) % nsets], *add = NULL, *del = NULL;
+			const struct btrfsimg_idset *b = sets[rnd(&rs) % nsets], *add = NULL,
+						    *del = NULL;
 			if (rnd(&rs) % 3 == 0) {
 				uint64_t x[40];
 				size_t k = 0, from = rnd(&rs) % b->n, len = 1 + rnd(&rs) % 40;
@@ -749,15 +838,15 @@ static void test_next_masked(void **state)
 
 /* The first clashing new id by scanning ids one by one. */
 static uint64_t scan_clash(unsigned nbits, unsigned k0, uint64_t lo,
-			   const struct bi_subvol_const *t,
-			   size_t n, const struct bi_subvol_const *fx, size_t nfx, uint64_t limit)
+			   const struct bi_subvol_const *t, size_t n,
+			   const struct bi_subvol_const *fx, size_t nfx, uint64_t limit)
 {
 	unsigned shift = 64 - nbits + k0;
 	size_t words = shift >= 64 ? 1 : ((size_t)1 << (64 - shift)) / 64 + 1;
 	uint64_t *seen = calloc(words, sizeof(*seen));
 	uint64_t hit = 0;
 	assert_non_null(seen);
-#define G(c) ((k0 >= 64 ? 0 : (c) >> k0))
+#define G(c)	((k0 >= 64 ? 0 : (c) >> k0))
 #define MARK(g) (seen[(g) / 64] |= 1ull << ((g) % 64))
 #define SEEN(g) ((seen[(g) / 64] >> ((g) % 64)) & 1)
 	for (size_t i = 0; i < n; i++)
@@ -792,7 +881,7 @@ static void test_first_clash_scan(void **state)
 		for (size_t i = 0; i < n; i++) {
 			uint64_t id = i == 0 ? 5 : 256 + rnd(&rs) % 5000;
 			t[i] = (struct bi_subvol_const){ 0, btrfsimg_inumbits_overlay(id, nbits),
-				id };
+							 id };
 			lo = id > lo ? id : lo;
 		}
 		for (size_t i = 0; i < nfx; i++)
@@ -812,8 +901,10 @@ static void test_objbits_tight(void **state)
 {
 	(void)state;
 	/* N=32: id 256 + j*65536 has c = 0x10000 + 256 j; 5 has 0. */
-	static const uint64_t pairs[][2] = { { 256, 256 + 16 * 65536 }, { 5, 256 + 4 * 65536 },
-					     { 256, 256 + 8 * 65536 }, { 5, 256 } };
+	static const uint64_t pairs[][2] = { { 256, 256 + 16 * 65536 },
+					     { 5, 256 + 4 * 65536 },
+					     { 256, 256 + 8 * 65536 },
+					     { 5, 256 } };
 	for (size_t p = 0; p < 4; p++) {
 		struct btrfsimg_collide_result r;
 		struct cfg *c = cfg_new();
@@ -844,7 +935,7 @@ static void test_subvol_bound_built(void **state)
 {
 	(void)state;
 	uint64_t rs = 31337;
-	const unsigned k0 = 12;		/* objectids [256, 4096) */
+	const unsigned k0 = 12; /* objectids [256, 4096) */
 	for (int trial = 0; trial < 120; trial++) {
 		struct cfg *c = cfg_new();
 		struct btrfsimg_idset *full = cfg_range(c, 256, 1u << k0);
@@ -939,8 +1030,9 @@ static void test_validation(void **state)
 	c->sv[1].add = &o;
 	struct btrfsimg_collide_result r;
 	char err[256] = "";
-	struct btrfsimg_scheme bads[] = { { 31, false, 1 }, { 56, true, 1 }, { 56, false, 4 },
-					  { 65, false, 2 } };
+	struct btrfsimg_scheme bads[] = {
+		{ 31, false, 1 }, { 56, true, 1 }, { 56, false, 4 }, { 65, false, 2 }
+	};
 	for (size_t i = 0; i < 4; i++) {
 		assert_int_equal(btrfsimg_collide(&c->in, &bads[i], NULL, &r, err, sizeof(err)),
 				 -EINVAL);
@@ -994,7 +1086,8 @@ static void test_scale_snapshots(void **state)
 	assert_int_equal(btrfsimg_collide_all(&c->in, &o, &r, err, sizeof(err)), 0);
 	double t2 = now();
 	print_message("101 subvolumes x 1,000,000 shared objectids + deltas: all %d schemes in "
-		      "%.3f s\n", BTRFSIMG_COLLIDE_SCHEMES, t2 - t1);
+		      "%.3f s\n",
+		      BTRFSIMG_COLLIDE_SCHEMES, t2 - t1);
 	const struct btrfsimg_collide_result *nfsd = &r->results[0];
 	assert_true(nfsd->groups == 1000000 + 500);
 	assert_true(nfsd->inodes == 101ull * 1000000 - 1100 + 1000);
@@ -1010,9 +1103,9 @@ static void test_scale_snapshots(void **state)
 	assert_int_equal(r->results[26].objbits, 40);
 	assert_true(r->results[26].proven);
 	print_message("  nfsd %llu groups; smallest collision-free N: numdevs=1 %u, numdevs=2 %u; "
-		      "proven: %u, %u\n  N=56: %s\n", (unsigned long long)nfsd->groups,
-		      r->min_free_n1, r->min_free_n2, r->min_proven_n1, r->min_proven_n2,
-		      r->results[26].reason);
+		      "proven: %u, %u\n  N=56: %s\n",
+		      (unsigned long long)nfsd->groups, r->min_free_n1, r->min_free_n2,
+		      r->min_proven_n1, r->min_proven_n2, r->results[26].reason);
 	(void)t0;
 	btrfsimg_collide_report_free(r);
 	cfg_free(c);
@@ -1064,6 +1157,7 @@ int main(void)
 		cmocka_unit_test(test_headroom_hand),
 		cmocka_unit_test(test_random_small),
 		cmocka_unit_test(test_random_dense),
+		cmocka_unit_test(test_random_snapshot_gaps),
 		cmocka_unit_test(test_random_blocks),
 		cmocka_unit_test(test_next_masked),
 		cmocka_unit_test(test_first_clash_scan),
