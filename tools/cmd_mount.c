@@ -797,10 +797,11 @@ static int cmd_mount(struct cli *c)
 		return cli_fail(c, rc, "mount");
 	if (start_root(c, &m) != EXIT_OK)
 		return EXIT_FAILED;
-	/* More handles for more threads, opened on the same device files;
-	 * not through volume layers whose keys would be asked for or derived
-	 * again (one handle then, the requests taking turns) */
-	bool layered = c->volume || c->passphrase_file || c->volume_key_file;
+	/* More handles for more threads, opened on the same device files as
+	 * they are detected; not when a format was forced, nor through volume
+	 * layers whose keys would be asked for or derived again (one handle
+	 * then, the requests taking turns) */
+	bool layered = c->format || c->volume || c->passphrase_file || c->volume_key_file;
 	char err[512] = "";
 	if (mount_pool_open(&m.pool, c->fs, layered ? 1 : HANDLES, c->images, c->nimages, &c->opts,
 			    err, sizeof(err)) < HANDLES &&
