@@ -327,6 +327,13 @@ struct btrfsimg_layer {
 	char detail[512];	/**< cipher, key size, sectors, KDF per keyslot;
 				 *   LV type and segments; why unreadable */
 	bool in_use;		/**< on the path to a device btrfsimg_open() uses */
+	/* LUKS rows: the same as detail says, field by field */
+	char cipher[48];	/**< "aes-xts-plain64"; "" for other rows */
+	unsigned key_bits;	/**< size of the volume key */
+	unsigned sector_size;	/**< encryption sector, bytes */
+	uint64_t payload;	/**< payload offset inside the volume, bytes */
+	char kdf[192];		/**< per keyslot, "0: argon2id t=4 m=65536 KiB p=2",
+				 *   joined by "; " */
 };
 
 /** Find the layers of the images added, without opening btrfs: LUKS

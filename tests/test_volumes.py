@@ -341,6 +341,11 @@ def luks_layers(env, t, disk, key):
         for w in ("aes-xts-plain64", "512-bit key", "4096-byte sectors", "argon2id t=4 m=64 KiB p=2"):
             if w not in luks[0].get("detail", ""):
                 probs.append("luks2 detail lacks %r: %s" % (w, luks[0].get("detail")))
+        want = {"cipher": "aes-xts-plain64", "key_bits": 512, "sector_size": 4096,
+                "payload_offset": 16 * MB, "keyslots": "0: argon2id t=4 m=64 KiB p=2"}
+        for k, v in want.items():
+            if luks[0].get(k) != v:
+                probs.append("luks2 %s: %r, cryptsetup made %r" % (k, luks[0].get(k), v))
     if [r.get("uuid") for r in rows if r["layer"] == "btrfs"] != [fsid(env)]:
         probs.append("no btrfs row under LUKS2")
     if key_hex(key).encode() in text.lower() or PASS in text or \

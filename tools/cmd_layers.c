@@ -226,6 +226,13 @@ static void volume_row(struct layers *L, const struct btrfsimg_layer *r, int at,
 		attr_num(l, "size", r->size);
 	if (r->uuid[0])
 		attr_str(l, "uuid", r->uuid);
+	if (r->cipher[0]) {
+		attr_str(l, "cipher", r->cipher);
+		attr_num(l, "key_bits", r->key_bits);
+		attr_num(l, "sector_size", r->sector_size);
+		attr_num(l, "payload_offset", r->payload);
+		attr_str(l, "keyslots", r->kdf);
+	}
 	if (r->detail[0])
 		attr_str(l, "detail", r->detail);
 }

@@ -452,11 +452,18 @@ static void luks_detail(struct bi_vols *V, int r, const struct bi_luks *l)
 	snprintf(w->detail, sizeof(w->detail),
 		 "cipher %s-%s, %zu-bit key, %u-byte sectors, payload at %" PRIu64, l->cipher,
 		 l->mode, l->key_bytes * 8, l->sector_size, l->payload_off);
+	snprintf(w->cipher, sizeof(w->cipher), "%.15s-%.31s", l->cipher, l->mode);
+	w->key_bits = (unsigned)(l->key_bytes * 8);
+	w->sector_size = l->sector_size;
+	w->payload = l->payload_off;
 	for (int i = 0; i < l->nslots; i++) {
 		char k[96], s[128];
 		bi_luks_slot_kdf(&l->slots[i], k, sizeof(k));
 		snprintf(s, sizeof(s), "; keyslot %d: %s", l->slots[i].id, k);
 		row_note(V, r, "%s", s);
+		size_t used = strlen(w->kdf);
+		snprintf(w->kdf + used, sizeof(w->kdf) - used, "%s%d: %s", used ? "; " : "",
+			 l->slots[i].id, k);
 	}
 	if (l->note[0])
 		row_note(V, r, "; %s", l->note);
