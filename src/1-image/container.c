@@ -276,9 +276,10 @@ int bi_ctr_open(struct bi_ctr **out, const char *path, int format, char *err, si
 			snprintf(err, errlen, "'%s': format %d is not a container", path, format);
 			return -EINVAL;
 		}
-		snprintf(err, errlen,
-			 "'%s' is a %s image, and this build of btrfsimg was made without %s", path,
-			 name, format_libs[format]);
+		snprintf(
+			err, errlen,
+			"'%s' is an image in %s format, and this build of btrfsimg was made without %s",
+			path, name, format_libs[format]);
 		return -EOPNOTSUPP;
 	}
 	struct bi_ctr *c = calloc(1, sizeof(*c));

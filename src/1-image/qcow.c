@@ -198,6 +198,8 @@ static int qcow_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char
 		if (rc < 0)
 			return rc;
 	}
+	if (q->n == 1 && bi_qcheck_fast(q->chk[0], off, buf, len) == 0)
+		return 0;
 	while (len > 0) {
 		ssize_t r = libqcow_file_read_buffer_at_offset(q->f[0], p, len, (off64_t)off, &e);
 		if (r <= 0) {
