@@ -482,6 +482,9 @@ static PyObject *opt_u64(bool none, uint64_t v)
 
 static PyObject *rdev_str(uint64_t rdev)
 {
+	static PyObject *zero; /* "0:0": every path but device files */
+	if (rdev == 0 && (zero || (zero = PyUnicode_InternFromString("0:0"))))
+		return Py_NewRef(zero);
 	return PyUnicode_FromFormat("%llu:%llu", (unsigned long long)(rdev >> 20),
 				    (unsigned long long)(rdev & 0xfffff));
 }
