@@ -324,7 +324,7 @@ struct btrfsimg_layer {
 	uint64_t offset;	/**< byte offset inside its parent */
 	uint64_t size;		/**< bytes */
 	char uuid[40];		/**< LUKS, PV, VG, LV uuid or btrfs fsid; "" */
-	char detail[512];	/**< cipher, key size, sectors, KDF per keyslot;
+	char detail[512];	/**< LUKS: opened with which keyslot, or locked;
 				 *   LV type and segments; why unreadable */
 	bool in_use;		/**< on the path to a device btrfsimg_open() uses */
 	/* LUKS rows: the same as detail says, field by field */

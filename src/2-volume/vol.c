@@ -445,28 +445,25 @@ static int luks_key(struct btrfsimg_fs *fs, struct bi_vol *v, const struct bi_lu
 	return 0;
 }
 
+/* The LUKS fields of row @r; detail keeps what happened (a header note,
+ * then opened or locked: row_note appends with "; "). */
 static void luks_detail(struct bi_vols *V, int r, const struct bi_luks *l)
 {
 	struct btrfsimg_layer *w = row(V, r);
 	snprintf(w->uuid, sizeof(w->uuid), "%s", l->uuid);
-	snprintf(w->detail, sizeof(w->detail),
-		 "cipher %s-%s, %zu-bit key, %u-byte sectors, payload at %" PRIu64, l->cipher,
-		 l->mode, l->key_bytes * 8, l->sector_size, l->payload_off);
 	snprintf(w->cipher, sizeof(w->cipher), "%.15s-%.31s", l->cipher, l->mode);
 	w->key_bits = (unsigned)(l->key_bytes * 8);
 	w->sector_size = l->sector_size;
 	w->payload = l->payload_off;
 	for (int i = 0; i < l->nslots; i++) {
-		char k[96], s[128];
+		char k[96];
 		bi_luks_slot_kdf(&l->slots[i], k, sizeof(k));
-		snprintf(s, sizeof(s), "; keyslot %d: %s", l->slots[i].id, k);
-		row_note(V, r, "%s", s);
 		size_t used = strlen(w->kdf);
 		snprintf(w->kdf + used, sizeof(w->kdf) - used, "%s%d: %s", used ? "; " : "",
 			 l->slots[i].id, k);
 	}
-	if (l->note[0])
-		row_note(V, r, "; %s", l->note);
+	snprintf(w->detail, sizeof(w->detail), "LUKS%d%s%s", l->version, l->note[0] ? "; " : "",
+		 l->note);
 }
 
 static int probe_luks(struct btrfsimg_fs *fs, struct bi_vol *v, int parent)
