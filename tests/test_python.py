@@ -504,6 +504,31 @@ def test_no_leaks(files_img):
         assert sys.gettotalrefcount() - before < 100
 
 
+def test_references_released(files_img):
+    """The module keeps no reference to a device object, an on_damage
+    callable or a path once the Filesystem is closed or dropped."""
+    img = files_img("names")
+    dev, cb, path = ReadAt(img), (lambda m: None), str(img)
+    before = [sys.getrefcount(x) for x in (dev, cb, path)]
+    for _ in range(20):
+        with btrfsimg.open([dev], on_damage=cb) as fs:
+            list(fs.walk(path="many"))
+            it = fs.inodes()
+            next(it)
+            it.close()
+        fs2 = btrfsimg.open(path, on_damage=cb)
+        w = fs2.walk()
+        next(w)
+        del fs2, w
+        try:
+            btrfsimg.open([dev, path + ".missing"], on_damage=cb)
+        except btrfsimg.NotFoundError:
+            pass
+    gc.collect()
+    assert [sys.getrefcount(x) for x in (dev, cb, path)] == before
+    dev.close()
+
+
 def test_module_docs():
     assert btrfsimg.version() == btrfsimg.__version__
     for obj in (btrfsimg, btrfsimg.open, btrfsimg.Filesystem.walk, btrfsimg.Filesystem.open,

@@ -397,6 +397,7 @@ static PyObject *Handle_close(Handle *h, PyObject *unused)
 	}
 	Py_CLEAR(h->devices);
 	h->devices = PyList_New(0);
+	Py_XSETREF(h->on_damage, Py_NewRef(Py_None));
 	Py_RETURN_NONE;
 }
 
