@@ -196,10 +196,17 @@ def test_dicts_equal_cli_json(name, files_img):
         assert list(fs.inodes(inumbits=64)) == cli_json(["inodes", "--inumbits", "64"], img)
         assert fs.subvolumes() == cli_json(["subvols"], img)
         assert [fs.superblock] == cli_json(["super"], img)
-        for s in fs.subvolumes()[1:3]:
-            if s["path"] is not None and not s["deleted"]:
-                assert list(fs.walk(subvol=s["id"])) == \
-                    cli_json(["walk", "--subvol", str(s["id"])], img)
+        subs = [s for s in fs.subvolumes()[1:3] if s["path"] is not None and not s["deleted"]]
+        for s in subs:
+            assert list(fs.walk(subvol=s["id"])) == \
+                cli_json(["walk", "--subvol", str(s["id"])], img)
+            assert list(fs.walk(inumbits=48, mount_subvol=s["id"])) == \
+                cli_json(["walk", "--inumbits", "48", "--mount-subvol", str(s["id"])], img)
+        top = [r for r in fs.walk() if r["path"].count("/") == 0 and r["path"]]
+        for r in top[:3]:
+            raw = r["path"].encode("utf-8", "surrogateescape")
+            assert list(fs.walk(path=raw, hash=True)) == cli_json(["walk", "--hash", "--path", raw],
+                                                                   img)
         col = fs.collisions()
         lines = cli_json(["collisions", "--examples", "3"], img)
         summary = [x for x in lines if x.get("summary")][0]
