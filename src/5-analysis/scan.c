@@ -606,6 +606,16 @@ static int expand_delta(struct bi_scan *s, const struct bi_tree_ids *base, const
 	return 0;
 }
 
+/* Whether a difference of @d ids from the base should rather be a full
+ * set of @own ids: when it is as large, or (a chain of snapshots drifting
+ * away from its base, each one's difference composed from the last) once
+ * it passes 1/64 of the tree, so the differences a thousand snapshots keep
+ * stay small and so does the collision engine's work on them. */
+static bool too_far(size_t d, uint64_t own)
+{
+	return d >= own || (d > 4096 && d > own / 64);
+}
+
 /* T's set from its comparison with P (s->fresh, s->gone): a difference
  * from P's base, or a full set when that is as large as T. */
 static int set_from(struct bi_scan *s, struct blk *t, const struct bi_tree_ids *pset,
@@ -636,7 +646,7 @@ static int set_from(struct bi_scan *s, struct blk *t, const struct bi_tree_ids *
 		free(a.v);
 	}
 	struct bi_tree_ids *set = NULL;
-	if (rc == 0 && del.n + add.n >= t->total) {
+	if (rc == 0 && too_far(del.n + add.n, t->total)) {
 		rc = expand_delta(s, base, &del, &add, &full);
 		if (rc == 0 && !(set = full_set(&full)))
 			rc = bi_err(s->fs, -ENOMEM, "out of memory");
