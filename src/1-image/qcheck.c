@@ -40,7 +40,9 @@ struct bi_qcheck {
 	/* version 2, or 3 with no incompatible feature but the dirty and
 	 * corrupt bits: bi_qcheck_fast applies */
 	bool fast;
-	uint8_t *cbuf; /* a compressed cluster's bytes */
+	uint8_t *cbuf;	/* a compressed cluster's bytes */
+	uint8_t *tmp;	/* one cluster, for reads of part of one */
+	uint64_t tmp_c; /* which (cluster number + 1; 0: none) */
 	struct inflate_state *inf;
 };
 
@@ -154,6 +156,7 @@ void bi_qcheck_free(struct bi_qcheck *q)
 	free(q->l1);
 	free(q->l2);
 	free(q->cbuf);
+	free(q->tmp);
 	free(q->inf);
 	free(q);
 }
@@ -263,13 +266,31 @@ static int fast_cluster(struct bi_qcheck *q, uint64_t e, uint8_t *out)
 
 int bi_qcheck_fast(struct bi_qcheck *q, uint64_t off, uint8_t *buf, size_t len)
 {
-	if (!q->fast || off % q->csize || len % q->csize)
+	if (!q->fast)
 		return 1;
-	for (size_t done = 0; done < len; done += (size_t)q->csize) {
-		uint64_t c = (off + done) >> q->cbits, e;
+	size_t cs = (size_t)q->csize;
+	for (size_t done = 0; done < len;) {
+		uint64_t at = off + done, c = at >> q->cbits, e;
+		size_t in = (size_t)(at & (q->csize - 1));
+		size_t n = cs - in < len - done ? cs - in : len - done;
 		char err[8];
-		if (l2_entry(q, c, &e, err, sizeof(err)) < 0 || fast_cluster(q, e, buf + done))
+		if (l2_entry(q, c, &e, err, sizeof(err)) < 0)
 			return 1;
+		if (in == 0 && n == cs) {
+			if (fast_cluster(q, e, buf + done))
+				return 1;
+		} else { /* part of a cluster: through a bounce buffer */
+			if (!q->tmp && !(q->tmp = malloc(cs)))
+				return 1;
+			if (q->tmp_c != c + 1) {
+				q->tmp_c = 0;
+				if (fast_cluster(q, e, q->tmp))
+					return 1;
+				q->tmp_c = c + 1;
+			}
+			memcpy(buf + done, q->tmp + in, n);
+		}
+		done += n;
 	}
 	return 0;
 }

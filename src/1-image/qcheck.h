@@ -25,12 +25,11 @@ void bi_qcheck_free(struct bi_qcheck *q);
  * file; else -EIO naming the cluster, its table entry and the file's size. */
 int bi_qcheck_range(struct bi_qcheck *q, uint64_t off, uint64_t len, char *err, size_t errlen);
 
-/* The fast path for [off, off+len), whole clusters of an image without a
- * backing file: compressed clusters inflated by ISA-L (raw deflate, as
- * QEMU writes them), others read straight from the file, unallocated and
- * zero clusters as zeros. 0 when served; 1 when the caller should read
- * through libqcow (a partial cluster, an incompatible feature, an inflate
- * error: libqcow then reports it). Call bi_qcheck_range first. */
+/* The fast path for [off, off+len) of an image without a backing file
+ * (a part of a cluster through a one-cluster bounce buffer): compressed clusters inflated by ISA-L
+ * (raw deflate, as QEMU writes them), others read straight from the file, unallocated and zero
+ * clusters as zeros. 0 when served; 1 when the caller should read through libqcow (an incompatible
+ * feature, an inflate error: libqcow then reports it). Call bi_qcheck_range first. */
 int bi_qcheck_fast(struct bi_qcheck *q, uint64_t off, uint8_t *buf, size_t len);
 
 #endif
