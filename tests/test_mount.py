@@ -21,13 +21,23 @@ The default scheme (inumbits=56,numdevs=1) gets the whole comparison; nfsd,
 nfsd-uniquifier, inumbits=32 and inumbits=64 the paths and numbers; on comp,
 four readers and a walk at once (the daemon's threads and handles);
 statfs against the kernel's own read-only mount of the image (loop
-devices; skipped, saying so, without them), also for every RAID profile. Then
+devices; skipped, saying so, without them), also for every RAID profile.
+Where the default subvolume is not the top level (subvols: sv1/nested;
+testdata/images/nested: a/b/c), the view's walks mount --subvol 5, and a
+plain mount shows the default subvolume as the kernel's plain mount does:
+its root is the subvolume `btrfs subvolume get-default` recorded and
+`btrfs inspect-internal rootid` names on a live kernel mount, every path
+below alike (the view's part below it, and the live mount: stat but the
+numbers, contents, links, xattrs). Then
 --subvol, --no-log-replay, refused schemes (numdevs=2 and many: exit 2,
 nothing mounted), devices given as every command takes them (a GPT disk,
 --partition, --offset, two RAID1 devices: each subvolume btrfs-progs listed
 is there with its number), EIO on exactly the sector of a data extent whose every
 copy is damaged (the DUP image of testdata/images, damaged as
-tests/test_corrupt.py does; with --no-verify the damaged bytes), -f
+tests/test_corrupt.py does; with --no-verify the damaged bytes) and its
+reason with the logical address on stderr with -f, and in the background
+to syslog as btrfsimg[PID] (a socket on /dev/log in a mount namespace of
+the test's own), -f
 (serves until unmounted, then exits 0), no process left after fusermount3 -u, and a
 killed daemon: the mount point answers ENOTCONN and fusermount3 -u
 clears it.
@@ -250,6 +260,70 @@ def child_read(mnt, path, chunk):
     return 0
 
 
+def child_tree(root):
+    """Every path below @root as the kernel or the mount shows it, numbers
+    aside: print [[path, mode, nlink, uid, gid, size, rdev, times in ns,
+    contents' sha256 or link target]] (a stub's mtime/ctime, the time of
+    lookup, left out) and the root's st_ino."""
+    rootb = os.fsencode(root)
+    out = []
+    for rel, _ in mount_walk(root):
+        p = os.path.join(rootb, os.fsencode(rel)) if rel else rootb
+        st = os.lstat(p)
+        stub = st.st_ino == 2 and stat.S_ISDIR(st.st_mode)  # 2 in every scheme too
+        times = [st.st_atime_ns] + ([] if stub else [st.st_mtime_ns, st.st_ctime_ns])
+        what = (os.fsdecode(os.readlink(p)) if stat.S_ISLNK(st.st_mode)
+                else sha256_path(p) if stat.S_ISREG(st.st_mode) else None)
+        out.append([rel, st.st_mode, st.st_nlink, st.st_uid, st.st_gid, st.st_size,
+                    st.st_rdev, times, what, xattrs_of(p)])
+    print(json.dumps({"root_ino": os.lstat(root).st_ino, "paths": out}))
+    return 0
+
+
+def child_syslog(cli, img, mnt, path, off):
+    """In a mount namespace of its own (unshare -m): /dev a tmpfs holding
+    /dev/fuse, /dev/null and the like from the real one, and a datagram
+    socket on /dev/log (what syslog(3) writes to); mount @img in the
+    background, read @path at @off (4096 bytes), unmount. Print the exit
+    status of the mount, the read's errno, the daemon's pid and what came
+    to /dev/log."""
+    import socket
+    old = tempfile.mkdtemp(prefix="fuse-test-mount.dev.")
+    subprocess.run(["mount", "--bind", "/dev", old], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "fuse2-dev", "/dev"], check=True)
+    for n in ("fuse", "null", "zero", "full", "random", "urandom"):
+        open("/dev/" + n, "w").close()
+        subprocess.run(["mount", "--bind", os.path.join(old, n), "/dev/" + n], check=True)
+    subprocess.run(["umount", "-l", old], check=True)
+    os.rmdir(old)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind("/dev/log")
+    res = {"rc": None, "errno": None, "pid": None, "log": []}
+    p = subprocess.run([cli, "mount", img, mnt], capture_output=True, timeout=T_MOUNT)
+    res["rc"] = p.returncode
+    if p.returncode == 0:
+        res["pid"] = daemon_pid(mnt)
+        try:
+            fd = os.open(os.path.join(mnt, path), os.O_RDONLY)
+            try:
+                os.pread(fd, 4096, off)
+                res["errno"] = 0
+            except OSError as e:
+                res["errno"] = e.errno
+            os.close(fd)
+        finally:
+            subprocess.run(["fusermount3", "-u", mnt], timeout=T_UMOUNT)
+            wait_gone(res["pid"], T_UMOUNT)
+    sock.settimeout(1)
+    try:
+        while True:
+            res["log"].append(sock.recv(4096).decode(errors="replace"))
+    except OSError:
+        pass
+    print(json.dumps(res))
+    return 0
+
+
 def child_stat(mnt):
     """stat the mount point: print the errno (0: it answered)."""
     try:
@@ -466,7 +540,7 @@ def mirrors(img, logical, nbytes):
 def check_other_user(t, img, mnt):
     """Mounted by root, another user (nobody) reaches it as its modes allow,
     as on a kernel mount."""
-    rc, err = t.mount(img, mnt)
+    rc, err = t.mount(img, mnt, ["--subvol", "5"])
     if rc != 0:
         t.check("another user: mounted", False, err[-300:])
         return
@@ -662,6 +736,148 @@ def check_statfs_sets(t, testdata, work):
             os.unlink(f)
 
 
+def recorded_default(path):
+    """(id, path) of the default subvolume as `btrfs subvolume get-default`
+    printed it on the kernel's mount of the top level."""
+    with open(path) as f:
+        line = f.read().strip()
+    m = re.match(r"ID (\d+)(?: \(FS_TREE\)$| gen \d+ top level \d+ path (.*)$)", line)
+    return int(m[1]), m[2] or ""
+
+
+def kernel_tree(t, img, mnt):
+    """child_tree of the kernel's plain read-only mount of @img and the
+    subvolume it shows (btrfs inspect-internal rootid), or None (skipped:
+    no loop device or mount)."""
+    p = subprocess.run(["losetup", "-f", "--show", "-r", img], capture_output=True, text=True,
+                       timeout=60)
+    if p.returncode != 0:
+        print("skip the kernel's plain mount of %s: losetup: %s" % (img, p.stderr.strip()))
+        return None, None
+    loop = p.stdout.strip()
+    try:
+        os.makedirs(mnt, exist_ok=True)
+        p = subprocess.run(["mount", "-t", "btrfs", "-o", "ro,noatime", loop, mnt],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            print("skip the kernel's plain mount of %s: mount: %s" % (img, p.stderr.strip()))
+            return None, None
+        try:
+            root = subprocess.run(["btrfs", "inspect-internal", "rootid", mnt],
+                                  capture_output=True, text=True, timeout=60).stdout.strip()
+            res, why = t.child(["tree", mnt], timeout=T_WALK)
+        finally:
+            subprocess.run(["umount", mnt], timeout=120)
+        if why:
+            t.check("the kernel's plain mount of %s: walked" % img, False, why)
+            return None, None
+        return res, int(root)
+    finally:
+        subprocess.run(["losetup", "-d", loop], timeout=60)
+
+
+def check_default_root(t, label, img, mnt, want_id):
+    """A plain mount (no --subvol) shows what the kernel's plain mount shows:
+    the default subvolume (@want_id as recorded), every path below it
+    alike (stat but the numbers, contents, link targets, xattrs), and the
+    root's st_ino that of the kernel's root subvolume under the scheme."""
+    kv, kroot = kernel_tree(t, img, mnt + "-k")
+    rc, err = t.mount(img, mnt)
+    if rc != 0:
+        t.check("%s: plain mount: mounted" % label, False, (rc, err[-300:]))
+        return
+    fv, why = t.child(["tree", mnt])
+    t.umount(mnt)
+    if why:
+        t.check("%s: plain mount: walked" % label, False, why)
+        return
+    t.check("%s: plain mount: its root is the recorded default subvolume %d" % (label, want_id),
+            fv["root_ino"] == scheme_ino(SCHEMES[0], want_id, 256),
+            (fv["root_ino"], scheme_ino(SCHEMES[0], want_id, 256)))
+    if kv is None:
+        return
+    t.check("%s: the kernel's plain mount shows subvolume %d" % (label, want_id),
+            kroot == want_id, kroot)
+    probs = []
+    kp, fp = {r[0]: r for r in kv["paths"]}, {r[0]: r for r in fv["paths"]}
+    if [r[0] for r in kv["paths"]] != [r[0] for r in fv["paths"]]:
+        probs.append("paths: kernel only %r, mount only %r"
+                     % (sorted(set(kp) - set(fp))[:5], sorted(set(fp) - set(kp))[:5]))
+    probs += ["%r: kernel %r, mount %r" % (p, kp[p][1:], fp[p][1:])
+              for p in kp if p in fp and kp[p] != fp[p]][:20]
+    t.problems("%s: plain mount: every path as the kernel's plain mount shows it (%d paths)"
+               % (label, len(kp)), probs if len(kp) > 1 else ["no path below the root"])
+
+
+def check_messages(t, cli, img, mnt, path, off, logical):
+    """Why a read failed is said with the address: on stderr with -f, to
+    syslog as "btrfsimg[PID]: ..." (facility daemon, priority err) in the
+    background, where stderr is /dev/null. syslog(3) writes to /dev/log:
+    the check runs in a mount namespace of its own (unshare -m) whose /dev
+    holds a socket there."""
+    want = "logical=%d" % logical
+    p = subprocess.Popen([cli, "mount", "-f", img, mnt], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    end = time.time() + T_MOUNT
+    while not in_mounts(mnt) and p.poll() is None and time.time() < end:
+        time.sleep(0.05)
+    t.live[mnt] = p.pid
+    res, why = t.child(["read", mnt, path, "4096"], timeout=120)
+    t.umount(mnt)
+    try:
+        _, err = p.communicate(timeout=T_UMOUNT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    lines = [x for x in err.decode(errors="replace").splitlines() if want in x]
+    t.check("-f: the EIO's reason on stderr, with the address (%s)" % want,
+            not why and [off, -errno.EIO] in res and lines and
+            lines[0].startswith("btrfsimg: error: read of ") and "Input/output error" in lines[0],
+            (why, err[-600:]))
+    if not shutil.which("unshare"):
+        print("skip the syslog check: no unshare(1)")
+        return
+    try:
+        q = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable,
+                            os.path.abspath(__file__), "--child", "syslog", cli, img, mnt, path,
+                            str(off)], capture_output=True, timeout=T_MOUNT + T_UMOUNT + 60)
+        res = json.loads(q.stdout) if q.returncode == 0 else q.stderr[-600:]
+    except (subprocess.TimeoutExpired, ValueError) as e:
+        res = str(e)
+    finally:
+        pid = daemon_pid(mnt)  # left in its namespace by a failed child: end it
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    if not isinstance(res, dict):
+        t.check("background: mounted in a namespace with /dev/log", False, res)
+        return
+    pri = "<%d>" % (3 << 3 | 3)  # LOG_DAEMON | LOG_ERR
+    tag = "btrfsimg[%s]: error: read of " % res["pid"]
+    hits = [x for x in res["log"] if x.startswith(pri) and tag in x and want in x]
+    t.check("background: the EIO's reason to syslog, %s...%s, with the address" % (pri, tag),
+            res["rc"] == 0 and res["errno"] == errno.EIO and hits, res)
+
+
+def check_nested(t, testdata, work):
+    """testdata/images/nested, default subvolume a/b/c (holding a/b/c/d):
+    a plain mount shows it as the kernel's does; --subvol 5 the top level."""
+    d = os.path.join(testdata, "images", "nested")
+    img = imgtest.unzstd(os.path.join(d, "dev1.img.zst"), os.path.join(work, "nested.img"))
+    want, _ = recorded_default(os.path.join(d, "subvol-get-default.txt"))
+    mnt = os.path.join(work, "m-nested")
+    check_default_root(t, "nested", img, mnt, want)
+    rc, err = t.mount(img, mnt, ["--subvol", "5"])
+    if rc == 0:
+        res, why = t.child(["subvols", mnt, os.path.join(d, "expected-subvols.jsonl"), SCHEMES[0]],
+                           timeout=60)
+        t.umount(mnt)
+        t.problems("nested --subvol 5: the top level, every subvolume where btrfs-progs lists it",
+                   [why] if why else res)
+    else:
+        t.check("nested --subvol 5: mounted", False, err[-300:])
+    os.unlink(img)
+
+
 def check_eio(t, testdata, work):
     """top/big.txt of the DUP image (data DUP, uncompressed, as
     tests/test_corrupt.py damages it): sector 2 of its extent overwritten
@@ -716,6 +932,8 @@ def check_eio(t, testdata, work):
                 else "the damaged bytes, no EIO" if args else "the other copy read, no EIO")
         t.problems("data extent damaged in %s: %s" % (label, what),
                    probs if len(res) == 71 else ["%d reads, want 71" % len(res)] + probs)
+        if bad_off is not None:
+            check_messages(t, t.cli, img, mnt, "top/big.txt", bad_off, disk + bad_off)
     os.unlink(img)
     os.unlink(base)
 
@@ -734,6 +952,10 @@ def main():
             return child_shas(a[1], a[2], a[3])
         if a[0] == "subvols":
             return child_subvols(a[1], a[2], a[3])
+        if a[0] == "tree":
+            return child_tree(a[1])
+        if a[0] == "syslog":
+            return child_syslog(a[1], a[2], a[3], a[4], int(a[5]))
         return child_stat(a[1])
     if len(sys.argv) < 3:
         print(__doc__)
@@ -757,8 +979,17 @@ def main():
                                  os.path.join(work, name + ".img"))
             mnt = os.path.join(work, "m-" + name)
             view = os.path.join(files, name + ".view.jsonl")
+            # the view is of the top level: mounted as such where the
+            # default subvolume is another
+            dflt, dpath = recorded_default(os.path.join(files, name + ".subvols-default.txt"))
+            top = [] if dflt == 5 else ["--subvol", "5"]
             for i, scheme in enumerate(SCHEMES):
-                walk_check(t, img, mnt, view, name, scheme, full=(i == 0))
+                walk_check(t, img, mnt, view, name, scheme, full=(i == 0), args=top)
+            if dflt != 5:
+                for i, scheme in enumerate(SCHEMES[:2]):
+                    walk_check(t, img, mnt, view, "%s (plain mount: %s)" % (name, dpath), scheme,
+                               full=(i == 0), prefix=dpath)
+                check_default_root(t, name, img, mnt, dflt)
             check_statfs(t, name, [img], mnt)
             if name == "comp":
                 check_parallel(t, img, mnt, view, name)
@@ -773,6 +1004,8 @@ def main():
                 check_foreground(t, img, mnt)
                 check_other_user(t, img, mnt)
             os.unlink(img)
+        if not only or "nested" in only:
+            check_nested(t, testdata, work)
         if not only or "eio" in only:
             check_eio(t, testdata, work)
         if not only or "layouts" in only:

@@ -39,7 +39,9 @@
 #include <fuse_lowlevel.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <syslog.h>
 #include <time.h>
 
 #include "mount.h"
@@ -57,6 +59,10 @@ struct mnt {
 	uint32_t sectorsize;
 	struct statvfs vfs;
 	bool quiet;
+	bool syslog; /* in the background: messages to syslog, else stderr */
+	pthread_mutex_t say_lock;
+	struct timespec say_start; /* the current ratelimit interval */
+	unsigned said, suppressed;
 	char ra_path[96]; /* the mount's read_ahead_kb in /sys ("": none) */
 	atomic_flag ra_done;
 };
@@ -87,6 +93,64 @@ static fuse_ino_t ino_of(struct mnt *m, struct mount_node *n)
 static int errno_of(int rc)
 {
 	return rc == -EUCLEAN ? EIO : -rc;
+}
+
+/* Messages: to stderr until the daemon goes to the background (and with
+ * -f), then to syslog as "btrfsimg[PID]: ...", at most SAY_BURST in
+ * SAY_INTERVAL seconds, as the kernel ratelimits its btrfs messages
+ * (DEFAULT_RATELIMIT_INTERVAL, DEFAULT_RATELIMIT_BURST). */
+#define SAY_INTERVAL 5
+#define SAY_BURST    10
+
+static void say(struct mnt *m, int prio, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void say(struct mnt *m, int prio, const char *fmt, ...)
+{
+	char msg[1536];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	pthread_mutex_lock(&m->say_lock);
+	unsigned dropped = 0;
+	if (m->said && now.tv_sec - m->say_start.tv_sec >= SAY_INTERVAL) {
+		dropped = m->suppressed;
+		m->said = m->suppressed = 0;
+	}
+	if (!m->said)
+		m->say_start = now;
+	bool out = m->said < SAY_BURST;
+	if (out)
+		m->said++;
+	else
+		m->suppressed++;
+	const char *level = prio <= LOG_ERR ? "error" : "warning";
+	if (dropped && m->syslog)
+		syslog(LOG_WARNING, "%u messages suppressed", dropped);
+	else if (dropped)
+		fprintf(stderr, "btrfsimg: %u messages suppressed\n", dropped);
+	if (out && m->syslog)
+		syslog(prio, "%s: %s", level, msg);
+	else if (out)
+		fprintf(stderr, "btrfsimg: %s: %s\n", level, msg);
+	pthread_mutex_unlock(&m->say_lock);
+}
+
+/* Say why a request on node @n failed with @rc (read with @fs): what it
+ * was, the library's message (what and where), the errno the caller
+ * gets. A name that is not there is no failure. */
+static void say_failed(struct mnt *m, btrfsimg_fs *fs, int rc, const struct mount_node *n,
+		       const char *what)
+{
+	if (rc == -ENOENT || rc == -ENODATA)
+		return;
+	const char *why =
+		rc != -ENOMEM && fs && *btrfsimg_errmsg(fs) ? btrfsimg_errmsg(fs) : strerror(-rc);
+	say(m, LOG_ERR, "%s, subvolume %" PRIu64 " inode %" PRIu64 ": %s (%s)", what, n->subvol,
+	    n->objectid, why, strerror(errno_of(rc)));
 }
 
 /* struct stat of a btrfs inode as btrfs_getattr fills it. */
@@ -202,6 +266,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		k = key_of(m, dir, &e);
 		rc = node_stat(m, fs, &k, &st);
 	}
+	if (rc < 0)
+		say_failed(m, fs, rc, dir, "lookup in a directory");
 	mount_pool_put(&m->pool, fs);
 	if (rc < 0) {
 		/* a lookup that finds nothing may be cached as long as the rest */
@@ -239,6 +305,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	btrfsimg_fs *fs = mount_pool_get(&m->pool);
 	struct stat st;
 	int rc = node_stat(m, fs, node_of(m, ino), &st);
+	if (rc < 0)
+		say_failed(m, fs, rc, node_of(m, ino), "getattr");
 	mount_pool_put(&m->pool, fs);
 	if (rc < 0)
 		fuse_reply_err(req, errno_of(rc));
@@ -254,6 +322,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	uint8_t *t = NULL;
 	size_t len = 0;
 	int rc = is_stub(n) ? -EINVAL : btrfsimg_readlink(fs, n->subvol, n->objectid, &t, &len);
+	if (rc < 0 && !is_stub(n))
+		say_failed(m, fs, rc, n, "readlink");
 	mount_pool_put(&m->pool, fs);
 	if (rc < 0)
 		fuse_reply_err(req, errno_of(rc));
@@ -340,13 +410,16 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 /* Read the listing of @dir into @d once (a stub is empty). */
-static void dlist_load(struct dlist *d, btrfsimg_fs *fs, const struct mount_node *dir)
+static void dlist_load(struct mnt *m, struct dlist *d, btrfsimg_fs *fs,
+		       const struct mount_node *dir)
 {
 	if (d->loaded)
 		return;
 	d->loaded = true;
 	int rc = is_stub(dir) ? 0 : btrfsimg_readdir(fs, dir->subvol, dir->objectid, dlist_add, d);
 	d->err = rc < 0 ? errno_of(rc) : 0;
+	if (rc < 0)
+		say_failed(m, fs, rc, dir, "readdir");
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -396,6 +469,8 @@ static bool rd_add(struct rd *r, const char *name, uint64_t d_ino, mode_t type,
 	struct fuse_entry_param e = { .attr = { .st_ino = d_ino, .st_mode = type } };
 	if (k) {
 		int rc = node_stat(r->m, r->fs, k, &e.attr);
+		if (rc < 0)
+			say_failed(r->m, r->fs, rc, k, "readdirplus: the attributes of an entry");
 		struct mount_node *n = rc == 0 ? mount_nodes_get(&r->m->nodes, k) : NULL;
 		if (!n) {
 			*err = rc < 0 ? errno_of(rc) : ENOMEM;
@@ -424,7 +499,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int err = 0;
 	if (plus || !d->loaded)
 		r.fs = mount_pool_get(&m->pool);
-	dlist_load(d, r.fs, dir);
+	dlist_load(m, d, r.fs, dir);
 	/* positions: 0 ".", 1 "..", 2 + i the i-th entry; an entry's offset
 	 * is the position after it */
 	for (uint64_t pos = (uint64_t)off; pos < d->n + 2; pos++) {
@@ -501,6 +576,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int rc = is_stub(n) ? -EISDIR
 			    : btrfsimg_file_read(fs, n->subvol, n->objectid, (uint64_t)off, buf,
 						 size, &got);
+	if (rc < 0 && rc != -EISDIR) {
+		char what[64];
+		snprintf(what, sizeof(what), "read of %zu bytes at %jd", size, (intmax_t)off);
+		say_failed(m, fs, rc, n, what);
+	}
 	mount_pool_put(&m->pool, fs);
 	if (rc < 0)
 		fuse_reply_err(req, errno_of(rc));
@@ -584,6 +664,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	if (!is_stub(n)) {
 		btrfsimg_fs *fs = mount_pool_get(&m->pool);
 		rc = btrfsimg_xattrs(fs, n->subvol, n->objectid, xattr_find, &x);
+		if (rc < 0)
+			say_failed(m, fs, rc, n, "getxattr");
 		mount_pool_put(&m->pool, fs);
 	}
 	if (rc < 0)
@@ -604,6 +686,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (!is_stub(n)) {
 		btrfsimg_fs *fs = mount_pool_get(&m->pool);
 		rc = btrfsimg_xattrs(fs, n->subvol, n->objectid, xattr_name, &x);
+		if (rc < 0)
+			say_failed(m, fs, rc, n, "listxattr");
 		mount_pool_put(&m->pool, fs);
 	}
 	if (rc < 0)
@@ -633,11 +717,12 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* ------------------------------------------------------------ setup */
 
-static void log_to_stderr(void *ctx, bool damage, const char *msg)
+/* The library's reports: damage worked around (another copy read). */
+static void log_damage(void *ctx, bool damage, const char *msg)
 {
-	const struct mnt *m = ctx;
+	struct mnt *m = ctx;
 	if (damage && !m->quiet)
-		fprintf(stderr, "btrfsimg: warning: %s\n", msg);
+		say(m, LOG_WARNING, "%s", msg);
 }
 
 /* The mount options: read-only, the kernel checks permissions, the
@@ -663,14 +748,24 @@ static char *mount_opts(const struct cli *c)
 	return o;
 }
 
+/* The root: --subvol, else the default subvolume, as a plain kernel
+ * mount shows it (get_default_subvol_objectid, fs/btrfs/super.c). */
 static int start_root(struct cli *c, struct mnt *m)
 {
-	uint64_t sv = c->have_subvol ? c->subvol : 5;
+	uint64_t sv = 5;
+	int rc = c->have_subvol ? (sv = c->subvol, 0) : btrfsimg_default_subvol(c->fs, &sv);
 	struct btrfsimg_inode i;
-	int rc = btrfsimg_inode_get(c->fs, sv, 256, &i);
+	if (rc == 0)
+		rc = btrfsimg_inode_get(c->fs, sv, 256, &i);
 	if (rc < 0) {
-		cli_warn("mount: --subvol %" PRIu64 ": %s", sv,
-			 *btrfsimg_errmsg(c->fs) ? btrfsimg_errmsg(c->fs) : strerror(-rc));
+		const char *why = *btrfsimg_errmsg(c->fs) ? btrfsimg_errmsg(c->fs) : strerror(-rc);
+		if (c->have_subvol)
+			cli_warn("mount: --subvol %" PRIu64 ": %s", sv, why);
+		else
+			cli_warn("mount: the default subvolume (%" PRIu64
+				 "): %s (--subvol 5 mounts "
+				 "the top level)",
+				 sv, why);
 		return EXIT_FAILED;
 	}
 	m->root = (struct mount_node){ .subvol = sv, .objectid = 256, .nlookup = 1 };
@@ -763,6 +858,10 @@ static int serve(struct cli *c, struct mnt *m)
 		fuse_session_unmount(se);
 		goto out_signals;
 	}
+	if (!c->foreground) { /* stderr is /dev/null now */
+		openlog("btrfsimg", LOG_PID, LOG_DAEMON);
+		m->syslog = true;
+	}
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	if (cfg) {
 		fuse_loop_cfg_set_max_threads(cfg, HANDLES);
@@ -784,7 +883,7 @@ out:
 
 static int cmd_mount(struct cli *c)
 {
-	struct mnt m = { .quiet = c->quiet };
+	struct mnt m = { .quiet = c->quiet, .say_lock = PTHREAD_MUTEX_INITIALIZER };
 	atomic_flag_clear(&m.ra_done);
 	char why[256];
 	if (mount_scheme_parse(c->numbers ? c->numbers : "inumbits=56,numdevs=1", &m.scheme, why,
@@ -809,7 +908,7 @@ static int cmd_mount(struct cli *c)
 		cli_warn("mount: serving with %d handle%s: %s", m.pool.n, m.pool.n == 1 ? "" : "s",
 			 err);
 	for (int i = 0; i < m.pool.n; i++)
-		btrfsimg_set_log(m.pool.fs[i], log_to_stderr, &m);
+		btrfsimg_set_log(m.pool.fs[i], log_damage, &m);
 	if (mount_nodes_init(&m.nodes) < 0) {
 		mount_pool_close(&m.pool);
 		return cli_fail(c, -ENOMEM, "mount");
@@ -856,7 +955,9 @@ static int mount_check(struct cli *c)
 }
 
 static const struct cmd_option mount_options[] = {
-	{ OPT_SUBVOL, "mount subvolume ID as the root (default 5, the top\nlevel)" },
+	{ OPT_SUBVOL, "mount subvolume ID as the root (default: the\n"
+		      "default subvolume, as a plain kernel mount\n"
+		      "shows; 5: the top level)" },
 	{ OPT_NUMBERS, NULL },
 	{ OPT_FOREGROUND, NULL },
 	{ OPT_NO_VERIFY, "do not verify data checksums (no EIO on damaged data)" },
@@ -875,7 +976,9 @@ const struct cmd_struct cmd_struct_mount = {
 		 "with the 2021 patches would show them. Data that fails its checksum on\n"
 		 "every copy reads as EIO. The command returns once the mount is ready\n"
 		 "and serves in the background (-f: in the foreground); unmount with\n"
-		 "'fusermount3 -u MOUNTPOINT'.\n"
+		 "'fusermount3 -u MOUNTPOINT'. The root is the default subvolume, as a\n"
+		 "plain kernel mount shows (--subvol: another; 5, the top level). Why a\n"
+		 "read failed is said on stderr with -f, else to syslog (daemon).\n"
 		 "\n"
 		 "FUSE gives a mount one st_dev, so only one-device schemes can be shown:\n"
 		 "numdevs=2 and numdevs=many (today's kernel) are refused. Stub\n"
