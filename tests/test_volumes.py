@@ -27,6 +27,8 @@ for `walk --json --hash` through each stack:
     luks2-argon2id  4096-byte sectors; luks2-argon2i 512-byte sectors;
     luks2-pbkdf2  PBKDF2-sha256, 4096-byte sectors
     luks2-lvm     GPT + LUKS2 + the PV of gpt-lvm (LV vgd/root)
+    lvm-luks      LUKS2 (PBKDF2-sha512) inside LV vgd/root of gpt-lvm, holding
+                  testdata/images/nested: subvols equal the kernel's list
     raid1 x LUKS2 the two devices of testdata/images/raid1 each in LUKS2:
                   subvols equal the kernel-recorded list, also degraded
   Independent readers of the same images: GRUB (`grub-fstest -C ... cp
@@ -489,6 +491,38 @@ def multidev_test(env, t):
         os.unlink(v)
 
 
+def luks_in_lv_test(env, t, img):
+    """LVM -> LUKS2 -> btrfs: a LUKS2 container of testdata/images/nested
+    (128 MiB) written into LV vgd/root of gpt-lvm, where gpt-lvm.lvs.txt and
+    gpt-lvm.pvs.txt put its first segment (PEs 40.. of the PV at 1 MiB,
+    4 MiB extents, data at 1 MiB into the PV); subvols equal the
+    kernel-recorded list."""
+    import test_images
+    d = os.path.join(env.testdata, "images", "nested")
+    plain = imgtest.unzstd(os.path.join(d, "dev1.img.zst"), os.path.join(env.tmp, "nested.img"))
+    args = ["--type", "luks2", "--pbkdf", "pbkdf2", "--hash", "sha512",
+            "--pbkdf-force-iterations", "1000", "--sector-size", "512"]
+    vol, _ = luks_container(env, "in-lv", plain, args, "xts-plain64", 512, 16 * MB)
+    os.unlink(plain)
+    lvs = open(os.path.join(env.testdata, "volume", "gpt-lvm.lvs.txt")).read().split("\n")
+    first = [x.split() for x in lvs if x.split()[:2] == ["root", "0"]][0]
+    pe = int(first[3].split(":")[1].split("-")[0])
+    disk = os.path.join(env.tmp, "lvm-luks.img")
+    shutil.copyfile(img, disk)
+    sh("dd", "if=" + vol, "of=" + disk, "bs=1M", "seek=%d" % (1 + 1 + pe * 4),
+       "conv=notrunc,sparse", "status=none")
+    os.unlink(vol)
+    exp = [json.loads(x) for x in open(os.path.join(d, "expected-subvols.jsonl")) if x.strip()]
+    rc, out, err = imgtest.run_cli(env.cli, ["subvols", "--json", "--passphrase-file",
+                                             env.passfile, disk], 120)
+    got = [json.loads(x) for x in out.splitlines() if x.strip()]
+    probs = test_images.diff_subvols(exp, got)
+    if rc != 0:
+        probs.append("exit %s: %s" % (rc, err[-300:]))
+    t.problems("GPT + LVM + LUKS2 (in an LV) + btrfs: subvols", probs)
+    os.unlink(disk)
+
+
 def stack_test(env, t, img):
     """GPT + LUKS2 + LVM: the PV of gpt-lvm (its partition 1) encrypted."""
     pv = os.path.join(env.tmp, "pv.img")
@@ -519,6 +553,7 @@ def main():
         else:
             luks_tests(env, t)
             stack_test(env, t, img)
+            luks_in_lv_test(env, t, img["gpt-lvm"])
             multidev_test(env, t)
     return t.summary(need_one=True)
 

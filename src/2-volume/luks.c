@@ -297,18 +297,23 @@ static bool jnum32(struct json_object *o, const char *k, uint32_t *out)
 }
 
 /* Base64 (OpenSSL's decoder) into @out; false if malformed or too long. */
+/* Base64 (OpenSSL's decoder) into @out (at most @max bytes); false if
+ * malformed or too long. The decoder also writes the bytes of the '='
+ * padding, so it decodes into a buffer with room for them. */
 static bool b64(const char *s, uint8_t *out, size_t max, size_t *len)
 {
+	uint8_t tmp[3 * 48];
 	if (!s)
 		return false;
 	size_t n = strlen(s);
-	if (n == 0 || n % 4 || n / 4 * 3 > max || n > INT32_MAX)
+	if (n == 0 || n % 4 || n / 4 * 3 > sizeof(tmp))
 		return false;
-	int r = EVP_DecodeBlock(out, (const unsigned char *)s, (int)n);
-	if (r < 0)
-		return false;
+	int r = EVP_DecodeBlock(tmp, (const unsigned char *)s, (int)n);
 	size_t pad = (s[n - 1] == '=') + (n > 1 && s[n - 2] == '=');
+	if (r < 0 || (size_t)r < pad || (size_t)r - pad > max)
+		return false;
 	*len = (size_t)r - pad;
+	memcpy(out, tmp, *len);
 	return true;
 }
 
