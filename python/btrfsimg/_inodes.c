@@ -48,6 +48,10 @@ typedef struct {
 	int rc;
 	struct batch *cur; /* the consumer's batch */
 	size_t pos;
+	/* the consumer's values shared by one subvolume's inodes */
+	bool have_subvol;
+	uint64_t cur_subvol;
+	PyObject *sv_obj, *inumbits_obj, *overlay_obj, *uniq_obj, *dev_obj;
 } Inodes;
 
 static void batch_free(struct batch *b)
@@ -168,34 +172,105 @@ static void join(Inodes *it)
 	it->fill = NULL;
 }
 
+enum {
+	I_SUBVOL,
+	I_OBJECTID,
+	I_ST_INO,
+	I_TREE_ID,
+	I_INUMBITS,
+	I_OVERLAY,
+	I_INO,
+	I_UNIQUIFIER,
+	I_NFS_FILEID,
+	I_NUMDEVS2_DEV,
+	I_PROC_INO,
+	I_GENERATION,
+	I_MODE,
+	I_NLINK,
+	I_SIZE,
+	I_PATH,
+	I_REACHABLE,
+	I_COUNT
+};
+static const char *const ikey_names[I_COUNT] = {
+	"subvol", "objectid",	"st_ino",     "tree_id",      "inumbits",  "overlay",
+	"ino",	  "uniquifier", "nfs_fileid", "numdevs2_dev", "proc_ino",  "generation",
+	"mode",	  "nlink",	"size",	      "path",	      "reachable",
+};
+static PyObject *ikeys[I_COUNT];
+
+int inodes_init_keys(void)
+{
+	for (int i = 0; i < I_COUNT; i++)
+		if (!ikeys[i] && !(ikeys[i] = PyUnicode_InternFromString(ikey_names[i])))
+			return -1;
+	return 0;
+}
+
+/* The values every inode of one subvolume shares, made once per
+ * subvolume (a million lines are mostly these). */
+static int switch_subvol(Inodes *it, const struct irow *r)
+{
+	const struct btrfsimg_inode_numbers *p = &r->p;
+	Py_CLEAR(it->sv_obj);
+	Py_CLEAR(it->inumbits_obj);
+	Py_CLEAR(it->overlay_obj);
+	Py_CLEAR(it->uniq_obj);
+	Py_CLEAR(it->dev_obj);
+	it->cur_subvol = r->i.subvol;
+	it->sv_obj = u64(r->i.subvol);
+	it->inumbits_obj = PyLong_FromUnsignedLong(p->inumbits);
+	it->overlay_obj = u64(p->overlay);
+	it->uniq_obj = u64(p->uniquifier);
+	it->dev_obj = p->numdevs2_dev < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(p->numdevs2_dev);
+	it->have_subvol =
+		it->sv_obj && it->inumbits_obj && it->overlay_obj && it->uniq_obj && it->dev_obj;
+	return it->have_subvol ? 0 : -1;
+}
+
+static int iput(PyObject *d, int k, PyObject *v)
+{
+	if (!v)
+		return -1;
+	int rc = PyDict_SetItem(d, ikeys[k], v);
+	Py_DECREF(v);
+	return rc;
+}
+
+/* tools/cmd_inodes.c put_json, key for key. */
 static PyObject *row_dict(Inodes *it, const struct irow *r, const uint8_t *bytes)
 {
 	const struct btrfsimg_inode *i = &r->i;
 	const struct btrfsimg_inode_numbers *p = &r->p;
-	PyObject *d = PyDict_New();
-	if (!d || set_take(d, "subvol", u64(i->subvol)) < 0 ||
-	    set_take(d, "objectid", u64(i->objectid)) < 0 ||
-	    set_take(d, "st_ino", u64(p->st_ino)) < 0 ||
-	    set_take(d, "tree_id", u64(p->tree_id)) < 0 ||
-	    set_take(d, "inumbits", PyLong_FromUnsignedLong(p->inumbits)) < 0 ||
-	    set_take(d, "overlay", u64(p->overlay)) < 0 || set_take(d, "ino", u64(p->ino)) < 0 ||
-	    set_take(d, "uniquifier", u64(p->uniquifier)) < 0 ||
-	    set_take(d, "nfs_fileid", u64(p->nfs_fileid)) < 0 ||
-	    set_take(d, "numdevs2_dev",
-		     p->numdevs2_dev < 0 ? Py_NewRef(Py_None) : PyLong_FromLong(p->numdevs2_dev)) <
+	if ((!it->have_subvol || it->cur_subvol != i->subvol) && switch_subvol(it, r) < 0)
+		return NULL;
+	char proc[48];
+	int plen = snprintf(proc, sizeof(proc), "%llu:%llu", (unsigned long long)i->subvol,
+			    (unsigned long long)i->objectid);
+	PyObject *obj = u64(i->objectid);
+	PyObject *d = obj ? PyDict_New() : NULL;
+	if (!d || PyDict_SetItem(d, ikeys[I_SUBVOL], it->sv_obj) < 0 ||
+	    PyDict_SetItem(d, ikeys[I_OBJECTID], obj) < 0 ||
+	    iput(d, I_ST_INO, p->st_ino == i->objectid ? Py_NewRef(obj) : u64(p->st_ino)) < 0 ||
+	    iput(d, I_TREE_ID, p->tree_id == i->subvol ? Py_NewRef(it->sv_obj) : u64(p->tree_id)) <
 		    0 ||
-	    set_take(d, "proc_ino",
-		     PyUnicode_FromFormat("%llu:%llu", (unsigned long long)i->subvol,
-					  (unsigned long long)i->objectid)) < 0 ||
-	    set_take(d, "generation", u64(i->generation)) < 0 ||
-	    set_take(d, "mode", PyLong_FromUnsignedLong(i->mode)) < 0 ||
-	    set_take(d, "nlink", PyLong_FromUnsignedLong(i->nlink)) < 0 ||
-	    set_take(d, "size", u64(i->size)) < 0 ||
-	    set_take(d, "path",
-		     r->has_path ? name_str(bytes + r->path_off, r->path_len)
-				 : Py_NewRef(Py_None)) < 0 ||
-	    set_take(d, "reachable", PyBool_FromLong(r->reachable)) < 0)
+	    PyDict_SetItem(d, ikeys[I_INUMBITS], it->inumbits_obj) < 0 ||
+	    PyDict_SetItem(d, ikeys[I_OVERLAY], it->overlay_obj) < 0 ||
+	    iput(d, I_INO, u64(p->ino)) < 0 ||
+	    PyDict_SetItem(d, ikeys[I_UNIQUIFIER], it->uniq_obj) < 0 ||
+	    iput(d, I_NFS_FILEID, u64(p->nfs_fileid)) < 0 ||
+	    PyDict_SetItem(d, ikeys[I_NUMDEVS2_DEV], it->dev_obj) < 0 ||
+	    iput(d, I_PROC_INO, PyUnicode_FromStringAndSize(proc, plen)) < 0 ||
+	    iput(d, I_GENERATION, u64(i->generation)) < 0 ||
+	    iput(d, I_MODE, PyLong_FromUnsignedLong(i->mode)) < 0 ||
+	    iput(d, I_NLINK, PyLong_FromUnsignedLong(i->nlink)) < 0 ||
+	    iput(d, I_SIZE, u64(i->size)) < 0 ||
+	    iput(d, I_PATH,
+		 r->has_path ? name_str(bytes + r->path_off, r->path_len) : Py_NewRef(Py_None)) <
+		    0 ||
+	    PyDict_SetItem(d, ikeys[I_REACHABLE], r->reachable ? Py_True : Py_False) < 0)
 		Py_CLEAR(d);
+	Py_XDECREF(obj);
 	return d;
 }
 
@@ -246,6 +321,11 @@ static void Inodes_dealloc(Inodes *it)
 	PyObject_GC_UnTrack(it);
 	join(it);
 	batch_free(it->cur);
+	Py_XDECREF(it->sv_obj);
+	Py_XDECREF(it->inumbits_obj);
+	Py_XDECREF(it->overlay_obj);
+	Py_XDECREF(it->uniq_obj);
+	Py_XDECREF(it->dev_obj);
 	pthread_mutex_destroy(&it->mu);
 	pthread_cond_destroy(&it->cv);
 	Py_XDECREF(it->h);

@@ -905,7 +905,7 @@ PyMODINIT_FUNC PyInit__btrfsimg(void)
 	if (!m)
 		return NULL;
 	if (PyType_Ready(&Handle_Type) < 0 || PyType_Ready(&Walk_Type) < 0 ||
-	    PyType_Ready(&Inodes_Type) < 0 || walk_init_keys() < 0)
+	    PyType_Ready(&Inodes_Type) < 0 || walk_init_keys() < 0 || inodes_init_keys() < 0)
 		goto fail;
 	if (PyModule_AddObjectRef(m, "Handle", (PyObject *)&Handle_Type) < 0)
 		goto fail;

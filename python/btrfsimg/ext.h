@@ -92,5 +92,6 @@ void forensic_free(Handle *h);
 PyObject *inodes_new(Handle *h, uint64_t subvol, unsigned inumbits, uint64_t mount_subvol);
 
 int walk_init_keys(void);
+int inodes_init_keys(void);
 
 #endif
