@@ -27,6 +27,7 @@ import collections
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -239,6 +240,9 @@ def check_hostile(t, cli, img, recs, truth, tmp):
     got = deleted(cli, [planted], t, "misplaced valid block")
     t.check("misplaced valid block: the records do not change",
             sorted(map(key, got)) == sorted(map(key, recs)), len(got))
+    rc, _, err = imgtest.run_cli(cli, ["history", "-v", planted], timeout=300)
+    t.check("misplaced valid block: found, and placed by no chunk map (-v)",
+            rc == 0 and b" 1 placed by no chunk map" in err, err[-300:])
     # every fs-tree block gets a flipped byte in its items: none may be used
     flipped = os.path.join(tmp, "flipped.img")
     shutil.copyfile(img, flipped)
@@ -248,9 +252,13 @@ def check_hostile(t, cli, img, recs, truth, tmp):
             b = f.read(1)
             f.seek(o + 2000)
             f.write(bytes([b[0] ^ 0x40]))
-    rc, out, err = imgtest.run_cli(cli, ["deleted", "--json", "--hash", flipped], timeout=300)
+    rc, out, err = imgtest.run_cli(cli, ["deleted", "-v", "--json", "--hash", flipped],
+                                   timeout=300)
     got = [json.loads(line) for line in out.splitlines() if line.strip()]
     t.check("flipped stale blocks: still a result (exit 0 or 1)", rc in (0, 1), (rc, err[-200:]))
+    m = re.search(rb" (\d+) bad checksum,", err)
+    t.check("flipped stale blocks: each one refused for its checksum (-v)",
+            m and int(m.group(1)) == len(offs[::2]), (m and m.group(1), len(offs[::2])))
     claims(t, "flipped stale blocks", got, truth)
 
 

@@ -57,6 +57,15 @@ int rec_scan(struct cli *c, btrfsimg_forensic **out)
 	int rc = btrfsimg_forensic_scan(c->fs, tty ? on_progress : NULL, &b, out);
 	if (b.shown)
 		fputs("\r\033[K", stderr);
+	struct btrfsimg_scan_stats st;
+	if (rc == 0 && c->verbose && btrfsimg_forensic_stats(*out, &st) == 0)
+		cli_warn("scan: %" PRIu64 " devices, %" PRIu64 " bytes; %" PRIu64
+			 " positions with the fsid: %" PRIu64 " bad checksum, %" PRIu64
+			 " bad block, %" PRIu64 " placed by no chunk map, %" PRIu64
+			 " copies; %" PRIu64 " blocks indexed; %" PRIu64
+			 " chunks of older chunk maps",
+			 st.devices, st.bytes, st.candidates, st.bad_csum, st.bad_block,
+			 st.unmapped, st.copies, st.blocks, st.old_chunks);
 	if (rc < 0)
 		return cli_fail(c, rc, c->cmd);
 	return EXIT_OK;
