@@ -258,6 +258,15 @@ def test_open_inode(files_img):
             if r.get("sha256"):
                 with fs.open_inode(r["subvol"], r["ino"]) as f:
                     assert hashlib.sha256(f.read()).hexdigest() == r["sha256"].lower()
+                with fs.open(r["path"], buffering=0) as raw:
+                    assert isinstance(raw, btrfsimg.File) and raw.size == r["size"]
+                    buf = bytearray(r["size"])
+                    got = 0
+                    while got < len(buf):
+                        n = raw.readinto(memoryview(buf)[got:])
+                        assert n > 0
+                        got += n
+                    assert hashlib.sha256(buf).hexdigest() == r["sha256"].lower()
 
 
 # ------------------------------------------------------------ devices

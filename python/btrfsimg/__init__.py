@@ -364,20 +364,22 @@ class Filesystem:
         raise NotFoundError(61, "no xattr %r on %r" % (want, os.fspath(path)))
 
     def open(self, path: PathLike, subvol: Optional[int] = None,
-             buffering: int = io.DEFAULT_BUFFER_SIZE) -> io.BufferedReader:
+             buffering: int = io.DEFAULT_BUFFER_SIZE) -> Union[io.BufferedReader, File]:
         """A regular file as a seekable binary file object (read, readinto,
-        seek, tell), streaming through the library."""
+        seek, tell), streaming through the library: an io.BufferedReader,
+        or with buffering=0 the unbuffered File itself."""
         _, sv, obj, _, _ = self._resolve(path, subvol)
         name = os.fspath(path)
         if isinstance(name, bytes):
             name = name.decode("utf-8", "surrogateescape")
-        return io.BufferedReader(File(self, sv, obj, name), buffering)
+        raw = File(self, sv, obj, name)
+        return io.BufferedReader(raw, buffering) if buffering else raw
 
     def open_inode(self, subvol: int, objectid: int,
-                   buffering: int = io.DEFAULT_BUFFER_SIZE) -> io.BufferedReader:
+                   buffering: int = io.DEFAULT_BUFFER_SIZE) -> Union[io.BufferedReader, File]:
         """The regular file subvol:objectid, as open() returns it."""
-        return io.BufferedReader(File(self, subvol, objectid, "%d:%d" % (subvol, objectid)),
-                                 buffering)
+        raw = File(self, subvol, objectid, "%d:%d" % (subvol, objectid))
+        return io.BufferedReader(raw, buffering) if buffering else raw
 
     def __repr__(self) -> str:
         return "<btrfsimg.Filesystem%s>" % (" closed" if self.closed else "")
