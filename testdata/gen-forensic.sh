@@ -10,7 +10,8 @@
 #   gen-forensic.sh [OUTDIR]
 #
 # Writes, per image NAME (single: one device, metadata dup; multi: two
-# devices, metadata raid1, data single):
+# devices, metadata raid1, data single; orphan: a file unlinked while open,
+# testdata/gen_forensic_orphan.py):
 #   NAME.img.zst (multi: NAME.1.img.zst NAME.2.img.zst)   zstd -19 --long
 #   NAME.truth.json   versions and the live view (gen_forensic.py)
 set -euo pipefail
@@ -58,4 +59,17 @@ make_image() { # NAME NDEV MKFS-ARGS...
 
 make_image single 1 -m dup -d single
 make_image multi 2 -m raid1 -d single
+
+# orphan: a file unlinked while open, the image copied before the close
+truncate -s 128M "$work/orphan.img"
+l=$(losetup -f --show "$work/orphan.img")
+loops=("$l")
+mkfs.btrfs -q -f "$l" >/dev/null
+mount -o noatime "$l" "$mnt"
+python3 "$here/gen_forensic_orphan.py" "$mnt" "$work/orphan.img" "$work/orphan.copy.img" \
+	"$out/orphan.truth.json"
+umount "$mnt"
+losetup -d "$l"
+loops=()
+zstd -q -19 --long=27 -f "$work/orphan.copy.img" -o "$out/orphan.img.zst"
 ls -l "$out"

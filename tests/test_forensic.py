@@ -19,7 +19,8 @@ kernel showed at the end. Checked:
     only, with a manifest; bodyfile --deleted lines reach mactime with
     " (deleted)"; history lists the superblock's generation;
   - the same image inside an MBR partition gives the same records; the
-    two-device image makes no false claim either;
+    two-device image makes no false claim either; a file unlinked while
+    open (the image copied before the close) is an intact orphan;
   - hostile stale blocks: a valid block copied where no chunk map puts it
     changes nothing; a stale block with a flipped byte is never used.
 """
@@ -293,6 +294,14 @@ def main():
         os.unlink(disk)
 
         check_hostile(t, cli, img, recs, truth, tmp)
+
+        orphan = imgtest.private_copy(os.path.join(src, "orphan.img.zst"), tmp)
+        want = imgtest.load_json(os.path.join(src, "orphan.truth.json"))["orphan"]
+        got = [r for r in deleted(cli, [orphan], t, "orphan") if r["kind"] == "orphan"]
+        t.check("orphan: the file unlinked while open, intact, its bytes and name",
+                [(r["objectid"], r["status"], r.get("sha256"), r["size"], r["nlink"], r["path"])
+                 for r in got] == [(want["ino"], "intact", want["sha256"], want["size"], 0,
+                                    want["path"])], got)
 
         devs = [imgtest.private_copy(os.path.join(src, f"multi.{i}.img.zst"), tmp)
                 for i in (1, 2)]
