@@ -296,6 +296,12 @@ def test_multi(testdata, work):
         same("RAID1, %s: super --json == raw pair (but the image names)" % what,
              ["super", "--json"] + args, ["super", "--json", d1, d2],
              names=[(e1 + ".E01", d1), (e2 + ".E01", d2), (q2, d2)])
+    # raw devices whose names look like split segments stay two devices
+    n1, n2 = os.path.join(work, "dev.01"), os.path.join(work, "dev.02")
+    os.link(d1, n1)
+    os.link(d2, n2)
+    same("RAID1 as dev.01 and dev.02: two devices, not a split set",
+         ["super", "--json", n1, n2], ["super", "--json", d1, d2], names=[(n1, d1), (n2, d2)])
     rc, out, err = run(["subvols", "--json", e1 + ".E01"])
     rrc, rout, _ = run(["subvols", "--json", d1])
     T.check("RAID1, one E01 of two: as the raw device alone (degraded)",
