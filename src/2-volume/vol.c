@@ -470,11 +470,13 @@ static int probe_luks(struct btrfsimg_fs *fs, struct bi_vol *v, int parent)
 {
 	struct bi_vols *V = fs->vols;
 	struct vrd c = { fs, v };
-	char err[400];
+	char err[400] = "";
 	struct bi_luks *l = calloc(1, sizeof(*l));
 	if (!l)
 		return bi_err(fs, -ENOMEM, "out of memory reading a LUKS header");
 	int rc = bi_luks_parse(vrd_read, &c, v->size, l, err, sizeof(err));
+	if (rc < 0 && !err[0]) /* the read failed: its message is on the handle */
+		snprintf(err, sizeof(err), "%.250s", fs->err);
 	V->layered = true;
 	if (rc <= 0) {
 		free(l);
@@ -762,7 +764,10 @@ static int assemble_vgs(struct btrfsimg_fs *fs)
 	struct bi_vols *V = fs->vols;
 	char err[300];
 	for (size_t i = 0; i < V->npv; i++) {
+		err[0] = 0;
 		int rc = vg_add(V, &V->pv[i], err, sizeof(err));
+		if (rc < 0 && !err[0])
+			snprintf(err, sizeof(err), "%.250s", fs->err);
 		if (rc == -ENOMEM)
 			return bi_err(fs, rc, "out of memory reading LVM metadata");
 		if (rc < 0)
