@@ -699,6 +699,81 @@ BTRFSIMG_API int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 BTRFSIMG_API int btrfsimg_path_lookup(btrfsimg_fs *fs, uint64_t subvol, const char *path,
 				      struct btrfsimg_dirent *out);
 
+/* ------------------------------------------------------------------ */
+/** @name Walking a tree
+ *
+ * Every path under a start, as a process walking the mounted filesystem
+ * sees them: depth-first, each directory's entries in readdir (DIR_INDEX)
+ * order, crossing into subvolumes, stub directories empty. Pull-style:
+ * btrfsimg_walk_next() hands out one record per call. A damaged entry does
+ * not end the walk: it comes as a BTRFSIMG_WALK_ERROR record and the walk
+ * goes on with the next one. */
+
+/** What a walk record is. */
+enum btrfsimg_walk_kind {
+	BTRFSIMG_WALK_PATH = 0,	 /**< a path (the start first) */
+	BTRFSIMG_WALK_ERROR = 1, /**< a failure at @c path; the walk goes on */
+	BTRFSIMG_WALK_POST = 2,	 /**< directory @c path again, after its children
+				  *   (only with BTRFSIMG_WALK_POST_DIRS) */
+};
+
+#define BTRFSIMG_WALK_POST_DIRS 1u /**< also report directories after their children */
+#define BTRFSIMG_WALK_DEPTH_MAX 4096 /**< default depth limit (PATH_MAX nests ~2048 deep) */
+
+struct btrfsimg_walk_opts {
+	uint64_t subvol;	/**< where @c path is resolved */
+	const char *path;	/**< start path; "" or NULL: the root of @c subvol */
+	uint64_t objectid;	/**< not 0: start at inode @c subvol:@c objectid (no path) */
+	unsigned flags;		/**< BTRFSIMG_WALK_POST_DIRS */
+	size_t max_depth;	/**< do not descend below it; 0: BTRFSIMG_WALK_DEPTH_MAX */
+};
+
+/** One record, valid until the next btrfsimg_walk_next() or close. */
+struct btrfsimg_walk_entry {
+	int kind;		/**< enum btrfsimg_walk_kind */
+	const uint8_t *path;	/**< relative to the start, NUL-terminated; "" for it */
+	size_t path_len;
+	size_t depth;		/**< 0 for the start */
+	bool is_start;
+	bool stub;		/**< a stub directory (BTRFSIMG_TARGET_STUB) */
+	/** The parent's entry (readdir's d_ino, d_type, name); for the start
+	 *  the last component's as btrfsimg_path_lookup() gives it, zeroed
+	 *  when the start is a root or an objectid. */
+	struct btrfsimg_dirent ent;
+	uint64_t subvol, objectid;	/**< what stat() reaches */
+	struct btrfsimg_inode inode;	/**< btrfsimg_stub_inode()'s for stubs */
+	uint64_t dir_subvol, dir_objectid; /**< the containing directory (the
+					    *   start's own ids for the start) */
+	const struct btrfsimg_inode *dir_inode; /**< its inode; NULL for the start */
+	/** BTRFSIMG_WALK_ERROR: the negative errno, and the operation that
+	 *  failed ("readdir": what was listed before the failure still comes;
+	 *  "inode": the entry is left out), or NULL when the walk does not
+	 *  descend into directory @c path (deeper than the limit, or a loop:
+	 *  one of its own ancestors). btrfsimg_errmsg() says the rest. */
+	int error;
+	const char *op;
+};
+
+typedef struct btrfsimg_walk btrfsimg_walk;
+
+/**
+ * Start a walk. Resolves the start (its path, or the stub directory's
+ * parent) and reads its inode: a failure there is the walk's, returned
+ * here with the message on @p fs. The walk borrows @p fs.
+ */
+BTRFSIMG_API int btrfsimg_walk_open(btrfsimg_fs *fs, const struct btrfsimg_walk_opts *o,
+				    btrfsimg_walk **out);
+/**
+ * The next record into *@p out: 1, 0 at the end, or a negative errno that
+ * ends the walk (-ENOMEM). A directory's children are listed on the call
+ * after the directory's own record, unless btrfsimg_walk_skip() came
+ * between.
+ */
+BTRFSIMG_API int btrfsimg_walk_next(btrfsimg_walk *w, const struct btrfsimg_walk_entry **out);
+/** Do not descend into the directory the last record was. */
+BTRFSIMG_API void btrfsimg_walk_skip(btrfsimg_walk *w);
+BTRFSIMG_API void btrfsimg_walk_close(btrfsimg_walk *w);
+
 /**
  * Symlink target, as readlink(2) shows it: the first i_size bytes of the
  * file (an inline extent, decompressed if need be), at most 4095 (PAGE_SIZE

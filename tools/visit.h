@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Depth-first traversal of a directory tree through the public API, as a
- * process walking the mounted filesystem would see it: entries in readdir
- * (DIR_INDEX) order, crossing into subvolumes, stub directories empty.
- * Shared by walk, bodyfile and extract.
+ * Depth-first traversal of a directory tree, as a process walking the
+ * mounted filesystem would see it: the library's walk iterator
+ * (btrfsimg_walk_next) with a callback per path, a progress bar and the
+ * per-entry errors on stderr. Shared by walk, bodyfile and extract.
  */
 #ifndef BTRFSIMG_TOOLS_VISIT_H
 #define BTRFSIMG_TOOLS_VISIT_H

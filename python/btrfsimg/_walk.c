@@ -2,11 +2,10 @@
 /*
  * Filesystem.walk(): every path under a start, depth-first in readdir
  * (DIR_INDEX) order, crossing into subvolumes, stub directories empty, as
- * `btrfsimg walk --json` lists them (tools/visit.c, tools/cmd_walk.c), one
- * dict per path with the same keys and values. The CLI's traversal is
- * push-style (a callback per path); an iterator must be pull-style, so the
- * stack of open directories lives here, one entry per next(). The test
- * tests/test_python.py holds the two equal on every committed image.
+ * `btrfsimg walk --json` lists them (tools/cmd_walk.c), one dict per path
+ * with the same keys and values. The traversal is the library's walk
+ * iterator (btrfsimg_walk_next), the CLI's too; one record per next(). The
+ * test tests/test_python.py holds the two equal on every committed image.
  *
  * Each next() gathers one record with the GIL released (struct rec), then
  * builds the dict under the GIL from interned keys.
@@ -20,8 +19,6 @@
 
 #include "digest.h"
 #include "nest.h"
-
-#define WALK_DEPTH_MAX 4096 /* as tools/visit.c: VISIT_DEPTH_MAX */
 
 enum {
 	K_PATH,
@@ -69,19 +66,6 @@ int walk_init_keys(void)
 	return 0;
 }
 
-struct entry {
-	struct btrfsimg_dirent d;
-	uint8_t *name;
-};
-
-struct frame {
-	uint64_t subvol, objectid;
-	struct btrfsimg_inode inode;
-	struct entry *e;
-	size_t n, cap, next;
-	size_t path_len; /* the directory's path */
-};
-
 /* One path's record, gathered without the GIL. */
 struct rec {
 	struct btrfsimg_inode inode;
@@ -105,132 +89,28 @@ typedef struct {
 	PyObject_HEAD Handle *h;
 	uint64_t subvol;
 	char *start;
-	bool hash, single, started, done;
+	bool hash, single, done;
 	int inumbits;
 	struct nest nest;
 	bool have_nest;
-	struct frame *fr;
-	size_t nfr, frcap;
-	uint8_t *path;
-	size_t plen, pcap;
+	btrfsimg_walk *it;		     /* opened by the first next() */
+	const struct btrfsimg_walk_entry *e; /* the current path's */
 	struct rec r;
 } Walk;
-
-/* A node as tools/visit.c's struct visit_node has it. */
-struct node {
-	struct btrfsimg_dirent ent;
-	bool is_start, stub;
-	uint64_t subvol, objectid;
-	struct btrfsimg_inode inode;
-	uint64_t dir_subvol, dir_objectid, dir_tree_subvol;
-	const struct btrfsimg_inode *dir_inode;
-};
 
 static void note(Walk *w, const char *what, int rc)
 {
 	char m[1400];
+	const struct btrfsimg_walk_entry *e = w->e;
 	const char *msg = btrfsimg_errmsg(w->h->fs);
-	snprintf(m, sizeof(m), "%.*s: %s: %s", (int)(w->plen ? w->plen : 1),
-		 w->plen ? (const char *)w->path : ".", what, *msg ? msg : strerror(-rc));
+	if (what)
+		snprintf(m, sizeof(m), "%.*s: %s: %s", (int)(e->path_len ? e->path_len : 1),
+			 e->path_len ? (const char *)e->path : ".", what,
+			 *msg ? msg : strerror(-rc));
+	else /* not descending: the message says why */
+		snprintf(m, sizeof(m), "%.*s: %s", (int)(e->path_len ? e->path_len : 1),
+			 e->path_len ? (const char *)e->path : ".", msg);
 	handle_note(w->h, m);
-}
-
-static int path_set(Walk *w, size_t base, const uint8_t *name, size_t len)
-{
-	size_t need = base + len + 2;
-	if (need > w->pcap) {
-		size_t cap = w->pcap ? w->pcap : 256;
-		while (cap < need)
-			cap *= 2;
-		uint8_t *p = realloc(w->path, cap);
-		if (!p)
-			return -ENOMEM;
-		w->path = p;
-		w->pcap = cap;
-	}
-	w->plen = base;
-	if (base)
-		w->path[w->plen++] = '/';
-	memcpy(w->path + w->plen, name, len);
-	w->plen += len;
-	w->path[w->plen] = '\0';
-	return 0;
-}
-
-static int collect(void *ctx, const struct btrfsimg_dirent *d)
-{
-	struct frame *f = ctx;
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 16;
-		void *v = realloc(f->e, cap * sizeof(*f->e));
-		if (!v)
-			return -ENOMEM;
-		f->e = v;
-		f->cap = cap;
-	}
-	struct entry *e = &f->e[f->n];
-	e->d = *d;
-	e->name = malloc(d->name_len ? d->name_len : 1);
-	if (!e->name)
-		return -ENOMEM;
-	memcpy(e->name, d->name, d->name_len);
-	e->d.name = e->name;
-	f->n++;
-	return 0;
-}
-
-static void frame_free(struct frame *f)
-{
-	for (size_t i = 0; i < f->n; i++)
-		free(f->e[i].name);
-	free(f->e);
-}
-
-/* tools/visit.c stop_descent: too deep, or a directory on its own path. */
-static bool stop_descent(Walk *w, const struct node *n)
-{
-	char m[512];
-	if (w->nfr >= WALK_DEPTH_MAX) {
-		snprintf(m, sizeof(m), "%.*s: deeper than %d directories: not descending",
-			 (int)w->plen, (const char *)w->path, WALK_DEPTH_MAX);
-		handle_note(w->h, m);
-		return true;
-	}
-	for (size_t i = 0; i < w->nfr; i++)
-		if (w->fr[i].subvol == n->subvol && w->fr[i].objectid == n->objectid) {
-			snprintf(m, sizeof(m),
-				 "%.*s: directory loop: it is %llu:%llu: not descending",
-				 (int)w->plen, (const char *)w->path, (unsigned long long)n->subvol,
-				 (unsigned long long)n->objectid);
-			handle_note(w->h, m);
-			return true;
-		}
-	return false;
-}
-
-/* Open directory @n: list it (what was listed before a failure is kept). */
-static int push_frame(Walk *w, const struct node *n)
-{
-	if (w->single || !S_ISDIR(n->inode.mode) || n->stub || stop_descent(w, n))
-		return 0;
-	if (w->nfr == w->frcap) {
-		size_t cap = w->frcap ? w->frcap * 2 : 16;
-		void *v = realloc(w->fr, cap * sizeof(*w->fr));
-		if (!v)
-			return -ENOMEM;
-		w->fr = v;
-		w->frcap = cap;
-	}
-	struct frame *f = &w->fr[w->nfr++];
-	*f = (struct frame){
-		.subvol = n->subvol, .objectid = n->objectid, .inode = n->inode, .path_len = w->plen
-	};
-	int rc = btrfsimg_readdir(w->h->fs, n->subvol, n->objectid, collect, f);
-	if (rc == -ENOMEM)
-		return rc;
-	if (rc < 0)
-		note(w, "readdir", rc);
-	return 0;
 }
 
 /* ------------------------------------------------ one record */
@@ -241,7 +121,7 @@ static void rec_clear(struct rec *r)
 	free(r->xbuf);
 }
 
-static void take_handle(Walk *w, const struct node *n, bool conn, struct rec *r)
+static void take_handle(Walk *w, const struct btrfsimg_walk_entry *n, bool conn, struct rec *r)
 {
 	int k = conn ? 1 : 0, len;
 	if (n->dir_inode && !n->stub)
@@ -279,7 +159,7 @@ static int xattr_digest(void *ctx, const uint8_t *name, size_t nlen, const uint8
 	return 0;
 }
 
-static void take_hashes(Walk *w, const struct node *n, struct rec *r)
+static void take_hashes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec *r)
 {
 	btrfsimg_fs *fs = w->h->fs;
 	r->hashed = true;
@@ -289,7 +169,7 @@ static void take_hashes(Walk *w, const struct node *n, struct rec *r)
 					r->sha) == 0;
 		if (!r->sha_ok) {
 			char m[1400];
-			snprintf(m, sizeof(m), "%.*s: %s", (int)w->plen, (const char *)w->path,
+			snprintf(m, sizeof(m), "%.*s: %s", (int)n->path_len, (const char *)n->path,
 				 btrfsimg_errmsg(fs));
 			handle_note(w->h, m);
 		}
@@ -301,7 +181,7 @@ static void take_hashes(Walk *w, const struct node *n, struct rec *r)
 	}
 }
 
-static void take_schemes(Walk *w, const struct node *n, struct rec *r)
+static void take_schemes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec *r)
 {
 	unsigned bits = (unsigned)w->inumbits;
 	uint64_t st_ino = n->objectid;
@@ -312,7 +192,7 @@ static void take_schemes(Walk *w, const struct node *n, struct rec *r)
 	r->nfs_fileid =
 		n->stub ? st_ino : btrfsimg_presented_ino(st_ino, btrfsimg_uniquifier(n->subvol));
 	if (!n->is_start) {
-		uint64_t loc = n->ent.location_objectid, dir = n->dir_tree_subvol;
+		uint64_t loc = n->ent.location_objectid, dir = n->dir_subvol;
 		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
 		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
 	}
@@ -320,7 +200,7 @@ static void take_schemes(Walk *w, const struct node *n, struct rec *r)
 	r->dev = dev < 0 ? -1 : dev;
 }
 
-static void take(Walk *w, const struct node *n)
+static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 {
 	struct rec *r = &w->r;
 	*r = (struct rec){ .inode = n->inode,
@@ -348,87 +228,26 @@ static void take(Walk *w, const struct node *n)
 
 /* ------------------------------------------------ stepping */
 
-/* tools/visit.c start_node. */
-static int start_node(Walk *w, struct node *n)
-{
-	const char *path = w->start;
-	memset(n, 0, sizeof(*n));
-	n->is_start = true;
-	if (*path == '\0' || strspn(path, "/") == strlen(path)) {
-		n->subvol = w->subvol;
-		n->objectid = 256;
-	} else {
-		int rc = btrfsimg_path_lookup(w->h->fs, w->subvol, path, &n->ent);
-		if (rc < 0)
-			return rc;
-		n->subvol = n->ent.target_subvol;
-		n->objectid = n->ent.target_objectid;
-		n->stub = n->ent.kind == BTRFSIMG_TARGET_STUB;
-	}
-	n->dir_subvol = n->subvol;
-	n->dir_objectid = n->objectid;
-	if (!n->stub)
-		return btrfsimg_inode_get(w->h->fs, n->subvol, n->objectid, &n->inode);
-	char *parent = strdup(path);
-	if (!parent)
-		return -ENOMEM;
-	char *slash = strrchr(parent, '/');
-	*(slash ? slash : parent) = '\0';
-	struct btrfsimg_dirent pd;
-	int rc = btrfsimg_path_lookup(w->h->fs, w->subvol, parent, &pd);
-	free(parent);
-	if (rc == 0)
-		rc = btrfsimg_stub_inode(w->h->fs, pd.target_subvol, pd.target_objectid, &n->inode);
-	return rc;
-}
-
 /* Gather the next record into w->r: 1 if there is one, 0 at the end, or a
- * negative errno (fatal: the start could not be read). */
+ * negative errno (fatal: the start could not be read). Per-entry failures
+ * become warnings and the walk goes on. */
 static int step(Walk *w)
 {
-	struct node n;
 	int rc;
-	if (!w->started) {
-		w->started = true;
-		if ((rc = path_set(w, 0, (const uint8_t *)"", 0)) < 0 ||
-		    (rc = start_node(w, &n)) < 0)
+	if (!w->it) {
+		struct btrfsimg_walk_opts o = { .subvol = w->subvol, .path = w->start };
+		if ((rc = btrfsimg_walk_open(w->h->fs, &o, &w->it)) < 0)
 			return rc;
-		take(w, &n);
-		return (rc = push_frame(w, &n)) < 0 ? rc : 1;
 	}
-	while (w->nfr) {
-		struct frame *f = &w->fr[w->nfr - 1];
-		if (f->next == f->n) {
-			frame_free(f);
-			w->nfr--;
+	while ((rc = btrfsimg_walk_next(w->it, &w->e)) > 0) {
+		if (w->e->kind == BTRFSIMG_WALK_ERROR) {
+			note(w, w->e->op, w->e->error);
 			continue;
 		}
-		struct entry *e = &f->e[f->next++];
-		if ((rc = path_set(w, f->path_len, e->name, e->d.name_len)) < 0)
-			return rc;
-		n = (struct node){ .ent = e->d,
-				   .subvol = e->d.target_subvol,
-				   .objectid = e->d.target_objectid,
-				   .stub = e->d.kind == BTRFSIMG_TARGET_STUB,
-				   .dir_subvol = f->subvol,
-				   .dir_objectid = f->objectid,
-				   .dir_tree_subvol = f->subvol,
-				   .dir_inode = &f->inode };
-		if (n.stub)
-			rc = btrfsimg_stub_inode(w->h->fs, f->subvol, f->objectid, &n.inode);
-		else
-			rc = btrfsimg_inode_get(w->h->fs, n.subvol, n.objectid, &n.inode);
-		if (rc == -ENOMEM)
-			return rc;
-		if (rc < 0) {
-			note(w, "inode", rc);
-			continue;
-		}
-		take(w, &n);
-		/* the frame array may move: n.dir_inode is not used past take() */
-		return (rc = push_frame(w, &n)) < 0 ? rc : 1;
+		take(w, w->e);
+		return 1;
 	}
-	return 0;
+	return rc;
 }
 
 /* ------------------------------------------------ the dict */
@@ -507,8 +326,8 @@ static PyObject *rec_dict(Walk *w)
 	PyObject *d = PyDict_New();
 	if (!d)
 		return NULL;
-	if (put(d, K_PATH, name_str(w->path, w->plen)) < 0 || put(d, K_INO, u64(r->ino)) < 0 ||
-	    put(d, K_SUBVOL, opt_u64(r->stub, r->subvol)) < 0 ||
+	if (put(d, K_PATH, name_str(w->e->path, w->e->path_len)) < 0 ||
+	    put(d, K_INO, u64(r->ino)) < 0 || put(d, K_SUBVOL, opt_u64(r->stub, r->subvol)) < 0 ||
 	    put(d, K_MODE, PyLong_FromUnsignedLong(i->mode)) < 0 ||
 	    put(d, K_NLINK, PyLong_FromUnsignedLong(i->nlink)) < 0 ||
 	    put(d, K_UID, PyLong_FromUnsignedLong(i->uid)) < 0 ||
@@ -548,9 +367,9 @@ fail:
 
 static void walk_end(Walk *w)
 {
-	for (size_t i = 0; i < w->nfr; i++)
-		frame_free(&w->fr[i]);
-	w->nfr = 0;
+	btrfsimg_walk_close(w->it);
+	w->it = NULL;
+	w->e = NULL;
 	if (w->have_nest)
 		nest_free(&w->nest);
 	w->have_nest = false;
@@ -587,8 +406,6 @@ static void Walk_dealloc(Walk *w)
 	PyObject_GC_UnTrack(w);
 	walk_end(w);
 	rec_clear(&w->r);
-	free(w->path);
-	free(w->fr);
 	free(w->start);
 	Py_XDECREF(w->h);
 	PyObject_GC_Del(w);
