@@ -481,6 +481,14 @@ static int complement_dense(struct run *r, struct piece *p, size_t np, struct nd
 {
 	if (d->b < 8 || d->b >= COMP_MAX_BITS || want_examples(r))
 		return 0;
+	/* Without deletions, dense slices sharing a node (snapshots that only
+	 * grew) split into ranges that fill whole nodes and fold into the base
+	 * at once: leave them. Deletions keep the base from settling nodes. */
+	size_t neg = 0;
+	for (size_t i = 0; i < np; i++)
+		neg += p[i].m < 0 ? p[i].n : 0;
+	if (neg < 16)
+		return 0;
 	uint64_t size = 1ull << (d->b + 1);
 	for (size_t i = 0; i < np; i++) {
 		if (p[i].m <= 0 || p[i].n * 4 <= size * 3)
