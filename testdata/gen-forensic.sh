@@ -11,7 +11,8 @@
 #
 # Writes, per image NAME (single: one device, metadata dup; multi: two
 # devices, metadata raid1, data single; orphan: a file unlinked while open,
-# testdata/gen_forensic_orphan.py):
+# testdata/gen_forensic_orphan.py; span: a deleted file whose extent items
+# fill several leaves, testdata/gen_forensic_span.py):
 #   NAME.img.zst (multi: NAME.1.img.zst NAME.2.img.zst)   zstd -19 --long
 #   NAME.truth.json   versions and the live view (gen_forensic.py)
 set -euo pipefail
@@ -72,4 +73,16 @@ umount "$mnt"
 losetup -d "$l"
 loops=()
 zstd -q -19 --long=27 -f "$work/orphan.copy.img" -o "$out/orphan.img.zst"
+
+# span: a deleted file whose extent items run over several 4 KiB leaves
+truncate -s 128M "$work/span.img"
+l=$(losetup -f --show "$work/span.img")
+loops=("$l")
+mkfs.btrfs -q -f -n 4096 "$l" >/dev/null
+mount -o noatime "$l" "$mnt"
+python3 "$here/gen_forensic_span.py" "$mnt" "$out/span.truth.json"
+umount "$mnt"
+losetup -d "$l"
+loops=()
+zstd -q -19 --long=27 -f "$work/span.img" -o "$out/span.img.zst"
 ls -l "$out"

@@ -20,7 +20,8 @@ kernel showed at the end. Checked:
     " (deleted)"; history lists the superblock's generation;
   - the same image inside an MBR partition gives the same records; the
     two-device image makes no false claim either; a file unlinked while
-    open (the image copied before the close) is an intact orphan;
+    open (the image copied before the close) is an intact orphan; a
+    deleted file whose extent items fill several leaves is whole;
   - hostile stale blocks: a valid block copied where no chunk map puts it
     changes nothing; a stale block with a flipped byte is never used.
 """
@@ -302,6 +303,14 @@ def main():
                 [(r["objectid"], r["status"], r.get("sha256"), r["size"], r["nlink"], r["path"])
                  for r in got] == [(want["ino"], "intact", want["sha256"], want["size"], 0,
                                     want["path"])], got)
+
+        span = imgtest.private_copy(os.path.join(src, "span.img.zst"), tmp)
+        want = imgtest.load_json(os.path.join(src, "span.truth.json"))["span"]
+        got = [(r["status"], r["verified"], r.get("sha256"), r["size"], r["path"])
+               for r in deleted(cli, [span], t, "span") if r["size"] == want["size"]]
+        t.check("span: a deleted file whose extent items fill several leaves, whole and "
+                "verified", got == [("intact", True, want["sha256"], want["size"], want["path"])],
+                got)
 
         devs = [imgtest.private_copy(os.path.join(src, f"multi.{i}.img.zst"), tmp)
                 for i in (1, 2)]

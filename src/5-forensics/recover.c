@@ -212,22 +212,34 @@ static int take_run(struct btrfsimg_forensic *f, const uint8_t *blk, uint32_t nr
 	return 0;
 }
 
-/* A run that reached the end of its leaf: continue in a leaf of the same
- * owner and generation starting with the same inode. */
+/* The first block of [lo, hi) (one owner's, sorted by generation, level,
+ * first key) after (gen, level 0, @after). */
+static const struct bi_fx_block *leaf_after(const struct btrfsimg_forensic *f, size_t lo, size_t hi,
+					    uint64_t gen, const bi_key *after)
+{
+	while (lo < hi) {
+		size_t m = lo + (hi - lo) / 2;
+		const struct bi_fx_block *c = &f->blocks[m];
+		bool before = c->generation < gen || (c->generation == gen && c->level == 0 &&
+						      bi_key_cmp(&c->first, after) <= 0);
+		if (before)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < f->nblocks ? &f->blocks[lo] : NULL;
+}
+
+/* A run that reached the end of its leaf: continue in the leaf of the same
+ * owner and generation that starts next, if it starts with the same inode. */
 static int continue_run(struct btrfsimg_forensic *f, size_t lo, size_t hi,
 			const struct bi_fx_block *b, struct fx_version *v, size_t *cap)
 {
 	bi_key after = b->last;
 	for (int hops = 0; hops < 1024; hops++) {
-		const struct bi_fx_block *n = NULL;
-		for (size_t i = lo; i < hi; i++) {
-			const struct bi_fx_block *c = &f->blocks[i];
-			if (c->generation == b->generation && c->level == 0 && c->nritems &&
-			    c->first.objectid == v->ino && bi_key_cmp(&c->first, &after) > 0 &&
-			    (!n || bi_key_cmp(&c->first, &n->first) < 0))
-				n = c;
-		}
-		if (!n || bi_fx_read_block(f, n) < 0)
+		const struct bi_fx_block *n = leaf_after(f, lo, hi, b->generation, &after);
+		if (!n || n >= f->blocks + hi || n->generation != b->generation || n->level != 0 ||
+		    !n->nritems || n->first.objectid != v->ino || bi_fx_read_block(f, n) < 0)
 			return 0;
 		uint32_t slot = 0;
 		bool at_end;
