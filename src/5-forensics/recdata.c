@@ -36,6 +36,8 @@
 #include "0-base/ondisk.h"
 #include "1-image/dev.h"
 #include "3-btrfs/chunk.h"
+#include "3-btrfs/root.h"
+#include "3-btrfs/tree.h"
 #include "4-files/compress.h"
 #include "4-files/extent.h"
 
@@ -155,10 +157,19 @@ static int live_item(void *ctx, const struct btrfsimg_key *k, const uint8_t *d, 
 	return 0;
 }
 
+/* Extents do not overlap, and no block group or tree block item starts
+ * inside a data extent, so an extent item reaching past @q->b starts at
+ * the objectid of the last item before (b, 0, 0): the walk starts there
+ * (else 128 MiB back, the largest extent). */
 static void live_extent(struct btrfsimg_forensic *f, struct live_q *q)
 {
-	uint64_t back = (uint64_t)MAX_COMPRESSED * 1024; /* 128 MiB: the largest extent */
+	uint64_t back = (uint64_t)MAX_COMPRESSED * 1024;
 	struct btrfsimg_key lo = { q->b > back ? q->b - back : 0, 0, 0 };
+	struct bi_root root;
+	bi_key before = { q->b ? q->b - 1 : 0, 255, UINT64_MAX }, last;
+	if (q->b && bi_root_find(f->fs, OBJ_EXTENT_TREE, &root) == 0 &&
+	    bi_tree_last(f->fs, &root, &before, &last) == 0)
+		lo.objectid = last.objectid;
 	struct btrfsimg_key hi = { q->b + q->len - 1, KT_EXTENT_ITEM, UINT64_MAX };
 	if (btrfsimg_tree_walk(f->fs, OBJ_EXTENT_TREE, &lo, &hi, live_item, q) < 0)
 		q->other = true; /* unknown: not trusted unverified */
