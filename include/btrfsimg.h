@@ -811,6 +811,17 @@ BTRFSIMG_API int btrfsimg_file_read(btrfsimg_fs *fs, uint64_t subvol, uint64_t o
 				    uint64_t offset, void *buf, size_t len, size_t *got);
 
 /**
+ * Digest of the first @p len bytes of a regular file (UINT64_MAX: all of
+ * it), read as btrfsimg_file_read() does, as lowercase hex into @p hex
+ * (@p hexlen >= 2 * digest size + 1; 129 fits every algorithm). @p alg is
+ * an OpenSSL digest name ("sha256", "md5", "sha1", ...). 0, a read's
+ * negative errno (its message on @p fs), -EINVAL (unknown @p alg, @p hex
+ * too small) or -ENOMEM.
+ */
+BTRFSIMG_API int btrfsimg_file_digest(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				      uint64_t len, const char *alg, char *hex, size_t hexlen);
+
+/**
  * The bytes name_to_handle_at() returns for an object, as the kernel
  * encodes them (struct btrfs_fid, little-endian). With @p connectable
  * false: type 0x4d, 20 bytes. With true (AT_HANDLE_CONNECTABLE): the

@@ -44,6 +44,19 @@ BTRFSIMG_API uint64_t btrfsimg_uniquifier(uint64_t subvol);
 BTRFSIMG_API int btrfsimg_subvol_depth(const struct btrfsimg_subvol *v, size_t n,
 				       uint64_t mount_subvol, uint64_t subvol);
 
+/**
+ * numdevs=2 devices of every subvolume with @p mount_subvol mounted (0: the
+ * filesystem's default subvolume), looked up by btrfsimg_numdevs2_dev(): a
+ * table read once (btrfsimg_subvols, btrfsimg_subvol_depth), for a walk
+ * that asks per path. 0, or a negative errno with the message on @p fs.
+ */
+typedef struct btrfsimg_numdevs2 btrfsimg_numdevs2;
+BTRFSIMG_API int btrfsimg_numdevs2_open(btrfsimg_fs *fs, uint64_t mount_subvol,
+					btrfsimg_numdevs2 **out);
+/** 0 or 1; -1 when @p subvol is unknown or not below the mounted one. */
+BTRFSIMG_API int btrfsimg_numdevs2_dev(const btrfsimg_numdevs2 *t, uint64_t subvol);
+BTRFSIMG_API void btrfsimg_numdevs2_free(btrfsimg_numdevs2 *t);
+
 /** What today's kernel and each proposal present for one inode. */
 struct btrfsimg_inode_numbers {
 	uint64_t st_ino;		/**< today: the objectid */

@@ -12,7 +12,7 @@
 void hex_of(const unsigned char *d, size_t n, char *out);
 /* Hex digest of a buffer: out holds 2 * digest size + 1 bytes. */
 void digest_hex(const char *alg, const void *data, size_t len, char *out);
-/* Hex digest of a regular file's contents (read through the library). */
+/* Hex digest of a regular file's first @size bytes: btrfsimg_file_digest. */
 int digest_file(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t size,
 		const char *alg, char *out);
 

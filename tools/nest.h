@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Subvolume nesting, for numdevs=2: a subvolume's device is the parity of
- * the number of subvolume crossings between the mounted subvolume and it. */
+ * the number of subvolume crossings between the mounted subvolume and it
+ * (the library's btrfsimg_numdevs2 table). */
 #ifndef BTRFSIMG_TOOLS_NEST_H
 #define BTRFSIMG_TOOLS_NEST_H
 
@@ -8,12 +9,10 @@
 #include <stdint.h>
 
 #include "btrfsimg.h"
+#include "btrfsimg_inum.h"
 
 struct nest {
-	struct btrfsimg_subvol *v;
-	size_t n;
-	uint64_t mount;		/* the mounted subvolume */
-	int *depth;		/* crossings below the mount, -1 if not below it */
+	btrfsimg_numdevs2 *t;
 };
 
 /* @mount 0: the filesystem's default subvolume. */
@@ -21,6 +20,5 @@ int nest_load(btrfsimg_fs *fs, uint64_t mount, struct nest *out);
 void nest_free(struct nest *n);
 /* 0 or 1; -1 when @subvol is not visible under the mounted subvolume. */
 int nest_dev(const struct nest *n, uint64_t subvol);
-const struct btrfsimg_subvol *nest_find(const struct nest *n, uint64_t subvol);
 
 #endif

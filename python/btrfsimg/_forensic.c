@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "btrfsimg_forensic.h"
-#include "digest.h"
 
 struct drow {
 	struct btrfsimg_recovered r; /* id, path and bad point at the copies below */

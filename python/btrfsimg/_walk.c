@@ -13,12 +13,10 @@
 #include "ext.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#include "digest.h"
-#include "nest.h"
 
 enum {
 	K_PATH,
@@ -91,8 +89,7 @@ typedef struct {
 	char *start;
 	bool hash, single, done;
 	int inumbits;
-	struct nest nest;
-	bool have_nest;
+	btrfsimg_numdevs2 *devs;	     /* numdevs=2 devices (inumbits >= 0) */
 	btrfsimg_walk *it;		     /* opened by the first next() */
 	const struct btrfsimg_walk_entry *e; /* the current path's */
 	struct rec r;
@@ -150,8 +147,11 @@ static int xattr_digest(void *ctx, const uint8_t *name, size_t nlen, const uint8
 		r->xbuf = b;
 		r->xcap = cap;
 	}
-	char hex[65];
-	digest_hex("sha256", value, vlen, hex);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	char hex[2 * EVP_MAX_MD_SIZE + 1];
+	EVP_Digest(value, vlen, md, &mdlen, EVP_sha256(), NULL);
+	hex_of(md, mdlen, hex);
 	memcpy(r->xbuf + r->xlen, &nlen, sizeof(nlen));
 	memcpy(r->xbuf + r->xlen + sizeof(nlen), name, nlen);
 	memcpy(r->xbuf + r->xlen + sizeof(nlen) + nlen, hex, 64);
@@ -165,8 +165,8 @@ static void take_hashes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec
 	r->hashed = true;
 	r->is_reg = S_ISREG(n->inode.mode);
 	if (r->is_reg) {
-		r->sha_ok = digest_file(fs, n->subvol, n->objectid, n->inode.size, "sha256",
-					r->sha) == 0;
+		r->sha_ok = btrfsimg_file_digest(fs, n->subvol, n->objectid, n->inode.size,
+						 "sha256", r->sha, sizeof(r->sha)) == 0;
 		if (!r->sha_ok) {
 			char m[1400];
 			snprintf(m, sizeof(m), "%.*s: %s", (int)n->path_len, (const char *)n->path,
@@ -196,7 +196,7 @@ static void take_schemes(Walk *w, const struct btrfsimg_walk_entry *n, struct re
 		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
 		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
 	}
-	int dev = n->stub ? 0 : nest_dev(&w->nest, n->subvol);
+	int dev = n->stub ? 0 : btrfsimg_numdevs2_dev(w->devs, n->subvol);
 	r->dev = dev < 0 ? -1 : dev;
 }
 
@@ -251,6 +251,16 @@ static int step(Walk *w)
 }
 
 /* ------------------------------------------------ the dict */
+
+void hex_of(const unsigned char *d, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[d[i] >> 4];
+		out[2 * i + 1] = digits[d[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
 
 static int put(PyObject *d, int k, PyObject *v)
 {
@@ -370,9 +380,8 @@ static void walk_end(Walk *w)
 	btrfsimg_walk_close(w->it);
 	w->it = NULL;
 	w->e = NULL;
-	if (w->have_nest)
-		nest_free(&w->nest);
-	w->have_nest = false;
+	btrfsimg_numdevs2_free(w->devs);
+	w->devs = NULL;
 	w->done = true;
 }
 
@@ -456,13 +465,12 @@ PyObject *walk_new(Handle *h, uint64_t subvol, const char *path, Py_ssize_t path
 	}
 	if (inumbits >= 0) {
 		int rc;
-		HANDLE_CALL(h, rc, rc = nest_load(h->fs, mount_subvol, &w->nest));
+		HANDLE_CALL(h, rc, rc = btrfsimg_numdevs2_open(h->fs, mount_subvol, &w->devs));
 		if (rc < 0) {
 			Py_DECREF(w);
 			handle_drain(h);
 			return handle_raise(h, rc);
 		}
-		w->have_nest = true;
 	}
 	return (PyObject *)w;
 }

@@ -75,6 +75,8 @@ PyObject *u64(uint64_t v);
 PyObject *name_str(const uint8_t *s, size_t n); /* UTF-8, surrogateescape */
 PyObject *time_list(int64_t sec, uint32_t nsec);
 int set_take(PyObject *d, const char *key, PyObject *v); /* steals v */
+/* @n bytes as 2n lowercase hex digits and a NUL into @out (_walk.c). */
+void hex_of(const unsigned char *d, size_t n, char *out);
 
 /* _dicts.c */
 PyObject *dict_super(Handle *h);

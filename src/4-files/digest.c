@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+/* btrfsimg_file_digest: a file's contents through an OpenSSL digest, read
+ * in 1 MiB pieces (never the whole file at once). */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "0-base/err.h"
+#include "0-base/handle.h"
+
+#define CHUNK (1u << 20)
+
+int btrfsimg_file_digest(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t len,
+			 const char *alg, char *hex, size_t hexlen)
+{
+	static const char digits[] = "0123456789abcdef";
+	const EVP_MD *md = alg ? EVP_get_digestbyname(alg) : NULL;
+	if (!md || !hex || hexlen < 2 * (size_t)EVP_MD_size(md) + 1)
+		return bi_err(fs, -EINVAL, "file digest: %s '%s'",
+			      md ? "no room for the hex of" : "unknown digest", alg ? alg : "");
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	uint8_t *buf = malloc(CHUNK);
+	int rc = (ctx && buf) ? 0 : -ENOMEM;
+	if (rc == 0 && !EVP_DigestInit_ex(ctx, md, NULL))
+		rc = -EINVAL;
+	for (uint64_t off = 0; rc == 0 && off < len;) {
+		size_t got = 0, want = len - off < CHUNK ? (size_t)(len - off) : CHUNK;
+		rc = btrfsimg_file_read(fs, subvol, objectid, off, buf, want, &got);
+		if (rc == 0 && got == 0)
+			break;
+		if (rc == 0)
+			EVP_DigestUpdate(ctx, buf, got);
+		off += got;
+	}
+	if (rc == 0) {
+		unsigned char out[EVP_MAX_MD_SIZE];
+		unsigned n = 0;
+		EVP_DigestFinal_ex(ctx, out, &n);
+		for (unsigned i = 0; i < n; i++) {
+			hex[2 * i] = digits[out[i] >> 4];
+			hex[2 * i + 1] = digits[out[i] & 15];
+		}
+		hex[2 * n] = '\0';
+	}
+	EVP_MD_CTX_free(ctx);
+	free(buf);
+	return rc;
+}
