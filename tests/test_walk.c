@@ -9,7 +9,9 @@
  * still: a start below the root (the view's subtree), a depth limit (the
  * view's top level, one "not descending" error per directory cut off),
  * skipping directories (their subtrees left out, nothing else) and
- * directories reported again after their children (POST_DIRS).
+ * directories reported again after their children (POST_DIRS). And
+ * btrfsimg_file_digest of every regular file equals the view's sha256 of
+ * the kernel's bytes; unknown digests and short buffers are refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +34,7 @@ struct vrec {
 	char *path; /* as json-c decodes the view's string */
 	uint64_t ino, subvol, mode, nlink, uid, gid, size, d_ino;
 	bool stub, start;
+	char sha256[65]; /* the kernel's bytes' digest; "" for non-files */
 };
 
 struct view {
@@ -88,6 +91,7 @@ static struct view *view_open(const char *name)
 		w->v = realloc(w->v, (w->n + 1) * sizeof(*w->v));
 		assert_non_null(w->v);
 		struct vrec *r = &w->v[w->n++];
+		memset(r, 0, sizeof(*r));
 		json_object *path = NULL;
 		json_object_object_get_ex(o, "path", &path);
 		r->path = strdup(json_object_get_string(path));
@@ -99,6 +103,10 @@ static struct view *view_open(const char *name)
 		r->gid = num(o, "gid", NULL);
 		r->size = num(o, "size", NULL);
 		r->d_ino = num(o, "d_ino", &r->start);
+		json_object *sha = NULL;
+		if (json_object_object_get_ex(o, "sha256", &sha) &&
+		    json_object_is_type(sha, json_type_string))
+			snprintf(r->sha256, sizeof(r->sha256), "%s", json_object_get_string(sha));
 		json_object_put(o);
 	}
 	free(text);
@@ -207,7 +215,7 @@ static void whole(const char *name)
 	btrfsimg_walk *it;
 	assert_int_equal(btrfsimg_walk_open(w->fs, &o, &it), 0);
 	const struct btrfsimg_walk_entry *e;
-	size_t i = 0;
+	size_t i = 0, digests = 0;
 	int rc;
 	while ((rc = btrfsimg_walk_next(it, &e)) > 0) {
 		if (i >= w->n)
@@ -217,10 +225,19 @@ static void whole(const char *name)
 		assert_int_equal(e->depth, e->path_len ? 1 + slashes(e->path, e->path_len) : 0);
 		if (i && !e->stub) /* the parent's inode, as the handle needs */
 			assert_non_null(e->dir_inode);
+		if (w->v[i].sha256[0]) { /* btrfsimg_file_digest against the kernel's bytes */
+			char hex[129];
+			if (btrfsimg_file_digest(w->fs, e->subvol, e->objectid, UINT64_MAX,
+						 "sha256", hex, sizeof(hex)) < 0)
+				fail_msg("%s: %s", w->v[i].path, btrfsimg_errmsg(w->fs));
+			assert_string_equal(hex, w->v[i].sha256);
+			digests++;
+		}
 		i++;
 	}
 	assert_int_equal(rc, 0);
 	assert_int_equal(i, w->n);
+	assert_true(digests > 0);
 	assert_int_equal(btrfsimg_walk_next(it, &e), 0); /* stays at the end */
 	btrfsimg_walk_close(it);
 	view_free(w);
@@ -398,12 +415,34 @@ static void test_skip_and_post(void **state)
 	view_free(w);
 }
 
+static void test_digest_args(void **state)
+{
+	(void)state;
+	struct view *w = view_open("special");
+	char hex[129];
+	size_t i = 0;
+	while (i < w->n && !w->v[i].sha256[0])
+		i++;
+	assert_true(i < w->n);
+	uint64_t sv = w->v[i].subvol, ino = w->v[i].ino;
+	assert_int_equal(btrfsimg_file_digest(w->fs, sv, ino, UINT64_MAX, "no-such", hex, 129),
+			 -EINVAL);
+	assert_int_equal(btrfsimg_file_digest(w->fs, sv, ino, UINT64_MAX, "sha256", hex, 64),
+			 -EINVAL);
+	/* len 0: the digest of nothing */
+	assert_int_equal(btrfsimg_file_digest(w->fs, sv, ino, 0, "sha256", hex, 65), 0);
+	assert_string_equal(hex,
+			    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	view_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_view_subvols), cmocka_unit_test(test_view_names),
 		cmocka_unit_test(test_view_special), cmocka_unit_test(test_start_path),
 		cmocka_unit_test(test_depth_limit),  cmocka_unit_test(test_skip_and_post),
+		cmocka_unit_test(test_digest_args),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
