@@ -343,7 +343,7 @@ static int settle(struct btrfsimg_forensic *f, struct found *fd)
 		}
 		fd->v[w++] = fd->v[i];
 	}
-	qsort(fd->v, w, sizeof(*fd->v), block_cmp);
+	fx_qsort(fd->v, w, sizeof(*fd->v), block_cmp);
 	size_t u = 0;
 	for (size_t i = 0; i < w; i++) {
 		const struct bi_fx_block *p = u ? &fd->v[u - 1] : NULL;

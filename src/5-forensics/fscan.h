@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "btrfsimg_forensic.h"
 #include "0-base/handle.h"
@@ -69,5 +70,13 @@ void bi_fx_owner_range(const struct btrfsimg_forensic *f, uint64_t owner, size_t
 /* Free the index and the handle (what the scan made; recover.c's
  * btrfsimg_forensic_free frees its part first). Accepts NULL. */
 void bi_fx_index_free(struct btrfsimg_forensic *f);
+
+/* qsort that accepts an empty (NULL) array, which qsort itself may not. */
+static inline void fx_qsort(void *base, size_t n, size_t size,
+			    int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
 
 #endif

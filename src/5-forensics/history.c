@@ -181,7 +181,7 @@ static int generations(const struct btrfsimg_forensic *f, uint64_t **out, size_t
 		g[k++] = f->blocks[i].generation;
 	for (size_t i = 0; i < f->nsroots; i++)
 		g[k++] = f->sroots[i].generation;
-	qsort(g, k, sizeof(*g), gen_cmp);
+	fx_qsort(g, k, sizeof(*g), gen_cmp);
 	size_t u = 0;
 	for (size_t i = 0; i < k; i++)
 		if (!u || g[u - 1] != g[i])
@@ -261,7 +261,7 @@ int btrfsimg_forensic_history(btrfsimg_forensic *f, btrfsimg_generation_fn fn, v
 		goto out;
 	for (size_t i = 0; i < f->nblocks; i++)
 		h.by_addr[i] = (struct addr){ f->blocks[i].bytenr, f->blocks[i].generation, i };
-	qsort(h.by_addr, f->nblocks, sizeof(*h.by_addr), addr_cmp);
+	fx_qsort(h.by_addr, f->nblocks, sizeof(*h.by_addr), addr_cmp);
 	rc = 0;
 	for (size_t i = 0; i < ngens && rc == 0; i++)
 		rc = one_generation(&h, gens[i], fn, ctx);

@@ -217,6 +217,8 @@ static bool stale_reuse(const struct bi_fx_recovered *r, const struct bi_extent 
 static const struct fx_dext *dext_of(const struct bi_fx_recovered *r, const struct bi_extent *e)
 {
 	struct fx_dext key = { e->disk_bytenr, e->disk_num_bytes, e->generation, 0 };
+	if (!r->ndext)
+		return NULL;
 	return bsearch(&key, r->dext, r->ndext, sizeof(*r->dext), dext_cmp);
 }
 
@@ -380,7 +382,7 @@ static uint64_t nbytes_of(const struct fx_version *v)
 /* Status and verified of a version from its extents' states. */
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf)
 {
-	qsort(v->ext, v->next, sizeof(*v->ext), ext_cmp);
+	fx_qsort(v->ext, v->next, sizeof(*v->ext), ext_cmp);
 	v->state = calloc(v->next ? v->next : 1, 1);
 	const char **whys = calloc(v->next ? v->next : 1, sizeof(*whys));
 	if (!v->state || !whys) {

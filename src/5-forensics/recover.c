@@ -440,7 +440,7 @@ static int csum_cmp(const void *pa, const void *pb)
 /* One entry per (bytenr, len, gen) with the newest sightings. */
 static void merge_dext(struct bi_fx_recovered *r)
 {
-	qsort(r->dext, r->ndext, sizeof(*r->dext), dext_cmp);
+	fx_qsort(r->dext, r->ndext, sizeof(*r->dext), dext_cmp);
 	size_t u = 0;
 	for (size_t i = 0; i < r->ndext; i++) {
 		struct fx_dext *p = u ? &r->dext[u - 1] : NULL, *d = &r->dext[i];
@@ -457,7 +457,7 @@ static void merge_dext(struct bi_fx_recovered *r)
 /* Identical versions of a file (same signature) once: the newest. */
 static void merge_versions(struct bi_fx_recovered *r)
 {
-	qsort(r->v, r->nv, sizeof(*r->v), ver_cmp);
+	fx_qsort(r->v, r->nv, sizeof(*r->v), ver_cmp);
 	size_t u = 0;
 	for (size_t i = 0; i < r->nv; i++) {
 		struct fx_version *p = u ? &r->v[u - 1] : NULL, *v = &r->v[i];
@@ -469,7 +469,7 @@ static void merge_versions(struct bi_fx_recovered *r)
 		r->v[u++] = *v;
 	}
 	r->nv = u;
-	qsort(r->v, r->nv, sizeof(*r->v), order_cmp);
+	fx_qsort(r->v, r->nv, sizeof(*r->v), order_cmp);
 }
 
 /* ------------------------------------------------------------ paths */
@@ -735,8 +735,8 @@ static int build(struct btrfsimg_forensic *f)
 		goto out;
 	if ((rc = collect(f)) < 0)
 		goto out;
-	qsort(r->refs, r->nrefs, sizeof(*r->refs), ref_cmp);
-	qsort(r->csums, r->ncsums, sizeof(*r->csums), csum_cmp);
+	fx_qsort(r->refs, r->nrefs, sizeof(*r->refs), ref_cmp);
+	fx_qsort(r->csums, r->ncsums, sizeof(*r->csums), csum_cmp);
 	merge_dext(r);
 	merge_versions(r);
 	classify(f);
