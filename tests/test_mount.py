@@ -290,7 +290,7 @@ def child_syslog(cli, img, mnt, path, off):
     import socket
     old = tempfile.mkdtemp(prefix="fuse-test-mount.dev.")
     subprocess.run(["mount", "--bind", "/dev", old], check=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "fuse2-dev", "/dev"], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "test-mount-dev", "/dev"], check=True)
     for n in ("fuse", "null", "zero", "full", "random", "urandom"):
         open("/dev/" + n, "w").close()
         subprocess.run(["mount", "--bind", os.path.join(old, n), "/dev/" + n], check=True)
