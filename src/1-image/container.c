@@ -19,6 +19,19 @@
  * sequential walk pays the library's per-call cost once per 512 KiB.
  * Large reads (a whole extent) go straight to the library. A block that
  * fails to read is never cached.
+ *
+ * Decoding ahead (EWF, qcow2: formats with ops->ahead_read): once reads
+ * go sequentially through the blocks (the next block, or one inside the
+ * window), a background thread per container decodes the next
+ * BI_CTR_DEPTH blocks not yet cached, one at a time into its own 64 KiB
+ * buffer, and puts each in its slot; the caller's thread meanwhile does
+ * the filesystem's work, and on reaching a block still in flight waits
+ * for it rather than decoding it twice. Large reads then take the cached
+ * blocks and read the rest whole-block by whole-block straight into the
+ * caller's buffer. The thread reads only through its own state (its own
+ * libewf handle, its own qcow2 tables and buffers) and serves only what
+ * verified cleanly: a block it cannot read is left to the caller's read,
+ * which reports it as ever. It stops and is joined in bi_ctr_free.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -291,6 +304,9 @@ int bi_ctr_open(struct bi_ctr **out, const char *path, int format, char *err, si
 	c->ops = ops;
 	c->detail = "";
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->cmu, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	pthread_cond_init(&c->done, NULL);
 	int rc = ops->open(c, err, errlen);
 	if (rc == 0 && ops->cached) {
 		c->cache = malloc((size_t)BI_CTR_SLOTS * BI_CTR_BLOCK);
@@ -312,6 +328,16 @@ void bi_ctr_free(struct bi_ctr *c)
 {
 	if (!c)
 		return;
+	if (c->ahead_on) {
+		pthread_mutex_lock(&c->cmu);
+		c->stop = true;
+		pthread_cond_signal(&c->wake);
+		pthread_mutex_unlock(&c->cmu);
+		pthread_join(c->ahead, NULL);
+	}
+	if (c->ahead_st)
+		c->ops->ahead_free(c->ahead_st);
+	free(c->ahead_buf);
 	if (c->h && c->ops->close)
 		c->ops->close(c);
 	for (size_t i = 0; i < c->nsegs; i++)
@@ -328,6 +354,9 @@ void bi_ctr_free(struct bi_ctr *c)
 	free(c->cache);
 	free(c->tags);
 	free(c->path);
+	pthread_cond_destroy(&c->wake);
+	pthread_cond_destroy(&c->done);
+	pthread_mutex_destroy(&c->cmu);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
@@ -335,9 +364,16 @@ void bi_ctr_free(struct bi_ctr *c)
 /* ---------------------------------------------------------------- */
 /* Reading */
 
+/* Locks: mu (held by bi_ctr_read: one caller at a time uses the format's
+ * handle) and, inside it, cmu (the cache's tags and slots, the window,
+ * the background reader's state; held briefly, never across a read by
+ * the caller). The background reader takes only cmu: its reads go
+ * through its own state (ops->ahead_new), never the caller's handle. */
+
 /* Fill the cache slots of blocks [b, b + n) (all inside the disk) with one
  * call to the format; on failure retry block by block, so a bad chunk
- * fails only its own block. */
+ * fails only its own block. The slots are reserved meanwhile (the
+ * background reader does not write them). Called with mu, not cmu. */
 static int fill(struct bi_ctr *c, uint64_t b, unsigned n, char *err, size_t errlen)
 {
 	uint64_t nblocks = (c->size + BI_CTR_BLOCK - 1) / BI_CTR_BLOCK;
@@ -351,35 +387,137 @@ static int fill(struct bi_ctr *c, uint64_t b, unsigned n, char *err, size_t errl
 	uint64_t len = (uint64_t)n * BI_CTR_BLOCK;
 	if (off + len > c->size)
 		len = c->size - off;
+	pthread_mutex_lock(&c->cmu);
 	for (unsigned i = 0; i < n; i++)
 		c->tags[s + i] = 0;
+	c->resv_lo = s;
+	c->resv_n = n;
+	pthread_mutex_unlock(&c->cmu);
 	int rc =
 		c->ops->read(c, off, c->cache + (size_t)s * BI_CTR_BLOCK, (size_t)len, err, errlen);
+	pthread_mutex_lock(&c->cmu);
+	c->resv_n = 0;
+	for (unsigned i = 0; rc == 0 && i < n; i++)
+		c->tags[s + i] = b + i + 1;
+	pthread_mutex_unlock(&c->cmu);
 	if (rc < 0 && n > 1)
 		return fill(c, b, 1, err, errlen);
-	if (rc < 0)
-		return rc;
-	for (unsigned i = 0; i < n; i++)
-		c->tags[s + i] = b + i + 1;
-	return 0;
+	return rc;
+}
+
+/* The background reader: while the window [want_lo, want_hi) holds a
+ * block not in the cache, read it (cmu released) into ahead_buf and put it
+ * in its slot. A block that fails is skipped: the caller's own read meets
+ * it and reports it. */
+static void *ahead_main(void *arg)
+{
+	struct bi_ctr *c = arg;
+	uint64_t nblocks = (c->size + BI_CTR_BLOCK - 1) / BI_CTR_BLOCK;
+	pthread_mutex_lock(&c->cmu);
+	while (!c->stop) {
+		uint64_t b = c->want_lo;
+		while (b < c->want_hi && b < nblocks && c->tags[b % BI_CTR_SLOTS] == b + 1)
+			b++;
+		if (b >= c->want_hi || b >= nblocks) {
+			c->want_lo = c->want_hi;
+			pthread_cond_wait(&c->wake, &c->cmu);
+			continue;
+		}
+		c->want_lo = b + 1;
+		c->busy = b + 1;
+		pthread_mutex_unlock(&c->cmu);
+		uint64_t off = b * BI_CTR_BLOCK;
+		size_t len = c->size - off < BI_CTR_BLOCK ? (size_t)(c->size - off) : BI_CTR_BLOCK;
+		int rc = c->ops->ahead_read(c, c->ahead_st, off, c->ahead_buf, len);
+		pthread_mutex_lock(&c->cmu);
+		unsigned s = (unsigned)(b % BI_CTR_SLOTS);
+		bool reserved = c->resv_n && s >= c->resv_lo && s < c->resv_lo + c->resv_n;
+		if (rc == 0 && !reserved && c->tags[s] != b + 1) {
+			memcpy(c->cache + (size_t)s * BI_CTR_BLOCK, c->ahead_buf, len);
+			c->tags[s] = b + 1;
+		}
+		c->busy = 0;
+		pthread_cond_broadcast(&c->done);
+	}
+	pthread_mutex_unlock(&c->cmu);
+	return NULL;
+}
+
+/* An access to block @b (cmu held): when it continues a sequential stream
+ * (the next block, or inside the window read ahead), move the window past
+ * it, starting the background reader the first time. Whether it runs. */
+static bool ahead_want(struct bi_ctr *c, uint64_t b)
+{
+	if (c->ahead_off)
+		return false;
+	bool seq = b == c->last_b + 1 ||
+		   (c->want_hi >= BI_CTR_DEPTH && b >= c->want_hi - BI_CTR_DEPTH && b < c->want_hi);
+	c->last_b = b;
+	if (!seq)
+		return c->ahead_on;
+	if (!c->ahead_on) {
+		c->ahead_off = true; /* unless it starts */
+		if (!c->ops->ahead_new || !(c->ahead_st = c->ops->ahead_new(c)))
+			return false;
+		c->ahead_buf = malloc(BI_CTR_BLOCK);
+		if (!c->ahead_buf || pthread_create(&c->ahead, NULL, ahead_main, c) != 0)
+			return false;
+		c->ahead_on = true;
+		c->ahead_off = false;
+	}
+	if (b + 1 + BI_CTR_DEPTH > c->want_hi) {
+		if (c->want_lo < b + 1 || c->want_lo > b + 1 + BI_CTR_DEPTH)
+			c->want_lo = b + 1;
+		c->want_hi = b + 1 + BI_CTR_DEPTH;
+		pthread_cond_signal(&c->wake);
+	}
+	return true;
+}
+
+/* Copy [in, in+n) of block @b to @buf if it is cached (cmu held). */
+static bool hit(struct bi_ctr *c, uint64_t b, size_t in, uint8_t *buf, size_t n)
+{
+	unsigned s = (unsigned)(b % BI_CTR_SLOTS);
+	if (c->tags[s] != b + 1)
+		return false;
+	memcpy(buf, c->cache + (size_t)s * BI_CTR_BLOCK + in, n);
+	return true;
 }
 
 static int cached_read(struct bi_ctr *c, uint64_t off, uint8_t *buf, size_t len, char *err,
 		       size_t errlen)
 {
+	bool big = len >= 4 * BI_CTR_BLOCK; /* whole blocks missed skip the cache */
 	while (len > 0) {
 		uint64_t b = off / BI_CTR_BLOCK;
 		size_t in = (size_t)(off % BI_CTR_BLOCK);
 		size_t n = BI_CTR_BLOCK - in < len ? BI_CTR_BLOCK - in : len;
-		unsigned s = (unsigned)(b % BI_CTR_SLOTS);
-		if (c->tags[s] != b + 1) {
-			unsigned ahead = c->last_miss == b ? BI_CTR_AHEAD : 1;
+		pthread_mutex_lock(&c->cmu);
+		bool bg = ahead_want(c, b);
+		while (c->busy == b + 1) /* being read ahead: wait for it */
+			pthread_cond_wait(&c->done, &c->cmu);
+		bool done = hit(c, b, in, buf, n);
+		unsigned ahead = !bg && c->last_miss == b ? BI_CTR_AHEAD : 1;
+		if (!done)
 			c->last_miss = b + ahead;
+		pthread_mutex_unlock(&c->cmu);
+		if (!done && big && in == 0 && n == BI_CTR_BLOCK) {
+			int rc = c->ops->read(c, off, buf, n, err, errlen);
+			if (rc < 0)
+				return rc;
+		} else if (!done) {
 			int rc = fill(c, b, ahead, err, errlen);
 			if (rc < 0)
 				return rc;
+			pthread_mutex_lock(&c->cmu);
+			done = hit(c, b, in, buf, n);
+			pthread_mutex_unlock(&c->cmu);
+			if (!done) { /* filled, then replaced: read it as it is */
+				int rc2 = c->ops->read(c, off, buf, n, err, errlen);
+				if (rc2 < 0)
+					return rc2;
+			}
 		}
-		memcpy(buf, c->cache + (size_t)s * BI_CTR_BLOCK + in, n);
 		buf += n;
 		off += n;
 		len -= n;
@@ -400,7 +538,7 @@ int bi_ctr_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char *err
 		return 0;
 	pthread_mutex_lock(&c->mu);
 	int rc;
-	if (!c->cache || len >= 4 * BI_CTR_BLOCK)
+	if (!c->cache || (len >= 4 * BI_CTR_BLOCK && c->ahead_off))
 		rc = c->ops->read(c, off, buf, len, err, errlen);
 	else
 		rc = cached_read(c, off, buf, len, err, errlen);

@@ -7,7 +7,8 @@
  * container.c holds the table, detection by signature, and the read
  * path every format shares (a cache of decoded blocks, read-ahead for
  * sequential work, and a mutex: the libyal handles are not shared between
- * threads).
+ * threads). For EWF and qcow2 a sequential stream is decoded ahead on a
+ * background thread of the container's own, through its own handle.
  *
  *   btrfsimg_add_device_file(ev.E01)
  *      -> bi_ctr_detect: signature at 0 (or the VHD footer at the end)
@@ -41,6 +42,16 @@ struct bi_ctr_ops {
 	int (*read)(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char *err,
 		    size_t errlen);
 	void (*close)(struct bi_ctr *c);
+	/* Reading ahead on a background thread (NULL: none). ahead_new
+	 * makes the thread's own state (NULL when this image cannot be read
+	 * that way); ahead_read reads [off, off+len) with @c->mu NOT held
+	 * (taking it only around the library calls that share the format's
+	 * handle) and returns 0 when every byte was read and verified, else
+	 * nonzero: the block is then left to the caller's own read, which
+	 * reports the failure as ever. */
+	void *(*ahead_new)(struct bi_ctr *c);
+	int (*ahead_read)(struct bi_ctr *c, void *st, uint64_t off, uint8_t *buf, size_t len);
+	void (*ahead_free)(void *st);
 };
 
 /* One key of a container's metadata ("case_number" -> "2026-117"). */
@@ -79,6 +90,18 @@ struct bi_ctr {
 	uint8_t *cache;
 	uint64_t *tags;	    /* block number + 1 per slot; 0 empty */
 	uint64_t last_miss; /* block of the last miss + 1 (read-ahead) */
+	/* the background reader (container.c), all under cmu */
+	pthread_mutex_t cmu; /* the cache, the window (container.c) */
+	pthread_t ahead;
+	pthread_cond_t wake;		/* for the reader: the window moved, or stop */
+	pthread_cond_t done;		/* for readers of the cache: a block is in */
+	void *ahead_st;			/* ops->ahead_new's state */
+	uint8_t *ahead_buf;		/* the one block in flight */
+	uint64_t want_lo, want_hi;	/* blocks wanted ahead: [lo, hi) */
+	uint64_t busy;			/* block being read ahead + 1; 0 none */
+	uint64_t last_b;		/* the block of the last access */
+	unsigned resv_lo, resv_n;	/* slots the caller is filling */
+	bool ahead_on, ahead_off, stop; /* running; not possible; shut down */
 };
 
 /* Cache geometry: direct-mapped blocks of 64 KiB; a sequential run of
@@ -86,6 +109,10 @@ struct bi_ctr {
 #define BI_CTR_BLOCK (64u * 1024)
 #define BI_CTR_SLOTS 128u
 #define BI_CTR_AHEAD 8u
+/* With a background reader: a sequential stream keeps the next
+ * BI_CTR_DEPTH blocks (2 MiB) decoded ahead of the reads, one block in
+ * flight at a time. */
+#define BI_CTR_DEPTH 32u
 
 /* The format at @path by signature (or, for split raw, by name:
  * NAME.001 with NAME.002 beside it). BTRFSIMG_FORMAT_RAW when none. Reads

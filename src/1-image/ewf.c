@@ -28,6 +28,15 @@
 
 #include "1-image/container.h"
 
+/* A chunk's stored bytes and an inflater: the caller's (in struct ewf)
+ * and the background reader's (with its own handle), each its own. */
+struct ewf_inflater {
+	libewf_handle_t *h; /* the background reader's; NULL in struct ewf */
+	uint8_t *raw;
+	size_t rawcap;
+	struct inflate_state *inf;
+};
+
 struct ewf {
 	libewf_handle_t *h;
 	uint32_t chunk;	     /* bytes per chunk */
@@ -37,9 +46,7 @@ struct ewf {
 	uint64_t (*bad)[2];
 	/* the fast path (ewf_chunk_fast): a chunk's stored bytes, inflated
 	 * by ISA-L (2-3x zlib's speed); NULL when the chunk size is absurd */
-	uint8_t *raw;
-	size_t rawcap;
-	struct inflate_state *inf;
+	struct ewf_inflater x;
 };
 
 static void ewf_why(libewf_error_t **e, char *why, size_t len)
@@ -188,10 +195,26 @@ static void ewf_close(struct bi_ctr *c)
 		libewf_handle_free(&w->h, NULL);
 	}
 	free(w->bad);
-	free(w->raw);
-	free(w->inf);
+	free(w->x.raw);
+	free(w->x.inf);
 	free(w);
 	c->h = NULL;
+}
+
+static int inflater_init(struct ewf_inflater *x, uint32_t chunk)
+{
+	x->rawcap = (size_t)chunk * 2 + 4096;
+	x->raw = malloc(x->rawcap);
+	x->inf = malloc(sizeof(*x->inf));
+	return x->raw && x->inf ? 0 : -ENOMEM;
+}
+
+static void inflater_free(struct ewf_inflater *x)
+{
+	free(x->raw);
+	free(x->inf);
+	x->raw = NULL;
+	x->inf = NULL;
 }
 
 static int ewf_open(struct bi_ctr *c, char *err, size_t errlen)
@@ -230,13 +253,8 @@ static int ewf_open(struct bi_ctr *c, char *err, size_t errlen)
 	/* the fast path for chunks of sane size (libewf itself allows up to
 	 * 2^31 sectors of up to 2^32 bytes; real ones are 32 KiB - 16 MiB) */
 	if (rc == 0 && w->chunk >= 512 && w->chunk <= (64u << 20)) {
-		w->rawcap = (size_t)w->chunk * 2 + 4096;
-		w->raw = malloc(w->rawcap);
-		w->inf = malloc(sizeof(*w->inf));
-		if (!w->raw || !w->inf) {
-			free(w->raw);
-			w->raw = NULL;
-		}
+		if (inflater_init(&w->x, w->chunk) < 0)
+			inflater_free(&w->x);
 	}
 	c->size = size;
 	c->detail = "";
@@ -299,26 +317,30 @@ static int crc_failed(struct bi_ctr *c, struct ewf *w, uint64_t off, size_t len,
 }
 
 /* Chunk @k, whole (@n bytes: the chunk size, less for the last one), into
- * @out through the fast path: its stored bytes (libewf_handle_read_chunk),
- * a compressed one inflated by ISA-L with the zlib stream's Adler-32
+ * @out through the fast path: its stored bytes (libewf_handle_read_chunk
+ * through @h), a
+ * compressed one inflated by ISA-L with the zlib stream's Adler-32
  * checked. 0, or 1 when the fast path does not apply (an uncompressed
  * chunk, an error, a checksum mismatch): the caller reads the chunk through
  * libewf, which checks and records it as ever. */
-static int ewf_chunk_fast(struct ewf *w, uint64_t k, uint8_t *out, size_t n)
+static int chunk_fast(libewf_handle_t *h, uint32_t chunk, struct ewf_inflater *x, uint64_t k,
+		      uint8_t *out, size_t n)
 {
-	if (!w->raw || libewf_handle_seek_offset(w->h, (off64_t)(k * w->chunk), SEEK_SET, NULL) < 0)
-		return 1;
 	int8_t comp = 0, have_sum = 0;
 	uint32_t sum = 0;
 	uint8_t sumbuf[4];
-	ssize_t r = libewf_handle_read_chunk(w->h, w->raw, w->rawcap, &comp, sumbuf, &sum,
-					     &have_sum, NULL);
-	if (r <= 0 || !comp || (size_t)r >= w->rawcap)
+	ssize_t r = -1;
+	if (!x->raw)
 		return 1;
-	struct inflate_state *st = w->inf;
+	if (libewf_handle_seek_offset(h, (off64_t)(k * chunk), SEEK_SET, NULL) >= 0)
+		r = libewf_handle_read_chunk(h, x->raw, x->rawcap, &comp, sumbuf, &sum, &have_sum,
+					     NULL);
+	if (r <= 0 || !comp || (size_t)r >= x->rawcap)
+		return 1;
+	struct inflate_state *st = x->inf;
 	isal_inflate_init(st);
 	st->crc_flag = ISAL_ZLIB;
-	st->next_in = w->raw;
+	st->next_in = x->raw;
 	st->avail_in = (uint32_t)r;
 	st->next_out = out;
 	st->avail_out = (uint32_t)n;
@@ -327,12 +349,17 @@ static int ewf_chunk_fast(struct ewf *w, uint64_t k, uint8_t *out, size_t n)
 	return 0;
 }
 
+static int ewf_chunk_fast(struct ewf *w, uint64_t k, uint8_t *out, size_t n)
+{
+	return chunk_fast(w->h, w->chunk, &w->x, k, out, n);
+}
+
 /* The whole chunks at the start of [off, off+len) through the fast path;
  * how many bytes were read. */
 static size_t ewf_fast(struct bi_ctr *c, struct ewf *w, uint64_t off, uint8_t *p, size_t len)
 {
 	size_t done = 0;
-	while (w->raw && len - done > 0 && (off + done) % w->chunk == 0) {
+	while (w->x.raw && len - done > 0 && (off + done) % w->chunk == 0) {
 		uint64_t k = (off + done) / w->chunk;
 		uint64_t n = c->size - (off + done) < w->chunk ? c->size - (off + done) : w->chunk;
 		if (n > len - done || ewf_chunk_fast(w, k, p + done, (size_t)n) != 0)
@@ -379,10 +406,67 @@ static int ewf_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char 
 	return 0;
 }
 
+/* The background reader (container.c): whole chunks through the fast
+ * path, with its own libewf handle on the same segment files (a handle is
+ * not shared between threads) and its own buffers. A block that is not
+ * whole chunks all inflating cleanly is left to the caller's read, which
+ * checks and reports it. */
+static void ewf_ahead_free(void *st)
+{
+	struct ewf_inflater *x = st;
+	if (x->h) {
+		libewf_handle_close(x->h, NULL);
+		libewf_handle_free(&x->h, NULL);
+	}
+	inflater_free(x);
+	free(x);
+}
+
+static void *ewf_ahead_new(struct bi_ctr *c)
+{
+	struct ewf *w = c->h;
+	struct ewf_inflater *x = calloc(1, sizeof(*x));
+	char **names = calloc(c->nsegs + 1, sizeof(*names));
+	int n = 0;
+	for (size_t i = 0; names && i < c->nsegs; i++)
+		if (c->segs[i].present)
+			names[n++] = c->segs[i].name;
+	bool ok = w->x.raw && x && names && n > 0 && inflater_init(x, w->chunk) == 0 &&
+		  libewf_handle_initialize(&x->h, NULL) == 1;
+	if (ok && libewf_handle_open(x->h, names, n, LIBEWF_OPEN_READ, NULL) != 1) {
+		libewf_handle_free(&x->h, NULL);
+		ok = false;
+	}
+	free(names);
+	if (!ok && x) {
+		ewf_ahead_free(x);
+		x = NULL;
+	}
+	return x;
+}
+
+static int ewf_ahead_read(struct bi_ctr *c, void *st, uint64_t off, uint8_t *buf, size_t len)
+{
+	struct ewf *w = c->h; /* only its chunk size, fixed since open */
+	struct ewf_inflater *x = st;
+	for (size_t done = 0; done < len;) {
+		uint64_t at = off + done;
+		uint64_t n = c->size - at < w->chunk ? c->size - at : w->chunk;
+		if (at % w->chunk || n > len - done ||
+		    chunk_fast(x->h, w->chunk, x, at / w->chunk, buf + done, (size_t)n))
+			return 1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
 const struct bi_ctr_ops bi_ctr_ewf_ops = {
 	.format = BTRFSIMG_FORMAT_EWF,
 	.cached = true,
 	.open = ewf_open,
 	.read = ewf_read,
 	.close = ewf_close,
+	.ahead_new = ewf_ahead_new,
+	.ahead_read = ewf_ahead_read,
+	.ahead_free = ewf_ahead_free,
 };

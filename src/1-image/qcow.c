@@ -217,10 +217,40 @@ static int qcow_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char
 	return 0;
 }
 
+/* The background reader's own tables and buffers (container.c): the fast
+ * path only, so only for an image without a backing file; libqcow is not
+ * touched off the caller's thread. */
+static void *qcow_ahead_new(struct bi_ctr *c)
+{
+	struct qcow *q = c->h;
+	struct bi_qcheck *chk = NULL;
+	char err[8];
+	if (q->n != 1 || bi_qcheck_open(&chk, q->fd[0], c->path, err, sizeof(err)) < 0)
+		return NULL;
+	return chk;
+}
+
+static int qcow_ahead_read(struct bi_ctr *c, void *st, uint64_t off, uint8_t *buf, size_t len)
+{
+	char err[8];
+	(void)c;
+	if (bi_qcheck_range(st, off, len, err, sizeof(err)) < 0)
+		return 1;
+	return bi_qcheck_fast(st, off, buf, len);
+}
+
+static void qcow_ahead_free(void *st)
+{
+	bi_qcheck_free(st);
+}
+
 const struct bi_ctr_ops bi_ctr_qcow_ops = {
 	.format = BTRFSIMG_FORMAT_QCOW2,
 	.cached = true,
 	.open = qcow_open,
 	.read = qcow_read,
 	.close = qcow_close,
+	.ahead_new = qcow_ahead_new,
+	.ahead_read = qcow_ahead_read,
+	.ahead_free = qcow_ahead_free,
 };
