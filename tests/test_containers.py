@@ -109,6 +109,11 @@ def test_ewf(raw, work):
     rc, out, err = run(walk + ["--format", "raw", e01])
     T.check("--format raw on an E01 reads it as raw: no btrfs, exit 2",
             rc == 2 and b"no btrfs superblock" in err, (rc, err[-300:]))
+    rc, out, err = run(["subvols", "--partition", "1", e01])
+    rrc, _, rerr = run(["subvols", "--partition", "1", raw])
+    T.check("--partition 1 on an E01 of a filesystem: the raw image's error, exit 2",
+            rc == 2 and rrc == 2 and b"holds btrfs itself" in err
+            and err.replace(e01.encode(), raw.encode()) == rerr, (rc, err, rerr))
     rc, recs, err = layers(e01)
     c = recs[0] if recs else {}
     T.check("layers: ewf, the disk's size, every segment",

@@ -165,25 +165,29 @@ static bool global_argument(int argc, char **argv, int *rc)
 
 /* ------------------------------------------------------------ opening */
 
-/* btrfs's magic at 64 KiB + 64 of the image itself: the library reads
- * such an image as the filesystem, whatever --partition says. */
-static bool holds_btrfs(const char *path)
+/* btrfs's magic at 64 KiB + 64 of the disk the image holds (inside its
+ * container: an E01 or qcow2 of a filesystem is such an image too): the
+ * library reads such an image as the filesystem, whatever --partition
+ * says. */
+static bool holds_btrfs(const char *path, int format)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	btrfsimg_image *img = NULL;
+	if (btrfsimg_image_open(&img, path, format, NULL, 0) < 0)
 		return false; /* the library says why */
+	struct btrfsimg_image_info info;
+	btrfsimg_image_info(img, &info);
 	char m[8];
-	off_t size = lseek(fd, 0, SEEK_END);
-	bool yes = size >= 65536 + 4096 && pread(fd, m, sizeof(m), 65536 + 64) == sizeof(m) &&
+	bool yes = info.size >= 65536 + 4096 &&
+		   btrfsimg_image_read(img, 65536 + 64, m, sizeof(m)) == 0 &&
 		   memcmp(m, "_BHRfS_M", sizeof(m)) == 0;
-	close(fd);
+	btrfsimg_image_free(img);
 	return yes;
 }
 
 static int partition_applies(const struct cli *c)
 {
 	for (int i = 0; c->opts.partition && i < c->nimages; i++) {
-		if (!holds_btrfs(c->images[i]))
+		if (!holds_btrfs(c->images[i], c->format))
 			continue;
 		cli_warn("%s: --partition %u: image '%s' holds btrfs itself, not a partition "
 			 "table; leave --partition out", c->cmd, c->opts.partition, c->images[i]);
