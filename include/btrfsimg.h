@@ -497,6 +497,12 @@ struct btrfsimg_subvol {
 	bool deleted;			/**< deleted, not yet cleaned */
 	uint64_t bytenr;		/**< tree root block */
 	uint8_t level;
+	bool snapshot;			/**< made as a snapshot: a ROOT_ITEM of it has a
+					     non-zero key offset, the transid it was taken
+					     in (the rule of `btrfs subvolume list -s`) */
+	uint64_t snapshot_of;		/**< id of the subvolume whose uuid is its
+					     parent_uuid (the first in list order); 0 when
+					     none here has it (gone, or not a snapshot) */
 };
 
 /**
@@ -506,6 +512,11 @@ struct btrfsimg_subvol {
  */
 BTRFSIMG_API int btrfsimg_subvols(btrfsimg_fs *fs, struct btrfsimg_subvol **out, size_t *n);
 BTRFSIMG_API void btrfsimg_subvols_free(struct btrfsimg_subvol *v, size_t n);
+
+/** The entry of id @p id in a list from btrfsimg_subvols() (binary search:
+ *  the list is in ascending id order), or NULL. */
+BTRFSIMG_API const struct btrfsimg_subvol *btrfsimg_subvol_find(const struct btrfsimg_subvol *v,
+								size_t n, uint64_t id);
 
 /** The default subvolume (what a plain mount shows): its id, or a negative errno. */
 BTRFSIMG_API int btrfsimg_default_subvol(btrfsimg_fs *fs, uint64_t *id);

@@ -13,94 +13,15 @@
 #include "json.h"
 #include "text.h"
 
-#define ROOT_ITEM_KEY 132
-#define LAST_FREE_OBJECTID ((uint64_t)-256)
-
-/* What the list says of one subvolume beyond struct btrfsimg_subvol. */
-struct svinfo {
-	bool snapshot;		/* its ROOT_ITEM key offset is not 0 */
-	const struct btrfsimg_subvol *source;	/* whose uuid is its parent_uuid */
-};
-
-struct offsets {
-	const struct btrfsimg_subvol *v;
-	size_t n;
-	struct svinfo *info;
-};
-
-static const struct btrfsimg_subvol *by_id(const struct btrfsimg_subvol *v, size_t n,
-					   uint64_t id)
-{
-	size_t lo = 0, hi = n; /* v is id 5 first, then ascending id */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid].id == id)
-			return &v[mid];
-		if (v[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
-/* A snapshot's ROOT_ITEM has the transid it was taken in as its key
- * offset, a created subvolume 0: the rule of btrfs subvolume list -s. */
-static int on_root_item(void *ctx, const struct btrfsimg_key *key, const uint8_t *data,
-			uint32_t size)
-{
-	(void)data;
-	(void)size;
-	struct offsets *o = ctx;
-	if (key->type != ROOT_ITEM_KEY || key->offset == 0)
-		return 0;
-	const struct btrfsimg_subvol *s = by_id(o->v, o->n, key->objectid);
-	if (s)
-		o->info[s - o->v].snapshot = true;
-	return 0;
-}
-
 static bool zero_uuid(const uint8_t u[16])
 {
 	static const uint8_t zero[16];
 	return memcmp(u, zero, 16) == 0;
 }
 
-static const struct btrfsimg_subvol *source_of(const struct btrfsimg_subvol *v, size_t n,
-					       const struct btrfsimg_subvol *s)
-{
-	if (zero_uuid(s->parent_uuid))
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (&v[i] != s && memcmp(v[i].uuid, s->parent_uuid, 16) == 0)
-			return &v[i];
-	return NULL;
-}
-
-/* Which are snapshots, and of what. When the root tree cannot be read for
- * that, a snapshot is what has a parent uuid (reported, exit status 1). */
-static void describe(struct cli *c, const struct btrfsimg_subvol *v, size_t n,
-		     struct svinfo *info)
-{
-	struct offsets o = { v, n, info };
-	struct btrfsimg_key min = { 5, ROOT_ITEM_KEY, 0 };
-	struct btrfsimg_key max = { LAST_FREE_OBJECTID, ROOT_ITEM_KEY, UINT64_MAX };
-	int rc = btrfsimg_tree_walk(c->fs, 1, &min, &max, on_root_item, &o);
-	if (rc < 0) {
-		cli_warn("subvols: which are snapshots: %s; taking those with a parent uuid",
-			 btrfsimg_errmsg(c->fs));
-		c->errors++;
-	}
-	for (size_t i = 0; i < n; i++) {
-		info[i].source = source_of(v, n, &v[i]);
-		if (rc < 0)
-			info[i].snapshot = !zero_uuid(v[i].parent_uuid);
-	}
-}
-
 /* ------------------------------------------------------------ output */
 
-static void subvol_json(const struct btrfsimg_subvol *s, const struct svinfo *info, bool def)
+static void subvol_json(const struct btrfsimg_subvol *s, bool def)
 {
 	struct jw w;
 	jw_begin(&w, stdout);
@@ -118,9 +39,9 @@ static void subvol_json(const struct btrfsimg_subvol *s, const struct svinfo *in
 	jw_time(&w, "otime", s->otime_sec, s->otime_nsec);
 	jw_bool(&w, "readonly", s->readonly);
 	jw_bool(&w, "deleted", s->deleted);
-	jw_bool(&w, "snapshot", info->snapshot);
-	if (info->source)
-		jw_u64(&w, "snapshot_of", info->source->id);
+	jw_bool(&w, "snapshot", s->snapshot);
+	if (s->snapshot_of)
+		jw_u64(&w, "snapshot_of", s->snapshot_of);
 	else
 		jw_null(&w, "snapshot_of");
 	jw_bool(&w, "default", def);
@@ -145,14 +66,14 @@ static void put_uuid(const uint8_t u[16])
 
 /* "[snapshot of PATH]"; "ID N" for a source without a path, its uuid when
  * no subvolume here has it. */
-static void put_snapshot(const struct btrfsimg_subvol *s, const struct svinfo *info)
+static void put_snapshot(const struct btrfsimg_subvol *s, const struct btrfsimg_subvol *source)
 {
 	printf("  [snapshot");
-	if (info->source && info->source->path) {
+	if (source && source->path) {
 		printf(" of ");
-		put_path(info->source);
-	} else if (info->source) {
-		printf(" of ID %" PRIu64, info->source->id);
+		put_path(source);
+	} else if (source) {
+		printf(" of ID %" PRIu64, source->id);
 	} else if (!zero_uuid(s->parent_uuid)) {
 		printf(" of ");
 		put_uuid(s->parent_uuid);
@@ -161,24 +82,25 @@ static void put_snapshot(const struct btrfsimg_subvol *s, const struct svinfo *i
 	putchar(']');
 }
 
-static void subvol_text(const struct btrfsimg_subvol *s, const struct svinfo *info, bool def)
+static void subvol_text(const struct btrfsimg_subvol *s, const struct btrfsimg_subvol *source,
+			bool def)
 {
 	char otime[TEXT_TIME_MAX];
 	text_time(otime, s->otime_sec, s->otime_nsec);
 	printf("ID %-6" PRIu64 " gen %-8" PRIu64 " cgen %-8" PRIu64 " parent %-6" PRIu64
-	       " otime %s  ", s->id, s->generation, s->cgen, s->parent_id, otime);
+	       " otime %s  ",
+	       s->id, s->generation, s->cgen, s->parent_id, otime);
 	put_path(s);
-	if (info->snapshot || info->source)
-		put_snapshot(s, info);
+	if (s->snapshot || source)
+		put_snapshot(s, source);
 	printf("%s%s%s\n", s->readonly ? "  [readonly]" : "", s->deleted ? "  [deleted]" : "",
 	       def ? "  [default]" : "");
 }
 
 /* --snapshots, --readonly, --deleted: each given one must hold. */
-static bool wanted(const struct cli *c, const struct btrfsimg_subvol *s,
-		   const struct svinfo *info)
+static bool wanted(const struct cli *c, const struct btrfsimg_subvol *s)
 {
-	return (!c->only_snapshots || info->snapshot) && (!c->only_readonly || s->readonly) &&
+	return (!c->only_snapshots || s->snapshot) && (!c->only_readonly || s->readonly) &&
 	       (!c->only_deleted || s->deleted);
 }
 
@@ -192,22 +114,15 @@ static int cmd_subvols(struct cli *c)
 	uint64_t def = 5;
 	if (btrfsimg_default_subvol(c->fs, &def) < 0)
 		c->errors++;
-	struct svinfo *info = calloc(n ? n : 1, sizeof(*info));
-	if (!info) {
-		btrfsimg_subvols_free(v, n);
-		cli_warn("subvols: out of memory");
-		return EXIT_FAILED;
-	}
-	describe(c, v, n, info);
 	for (size_t i = 0; i < n; i++) {
-		if (!wanted(c, &v[i], &info[i]))
+		if (!wanted(c, &v[i]))
 			continue;
 		if (c->json)
-			subvol_json(&v[i], &info[i], v[i].id == def);
+			subvol_json(&v[i], v[i].id == def);
 		else
-			subvol_text(&v[i], &info[i], v[i].id == def);
+			subvol_text(&v[i], btrfsimg_subvol_find(v, n, v[i].snapshot_of),
+				    v[i].id == def);
 	}
-	free(info);
 	btrfsimg_subvols_free(v, n);
 	return cli_status(c);
 }

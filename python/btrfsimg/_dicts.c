@@ -12,9 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROOT_ITEM_KEY	   132
-#define LAST_FREE_OBJECTID ((uint64_t)-256)
-
 static PyObject *uuid_str(const uint8_t u[16], bool null_if_zero)
 {
 	static const uint8_t zero[16];
@@ -207,56 +204,9 @@ PyObject *dict_super(Handle *h)
 
 /* ------------------------------------------------------------ subvols */
 
-struct svinfo {
-	bool snapshot;
-	const struct btrfsimg_subvol *source;
-};
-
-struct offsets {
-	const struct btrfsimg_subvol *v;
-	size_t n;
-	struct svinfo *info;
-};
-
-static const struct btrfsimg_subvol *by_id(const struct btrfsimg_subvol *v, size_t n, uint64_t id)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid].id == id)
-			return &v[mid];
-		if (v[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
-/* A snapshot's ROOT_ITEM has the transid it was taken in as its key
- * offset (btrfs subvolume list -s), as tools/cmd_subvols.c decides. */
-static int on_root_item(void *ctx, const struct btrfsimg_key *key, const uint8_t *data,
-			uint32_t size)
-{
-	struct offsets *o = ctx;
-	if (key->type != ROOT_ITEM_KEY || key->offset == 0)
-		return 0;
-	const struct btrfsimg_subvol *s = by_id(o->v, o->n, key->objectid);
-	if (s)
-		o->info[s - o->v].snapshot = true;
-	return 0;
-}
-
-static bool zero_uuid(const uint8_t u[16])
-{
-	static const uint8_t zero[16];
-	return memcmp(u, zero, 16) == 0;
-}
-
 struct svlist {
 	struct btrfsimg_subvol *v;
 	size_t n;
-	struct svinfo *info;
 	uint64_t def;
 };
 
@@ -268,36 +218,10 @@ static int svlist_get(Handle *h, struct svlist *s)
 	s->def = 5;
 	if (btrfsimg_default_subvol(h->fs, &s->def) < 0)
 		handle_note(h, btrfsimg_errmsg(h->fs));
-	s->info = calloc(s->n ? s->n : 1, sizeof(*s->info));
-	if (!s->info)
-		return -ENOMEM;
-	struct offsets o = { s->v, s->n, s->info };
-	struct btrfsimg_key min = { 5, ROOT_ITEM_KEY, 0 };
-	struct btrfsimg_key max = { LAST_FREE_OBJECTID, ROOT_ITEM_KEY, UINT64_MAX };
-	rc = btrfsimg_tree_walk(h->fs, 1, &min, &max, on_root_item, &o);
-	if (rc < 0) {
-		char m[1200];
-		snprintf(m, sizeof(m),
-			 "subvols: which are snapshots: %s; taking those with a parent uuid",
-			 btrfsimg_errmsg(h->fs));
-		handle_note(h, m);
-	}
-	for (size_t i = 0; i < s->n; i++) {
-		const struct btrfsimg_subvol *x = &s->v[i];
-		if (rc < 0)
-			s->info[i].snapshot = !zero_uuid(x->parent_uuid);
-		if (zero_uuid(x->parent_uuid))
-			continue;
-		for (size_t j = 0; j < s->n; j++)
-			if (j != i && memcmp(s->v[j].uuid, x->parent_uuid, 16) == 0) {
-				s->info[i].source = &s->v[j];
-				break;
-			}
-	}
 	return 0;
 }
 
-static PyObject *subvol_dict(const struct btrfsimg_subvol *s, const struct svinfo *info, bool def)
+static PyObject *subvol_dict(const struct btrfsimg_subvol *s, bool def)
 {
 	PyObject *d = PyDict_New();
 	if (!d || set_take(d, "id", u64(s->id)) < 0 ||
@@ -312,8 +236,8 @@ static PyObject *subvol_dict(const struct btrfsimg_subvol *s, const struct svinf
 	    set_take(d, "otime", time_list(s->otime_sec, s->otime_nsec)) < 0 ||
 	    set_take(d, "readonly", PyBool_FromLong(s->readonly)) < 0 ||
 	    set_take(d, "deleted", PyBool_FromLong(s->deleted)) < 0 ||
-	    set_take(d, "snapshot", PyBool_FromLong(info->snapshot)) < 0 ||
-	    set_take(d, "snapshot_of", info->source ? u64(info->source->id) : Py_NewRef(Py_None)) <
+	    set_take(d, "snapshot", PyBool_FromLong(s->snapshot)) < 0 ||
+	    set_take(d, "snapshot_of", s->snapshot_of ? u64(s->snapshot_of) : Py_NewRef(Py_None)) <
 		    0 ||
 	    set_take(d, "default", PyBool_FromLong(def)) < 0)
 		Py_CLEAR(d);
@@ -329,14 +253,13 @@ PyObject *list_subvols(Handle *h)
 	if (rc == 0) {
 		l = PyList_New((Py_ssize_t)s.n);
 		for (size_t i = 0; l && i < s.n; i++) {
-			PyObject *d = subvol_dict(&s.v[i], &s.info[i], s.v[i].id == s.def);
+			PyObject *d = subvol_dict(&s.v[i], s.v[i].id == s.def);
 			if (!d)
 				Py_CLEAR(l);
 			else
 				PyList_SET_ITEM(l, (Py_ssize_t)i, d);
 		}
 	}
-	free(s.info);
 	btrfsimg_subvols_free(s.v, s.n);
 	return rc < 0 ? handle_raise(h, rc) : l;
 }

@@ -24,7 +24,7 @@
 #include "0-base/ondisk.h"
 #include "3-btrfs/tree.h"
 
-#define PATH_DEPTH_MAX 4096	/* directory levels; PATH_MAX allows ~2048 */
+#define PATH_DEPTH_MAX 4096 /* directory levels; PATH_MAX allows ~2048 */
 
 static bool is_fs_tree(uint64_t id)
 {
@@ -90,23 +90,30 @@ int bi_root_find(struct btrfsimg_fs *fs, uint64_t id, struct bi_root *out)
 
 struct sv_list {
 	struct btrfsimg_subvol *v;
-	uint8_t *state;		/* per entry: SV_TODO, SV_BUSY, SV_DONE */
+	uint8_t *state; /* per entry: SV_TODO, SV_BUSY, SV_DONE */
 	size_t n, cap;
 };
 
-static struct btrfsimg_subvol *sv_find(struct sv_list *l, uint64_t id)
+const struct btrfsimg_subvol *btrfsimg_subvol_find(const struct btrfsimg_subvol *v, size_t n,
+						   uint64_t id)
 {
-	size_t lo = 0, hi = l->n; /* ids arrive in ascending order */
+	size_t lo = 0, hi = v ? n : 0; /* ids arrive in ascending order */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (l->v[mid].id == id)
-			return &l->v[mid];
-		if (l->v[mid].id < id)
+		if (v[mid].id == id)
+			return &v[mid];
+		if (v[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return NULL;
+}
+
+static struct btrfsimg_subvol *sv_find(struct sv_list *l, uint64_t id)
+{
+	const struct btrfsimg_subvol *s = btrfsimg_subvol_find(l->v, l->n, id);
+	return s ? &l->v[s - l->v] : NULL;
 }
 
 static void fill_from_root_item(struct btrfsimg_subvol *s, const uint8_t *p, uint32_t size)
@@ -129,11 +136,19 @@ static void fill_from_root_item(struct btrfsimg_subvol *s, const uint8_t *p, uin
 	s->otime_nsec = bi_le32(p + RI_OTIME + 8);
 }
 
-static int sv_add(struct btrfsimg_fs *fs, struct sv_list *l, uint64_t id, const uint8_t *p,
+/* A snapshot's ROOT_ITEM has the transid it was taken in as its key offset,
+ * a created subvolume's 0 (kernel fs/btrfs/transaction.c
+ * create_pending_snapshot(): key.offset = trans->transid; btrfs-progs
+ * cmds/subvolume-list.c filter_snapshot(), -s: root_offset != 0). */
+static int sv_add(struct btrfsimg_fs *fs, struct sv_list *l, const bi_key *key, const uint8_t *p,
 		  uint32_t size)
 {
-	if (l->n && l->v[l->n - 1].id == id)
-		return 0; /* a second ROOT_ITEM (e.g. reloc) for the same id */
+	uint64_t id = key->objectid;
+	if (l->n && l->v[l->n - 1].id == id) {
+		/* a second ROOT_ITEM (e.g. reloc) for the same id */
+		l->v[l->n - 1].snapshot |= key->offset != 0;
+		return 0;
+	}
 	if (size < RI_SIZE_V1)
 		return bi_err(fs, -EUCLEAN,
 			      "corrupt root item: root=%" PRIu64 ", size %u expect >= %u", id, size,
@@ -149,6 +164,7 @@ static int sv_add(struct btrfsimg_fs *fs, struct sv_list *l, uint64_t id, const 
 	struct btrfsimg_subvol *s = &l->v[l->n++];
 	memset(s, 0, sizeof(*s));
 	s->id = id;
+	s->snapshot = key->offset != 0;
 	fill_from_root_item(s, p, size);
 	return 0;
 }
@@ -196,7 +212,7 @@ static int sv_scan(struct btrfsimg_fs *fs, struct sv_list *l)
 	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
 		rc = 0;
 		if (item.key.type == KT_ROOT_ITEM && is_fs_tree(item.key.objectid))
-			rc = sv_add(fs, l, item.key.objectid, item.data, item.size);
+			rc = sv_add(fs, l, &item.key, item.data, item.size);
 		else if (item.key.type == KT_ROOT_BACKREF)
 			rc = sv_backref(fs, l, &item);
 		else if (item.key.objectid == OBJ_ORPHAN && item.key.type == KT_ORPHAN_ITEM)
@@ -269,7 +285,7 @@ static int dir_path(struct btrfsimg_fs *fs, uint64_t parent, uint64_t dir, char 
 }
 
 enum { SV_TODO, SV_BUSY, SV_DONE };
-#define SV_DEPTH_MAX 2048	/* a path of PATH_MAX bytes nests at most ~2048 deep */
+#define SV_DEPTH_MAX 2048 /* a path of PATH_MAX bytes nests at most ~2048 deep */
 
 static void sv_unreachable(struct btrfsimg_subvol *s)
 {
@@ -313,6 +329,27 @@ static int sv_resolve(struct btrfsimg_fs *fs, struct sv_list *l, struct btrfsimg
 	return rc;
 }
 
+static bool zero_uuid(const uint8_t u[16])
+{
+	static const uint8_t zero[16];
+	return memcmp(u, zero, 16) == 0;
+}
+
+/* The source of a snapshot: the first subvolume in list order, other than
+ * itself, whose uuid is its parent_uuid (btrfs-progs prints the parent
+ * uuid; the subvolume holding it may be gone). */
+static void sv_sources(struct sv_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		struct btrfsimg_subvol *s = &l->v[i];
+		if (zero_uuid(s->parent_uuid))
+			continue;
+		for (size_t j = 0; j < l->n && !s->snapshot_of; j++)
+			if (j != i && memcmp(l->v[j].uuid, s->parent_uuid, 16) == 0)
+				s->snapshot_of = l->v[j].id;
+	}
+}
+
 void btrfsimg_subvols_free(struct btrfsimg_subvol *v, size_t n)
 {
 	if (!v)
@@ -339,6 +376,8 @@ int btrfsimg_subvols(btrfsimg_fs *fs, struct btrfsimg_subvol **out, size_t *n)
 	for (size_t i = 0; rc == 0 && i < l.n; i++)
 		rc = sv_resolve(fs, &l, &l.v[i], 0);
 	free(l.state);
+	if (rc == 0)
+		sv_sources(&l);
 	if (rc < 0) {
 		btrfsimg_subvols_free(l.v, l.n);
 		return rc;

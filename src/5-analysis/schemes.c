@@ -58,33 +58,17 @@ uint64_t btrfsimg_uniquifier(uint64_t subvol)
 	return subvol == OBJ_FS_TREE ? 0 : bi_swab64(subvol);
 }
 
-static const struct btrfsimg_subvol *subvol_find(const struct btrfsimg_subvol *v, size_t n,
-						 uint64_t id)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid].id == id)
-			return &v[mid];
-		if (v[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 /* At most n steps: a corrupt parent loop ends as "not below". */
 int btrfsimg_subvol_depth(const struct btrfsimg_subvol *v, size_t n, uint64_t mount_subvol,
 			  uint64_t subvol)
 {
-	const struct btrfsimg_subvol *s = subvol_find(v, n, subvol);
+	const struct btrfsimg_subvol *s = btrfsimg_subvol_find(v, n, subvol);
 	for (int d = 0; s && (size_t)d <= n; d++) {
 		if (s->id == mount_subvol)
 			return d;
 		if (!s->parent_id || !s->path)
 			return -1;
-		s = subvol_find(v, n, s->parent_id);
+		s = btrfsimg_subvol_find(v, n, s->parent_id);
 	}
 	return -1;
 }
