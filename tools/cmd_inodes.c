@@ -76,9 +76,33 @@ static void flush_lines(struct inodes_ctx *x)
  * libc's memmove, a fifth of the formatting thread). */
 static inline size_t put_dec(char *p, uint64_t v)
 {
-	size_t n = 1;
-	for (uint64_t t = v; t >= 10; t /= 10)
-		n++;
+	static const uint64_t pow10[20] = {
+		1ull,
+		10ull,
+		100ull,
+		1000ull,
+		10000ull,
+		100000ull,
+		1000000ull,
+		10000000ull,
+		100000000ull,
+		1000000000ull,
+		10000000000ull,
+		100000000000ull,
+		1000000000000ull,
+		10000000000000ull,
+		100000000000000ull,
+		1000000000000000ull,
+		10000000000000000ull,
+		100000000000000000ull,
+		1000000000000000000ull,
+		10000000000000000000ull,
+	};
+	/* digits from the bit length (log10(2) ~ 1233/4096), then one compare */
+	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+	size_t n = ((bits * 1233) >> 12) + 1;
+	if (n > 1 && v < pow10[n - 1])
+		n--;
 	char *q = p + n;
 	while (v >= 100) {
 		unsigned d = (unsigned)(v % 100) * 2;
