@@ -462,6 +462,11 @@ struct btrfsimg_profile_use {
 BTRFSIMG_API int btrfsimg_profiles(btrfsimg_fs *fs, struct btrfsimg_profile_use *out,
 				   size_t max, size_t *n);
 
+/** The name of block-group type bits (btrfsimg_profile_use.type), as
+ *  `btrfs filesystem df` prints them: "data", "metadata", "system",
+ *  "data+metadata" (mixed groups), "other" for none of these. Static. */
+BTRFSIMG_API const char *btrfsimg_bg_type_name(unsigned type);
+
 /** What opening did with the log tree (a crash after fsync). */
 struct btrfsimg_log_info {
 	bool present;			/**< the superblock names a log tree */

@@ -5,7 +5,9 @@
  * image was made) and snapshot_of (truth: libbtrfsutil's parent_uuid and
  * uuid per tree id, recorded in subvol-info.jsonl: the source is the other
  * subvolume whose uuid is the parent uuid). btrfsimg_subvol_find() against
- * a linear search.
+ * a linear search. Also btrfsimg_bg_type_name(), the other naming the CLI
+ * and the Python binding share: hand-worked vectors, and the mixed image
+ * (made with mkfs.btrfs --mixed, sysfs features: mixed_groups).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -169,11 +171,37 @@ static void test_node4k(void **state)
 	check_image("node4k");
 }
 
+static void test_bg_type_name(void **state)
+{
+	(void)state;
+	assert_string_equal(btrfsimg_bg_type_name(BTRFSIMG_BG_DATA), "data");
+	assert_string_equal(btrfsimg_bg_type_name(BTRFSIMG_BG_METADATA), "metadata");
+	assert_string_equal(btrfsimg_bg_type_name(BTRFSIMG_BG_SYSTEM), "system");
+	assert_string_equal(btrfsimg_bg_type_name(BTRFSIMG_BG_DATA | BTRFSIMG_BG_METADATA),
+			    "data+metadata");
+	assert_string_equal(btrfsimg_bg_type_name(0), "other");
+	char *img = unpack_zst(TESTDATA "/images/mixed/dev1.img.zst", NULL);
+	btrfsimg_fs *fs;
+	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
+	assert_int_equal(btrfsimg_add_device_file(fs, img), 0);
+	assert_int_equal(btrfsimg_open(fs), 0);
+	struct btrfsimg_profile_use p[16];
+	size_t n = 0, mixed = 0;
+	assert_int_equal(btrfsimg_profiles(fs, p, 16, &n), 0);
+	for (size_t i = 0; i < n && i < 16; i++)
+		mixed += !strcmp(btrfsimg_bg_type_name(p[i].type), "data+metadata");
+	assert_true(mixed > 0);
+	btrfsimg_fs_free(fs);
+	unlink(img);
+	free(img);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nested),
 		cmocka_unit_test(test_node4k),
+		cmocka_unit_test(test_bg_type_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,18 +38,6 @@ static void facts_get(btrfsimg_fs *fs, struct facts *f)
 	f->have_log = btrfsimg_log_info(fs, &f->log) == 0;
 }
 
-/* "data", "metadata", "system", "data+metadata" (mixed block groups). */
-static const char *bg_type_name(unsigned type)
-{
-	if ((type & BTRFSIMG_BG_DATA) && (type & BTRFSIMG_BG_METADATA))
-		return "data+metadata";
-	if (type & BTRFSIMG_BG_DATA)
-		return "data";
-	if (type & BTRFSIMG_BG_METADATA)
-		return "metadata";
-	return type & BTRFSIMG_BG_SYSTEM ? "system" : "other";
-}
-
 /* The name of feature bit @bit, or "unknown bit N" in @buf. */
 static const char *feature(enum btrfsimg_feature_kind kind, unsigned bit, char buf[24])
 {
@@ -101,7 +89,7 @@ static void facts_json(struct jw *w, const struct facts *f)
 	for (size_t i = 0; i < f->nprof; i++) {
 		const struct btrfsimg_profile_use *p = &f->prof[i];
 		jw_open_obj(w, NULL);
-		jw_str(w, "type", bg_type_name(p->type));
+		jw_str(w, "type", btrfsimg_bg_type_name(p->type));
 		jw_str(w, "profile", p->profile);
 		jw_u64(w, "chunks", p->chunks);
 		jw_u64(w, "bytes", p->bytes);
@@ -223,7 +211,8 @@ static void facts_text(const struct facts *f)
 	for (size_t i = 0; i < f->nprof; i++) {
 		const struct btrfsimg_profile_use *p = &f->prof[i];
 		printf("  %-13s %-7s %4" PRIu64 " chunk%s %13" PRIu64 " bytes, tolerates %u "
-		       "missing device%s\n", bg_type_name(p->type), p->profile, p->chunks,
+		       "missing device%s\n",
+		       btrfsimg_bg_type_name(p->type), p->profile, p->chunks,
 		       p->chunks == 1 ? " " : "s", p->bytes, p->tolerates,
 		       p->tolerates == 1 ? "" : "s");
 	}

@@ -48,17 +48,6 @@ static PyObject *features(enum btrfsimg_feature_kind kind, uint64_t flags)
 	return l;
 }
 
-static const char *bg_type_name(unsigned type)
-{
-	if ((type & BTRFSIMG_BG_DATA) && (type & BTRFSIMG_BG_METADATA))
-		return "data+metadata";
-	if (type & BTRFSIMG_BG_DATA)
-		return "data";
-	if (type & BTRFSIMG_BG_METADATA)
-		return "metadata";
-	return type & BTRFSIMG_BG_SYSTEM ? "system" : "other";
-}
-
 /* What super shows beyond the superblock: devices, profiles, log tree. */
 struct facts {
 	struct btrfsimg_super_info s;
@@ -70,6 +59,8 @@ struct facts {
 	bool have_log;
 };
 
+/* Copy of tools/cmd_super.c facts_get (calls, 32-profile cap): kept equal by
+ * tests/test_python.py test_dicts_equal_cli_json (superblock == super --json). */
 static int facts_get(btrfsimg_fs *fs, struct facts *f)
 {
 	size_t n = 0;
@@ -109,9 +100,9 @@ static PyObject *device_dict(const struct btrfsimg_device *d)
 
 static PyObject *profile_dict(const struct btrfsimg_profile_use *p)
 {
-	return Py_BuildValue("{s:s,s:s,s:K,s:K,s:I}", "type", bg_type_name(p->type), "profile",
-			     p->profile, "chunks", (unsigned long long)p->chunks, "bytes",
-			     (unsigned long long)p->bytes, "tolerates", p->tolerates);
+	return Py_BuildValue("{s:s,s:s,s:K,s:K,s:I}", "type", btrfsimg_bg_type_name(p->type),
+			     "profile", p->profile, "chunks", (unsigned long long)p->chunks,
+			     "bytes", (unsigned long long)p->bytes, "tolerates", p->tolerates);
 }
 
 static PyObject *mirrors_list(const struct btrfsimg_super_info *s)
@@ -321,6 +312,8 @@ static PyObject *headroom(const struct btrfsimg_collide_result *res)
 	return d;
 }
 
+/* 0 (none found) as null, as tools/cmd_collisions.c put_min:
+ * kept equal by tests/test_python.py test_dicts_equal_cli_json. */
 static PyObject *opt_min(unsigned n)
 {
 	if (!n)
@@ -355,6 +348,9 @@ static PyObject *schemes_list(const struct btrfsimg_fs_collisions *c)
 	return l;
 }
 
+/* Which schemes get a headroom row (collision-free; without stubs: only
+ * there), as tools/cmd_collisions.c decides: kept equal by
+ * tests/test_python.py test_dicts_equal_cli_json (collisions --json). */
 static PyObject *headroom_list(const struct btrfsimg_collide_report *rep,
 			       const struct btrfsimg_collide_report *with)
 {

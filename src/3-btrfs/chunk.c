@@ -675,6 +675,19 @@ static int use_cmp(const void *a, const void *b)
  * every profile: a small fixed table. */
 #define MAX_USES 64
 
+/* As btrfs-progs btrfs_group_type_str() (btrfs filesystem df): a mixed
+ * group, both bits set, is "Data+Metadata"; lower case here. */
+const char *btrfsimg_bg_type_name(unsigned type)
+{
+	if ((type & BTRFSIMG_BG_DATA) && (type & BTRFSIMG_BG_METADATA))
+		return "data+metadata";
+	if (type & BTRFSIMG_BG_DATA)
+		return "data";
+	if (type & BTRFSIMG_BG_METADATA)
+		return "metadata";
+	return type & BTRFSIMG_BG_SYSTEM ? "system" : "other";
+}
+
 int btrfsimg_profiles(btrfsimg_fs *fs, struct btrfsimg_profile_use *out, size_t max, size_t *n)
 {
 	if (!fs || !n || (max && !out))
