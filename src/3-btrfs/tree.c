@@ -40,7 +40,7 @@
 
 static const char *block_kind(int level)
 {
-	return level == 0 ? "leaf" : "node";
+	return level < 0 ? "block" : level == 0 ? "leaf" : "node";
 }
 
 /* ------------------------------------------------------------------ cache */
@@ -307,10 +307,14 @@ static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct
 	for (int copy = 0; copy < ncopies && good < 0; copy++) {
 		char why[384];
 		int rc = bi_read_copy(fs, bytenr, buf, fs->nodesize, copy);
-		if (rc < 0)
+		/* a failed read leaves @buf unset: name the level expected */
+		int level = e ? e->level : -1;
+		if (rc < 0) {
 			snprintf(why, sizeof(why), "read failed: %.300s", fs->err);
-		else
+		} else {
+			level = buf[HDR_LEVEL];
 			rc = verify_copy(fs, buf, bytenr, e, why, sizeof(why));
+		}
 		if (rc == 0) {
 			good = copy;
 			break;
@@ -318,10 +322,10 @@ static int read_from_image(struct btrfsimg_fs *fs, uint64_t bytenr, const struct
 		bool missing = bi_copy_missing(fs, bytenr, copy); /* reported at open */
 		if (!first_rc) {
 			first_rc = rc;
-			block_error(fs, rc, bytenr, buf[HDR_LEVEL], e, copy, ncopies, why);
+			block_error(fs, rc, bytenr, level, e, copy, ncopies, why);
 			memcpy(first_msg, fs->err, sizeof(first_msg));
 		} else {
-			block_error(fs, rc, bytenr, buf[HDR_LEVEL], e, copy, ncopies, why);
+			block_error(fs, rc, bytenr, level, e, copy, ncopies, why);
 		}
 		if (copy + 1 < ncopies && !missing)
 			bi_damage(fs, "%s; trying the next copy", fs->err);
