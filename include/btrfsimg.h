@@ -206,6 +206,71 @@ BTRFSIMG_API int btrfsimg_list_partitions_format(const char *path, int format,
 						 char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ */
+/** @name Volume layers: LUKS and LVM between the disk and btrfs
+ *
+ * btrfsimg_open() looks through partitions, LUKS1/LUKS2 and LVM2 for the
+ * volume holding btrfs. An encrypted volume needs its passphrase or its
+ * volume key (set before opening); a wrong one fails the open with
+ * -EKEYREJECTED ("no keyslot opened with this passphrase; tried keyslots
+ * 0, 1"), a KDF cost beyond sane limits (Argon2 memory above 4 GiB) with
+ * -EOPNOTSUPP. Keys are copied, wiped when the handle is freed, and never
+ * appear in messages or in btrfsimg_layers(). */
+
+/** Passphrase for LUKS volumes: its exact bytes (like cryptsetup
+ *  --key-file). Copied. 0 or -EINVAL (after btrfsimg_open, > 8192 bytes). */
+BTRFSIMG_API int btrfsimg_set_passphrase(btrfsimg_fs *fs, const void *pass, size_t len);
+
+/** The volume key itself (a LUKS master key recovered by other means),
+ *  checked against each header's digest. Copied. 0 or -EINVAL. */
+BTRFSIMG_API int btrfsimg_set_volume_key(btrfsimg_fs *fs, const void *key, size_t len);
+
+/** Asked once, when a LUKS volume is found and no passphrase or volume key
+ *  was set: write the passphrase into @p buf (at most @p max bytes) and
+ *  return its length, or a negative errno to leave the volume locked.
+ *  @p volume names it (image, partition, LUKS version and UUID). */
+typedef int (*btrfsimg_passphrase_fn)(void *ctx, const char *volume, void *buf, size_t max);
+BTRFSIMG_API int btrfsimg_set_passphrase_fn(btrfsimg_fs *fs, btrfsimg_passphrase_fn fn,
+					    void *ctx);
+
+/** Use the LVM logical volume @p name ("VG/LV"; NULL: automatic, the one
+ *  volume that holds btrfs). Copied. 0, -EINVAL (no '/') or -ENOMEM. */
+BTRFSIMG_API int btrfsimg_select_volume(btrfsimg_fs *fs, const char *name);
+
+/** One layer of the stack: an image, a partition, LUKS, an LVM PV, VG or
+ *  LV, or btrfs. Rows come depth-first: a row's layers follow it. */
+struct btrfsimg_layer {
+	int parent;		/**< index of the row it lies in; -1: top */
+	unsigned depth;		/**< 0 for images (and multi-PV volume groups) */
+	char kind[16];		/**< "image", "partition", "luks1", "luks2",
+				 *   "lvm-pv", "lvm-vg", "lvm-lv", "btrfs" */
+	char name[128];		/**< image path, partition number, VG name,
+				 *   "VG/LV", LUKS or btrfs label */
+	uint64_t offset;	/**< byte offset inside its parent */
+	uint64_t size;		/**< bytes */
+	char uuid[40];		/**< LUKS, PV, VG, LV uuid or btrfs fsid; "" */
+	char detail[512];	/**< LUKS: opened with which keyslot, or locked;
+				 *   LV type and segments; why unreadable */
+	bool in_use;		/**< on the path to a device btrfsimg_open() uses */
+	/* LUKS rows: the same as detail says, field by field */
+	char cipher[48];	/**< "aes-xts-plain64"; "" for other rows */
+	unsigned key_bits;	/**< size of the volume key */
+	unsigned sector_size;	/**< encryption sector, bytes */
+	uint64_t payload;	/**< payload offset inside the volume, bytes */
+	char kdf[192];		/**< per keyslot, "0: argon2id t=4 m=65536 KiB p=2",
+				 *   joined by "; " */
+};
+
+/** Find the layers of the images added, without opening btrfs: LUKS
+ *  volumes are unlocked when a key is set (else listed as locked). 0 or a
+ *  negative errno (out of memory, unreadable image). */
+BTRFSIMG_API int btrfsimg_probe(btrfsimg_fs *fs);
+
+/** The rows found by btrfsimg_probe() or btrfsimg_open(): up to @p max
+ *  into @p out, *@p n = how many exist. 0 or -EINVAL (neither called). */
+BTRFSIMG_API int btrfsimg_layers(btrfsimg_fs *fs, struct btrfsimg_layer *out, size_t max,
+				 size_t *n);
+
+/* ------------------------------------------------------------------ */
 /** @name Image containers: what an image file holds, and its integrity */
 
 /** An image file opened as its container (or raw). Opaque. */
@@ -279,72 +344,6 @@ typedef void (*btrfsimg_bad_range_fn)(void *ctx, uint64_t off, uint64_t len, con
 BTRFSIMG_API int btrfsimg_image_verify(btrfsimg_image *img, btrfsimg_progress_fn progress,
 				       btrfsimg_bad_range_fn bad, void *ctx,
 				       struct btrfsimg_image_verify *out);
-
-
-/* ------------------------------------------------------------------ */
-/** @name Volume layers: LUKS and LVM between the disk and btrfs
- *
- * btrfsimg_open() looks through partitions, LUKS1/LUKS2 and LVM2 for the
- * volume holding btrfs. An encrypted volume needs its passphrase or its
- * volume key (set before opening); a wrong one fails the open with
- * -EKEYREJECTED ("no keyslot opened with this passphrase; tried keyslots
- * 0, 1"), a KDF cost beyond sane limits (Argon2 memory above 4 GiB) with
- * -EOPNOTSUPP. Keys are copied, wiped when the handle is freed, and never
- * appear in messages or in btrfsimg_layers(). */
-
-/** Passphrase for LUKS volumes: its exact bytes (like cryptsetup
- *  --key-file). Copied. 0 or -EINVAL (after btrfsimg_open, > 8192 bytes). */
-BTRFSIMG_API int btrfsimg_set_passphrase(btrfsimg_fs *fs, const void *pass, size_t len);
-
-/** The volume key itself (a LUKS master key recovered by other means),
- *  checked against each header's digest. Copied. 0 or -EINVAL. */
-BTRFSIMG_API int btrfsimg_set_volume_key(btrfsimg_fs *fs, const void *key, size_t len);
-
-/** Asked once, when a LUKS volume is found and no passphrase or volume key
- *  was set: write the passphrase into @p buf (at most @p max bytes) and
- *  return its length, or a negative errno to leave the volume locked.
- *  @p volume names it (image, partition, LUKS version and UUID). */
-typedef int (*btrfsimg_passphrase_fn)(void *ctx, const char *volume, void *buf, size_t max);
-BTRFSIMG_API int btrfsimg_set_passphrase_fn(btrfsimg_fs *fs, btrfsimg_passphrase_fn fn,
-					    void *ctx);
-
-/** Use the LVM logical volume @p name ("VG/LV"; NULL: automatic, the one
- *  volume that holds btrfs). Copied. 0, -EINVAL (no '/') or -ENOMEM. */
-BTRFSIMG_API int btrfsimg_select_volume(btrfsimg_fs *fs, const char *name);
-
-/** One layer of the stack: an image, a partition, LUKS, an LVM PV, VG or
- *  LV, or btrfs. Rows come depth-first: a row's layers follow it. */
-struct btrfsimg_layer {
-	int parent;		/**< index of the row it lies in; -1: top */
-	unsigned depth;		/**< 0 for images (and multi-PV volume groups) */
-	char kind[16];		/**< "image", "partition", "luks1", "luks2",
-				 *   "lvm-pv", "lvm-vg", "lvm-lv", "btrfs" */
-	char name[128];		/**< image path, partition number, VG name,
-				 *   "VG/LV", LUKS or btrfs label */
-	uint64_t offset;	/**< byte offset inside its parent */
-	uint64_t size;		/**< bytes */
-	char uuid[40];		/**< LUKS, PV, VG, LV uuid or btrfs fsid; "" */
-	char detail[512];	/**< LUKS: opened with which keyslot, or locked;
-				 *   LV type and segments; why unreadable */
-	bool in_use;		/**< on the path to a device btrfsimg_open() uses */
-	/* LUKS rows: the same as detail says, field by field */
-	char cipher[48];	/**< "aes-xts-plain64"; "" for other rows */
-	unsigned key_bits;	/**< size of the volume key */
-	unsigned sector_size;	/**< encryption sector, bytes */
-	uint64_t payload;	/**< payload offset inside the volume, bytes */
-	char kdf[192];		/**< per keyslot, "0: argon2id t=4 m=65536 KiB p=2",
-				 *   joined by "; " */
-};
-
-/** Find the layers of the images added, without opening btrfs: LUKS
- *  volumes are unlocked when a key is set (else listed as locked). 0 or a
- *  negative errno (out of memory, unreadable image). */
-BTRFSIMG_API int btrfsimg_probe(btrfsimg_fs *fs);
-
-/** The rows found by btrfsimg_probe() or btrfsimg_open(): up to @p max
- *  into @p out, *@p n = how many exist. 0 or -EINVAL (neither called). */
-BTRFSIMG_API int btrfsimg_layers(btrfsimg_fs *fs, struct btrfsimg_layer *out, size_t max,
-				 size_t *n);
 
 /* ------------------------------------------------------------------ */
 /** @name Superblock */
