@@ -652,6 +652,11 @@ static int link_lv(struct bi_lvm_vg *vg, struct bi_lvm_lv *lv, const struct tnod
 		struct bi_lvm_seg *g = &lv->segs[i];
 		if (lv->refused[0])
 			return 0;
+		if (g->narea <= 0) /* every read picks an area: a segment needs one */
+			return bi_msg(
+				err, errlen, -EUCLEAN,
+				"LVM metadata: LV '%s': segment at extent %" PRIu64 " lists no %s",
+				lv->name, g->start, g->kind == BI_LVM_STRIPED ? "stripes" : "legs");
 		if (g->kind == BI_LVM_STRIPED) {
 			uint64_t per = g->count / (uint64_t)g->narea;
 			for (int a = 0; a < g->narea; a++) {
