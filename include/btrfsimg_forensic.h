@@ -155,8 +155,11 @@ typedef int (*btrfsimg_recovered_fn)(void *ctx, const struct btrfsimg_recovered 
 /**
  * Every recovered version (regular files and symlinks that no live path
  * shows as they were), grouped by file (subvolume, objectid), newest
- * first; identical versions once. The first call reads back the leaves
- * and checks the data (checksums, reuse); later calls reuse the result.
+ * first; identical versions once. Directories no live path shows any more
+ * (removed, or in a dropped subvolume) come once each (S_ISDIR mode, no
+ * contents, never verified): status intact when all their items were
+ * found, else metadata-only. The first call reads back the leaves and
+ * checks the data (checksums, reuse); later calls reuse the result.
  */
 BTRFSIMG_API int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_recovered_fn fn,
 					     void *ctx);
@@ -166,7 +169,8 @@ BTRFSIMG_API int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_reco
  * order (at most 1 MiB a call; ranges that cannot be trusted are written
  * as zeros). Returns 0 when every byte was read (intact), 1 when some
  * could not be (see the record's bad ranges), -ENOENT for an unknown id,
- * another negative errno, or @p fn's non-zero value.
+ * -EISDIR for a directory's, another negative errno, or @p fn's non-zero
+ * value.
  */
 typedef int (*btrfsimg_data_fn)(void *ctx, uint64_t offset, const void *data, size_t len);
 BTRFSIMG_API int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn,

@@ -7,17 +7,23 @@
 # and what the kernel shows at the end. For tests/test_forensic.py. Needs
 # root, loop devices, btrfs-progs, zstd, chattr, python3.
 #
-#   gen-forensic.sh [OUTDIR]
+#   gen-forensic.sh [OUTDIR [NAME...]]
 #
-# Writes, per image NAME (single: one device, metadata dup; multi: two
-# devices, metadata raid1, data single; orphan: a file unlinked while open,
-# testdata/gen_forensic_orphan.py; span: a deleted file whose extent items
-# fill several leaves, testdata/gen_forensic_span.py):
+# Writes, per image NAME (all of them unless named: single: one device,
+# metadata dup; multi: two devices, metadata raid1, data single; orphan: a
+# file unlinked while open, testdata/gen_forensic_orphan.py; span: a
+# deleted file whose extent items fill several leaves,
+# testdata/gen_forensic_span.py; churn: 4 KiB nodes, files, directories and
+# a subvolume deleted, then every metadata chunk relocated (balance -m)
+# and the freed metadata written over, testdata/gen_forensic_churn.py,
+# mounted nodiscard):
 #   NAME.img.zst (multi: NAME.1.img.zst NAME.2.img.zst)   zstd -19 --long
 #   NAME.truth.json   versions and the live view (gen_forensic.py)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/forensic}
+shift || true
+want=" ${*:-single multi orphan span churn} "
 mkdir -p "$out"
 work=$(mktemp -d /tmp/past-forensic.XXXXXX)
 mnt=$work/mnt
@@ -58,10 +64,11 @@ make_image() { # NAME NDEV MKFS-ARGS...
 	fi
 }
 
-make_image single 1 -m dup -d single
-make_image multi 2 -m raid1 -d single
+case $want in *" single "*) make_image single 1 -m dup -d single ;; esac
+case $want in *" multi "*) make_image multi 2 -m raid1 -d single ;; esac
 
 # orphan: a file unlinked while open, the image copied before the close
+if [[ $want == *" orphan "* ]]; then
 truncate -s 128M "$work/orphan.img"
 l=$(losetup -f --show "$work/orphan.img")
 loops=("$l")
@@ -73,8 +80,10 @@ umount "$mnt"
 losetup -d "$l"
 loops=()
 zstd -q -19 --long=27 -f "$work/orphan.copy.img" -o "$out/orphan.img.zst"
+fi
 
 # span: a deleted file whose extent items run over several 4 KiB leaves
+if [[ $want == *" span "* ]]; then
 truncate -s 128M "$work/span.img"
 l=$(losetup -f --show "$work/span.img")
 loops=("$l")
@@ -85,4 +94,20 @@ umount "$mnt"
 losetup -d "$l"
 loops=()
 zstd -q -19 --long=27 -f "$work/span.img" -o "$out/span.img.zst"
+fi
+
+# churn: the old trees out of reach of every root (balance -m, churn);
+# nodiscard, as on a disk without discard: freed chunks keep their bytes
+if [[ $want == *" churn "* ]]; then
+truncate -s 128M "$work/churn.img"
+l=$(losetup -f --show "$work/churn.img")
+loops=("$l")
+mkfs.btrfs -q -f -n 4096 -m dup -d single "$l" >/dev/null
+mount -o noatime,nodiscard "$l" "$mnt"
+python3 "$here/gen_forensic_churn.py" "$mnt" "$out/churn.truth.json"
+umount "$mnt"
+losetup -d "$l"
+loops=()
+zstd -q -19 --long=27 -f "$work/churn.img" -o "$out/churn.img.zst"
+fi
 ls -l "$out"

@@ -23,7 +23,15 @@ kernel showed at the end. Checked:
     open (the image copied before the close) is an intact orphan; a
     deleted file whose extent items fill several leaves is whole;
   - hostile stale blocks: a valid block copied where no chunk map puts it
-    changes nothing; a stale block with a flipped byte is never used.
+    changes nothing; a stale block with a flipped byte is never used;
+  - churn (gen_forensic_churn.py: deletions, a dropped subvolume, then
+    every metadata chunk relocated by balance -m and the freed metadata
+    written over): no false claim, and btrfsimg recovers strictly more
+    lost versions than btrfs-progs in every kind and size band; every
+    directory the kernel removed (the generator noted its inode number,
+    mode and btime before the rmdir) is one record, kind and path the
+    truth's, no contents; extract --deleted creates it, bodyfile
+    --deleted lists it as a directory, cat --deleted refuses it (exit 2).
 """
 import collections
 import hashlib
@@ -41,6 +49,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import imgtest  # noqa: E402
 
 EMPTY = hashlib.sha256(b"").hexdigest()
+S_IFMT, S_IFDIR = 0o170000, 0o040000
+
+
+def is_dir(r):
+    return r["mode"] & S_IFMT == S_IFDIR
 
 
 def band(size):
@@ -61,12 +74,17 @@ def deleted(cli, images, t, name, extra=()):
 def claims(t, name, recs, truth):
     written = {v["sha256"] for v in truth["versions"]}
     false = [(r["id"], r["path"], r["status"], r["verified"]) for r in recs
-             if (r["verified"] or r["status"] == "intact")
+             if (r["verified"] or r["status"] == "intact") and not is_dir(r)
              and r.get("sha256") not in written]
     t.check(f"{name}: {len(recs)} records, no false intact or verified claim", recs and not false,
             false[:10])
-    no_sha = [r["id"] for r in recs if r["status"] == "intact" and "sha256" not in r]
+    no_sha = [r["id"] for r in recs if r["status"] == "intact" and "sha256" not in r
+              and not is_dir(r)]
     t.check(f"{name}: --hash gives the sha256 of every intact record", not no_sha, no_sha[:5])
+    dirs = [r["id"] for r in recs if is_dir(r) and ("sha256" in r or r["verified"] or
+                                                    r["status"] not in ("intact",
+                                                                        "metadata-only"))]
+    t.check(f"{name}: directories: no contents, never verified", not dirs, dirs[:5])
     paths = collections.defaultdict(set)
     for v in truth["versions"]:
         paths[v["sha256"]].add(v["path"])
@@ -84,7 +102,7 @@ def claims(t, name, recs, truth):
             not wrong, wrong[:5])
 
 
-def rates(t, name, recs, truth, progs):
+def rates(t, name, recs, truth, progs, strict=False):
     mine = {r["sha256"] for r in recs if r.get("sha256")}
     verified = {r["sha256"] for r in recs if r.get("sha256") and r["verified"]}
     table = collections.defaultdict(lambda: [0, 0, 0, 0])
@@ -112,12 +130,16 @@ def rates(t, name, recs, truth, progs):
         tot = [sum(r[i] for r in table.values()) for i in range(4)]
         t.check(f"{name}: btrfsimg {tot[1]} >= progs {tot[3]} of {tot[0]} lost versions",
                 tot[1] >= tot[3], tot)
+        if strict:
+            worse = [(k, v) for k, v in sorted(table.items()) if v[1] <= v[3]]
+            t.check(f"{name}: btrfsimg recovers strictly more than progs in every kind and "
+                    f"size band", not worse, worse)
     else:
         print("skip the btrfs-progs comparison: btrfs-find-root or btrfs restore missing")
 
 
 def check_cat(t, cli, img, recs):
-    intact = [r for r in recs if r["status"] == "intact" and r["size"] > 0][:4]
+    intact = [r for r in recs if r["status"] == "intact" and r["size"] > 0 and not is_dir(r)][:4]
     for r in intact:
         rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", r["id"], img], timeout=120)
         t.check(f"cat --deleted {r['id']}: its bytes", rc == 0 and
@@ -147,6 +169,10 @@ def check_extract(t, cli, img, recs, tmp):
         p = os.path.join(dest, m["file"])
         if not os.path.realpath(p).startswith(real + os.sep):
             bad.append(("outside", m["file"]))
+            continue
+        if is_dir(m):
+            if not os.path.isdir(p) or os.path.islink(p):
+                bad.append(("not a directory", m["file"]))
             continue
         if m["status"] == "intact" and not os.path.islink(p):
             rec = next(r for r in recs if r["id"] == m["id"])
@@ -264,6 +290,38 @@ def check_hostile(t, cli, img, recs, truth, tmp):
     claims(t, "flipped stale blocks", got, truth)
 
 
+def check_dirs(t, cli, img, recs, truth, tmp):
+    """Deleted directories against the generator's notes."""
+    want = {(d["path"], d["fate"], d["mode"], tuple(d["btime"])) for d in truth["dirs"]}
+    got = {(r["path"], r["kind"], r["mode"], tuple(r["btime"])) for r in recs if is_dir(r)}
+    t.check(f"churn: every removed directory is one record (path, kind, mode, btime), "
+            f"no other ({len(want)})", got == want, (sorted(got ^ want)[:6]))
+    drecs = [r for r in recs if is_dir(r)]
+    t.check("churn: one record per directory", len(drecs) == len(want), len(drecs))
+    dest = os.path.join(tmp, "dirs")
+    rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
+    missing = [d["path"] for d in truth["dirs"] if not os.path.isdir(os.path.join(dest, d["path"]))]
+    t.check("churn: extract --deleted creates every removed directory", rc == 0 and not missing,
+            (rc, missing, err[-200:]))
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
+    lines = out.decode(errors="replace").splitlines()
+    missing = [d["path"] for d in truth["dirs"]
+               if not any(line.split("|")[1] == "/" + d["path"] + " (deleted)" and
+                          line.split("|")[3].startswith("d/d") for line in lines)]
+    t.check("churn: bodyfile --deleted lists every removed directory (d/d..., (deleted))",
+            rc == 0 and not missing, (rc, missing))
+    rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", drecs[0]["id"], img], timeout=120)
+    t.check("churn: cat --deleted of a directory: exit 2, no bytes, says why",
+            rc == 2 and not out and b"directory" in err, (rc, err[-200:]))
+
+
+def progs_shas(img, script):
+    if not (shutil.which("btrfs-find-root") and shutil.which("btrfs")):
+        return None
+    p = subprocess.run([sys.executable, script, img], stdout=subprocess.PIPE, timeout=600)
+    return set(json.loads(p.stdout)["sha256"]) if p.returncode == 0 else None
+
+
 def main():
     cli, testdata = sys.argv[1], sys.argv[2]
     here = os.path.dirname(os.path.abspath(__file__))
@@ -275,12 +333,7 @@ def main():
         truth = imgtest.load_json(os.path.join(src, "single.truth.json"))
         recs = deleted(cli, [img], t, "single")
         claims(t, "single", recs, truth)
-        progs = None
-        if shutil.which("btrfs-find-root") and shutil.which("btrfs"):
-            p = subprocess.run([sys.executable, progs_script, img], stdout=subprocess.PIPE,
-                               timeout=600)
-            if p.returncode == 0:
-                progs = set(json.loads(p.stdout)["sha256"])
+        progs = progs_shas(img, progs_script)
         rates(t, "single", recs, truth, progs)
         check_cat(t, cli, img, recs)
         check_extract(t, cli, img, recs, tmp)
@@ -318,6 +371,15 @@ def main():
         mrecs = deleted(cli, devs, t, "two devices")
         claims(t, "two devices", mrecs, mtruth)
         rates(t, "two devices", mrecs, mtruth, None)
+        for d in devs:
+            os.unlink(d)
+
+        churn = imgtest.private_copy(os.path.join(src, "churn.img.zst"), tmp)
+        ctruth = imgtest.load_json(os.path.join(src, "churn.truth.json"))
+        crecs = deleted(cli, [churn], t, "churn")
+        claims(t, "churn", crecs, ctruth)
+        rates(t, "churn", crecs, ctruth, progs_shas(churn, progs_script), strict=True)
+        check_dirs(t, cli, churn, crecs, ctruth, tmp)
     return t.summary()
 
 

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "digest.h"
@@ -26,7 +27,7 @@ static int on_record(void *ctx, const struct btrfsimg_recovered *r)
 	struct del_ctx *d = ctx;
 	char sha[65] = "";
 	bool have_sha = false;
-	if (d->c->hash && r->status == BTRFSIMG_REC_INTACT) {
+	if (d->c->hash && r->status == BTRFSIMG_REC_INTACT && !S_ISDIR(r->inode.mode)) {
 		int rc = rec_digest(d->f, r->id, "sha256", sha);
 		have_sha = rc == 0;
 		if (rc < 0) {
@@ -83,15 +84,16 @@ const struct cmd_struct cmd_struct_deleted = {
 	.name = "deleted",
 	.summary = "deleted files and earlier versions, from every tree block found",
 	.args = "IMAGE...",
-	.about = "Read every device whole, find every tree block of the filesystem that\n"
-		 "ever was (checksum, checks and chunk map as for live blocks), and list\n"
-		 "each version of a regular file or symlink that no live path shows any\n"
-		 "more: kind deleted, previous-version, dropped-subvolume or orphan; status\n"
-		 "intact, partial (bad_ranges say which bytes and why), overwritten or\n"
-		 "metadata-only; verified when every data sector matched a checksum btrfs\n"
-		 "wrote for that extent (never for inline or nodatasum data). Paths come\n"
-		 "from old names; unknown parts read <SUBVOL:OBJECTID>. Newest version of\n"
-		 "a file first; identical versions once. The id goes to cat --deleted.",
+	.about =
+		"Read every device whole, find every tree block of the filesystem that\n"
+		"ever was (checksum, checks and chunk map as for live blocks), and list\n"
+		"each version of a regular file or symlink, and each directory, that no\n"
+		"live path shows any more: kind deleted, previous-version, dropped-subvolume or orphan; status\n"
+		"intact, partial (bad_ranges say which bytes and why), overwritten or\n"
+		"metadata-only; verified when every data sector matched a checksum btrfs\n"
+		"wrote for that extent (never for inline or nodatasum data). Paths come\n"
+		"from old names; unknown parts read <SUBVOL:OBJECTID>. Newest version of\n"
+		"a file first; identical versions once. The id goes to cat --deleted.",
 	.examples = "btrfsimg deleted disk.img\n"
 		    "btrfsimg deleted --json --hash disk.img | jq 'select(.verified)'\n"
 		    "btrfsimg cat --deleted 5-260-12-0a1b2c3d disk.img > old.txt",

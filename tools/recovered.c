@@ -2,8 +2,8 @@
 /*
  * Recovered versions on the command line (recovered.h). extract --deleted
  * writes each version at DESTDIR/PATH (later versions of one path at
- * PATH.~ID~), creating directories with mkdirat and opening every
- * component with O_NOFOLLOW relative to the one before, and refusing
+ * PATH.~ID~; a deleted directory is created there), creating directories with mkdirat and opening
+ * every component with O_NOFOLLOW relative to the one before, and refusing
  * ".", ".." and empty components (written "_"), so nothing lands outside
  * DESTDIR whatever names a stale block carries.
  */
@@ -273,16 +273,23 @@ static int mem_piece(void *ctx, uint64_t off, const void *data, size_t len)
 	return 0;
 }
 
-/* One version at @rel: a regular file, or a symlink. Returns
- * btrfsimg_forensic_read's value or -errno. */
+/* One version at @rel: a regular file, a symlink, or a directory
+ * (created, or found there already: the parent of another record).
+ * Returns btrfsimg_forensic_read's value or -errno. */
 static int write_one(struct ex *x, char *rel, const struct btrfsimg_recovered *r)
 {
 	char *leaf;
 	int dir = parent_of(x, rel, &leaf);
 	if (dir < 0)
 		return dir;
-	int rc;
-	if (S_ISLNK(r->inode.mode)) {
+	int rc = 0;
+	if (S_ISDIR(r->inode.mode)) {
+		int fd = sub_dir(dir, leaf);
+		if (fd < 0)
+			rc = fd;
+		else
+			close(fd);
+	} else if (S_ISLNK(r->inode.mode)) {
 		uint8_t target[4096];
 		struct membuf m = { target, 0 };
 		rc = btrfsimg_forensic_read(x->f, r->id, mem_piece, &m);
@@ -399,6 +406,8 @@ static char type_char(uint32_t mode)
 		return 'r';
 	case S_IFLNK:
 		return 'l';
+	case S_IFDIR:
+		return 'd';
 	default:
 		return '-';
 	}
@@ -409,7 +418,7 @@ static int body_one(void *ctx, const struct btrfsimg_recovered *r)
 	struct body *b = ctx;
 	const struct btrfsimg_inode *i = &r->inode;
 	char md5[33] = "0";
-	if (b->c->hash && r->status == BTRFSIMG_REC_INTACT &&
+	if (b->c->hash && r->status == BTRFSIMG_REC_INTACT && !S_ISDIR(i->mode) &&
 	    rec_digest(b->f, r->id, "md5", md5) != 0)
 		snprintf(md5, sizeof(md5), "0");
 	static const char rwx[] = "rwxrwxrwx";

@@ -20,6 +20,11 @@
  * other extents or size "previous-version"; today's own state with link
  * count 0 "orphan". Identical versions (same extent items, or the same
  * bytes when intact) are one record, the verified or newest one.
+ *
+ * Directories no live path shows any more (gone from their live tree, or
+ * in a dropped subvolume) are records too, one per directory (every
+ * state of it is one record: a directory has no contents): intact when
+ * its items were seen whole, else metadata-only; never verified.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -153,6 +158,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 static uint64_t signature(const struct fx_version *v)
 {
+	/* A directory has no contents: all its states are one record. */
+	if (v->dir)
+		return fnv(0xcbf29ce484222325ull, "directory", 9);
 	uint64_t h = fnv(0xcbf29ce484222325ull, &v->inode.size, 8);
 	for (size_t i = 0; i < v->next; i++) {
 		const struct bi_extent *e = &v->ext[i];
@@ -298,8 +306,9 @@ static int fs_leaf(struct btrfsimg_forensic *f, size_t idx, size_t lo, size_t hi
 					.leaf_gen = b->generation };
 		if (bi_inode_parse(it.data, it.size, b->owner, v.ino, 0, &v.inode, why,
 				   sizeof(why)) < 0 ||
-		    !(S_ISREG(v.inode.mode) || S_ISLNK(v.inode.mode)))
+		    !(S_ISREG(v.inode.mode) || S_ISLNK(v.inode.mode) || S_ISDIR(v.inode.mode)))
 			continue;
+		v.dir = S_ISDIR(v.inode.mode);
 		size_t cap = 0;
 		uint32_t slot = s;
 		bool at_end;
@@ -586,7 +595,9 @@ static char *version_path(const struct bi_fx_recovered *r, const struct fx_versi
 	struct sbuf b = { 0 };
 	sb_prepend(&b, "", 0);
 	const struct fx_ref *n = name_of(r, v->subvol, v->ino, v->leaf_gen);
-	if (n) {
+	if (v->ino == OBJ_FIRST_FREE) /* a subvolume's top directory: its place */
+		dir_path(r, &b, v->subvol, OBJ_FIRST_FREE, v->leaf_gen, 0);
+	else if (n) {
 		sb_part(&b, n->name);
 		dir_path(r, &b, v->subvol, n->parent, v->leaf_gen, 0);
 	} else {
@@ -681,6 +692,10 @@ static void classify(struct btrfsimg_forensic *f)
 			v->rec.kind = BTRFSIMG_REC_DELETED;
 			continue;
 		}
+		if (v->dir) { /* a live directory: nothing lost */
+			v->skip = true;
+			continue;
+		}
 		uint64_t sig = live_signature(f, v->subvol, v->ino, &live);
 		if (sig != v->sig) {
 			v->rec.kind = BTRFSIMG_REC_PREVIOUS_VERSION;
@@ -694,9 +709,22 @@ static void classify(struct btrfsimg_forensic *f)
 
 /* ------------------------------------------------------------ building */
 
+/* A directory's record: intact when its items were seen whole (the
+ * run of its items ended inside the leaves found), else metadata-only;
+ * never verified (no data). */
+static void finish_dir(struct fx_version *v)
+{
+	v->rec.status = v->complete ? BTRFSIMG_REC_INTACT : BTRFSIMG_REC_METADATA_ONLY;
+	v->rec.verified = false;
+}
+
 static int finish(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf)
 {
-	int rc = bi_fx_evaluate(f, v, buf);
+	int rc = 0;
+	if (v->dir)
+		finish_dir(v);
+	else
+		rc = bi_fx_evaluate(f, v, buf);
 	if (rc < 0)
 		return rc;
 	v->path = version_path(f->rec, v);
@@ -784,7 +812,7 @@ static int same_contents(struct btrfsimg_forensic *f)
 	struct bi_fx_recovered *r = f->rec;
 	for (size_t i = 0; i < r->nv; i++) {
 		struct fx_version *v = &r->v[i];
-		if (v->skip || v->rec.status != BTRFSIMG_REC_INTACT)
+		if (v->skip || v->dir || v->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
 		v->content = 0xcbf29ce484222325ull;
 		int rc = bi_fx_out_walk(f, v, hash_piece, &v->content);
@@ -793,13 +821,13 @@ static int same_contents(struct btrfsimg_forensic *f)
 	}
 	for (size_t i = 0; i < r->nv; i++) {
 		struct fx_version *a = &r->v[i];
-		if (a->skip || a->rec.status != BTRFSIMG_REC_INTACT)
+		if (a->skip || a->dir || a->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
 		for (size_t j = i + 1; j < r->nv; j++) {
 			struct fx_version *b = &r->v[j];
 			if (b->subvol != a->subvol || b->ino != a->ino)
 				break;
-			if (b->skip || b->rec.status != BTRFSIMG_REC_INTACT ||
+			if (b->skip || b->dir || b->rec.status != BTRFSIMG_REC_INTACT ||
 			    b->inode.generation != a->inode.generation ||
 			    b->inode.size != a->inode.size || b->content != a->content)
 				continue;
@@ -886,6 +914,9 @@ int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_f
 			v = &f->rec->v[i];
 	if (!v)
 		return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
+	if (v->dir)
+		return bi_err(f->fs, -EISDIR, "forensic: %s is a directory (%s): no contents", id,
+			      v->path);
 	int rc = bi_fx_out_walk(f, v, fn, ctx);
 	if (rc)
 		return rc;

@@ -50,6 +50,7 @@ struct fx_version {
 	struct bi_extent *ext;
 	size_t next;
 	bool complete;
+	bool dir; /* a directory: a record of its own, no contents */
 	/* results */
 	struct btrfsimg_recovered rec;
 	char id[80];
