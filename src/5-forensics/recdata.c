@@ -366,7 +366,7 @@ static int eval_piece(void *ctx, const struct bi_piece *p, size_t ext)
 
 /* The bytes the extents hold as the kernel counts them in nbytes: inline
  * ram_bytes, regular and prealloc num_bytes (holes none). */
-static uint64_t nbytes_of(const struct fx_version *v)
+uint64_t bi_fx_nbytes(const struct fx_version *v)
 {
 	uint64_t n = 0;
 	for (size_t i = 0; i < v->next; i++) {
@@ -415,7 +415,7 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 	 * item and extent items that were never true together (a truncate
 	 * half done): nbytes, which the kernel keeps equal to the bytes its
 	 * extents hold (btrfs check's "nbytes wrong"), tells. */
-	if (v->complete && nbytes_of(v) != v->inode.nbytes && v->inode.size) {
+	if (v->complete && bi_fx_nbytes(v) != v->inode.nbytes && v->inode.size) {
 		v->nbad = 0; /* the whole file, instead of what the pieces said */
 		if ((rc = add_bad(v, 0, v->inode.size, "items disagree with the inode")) < 0)
 			return rc;

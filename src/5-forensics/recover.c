@@ -238,15 +238,14 @@ static const struct bi_fx_block *leaf_after(const struct btrfsimg_forensic *f, s
 	return lo < f->nblocks ? &f->blocks[lo] : NULL;
 }
 
-/* A run that reached the end of its leaf: continue in the leaf of the same
- * owner and generation that starts next, if it starts with the same inode. */
-static int continue_run(struct btrfsimg_forensic *f, size_t lo, size_t hi,
-			const struct bi_fx_block *b, struct fx_version *v, size_t *cap)
+/* Follow a run from leaf @n on (a leaf of the same owner and generation
+ * as the one it left, starting with the same inode), leaf after leaf. */
+static int follow_run(struct btrfsimg_forensic *f, size_t lo, size_t hi,
+		      const struct bi_fx_block *n, struct fx_version *v, size_t *cap)
 {
-	bi_key after = b->last;
+	uint64_t gen = n->generation;
 	for (int hops = 0; hops < 1024; hops++) {
-		const struct bi_fx_block *n = leaf_after(f, lo, hi, b->generation, &after);
-		if (!n || n >= f->blocks + hi || n->generation != b->generation || n->level != 0 ||
+		if (!n || n >= f->blocks + hi || n->generation != gen || n->level != 0 ||
 		    !n->nritems || n->first.objectid != v->ino || bi_fx_read_block(f, n) < 0)
 			return 0;
 		uint32_t slot = 0;
@@ -256,9 +255,49 @@ static int continue_run(struct btrfsimg_forensic *f, size_t lo, size_t hi,
 			v->complete = rc == 0;
 			return rc;
 		}
-		after = n->last;
+		n = leaf_after(f, lo, hi, gen, &n->last);
 	}
 	return 0;
+}
+
+static void drop_extents(struct fx_version *v, size_t keep)
+{
+	while (v->next > keep)
+		free((void *)v->ext[--v->next].inline_data);
+	v->complete = false;
+}
+
+/* A run that reached the end of its leaf: continue in the leaf of the same
+ * owner and generation that starts next, if it starts with the same inode.
+ * A transaction can leave more than one such leaf on disk (one written
+ * before a later change in the same transaction): the first whose items
+ * agree with the inode's nbytes is taken, else the first. */
+static int continue_run(struct btrfsimg_forensic *f, size_t lo, size_t hi,
+			const struct bi_fx_block *b, struct fx_version *v, size_t *cap)
+{
+	size_t base = v->next;
+	const struct bi_fx_block *first = leaf_after(f, lo, hi, b->generation, &b->last);
+	const struct bi_fx_block *fallback = NULL;
+	int tries = 0;
+	for (const struct bi_fx_block *n = first;
+	     n && n < f->blocks + hi && n->generation == b->generation && n->level == 0 &&
+	     tries < 16;
+	     n++) {
+		if (!n->nritems || n->first.objectid < v->ino)
+			continue;
+		if (n->first.objectid > v->ino)
+			break;
+		tries++;
+		int rc = follow_run(f, lo, hi, n, v, cap);
+		if (rc < 0)
+			return rc;
+		if (v->complete && (!v->inode.size || bi_fx_nbytes(v) == v->inode.nbytes))
+			return 0;
+		if (!fallback)
+			fallback = n;
+		drop_extents(v, base);
+	}
+	return fallback ? follow_run(f, lo, hi, fallback, v, cap) : 0;
 }
 
 static int add_version(struct bi_fx_recovered *r, struct fx_version *v)

@@ -109,6 +109,9 @@ static inline int dext_cmp(const void *pa, const void *pb)
 /* The longest logical range one csum item covers (the backward search
  * of a sector's checksum stops there). */
 uint64_t bi_fx_csum_span(const struct bi_fx_recovered *r);
+/* The bytes the version's extents hold as the kernel counts them in the
+ * inode's nbytes (inline ram_bytes, regular and prealloc num_bytes). */
+uint64_t bi_fx_nbytes(const struct fx_version *v);
 /* Status, verified and bad ranges of a version from its extents: their
  * reuse, their checksums, whether their items agree with the inode. */
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf);
