@@ -1,20 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Direct reads of a plain image file (see direct.h). O_DIRECT wants the
- * offset, the length and the buffer aligned to the logical block size of
- * the file's device; ALIGN (4096) covers every device met in practice, and
- * a read the kernel refuses (EINVAL) just makes the caller fall back to
- * buffered reads. A request is widened to aligned bounds and *data points
- * into the widened buffer, so nothing is copied. Two buffers: the one the
- * caller is reading and the one a read ahead (aio_read) fills meanwhile,
- * so the device is kept busy while the caller checks what it has. The
- * file is opened again through /proc/self/fd, so it is the same file
- * whatever its path became.
+ * The ring reader of a plain image file (see direct.h).
+ *
+ * O_DIRECT wants the offset, the length and the buffer aligned to the
+ * logical block size of the file's device; ALIGN (4096) covers every
+ * device met in practice. A request is widened to aligned bounds and the
+ * caller's pointer points into the widened buffer, so nothing is copied.
+ * A read the kernel refuses (EINVAL) switches the ring to reading the
+ * file through the page cache, from then on. The file is opened again
+ * through /proc/self/fd, so it is the same file whatever its path became.
+ *
+ * One thread reads, one request at a time, each into its own slot, in the
+ * order submitted: the device is kept busy with one large sequential read
+ * after another (as `dd iflag=direct` does) while the caller checks the
+ * slot it holds. Slot states move FREE -> QUEUED (caller) -> DONE (thread)
+ * -> FREE (caller, when it asks for the next one); the mutex guards the
+ * states and results, the rest of a slot belongs to whoever its state
+ * says.
  */
-#include <aio.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdbool.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,129 +30,240 @@
 
 #include "0-base/cursor.h"
 
-#define ALIGN 4096u
+#define ALIGN	  4096u
+#define MAX_LEN	  (256u << 20)
+#define MAX_DEPTH 16u
 
-struct bi_direct {
-	int fd;
-	uint64_t base, size; /* the device's window of the file */
-	uint8_t *buf[2];
-	size_t cap;
-	int cur;      /* the buffer the last read returned */
-	bool pending; /* an aio_read into buf[!cur] is under way */
-	struct aiocb cb;
-	uint64_t p_off; /* its request, as the caller gave it */
-	size_t p_len;
+enum { FREE, QUEUED, DONE };
+
+struct slot {
+	uint8_t *buf;
+	uint64_t off; /* the request, as the caller gave it */
+	size_t len;
+	int state;
+	int rc;	     /* when DONE: 0 or a negative errno */
+	size_t skip; /* when DONE and 0: where the bytes start in buf */
 };
 
-struct bi_direct *bi_direct_open(const struct bi_dev *d, size_t maxlen)
-{
-	if (d->fd < 0 || d->ctr || d->vread || d->rfn || d->mem || maxlen > (1u << 30))
-		return NULL;
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", d->fd);
-	struct bi_direct *r = calloc(1, sizeof(*r));
-	if (!r)
-		return NULL;
-	r->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-	r->cap = maxlen + 2 * ALIGN;
-	for (int i = 0; i < 2; i++)
-		if (posix_memalign((void **)&r->buf[i], ALIGN, r->cap) != 0)
-			r->buf[i] = NULL;
-	if (r->fd < 0 || !r->buf[0] || !r->buf[1]) {
-		bi_direct_close(r);
-		return NULL;
-	}
-	r->base = d->base;
-	r->size = d->size;
-	return r;
-}
+struct bi_ring {
+	int dfd;	     /* the O_DIRECT descriptor, or -1 */
+	int fd;		     /* the device's own (buffered) descriptor */
+	bool direct;	     /* the thread reads dfd (cleared on EINVAL) */
+	uint64_t base, size; /* the device's window of the file */
+	size_t maxlen;
+	unsigned n;
+	struct slot slot[MAX_DEPTH];
+	/* the caller's: */
+	unsigned tail, head, used;
+	int held; /* the slot bi_ring_next last returned, or -1 */
+	/* the thread's: */
+	unsigned rd;
+	pthread_t th;
+	bool started;
+	pthread_mutex_t mu;
+	pthread_cond_t work, done;
+	bool stop;
+};
 
-/* Wait for the read ahead; its byte count or -1. */
-static ssize_t ahead_wait(struct bi_direct *r)
+/* pread until @want bytes or the end of the file; the bytes got, or -errno. */
+static ssize_t read_full(int fd, uint8_t *buf, size_t want, uint64_t at)
 {
-	const struct aiocb *list[1] = { &r->cb };
-	while (aio_error(&r->cb) == EINPROGRESS)
-		if (aio_suspend(list, 1, NULL) < 0 && errno != EINTR)
-			break;
-	r->pending = false;
-	return aio_error(&r->cb) == 0 ? aio_return(&r->cb) : (aio_return(&r->cb), -1);
-}
-
-void bi_direct_close(struct bi_direct *r)
-{
-	if (!r)
-		return;
-	if (r->pending)
-		ahead_wait(r);
-	if (r->fd >= 0)
-		close(r->fd);
-	free(r->buf[0]);
-	free(r->buf[1]);
-	free(r);
-}
-
-/* The aligned span [*a, *a + *want) around the request; false if out of
- * bounds. *skip: where the request starts inside it. */
-static bool span(const struct bi_direct *r, uint64_t off, size_t len, uint64_t *a, size_t *want,
-		 size_t *skip)
-{
-	uint64_t abs;
-	if (!bi_fits64(r->size, off, len) || !bi_add_ok(r->base, off, &abs) ||
-	    abs > INT64_MAX - 2 * ALIGN || len + 2 * ALIGN > r->cap)
-		return false;
-	*a = abs / ALIGN * ALIGN;
-	*want = (size_t)((abs + len + ALIGN - 1) / ALIGN * ALIGN - *a);
-	*skip = (size_t)(abs - *a);
-	return true;
-}
-
-void bi_direct_ahead(struct bi_direct *r, uint64_t off, size_t len)
-{
-	uint64_t a;
-	size_t want, skip;
-	if (r->pending || !span(r, off, len, &a, &want, &skip))
-		return;
-	memset(&r->cb, 0, sizeof(r->cb));
-	r->cb.aio_fildes = r->fd;
-	r->cb.aio_buf = r->buf[!r->cur];
-	r->cb.aio_nbytes = want;
-	r->cb.aio_offset = (off_t)a;
-	r->cb.aio_sigevent.sigev_notify = SIGEV_NONE;
-	if (aio_read(&r->cb) == 0) {
-		r->pending = true;
-		r->p_off = off;
-		r->p_len = len;
-	}
-}
-
-int bi_direct_read(struct bi_direct *r, uint64_t off, size_t len, const uint8_t **data)
-{
-	uint64_t a;
-	size_t want, skip, got = 0;
-	if (!span(r, off, len, &a, &want, &skip))
-		return -EINVAL;
-	if (r->pending) {
-		bool mine = r->p_off == off && r->p_len == len;
-		ssize_t n = ahead_wait(r);
-		if (mine && n >= 0 && (size_t)n >= skip + len) {
-			r->cur = !r->cur;
-			*data = r->buf[r->cur] + skip;
-			return 0;
-		}
-	}
-	uint8_t *b = r->buf[!r->cur];
+	size_t got = 0;
 	while (got < want) {
-		ssize_t n = pread(r->fd, b + got, want - got, (off_t)(a + got));
+		ssize_t n = pread(fd, buf + got, want - got, (off_t)(at + got));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n < 0)
+			return got ? (ssize_t)got : -errno;
+		if (n == 0)
 			break;
 		got += (size_t)n;
 	}
-	/* the file's last block may be partial: only the bytes asked for count */
-	if (got < skip + len)
-		return -EIO;
-	r->cur = !r->cur;
-	*data = b + skip;
+	return (ssize_t)got;
+}
+
+/* Read slot @s's request; its rc and skip. Thread side, unlocked; true
+ * when O_DIRECT was refused (the caller then clears r->direct, locked). */
+static bool fill(struct bi_ring *r, struct slot *s)
+{
+	uint64_t abs;
+	s->skip = 0;
+	if (!bi_fits64(r->size, s->off, s->len) || !bi_add_ok(r->base, s->off, &abs) ||
+	    abs > INT64_MAX - 2 * (uint64_t)ALIGN) {
+		s->rc = -EINVAL;
+		return false;
+	}
+	if (r->direct) {
+		uint64_t a = abs / ALIGN * ALIGN;
+		size_t want = (size_t)((abs + s->len + ALIGN - 1) / ALIGN * ALIGN - a);
+		size_t skip = (size_t)(abs - a);
+		ssize_t n = read_full(r->dfd, s->buf, want, a);
+		if (n >= 0) {
+			/* the file's last block may be partial: only the bytes
+			 * asked for count */
+			s->rc = (size_t)n >= skip + s->len ? 0 : -EIO;
+			s->skip = skip;
+			return false;
+		}
+		if (n != -EINVAL) {
+			s->rc = (int)n;
+			return false;
+		}
+	}
+	ssize_t n = read_full(r->fd, s->buf, s->len, abs);
+	s->rc = n < 0 ? (int)n : (size_t)n == s->len ? 0 : -EIO;
+	return r->direct; /* refused: through the page cache from now on */
+}
+
+static void *reader(void *arg)
+{
+	struct bi_ring *r = arg;
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		struct slot *s = &r->slot[r->rd];
+		while (!r->stop && s->state != QUEUED)
+			pthread_cond_wait(&r->work, &r->mu);
+		if (r->stop)
+			break;
+		pthread_mutex_unlock(&r->mu);
+		bool refused = fill(r, s);
+		pthread_mutex_lock(&r->mu);
+		if (refused)
+			r->direct = false;
+		s->state = DONE;
+		r->rd = (r->rd + 1) % r->n;
+		pthread_cond_signal(&r->done);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+struct bi_ring *bi_ring_open(const struct bi_dev *d, size_t maxlen, unsigned depth)
+{
+	if (d->fd < 0 || d->ctr || d->vread || d->rfn || d->mem || maxlen == 0 ||
+	    maxlen > MAX_LEN || depth < 2 || depth > MAX_DEPTH)
+		return NULL;
+	struct bi_ring *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->fd = d->fd;
+	r->base = d->base;
+	r->size = d->size;
+	r->maxlen = maxlen;
+	r->n = depth;
+	r->held = -1;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", d->fd);
+	r->dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	r->direct = r->dfd >= 0;
+	bool ok = pthread_mutex_init(&r->mu, NULL) == 0;
+	if (ok && pthread_cond_init(&r->work, NULL) != 0) {
+		pthread_mutex_destroy(&r->mu);
+		ok = false;
+	}
+	if (ok && pthread_cond_init(&r->done, NULL) != 0) {
+		pthread_cond_destroy(&r->work);
+		pthread_mutex_destroy(&r->mu);
+		ok = false;
+	}
+	if (!ok) {
+		if (r->dfd >= 0)
+			close(r->dfd);
+		free(r);
+		return NULL;
+	}
+	for (unsigned i = 0; i < depth; i++)
+		if (posix_memalign((void **)&r->slot[i].buf, ALIGN, maxlen + 2 * ALIGN) != 0) {
+			r->slot[i].buf = NULL;
+			bi_ring_close(r);
+			return NULL;
+		}
+	if (pthread_create(&r->th, NULL, reader, r) != 0) {
+		bi_ring_close(r);
+		return NULL;
+	}
+	r->started = true;
+	return r;
+}
+
+void bi_ring_close(struct bi_ring *r)
+{
+	if (!r)
+		return;
+	if (r->started) {
+		pthread_mutex_lock(&r->mu);
+		r->stop = true;
+		pthread_cond_signal(&r->work);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->th, NULL);
+	}
+	pthread_cond_destroy(&r->done);
+	pthread_cond_destroy(&r->work);
+	pthread_mutex_destroy(&r->mu);
+	if (r->dfd >= 0)
+		close(r->dfd);
+	for (unsigned i = 0; i < r->n; i++)
+		free(r->slot[i].buf);
+	free(r);
+}
+
+bool bi_ring_room(const struct bi_ring *r)
+{
+	return r->used < r->n;
+}
+
+bool bi_ring_direct(const struct bi_ring *r)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&r->mu);
+	bool d = r->direct;
+	pthread_mutex_unlock((pthread_mutex_t *)&r->mu);
+	return d;
+}
+
+int bi_ring_submit(struct bi_ring *r, uint64_t off, size_t len)
+{
+	if (len > r->maxlen)
+		return -EINVAL;
+	if (r->used == r->n)
+		return -EAGAIN;
+	struct slot *s = &r->slot[r->tail];
+	pthread_mutex_lock(&r->mu);
+	s->off = off;
+	s->len = len;
+	s->state = QUEUED;
+	pthread_cond_signal(&r->work);
+	pthread_mutex_unlock(&r->mu);
+	r->tail = (r->tail + 1) % r->n;
+	r->used++;
 	return 0;
+}
+
+void bi_ring_release(struct bi_ring *r)
+{
+	if (r->held < 0)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->slot[r->held].state = FREE;
+	pthread_mutex_unlock(&r->mu);
+	r->held = -1;
+	r->used--;
+}
+
+int bi_ring_next(struct bi_ring *r, const uint8_t **data)
+{
+	bi_ring_release(r);
+	pthread_mutex_lock(&r->mu);
+	struct slot *s = &r->slot[r->head];
+	if (s->state == FREE) {
+		pthread_mutex_unlock(&r->mu);
+		return -ENOENT;
+	}
+	while (s->state != DONE)
+		pthread_cond_wait(&r->done, &r->mu);
+	int rc = s->rc;
+	pthread_mutex_unlock(&r->mu);
+	r->held = (int)r->head;
+	r->head = (r->head + 1) % r->n;
+	*data = rc == 0 ? s->buf + s->skip : NULL;
+	return rc;
 }

@@ -67,6 +67,13 @@ int bi_fx_map(struct btrfsimg_forensic *f, uint64_t logical, uint64_t *devid, ui
 /* The index range [*lo, *hi) of blocks owned by @owner. */
 void bi_fx_owner_range(const struct btrfsimg_forensic *f, uint64_t owner, size_t *lo, size_t *hi);
 
+/* btrfsimg_forensic_scan reading @piece bytes at a time (a multiple of
+ * the sector size, at most 64 MiB) with @depth ring buffers per device
+ * (2 to 16; anything else reads through bi_dev_read only): the tests
+ * use small pieces to put blocks across piece boundaries. */
+int bi_fx_scan(btrfsimg_fs *fs, size_t piece, unsigned depth, btrfsimg_scan_progress_fn fn,
+	       void *ctx, btrfsimg_forensic **out);
+
 /* Free the index and the handle (what the scan made; recover.c's
  * btrfsimg_forensic_free frees its part first). Accepts NULL. */
 void bi_fx_index_free(struct btrfsimg_forensic *f);
