@@ -45,6 +45,27 @@ static const char *block_kind(int level)
 
 /* ------------------------------------------------------------------ cache */
 
+/* The path of the last lookup that ended (root to leaf, one reference held
+ * per block) and the key range [lo, hi) for which a descent from that root
+ * takes exactly this path: at each node the pointer followed is the last
+ * one whose key is <= the target (the first one for any target before
+ * it), so the range is the intersection over the levels of [this pointer's
+ * key, the next pointer's key). A lookup whose start key lies in it begins
+ * at that leaf without the descent: lookups in key order (the inodes of a
+ * directory's entries, one after the other) mostly fall in the last leaf.
+ * Same blocks, same slots as a descent, so the same result, even on a
+ * damaged tree; paths through blocks kept out of the cache are not kept. */
+#define HINTS 4 /* one per tree in use: a walk alternates the root tree and a subvolume's */
+struct path_hint {
+	struct bi_root root;
+	uint64_t used; /* when last kept or used: the oldest is replaced */
+	int top;       /* root level, -1: no hint */
+	struct bi_block *path[MAX_LEVEL];
+	uint32_t slot[MAX_LEVEL];
+	bi_key lo, hi;
+	bool lo_open, hi_open; /* no lower / upper bound */
+};
+
 struct bi_cache {
 	struct bi_block **buckets;
 	size_t nbuckets;
@@ -52,6 +73,8 @@ struct bi_cache {
 	uint64_t bytes, max_bytes;
 	uint8_t *spare;		/* a streamed leaf's buffer, for the next read */
 	size_t spare_size;
+	struct path_hint hint[HINTS];
+	uint64_t hint_clock;
 };
 
 struct bi_cache *bi_cache_new(uint64_t max_bytes)
@@ -67,6 +90,8 @@ struct bi_cache *bi_cache_new(uint64_t max_bytes)
 	}
 	c->lru.lru_next = c->lru.lru_prev = &c->lru;
 	c->max_bytes = max_bytes;
+	for (int i = 0; i < HINTS; i++)
+		c->hint[i].top = -1;
 	return c;
 }
 
@@ -542,6 +567,117 @@ static int descend(struct bi_iter *it, int level)
 	return 0;
 }
 
+/* ------------------------------------------------------------ path hint */
+
+static bool same_root(const struct bi_root *a, const struct bi_root *b)
+{
+	return a->id == b->id && a->bytenr == b->bytenr && a->generation == b->generation &&
+	       a->level == b->level;
+}
+
+/* The hint kept for @root, or NULL. */
+static struct path_hint *hint_for(struct bi_cache *c, const struct bi_root *root)
+{
+	for (int i = 0; i < HINTS; i++)
+		if (c->hint[i].top >= 0 && same_root(&c->hint[i].root, root))
+			return &c->hint[i];
+	return NULL;
+}
+
+/* Start at the hinted leaf if a descent to @min would take its path. */
+static bool hint_start(struct bi_iter *it, const bi_key *min)
+{
+	struct bi_cache *c = it->fs->cache;
+	struct path_hint *h = hint_for(c, &it->root);
+	if (!h || (!h->lo_open && bi_key_cmp(min, &h->lo) < 0) ||
+	    (!h->hi_open && bi_key_cmp(min, &h->hi) >= 0))
+		return false;
+	h->used = ++c->hint_clock;
+	it->top = h->top;
+	for (int lvl = 0; lvl <= h->top; lvl++) {
+		it->path[lvl] = h->path[lvl];
+		it->path[lvl]->refs++;
+		it->slot[lvl] = h->slot[lvl];
+	}
+	it->slot[0] = leaf_slot(it->path[0], min);
+	return true;
+}
+
+static void hint_drop(struct btrfsimg_fs *fs, struct path_hint *h)
+{
+	for (int lvl = 0; lvl <= h->top; lvl++)
+		bi_block_put(fs, h->path[lvl]);
+	h->top = -1;
+}
+
+/* Whether path[lvl - 1] is the child behind path[lvl]'s slot at every
+ * level, as that pointer expects it (not so once next_leaf has stepped a
+ * slot past the range), with no block private to this iterator. */
+static bool path_whole(const struct bi_iter *it)
+{
+	for (int lvl = 0; lvl <= it->top; lvl++)
+		if (!it->path[lvl] || it->path[lvl]->uncached)
+			return false;
+	for (int lvl = 1; lvl <= it->top; lvl++) {
+		const struct bi_block *n = it->path[lvl];
+		bi_key k;
+		uint64_t ptr, gen;
+		if (it->slot[lvl] >= n->nritems)
+			return false;
+		bi_node_ptr(n, it->slot[lvl], &k, &ptr, &gen);
+		struct bi_expect e = { it->root.id, gen, lvl - 1, &k };
+		if (ptr != it->path[lvl - 1]->bytenr || !cached_matches(it->path[lvl - 1], &e))
+			return false;
+	}
+	return true;
+}
+
+/* Keep the ending iterator's path (its references pass to the hint). */
+static bool hint_keep(struct bi_iter *it)
+{
+	if (it->stream || it->top < 0 || it->top >= MAX_LEVEL || !path_whole(it))
+		return false;
+	struct bi_cache *c = it->fs->cache;
+	struct path_hint *h = hint_for(c, &it->root);
+	for (int i = 0; i < HINTS && !h; i++)
+		if (c->hint[i].top < 0)
+			h = &c->hint[i];
+	if (!h) { /* none free: the least recently used */
+		h = &c->hint[0];
+		for (int i = 1; i < HINTS; i++)
+			if (c->hint[i].used < h->used)
+				h = &c->hint[i];
+	}
+	hint_drop(it->fs, h);
+	h->used = ++c->hint_clock;
+	h->root = it->root;
+	h->top = it->top;
+	h->lo_open = h->hi_open = true;
+	for (int lvl = 0; lvl <= it->top; lvl++) {
+		h->path[lvl] = it->path[lvl];
+		h->slot[lvl] = it->slot[lvl];
+		it->path[lvl] = NULL;
+		if (lvl == 0)
+			continue;
+		const struct bi_block *n = h->path[lvl];
+		uint32_t s = h->slot[lvl];
+		bi_key k;
+		if (s > 0) {
+			bi_key_read(n->data + HDR_SIZE + (size_t)s * KP_SIZE, &k);
+			if (h->lo_open || bi_key_cmp(&k, &h->lo) > 0)
+				h->lo = k;
+			h->lo_open = false;
+		}
+		if (s + 1 < n->nritems) {
+			bi_key_read(n->data + HDR_SIZE + (size_t)(s + 1) * KP_SIZE, &k);
+			if (h->hi_open || bi_key_cmp(&k, &h->hi) < 0)
+				h->hi = k;
+			h->hi_open = false;
+		}
+	}
+	return true;
+}
+
 int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_root *root,
 		  const bi_key *min, const bi_key *max)
 {
@@ -551,6 +687,8 @@ int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_ro
 	it->min = *min;
 	it->max = *max;
 	ovl_start(it);
+	if (hint_start(it, min))
+		return 0;
 	struct bi_expect e = { root->id, root->generation, root->level, NULL };
 	struct bi_block *b;
 	int rc = bi_block_read(fs, root->bytenr, &e, &b);
@@ -759,6 +897,7 @@ void bi_iter_end(struct bi_iter *it)
 {
 	if (!it->fs)
 		return;
+	hint_keep(it);
 	if (it->stream)
 		bi_block_put_once(it->fs, it->path[0]);
 	else

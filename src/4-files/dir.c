@@ -167,18 +167,24 @@ static int readdir_item(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 			const struct bi_item *it, struct btrfsimg_dirent *e)
 {
 	char why[192];
-	struct bi_dir_entry d;
+	struct bi_dir_entry first, d;
 	uint32_t pos = 0;
-	int rc = bi_dir_item_check(it->data, it->size, &it->key, why, sizeof(why));
-	if (rc > 0 && (rc = bi_dir_item_next(it->data, it->size, KT_DIR_INDEX, &pos, &d, why,
-					     sizeof(why))) > 0 &&
-	    d.location.type != KT_INODE_ITEM && d.location.type != KT_ROOT_ITEM)
+	/* What bi_dir_item_check does for a DIR_INDEX item (every entry
+	 * parses, at least one; no name hash to compare), in the same pass
+	 * that takes the first entry. */
+	int rc = bi_dir_item_next(it->data, it->size, KT_DIR_INDEX, &pos, &first, why, sizeof(why));
+	if (rc == 0)
+		rc = bi_why(why, sizeof(why), "empty dir item, have %u bytes expect >= %u",
+			    it->size, DI_SIZE);
+	while (rc > 0)
+		rc = bi_dir_item_next(it->data, it->size, KT_DIR_INDEX, &pos, &d, why, sizeof(why));
+	if (rc == 0 && first.location.type != KT_INODE_ITEM && first.location.type != KT_ROOT_ITEM)
 		rc = bi_why(why, sizeof(why), "location key type %u cannot be looked up",
-			    d.location.type);
+			    first.location.type);
 	if (rc < 0)
 		return bi_item_err(fs, rc, "dir index", subvol, it->block, it->slot, "%s", why);
 	/* btrfs_real_readdir uses only the first entry of a DIR_INDEX item. */
-	entry_to_dirent(&d, e);
+	entry_to_dirent(&first, e);
 	e->index = it->key.offset;
 	return bi_dir_resolve(fs, subvol, dir, e);
 }
