@@ -20,12 +20,16 @@ each round) so that freed blocks, old root-tree blocks among them, are
 written over.
 
 TRUTH.json is what gen_forensic.py records (every version ever written,
-its fate, the live files at the end) plus "dirs": every directory
+its fate, the live files at the end), each version's "sectors" (the
+first 16 hex digits of the sha256 of each 4 KiB of it, the last one
+short: what a partly recovered version's readable sectors must be), and
+"dirs": every directory
 removed (or gone with the subvolume), with its path, subvolume, inode
 number, fate ("deleted" or "dropped-subvolume"), mode and creation time
 (statx btime) taken before its removal. The churn files are created
 empty and stay empty (their versions are "empty": no content to lose).
 """
+import hashlib
 import json
 import os
 import subprocess
@@ -42,6 +46,11 @@ class ChurnWork(Work):
     def __init__(self, mnt):
         super().__init__(mnt)
         self.dirs = []
+
+    def record(self, rel, data, kind, subvol):
+        super().record(rel, data, kind, subvol)
+        self.versions[-1]["sectors"] = [hashlib.sha256(data[i:i + 4096]).hexdigest()[:16]
+                                        for i in range(0, len(data), 4096)]
 
     def mkdirs(self, rel):
         os.makedirs(os.path.join(self.mnt, rel), exist_ok=True)

@@ -20,6 +20,9 @@
  *     compressed extents are checked on the compressed bytes.
  * A verified extent is good even if reused; a csum mismatch, or reuse
  * without verification, makes its range bad ("csum mismatch", "reused").
+ * An uncompressed extent some of whose sectors match their checksums is
+ * judged sector by sector: those whose checksum differs, and (if reused)
+ * those none proves, are bad, the rest good (a partial version).
  * Inline and nodatasum data are never verified.
  */
 #include <errno.h>
@@ -43,7 +46,11 @@
 
 /* ------------------------------------------------------------ reading data */
 
-enum ext_state { EXT_GOOD = 0, EXT_VERIFIED = 1, EXT_BAD = 2 };
+/* EXT_MIXED: an uncompressed extent judged sector by sector (some
+ * sectors proven by their checksums, others not): its bad sectors are in
+ * v->sub. */
+enum ext_state { EXT_GOOD = 0, EXT_VERIFIED = 1, EXT_BAD = 2, EXT_MIXED = 3 };
+enum sec_state { SEC_NONE = 0, SEC_MATCH = 1, SEC_MISS = 2 };
 
 /* Read @len bytes at @logical: way @copy through today's chunk map, else
  * (copy 0 only) through a stale chunk item. */
@@ -223,11 +230,14 @@ static const struct fx_dext *dext_of(const struct bi_fx_recovered *r, const stru
 }
 
 /* Read [lo, hi) of an extent in pieces and check every sector. *match
- * and *miss count sectors that matched / had accepted csums that did not. */
+ * and *miss count sectors that matched / had accepted csums that did not;
+ * @sec (may be NULL) gets each sector's enum sec_state, of the copy that
+ * did best. */
 static int check_sectors(struct btrfsimg_forensic *f, const struct csum_q *q, uint64_t lo,
-			 uint64_t hi, uint8_t *buf, uint64_t *match, uint64_t *miss)
+			 uint64_t hi, uint8_t *buf, uint64_t *match, uint64_t *miss, uint8_t *sec)
 {
 	uint32_t ss = f->fs->sectorsize;
+	uint8_t tmp[OUT_CHUNK / 512];
 	for (uint64_t x = lo; x < hi;) {
 		size_t n = hi - x < OUT_CHUNK ? (size_t)(hi - x) : OUT_CHUNK;
 		int copies = fx_copies(f, x), rc = -EIO;
@@ -241,9 +251,13 @@ static int check_sectors(struct btrfsimg_forensic *f, const struct csum_q *q, ui
 				int k = sector_check(f, q, x + o, buf + o);
 				m += k == 1;
 				s += k == 0;
+				tmp[o / ss] = k == 1 ? SEC_MATCH : k == 0 ? SEC_MISS : SEC_NONE;
 			}
-			if (s < best_miss || (s == best_miss && m > best_match))
+			if (s < best_miss || (s == best_miss && m > best_match)) {
 				best_match = m, best_miss = s;
+				if (sec)
+					memcpy(sec + (x - lo) / ss, tmp, n / ss);
+			}
 			if (s == 0)
 				break;
 		}
@@ -256,7 +270,34 @@ static int check_sectors(struct btrfsimg_forensic *f, const struct csum_q *q, ui
 	return 0;
 }
 
-static enum ext_state eval_extent(struct btrfsimg_forensic *f, const struct fx_version *v,
+/* Bad sectors of an extent, as runs in v->sub: those whose checksum
+ * differs, and, in a reused extent, those no checksum proves. Returns
+ * the number of bad sectors, or -ENOMEM. */
+static int64_t sector_runs(struct fx_version *v, size_t ext, const uint8_t *sec, uint64_t n,
+			   uint64_t lo, uint32_t ss, bool reused)
+{
+	int64_t bad = 0;
+	for (uint64_t i = 0; i < n;) {
+		const char *why = sec[i] == SEC_MISS		 ? "csum mismatch"
+				  : sec[i] == SEC_NONE && reused ? "reused"
+								 : NULL;
+		uint64_t j = i + 1;
+		while (j < n && sec[j] == sec[i])
+			j++;
+		if (why) {
+			if (v->nsub == v->csub &&
+			    grow_array((void **)&v->sub, &v->csub, sizeof(*v->sub)))
+				return -ENOMEM;
+			v->sub[v->nsub++] =
+				(struct fx_subbad){ ext, lo + i * ss, lo + j * ss, why };
+			bad += (int64_t)(j - i);
+		}
+		i = j;
+	}
+	return bad;
+}
+
+static enum ext_state eval_extent(struct btrfsimg_forensic *f, struct fx_version *v, size_t idx,
 				  const struct bi_extent *e, uint8_t *buf, const char **why)
 {
 	struct bi_fx_recovered *r = f->rec;
@@ -277,13 +318,29 @@ static enum ext_state eval_extent(struct btrfsimg_forensic *f, const struct fx_v
 	}
 	struct csum_q q = { e->generation, alive ? UINT64_MAX : seen, r->csum_span };
 	uint64_t match = 0, miss = 0;
-	if (check_sectors(f, &q, lo, hi, buf, &match, &miss) < 0) {
+	uint64_t sectors = (hi - lo) / ss;
+	uint8_t *sec = e->kind == BI_EXT_DISK && sectors ? calloc(sectors, 1) : NULL;
+	if (check_sectors(f, &q, lo, hi, buf, &match, &miss, sec) < 0) {
+		free(sec);
 		*why = "unreadable";
 		return EXT_BAD;
 	}
-	uint64_t sectors = (hi - lo) / ss;
-	if (!(v->inode.flags & INODE_NODATASUM) && sectors && match == sectors)
+	if (!(v->inode.flags & INODE_NODATASUM) && sectors && match == sectors) {
+		free(sec);
 		return EXT_VERIFIED;
+	}
+	/* Some sectors proven, some not: each judged on its own (an
+	 * uncompressed extent's sectors are its file's bytes one for one). */
+	if (sec && match && (miss || reused)) {
+		size_t keep = v->nsub;
+		int64_t bad = sector_runs(v, idx, sec, sectors, lo, ss, reused);
+		free(sec);
+		if (bad > 0 && (uint64_t)bad < sectors)
+			return EXT_MIXED;
+		v->nsub = keep; /* all bad, or out of memory: the whole extent */
+	} else {
+		free(sec);
+	}
 	if (miss) {
 		*why = "csum mismatch";
 		return EXT_BAD;
@@ -343,11 +400,45 @@ static int add_bad(struct fx_version *v, uint64_t off, uint64_t len, const char 
 	return 0;
 }
 
+/* The parts of DISK piece @p of an EXT_MIXED extent, in order, each good
+ * (@why NULL) or bad, through @fn. */
+typedef int (*part_fn)(void *ctx, uint64_t pos, uint64_t src, uint64_t len, const char *why);
+static int mixed_split(const struct fx_version *v, size_t ext, const struct bi_piece *p, part_fn fn,
+		       void *ctx)
+{
+	uint64_t at = p->src, end = p->src + p->len;
+	for (size_t i = 0; i < v->nsub && at < end; i++) {
+		const struct fx_subbad *b = &v->sub[i];
+		if (b->ext != ext || b->hi <= at || b->lo >= end)
+			continue;
+		int rc;
+		if (b->lo > at && (rc = fn(ctx, p->pos + (at - p->src), at, b->lo - at, NULL)))
+			return rc;
+		uint64_t lo = b->lo > at ? b->lo : at, hi = b->hi < end ? b->hi : end;
+		if ((rc = fn(ctx, p->pos + (lo - p->src), lo, hi - lo, b->why)))
+			return rc;
+		at = hi;
+	}
+	return at < end ? fn(ctx, p->pos + (at - p->src), at, end - at, NULL) : 0;
+}
+
 struct eval_ctx {
 	struct fx_version *v;
 	const char **whys;
 	uint64_t good_data, bad_data;
 };
+
+static int eval_part(void *ctx, uint64_t pos, uint64_t src, uint64_t len, const char *why)
+{
+	(void)src;
+	struct eval_ctx *x = ctx;
+	if (!why) {
+		x->good_data += len;
+		return 0;
+	}
+	x->bad_data += len;
+	return add_bad(x->v, pos, len, why);
+}
 
 static int eval_piece(void *ctx, const struct bi_piece *p, size_t ext)
 {
@@ -360,6 +451,8 @@ static int eval_piece(void *ctx, const struct bi_piece *p, size_t ext)
 		x->bad_data += p->len;
 		return add_bad(x->v, p->pos, p->len, x->whys[ext]);
 	}
+	if (x->v->state[ext] == EXT_MIXED && p->kind == BI_EXT_DISK)
+		return mixed_split(x->v, ext, p, eval_part, x);
 	x->good_data += p->len;
 	return 0;
 }
@@ -402,7 +495,7 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 		if (e->kind < BI_EXT_DISK)
 			continue;
 		disk++;
-		v->state[i] = (uint8_t)eval_extent(f, v, e, buf, &whys[i]);
+		v->state[i] = (uint8_t)eval_extent(f, v, i, e, buf, &whys[i]);
 		verified += v->state[i] == EXT_VERIFIED;
 	}
 	struct eval_ctx x = { v, whys, 0, 0 };
@@ -503,23 +596,34 @@ static int decode(struct out_ctx *o, size_t i)
 	return rc;
 }
 
+/* File bytes [pos, pos + len) from logical @src on (zeros if a bad
+ * part or unreadable). */
+static int out_disk(void *ctx, uint64_t pos, uint64_t src, uint64_t len, const char *why)
+{
+	struct out_ctx *o = ctx;
+	if (why)
+		return emit_zeros(o, pos, len);
+	for (uint64_t d = 0; d < len;) {
+		size_t n = len - d < OUT_CHUNK ? (size_t)(len - d) : OUT_CHUNK;
+		int rc = fx_read(o->f, src + d, o->buf, n, 0);
+		if (rc < 0)
+			return emit_zeros(o, pos + d, len - d);
+		if ((rc = o->fn(o->ctx, pos + d, o->buf, n)))
+			return rc;
+		d += n;
+	}
+	return 0;
+}
+
 static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
 {
 	struct out_ctx *o = ctx;
 	if (ext >= SIZE_MAX - 1 || o->v->state[ext] == EXT_BAD || p->kind == BI_EXT_ZERO)
 		return emit_zeros(o, p->pos, p->len);
-	if (p->kind == BI_EXT_DISK) {
-		for (uint64_t d = 0; d < p->len;) {
-			size_t n = p->len - d < OUT_CHUNK ? (size_t)(p->len - d) : OUT_CHUNK;
-			int rc = fx_read(o->f, p->src + d, o->buf, n, 0);
-			if (rc < 0)
-				return emit_zeros(o, p->pos + d, p->len - d);
-			if ((rc = o->fn(o->ctx, p->pos + d, o->buf, n)))
-				return rc;
-			d += n;
-		}
-		return 0;
-	}
+	if (p->kind == BI_EXT_DISK && o->v->state[ext] == EXT_MIXED)
+		return mixed_split(o->v, ext, p, out_disk, o);
+	if (p->kind == BI_EXT_DISK)
+		return out_disk(o, p->pos, p->src, p->len, NULL);
 	if (decode(o, ext) < 0)
 		return emit_zeros(o, p->pos, p->len);
 	const struct bi_extent *e = &o->v->ext[ext];

@@ -51,6 +51,7 @@ static void version_free(struct fx_version *v)
 	free(v->path);
 	free(v->bad);
 	free(v->state);
+	free(v->sub);
 }
 
 static void recovered_free(struct bi_fx_recovered *r)

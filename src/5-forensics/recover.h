@@ -44,6 +44,13 @@ struct fx_rootref {
 	char *name;
 };
 
+/* A bad part of an extent judged sector by sector: logical [lo, hi). */
+struct fx_subbad {
+	size_t ext;
+	uint64_t lo, hi;
+	const char *why;
+};
+
 struct fx_version {
 	uint64_t subvol, ino, leaf_gen, sig;
 	struct btrfsimg_inode inode;
@@ -57,7 +64,9 @@ struct fx_version {
 	char *path;
 	struct btrfsimg_bad_range *bad;
 	size_t nbad, cbad;
-	uint8_t *state;	  /* per extent: enum ext_state */
+	uint8_t *state;	       /* per extent: enum ext_state */
+	struct fx_subbad *sub; /* bad sectors of EXT_MIXED extents, by extent */
+	size_t nsub, csub;
 	uint64_t content; /* hash of the bytes (intact versions) */
 	bool skip;
 };
