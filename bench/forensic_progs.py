@@ -5,7 +5,12 @@ the way its documentation says to look for lost files: `btrfs-find-root`
 lists candidate root-tree blocks, then `btrfs restore -t BYTENR` runs over
 every one of them (-i ignore errors, -s snapshots and subvolumes too).
 
-    forensic_progs.py IMAGE [--timeout S]
+    forensic_progs.py IMAGE... [--timeout S]
+
+Several IMAGEs are the devices of one filesystem: btrfs-progs finds the
+other devices only among block devices, so each image is attached to a
+loop device (read-only; needs root), `btrfs device scan` registers them,
+the tools run on the first, and the loop devices are detached at the end.
 
 Prints one JSON object: {"roots": [bytenr, ...], "sha256": [hex, ...]}:
 the roots tried and the sha256 of every regular file any restore wrote.
@@ -53,6 +58,14 @@ def restore_hashes(image, root, timeout):
     return out
 
 
+def run(image, timeout):
+    rs = roots(image, timeout)
+    shas = set()
+    for r in rs:
+        shas |= restore_hashes(image, r, timeout)
+    return {"roots": rs, "sha256": sorted(shas)}
+
+
 def main():
     args = sys.argv[1:]
     timeout = 60
@@ -60,14 +73,24 @@ def main():
         i = args.index("--timeout")
         timeout = int(args[i + 1])
         del args[i:i + 2]
-    if len(args) != 1:
+    if not args:
         sys.exit(__doc__)
-    image = args[0]
-    rs = roots(image, timeout)
-    shas = set()
-    for r in rs:
-        shas |= restore_hashes(image, r, timeout)
-    print(json.dumps({"roots": rs, "sha256": sorted(shas)}))
+    if len(args) == 1:
+        print(json.dumps(run(args[0], timeout)))
+        return
+    loops = []
+    try:
+        for img in args:
+            loops.append(subprocess.run(["losetup", "-r", "-f", "--show", img], check=True,
+                                        stdout=subprocess.PIPE).stdout.decode().strip())
+        subprocess.run(["btrfs", "device", "scan", *loops], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        print(json.dumps(run(loops[0], timeout)))
+    finally:
+        subprocess.run(["btrfs", "device", "scan", "--forget", *loops],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for dev in loops:
+            subprocess.run(["losetup", "-d", dev], stderr=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":
