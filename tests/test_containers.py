@@ -27,6 +27,7 @@ import os
 import random
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,7 @@ import imgtest  # noqa: E402
 
 T = imgtest.Tally()
 CLI = None
+KV = None  # testdata/gen_kview.py: the fields of the kernel's view
 
 
 def run(args, timeout=300):
@@ -282,6 +284,195 @@ def test_split(raw, work):
             rc == 1 and parts[3].encode() in err and out, (rc, err[-400:]))
 
 
+# ------------------------------------------------------------ a file missing, the rest read
+
+def data_ranges(img):
+    """(subvol, inode) -> the byte ranges of the image its data is read
+    from, after btrfs-progs (btrfs inspect-internal dump-tree): each
+    regular extent item's disk range mapped through the chunk tree's first
+    stripe (single-device images, data profile single): for an
+    uncompressed extent the part the item refers to, for a compressed one
+    all of it. Holes and preallocated extents read no bytes."""
+    def dump(tree):
+        return sh(["btrfs", "inspect-internal", "dump-tree", "-t", tree, img])
+    chunks, cur = [], None
+    for line in dump("chunk").splitlines():
+        m = re.search(r"key \(FIRST_CHUNK_TREE CHUNK_ITEM (\d+)\)", line)
+        if m:
+            cur = [int(m[1]), 0, None]
+            chunks.append(cur)
+        m = re.search(r"^\s+length (\d+) ", line)
+        if m and cur:
+            cur[1] = int(m[1])
+        m = re.search(r"stripe 0 devid \d+ offset (\d+)", line)
+        if m and cur:
+            cur[2] = int(m[1])
+    roots = dump("root")
+    trees = {5} if "(FS_TREE ROOT_ITEM" in roots else set()
+    trees |= {int(x) for x in re.findall(r"key \((\d+) ROOT_ITEM", roots) if int(x) >= 256}
+    out = {}
+    for tree in sorted(trees):
+        item = None
+        for line in dump(str(tree)).splitlines():
+            m = re.search(r"key \((\d+) EXTENT_DATA \d+\) itemoff", line)
+            if m:
+                item = {"ino": int(m[1])}
+                continue
+            if item is None:
+                continue
+            m = re.search(r"type (\d+) \(", line)
+            if m and "type" not in item:
+                item["type"] = int(m[1])
+            m = re.search(r"extent data disk byte (\d+) nr (\d+)", line)
+            if m:
+                item["disk"] = (int(m[1]), int(m[2]))
+            m = re.search(r"extent data offset (\d+) nr (\d+)", line)
+            if m:
+                item["ref"] = (int(m[1]), int(m[2]))
+            m = re.search(r"extent compression (\d+)", line)
+            if not m:
+                continue
+            if item.get("type") == 1 and item.get("disk", (0,))[0]:
+                logical, size = item["disk"]
+                if int(m[1]) == 0:
+                    logical, size = logical + item["ref"][0], item["ref"][1]
+                for start, length, phys in chunks:
+                    if start <= logical < start + length:
+                        at = phys + logical - start
+                        out.setdefault((tree, item["ino"]), []).append((at, at + size))
+            item = None
+    return out
+
+
+def differs(exp, got):
+    """The fields (the kernel view's, gen_kview.FIELDS) in which @got, a
+    record of walk --json, differs from the kernel's record @exp; hex in
+    any letter case, and a stub directory's volatile times not compared,
+    as tests/test_files.py compares them."""
+    def norm(v):
+        if isinstance(v, str):
+            return v.lower()
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        return v
+    stub = exp.get("ino") == KV.STUB_INO and stat.S_ISDIR(exp.get("mode") or 0)
+    return {f for f in KV.FIELDS if not (stub and f in KV.VOLATILE_STUB_FIELDS)
+            and (norm(exp.get(f)) if f != "path" else exp.get(f))
+            != (norm(got.get(f)) if f != "path" else got.get(f))}
+
+
+def check_gap(name, res, truth, ranges, gap, missing):
+    """A walk --json --hash (@res) of a container whose file @missing held
+    the image's bytes [gap[0], gap[1]): exit 1, the file named; every path
+    of the kernel's view (@truth) listed; each file exactly the kernel's,
+    or, if and only if some of its data lies in the gap, shown without a
+    hash and named as unreadable; and files read whole beyond the gap."""
+    rc, out, err = res
+    T.check("%s: exit 1, '%s' named" % (name, os.path.basename(missing)),
+            rc == 1 and os.path.basename(missing).encode() in err, (rc, err[-400:]))
+    got = {(d["subvol"], d["path"]): d for d in map(json.loads, out.splitlines())}
+    want = {(d["subvol"], d["path"]): d for d in truth}
+    T.check("%s: every path of the kernel's view" % name, set(got) == set(want),
+            sorted(set(got) ^ set(want))[:5])
+    wrong, damaged, beyond = [], set(), 0
+    for k, d in got.items():
+        t = want.get(k, {})
+        rs = ranges.get((t.get("subvol"), t.get("ino")), [])
+        diff = differs(t, d)
+        if not diff:
+            beyond += bool(rs) and min(a for a, _ in rs) >= gap[1]
+        elif diff == {"sha256"} and d.get("sha256") is None:
+            damaged.add(k)
+        else:
+            wrong.append((k[1], sorted(diff)))
+    T.check("%s: no file differs from the kernel's view but by a hash not shown" % name,
+            not wrong, wrong[:5])
+    crossing = {k for k, t in want.items() if t.get("sha256") is not None
+                and any(a < gap[1] and b > gap[0]
+                        for a, b in ranges.get((t["subvol"], t["ino"]), []))}
+    T.check("%s: the files shown without a hash are those with data in the gap (%d)"
+            % (name, len(crossing)), crossing and damaged == crossing,
+            sorted(p for _, p in damaged ^ crossing)[:8])
+    lines = err.decode(errors="replace").splitlines()
+    unnamed = [p for _, p in damaged
+               if not any(x.startswith("btrfsimg: %s: cannot read" % p)
+                          and os.path.basename(missing) in x for x in lines)]
+    T.check("%s: each of them named as unreadable, in '%s'" % (name, os.path.basename(missing)),
+            not unnamed, unnamed[:5])
+    T.check("%s: files beyond the gap read whole (%d)" % (name, beyond), beyond > 0, beyond)
+
+
+def vmdk_descriptor(path, extent_lines, template):
+    """Write the descriptor @path: qemu-img's descriptor @template with its
+    extent line replaced by @extent_lines (hand-edited, as a VMware user
+    would join extents)."""
+    with open(template, "rb") as f:
+        text = f.read().rstrip(b"\0").decode()
+    text = re.sub(r"^RW .*$", "\n".join(extent_lines), text, count=1, flags=re.M)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def test_vmdk_missing(raw, work, truth):
+    """A descriptor over three extent files, the middle one deleted: the
+    extents of twoGbMaxExtentSparse (qemu-img, one per third of the raw
+    image, joined in one descriptor) and of twoGbMaxExtentFlat (qemu-img's
+    flat extent cut in three)."""
+    walk = ["walk", "--json", "--hash"]
+    ranges = data_ranges(raw)
+    size = os.path.getsize(raw)
+    mib = 1 << 20
+    d = os.path.join(work, "vmdk-gap")
+    os.mkdir(d)
+    # sparse: extents [0, 16M), [16M, 18M), [18M, end)
+    cuts = [0, 16 * mib, 18 * mib, size]
+    lines = []
+    for i in range(3):
+        part = os.path.join(d, "p%d.vmdk" % i)
+        src = {"driver": "raw", "offset": cuts[i], "size": cuts[i + 1] - cuts[i],
+               "file": {"driver": "file", "filename": raw}}
+        sh(["qemu-img", "convert", "-O", "vmdk", "-o", "subformat=twoGbMaxExtentSparse",
+            "json:" + json.dumps(src), part])
+        with open(part, "rb") as f:
+            lines += [x for x in f.read().rstrip(b"\0").decode().splitlines()
+                      if x.startswith("RW ")]
+    sparse = os.path.join(d, "sparse.vmdk")
+    vmdk_descriptor(sparse, lines, os.path.join(d, "p0.vmdk"))
+    same("vmdk, 3 sparse extents in one descriptor: walk == raw", walk + [sparse], walk + [raw])
+    gone = os.path.join(d, "p1-s001.vmdk")
+    os.unlink(gone)
+    check_gap("vmdk sparse extent missing", run(walk + [sparse]), truth, ranges,
+              (cuts[1], cuts[2]), gone)
+    rc, recs, err = layers(sparse)
+    c = recs[0] if recs else {}
+    T.check("layers: the missing extent file listed as missing, exit 1",
+            rc == 1 and c.get("missing") == [gone]
+            and [os.path.basename(x) for x in c.get("segments", [])]
+            == ["p0-s001.vmdk", "p2-s001.vmdk"], (rc, c, err[-300:]))
+    # flat: qemu-img's one flat extent cut at [0, 18M), [18M, 19.5M), rest
+    flat = os.path.join(d, "flat.vmdk")
+    sh(["qemu-img", "convert", "-O", "vmdk", "-o", "subformat=twoGbMaxExtentFlat", raw, flat])
+    whole = os.path.join(d, "flat-f001.vmdk")
+    cuts = [0, 18 * mib, 19 * mib + mib // 2, size]
+    lines = []
+    with open(whole, "rb") as f:
+        for i in range(3):
+            name = "flat-f%03d.vmdk" % (i + 1)
+            data = f.read(cuts[i + 1] - cuts[i])
+            with open(os.path.join(d, name) + ".new", "wb") as g:
+                g.write(data)
+            lines.append('RW %d FLAT "%s" 0' % (len(data) // 512, name))
+    for i in range(3):
+        name = os.path.join(d, "flat-f%03d.vmdk" % (i + 1))
+        os.replace(name + ".new", name)
+    vmdk_descriptor(flat, lines, flat)
+    same("vmdk, 3 flat extents: walk == raw", walk + [flat], walk + [raw])
+    gone = os.path.join(d, "flat-f002.vmdk")
+    os.unlink(gone)
+    check_gap("vmdk flat extent missing", run(walk + [flat]), truth, ranges,
+              (cuts[1], cuts[2]), gone)
+
+
 # ------------------------------------------------------------ multi-device
 
 def test_multi(testdata, work):
@@ -331,8 +522,11 @@ def test_multi(testdata, work):
 
 def main():
     global CLI
+    global KV
     CLI, testdata = sys.argv[1], sys.argv[2]
-    need = [t for t in ("ewfacquire", "qemu-img", "split", "zstd") if not shutil.which(t)]
+    KV = imgtest.import_kview(testdata)
+    need = [t for t in ("ewfacquire", "qemu-img", "split", "zstd", "btrfs")
+            if not shutil.which(t)]
     if need:
         print("SKIP: not installed: %s (bash scripts/deps.sh)" % ", ".join(need))
         return imgtest.SKIP
@@ -349,6 +543,9 @@ def main():
         ev, segs = test_ewf(raw, work)
         test_ewf_damage(raw, work, ev, segs)
         test_ewf_corrupt_chunk(raw, work)
+        comp = imgtest.private_copy(os.path.join(testdata, "files", "comp.img.zst"), work)
+        truth = imgtest.load_jsonl(os.path.join(testdata, "files", "comp.view.jsonl"))
+        test_vmdk_missing(comp, work, truth)
         small = imgtest.private_copy(os.path.join(testdata, "files", "special.img.zst"), work)
         test_qemu(small, work)
         test_split(small, work)

@@ -124,11 +124,15 @@ static int container_layer(struct layers *L, const char *image, int format)
 	attr_num(l, "size", in.size);
 	if (*in.detail)
 		attr_str(l, "type", in.detail);
-	for (size_t i = 0; i < in.segments; i++) {
-		bool present;
-		const char *s = btrfsimg_image_segment(img, i, &present);
-		attr_str(l, present ? "segments" : "missing", s);
-	}
+	/* the files there, then the missing ones: one list each, also when
+	 * a file is missing between others */
+	for (int want = 1; want >= 0; want--)
+		for (size_t i = 0; i < in.segments; i++) {
+			bool present;
+			const char *s = btrfsimg_image_segment(img, i, &present);
+			if (present == want)
+				attr_str(l, present ? "segments" : "missing", s);
+		}
 	for (size_t i = 0; i < in.meta; i++) {
 		const char *k, *v;
 		if (btrfsimg_image_meta(img, i, &k, &v) == 0)

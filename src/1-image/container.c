@@ -506,16 +506,18 @@ static int cached_read(struct bi_ctr *c, uint64_t off, uint8_t *buf, size_t len,
 			if (rc < 0)
 				return rc;
 		} else if (!done) {
-			int rc = fill(c, b, ahead, err, errlen);
-			if (rc < 0)
-				return rc;
-			pthread_mutex_lock(&c->cmu);
-			done = hit(c, b, in, buf, n);
-			pthread_mutex_unlock(&c->cmu);
-			if (!done) { /* filled, then replaced: read it as it is */
-				int rc2 = c->ops->read(c, off, buf, n, err, errlen);
-				if (rc2 < 0)
-					return rc2;
+			if (fill(c, b, ahead, err, errlen) == 0) {
+				pthread_mutex_lock(&c->cmu);
+				done = hit(c, b, in, buf, n);
+				pthread_mutex_unlock(&c->cmu);
+			}
+			/* not filled (the part wanted may still read: a block
+			 * across the edge of a missing extent; if not, its error
+			 * names the byte wanted), or filled and then replaced */
+			if (!done) {
+				int rc = c->ops->read(c, off, buf, n, err, errlen);
+				if (rc < 0)
+					return rc;
 			}
 		}
 		buf += n;
