@@ -138,7 +138,7 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-struct bi_ring *bi_ring_open(const struct bi_dev *d, size_t maxlen, unsigned depth)
+struct bi_ring *bi_ring_open(const struct bi_dev *d, size_t maxlen, unsigned depth, bool cached)
 {
 	if (d->fd < 0 || d->ctr || d->vread || d->rfn || d->mem || maxlen == 0 ||
 	    maxlen > MAX_LEN || depth < 2 || depth > MAX_DEPTH)
@@ -154,7 +154,7 @@ struct bi_ring *bi_ring_open(const struct bi_dev *d, size_t maxlen, unsigned dep
 	r->held = -1;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", d->fd);
-	r->dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	r->dfd = cached ? -1 : open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	r->direct = r->dfd >= 0;
 	bool ok = pthread_mutex_init(&r->mu, NULL) == 0;
 	if (ok && pthread_cond_init(&r->work, NULL) != 0) {

@@ -29,8 +29,8 @@ struct bi_ring;
  * reading device @d, or NULL when there is none to have (not a plain image
  * file, no memory, no thread): read through bi_dev_read then. The file is
  * opened again with O_DIRECT; where that is refused (a filesystem without
- * it, such as tmpfs) the ring reads the open file through the page cache. */
-struct bi_ring *bi_ring_open(const struct bi_dev *d, size_t maxlen, unsigned depth);
+ * it) or @cached, the ring reads the open file through the page cache. */
+struct bi_ring *bi_ring_open(const struct bi_dev *d, size_t maxlen, unsigned depth, bool cached);
 /* Stop the thread (waiting for the read under way) and free. NULL is fine. */
 void bi_ring_close(struct bi_ring *r);
 /* Whether another range may be submitted (fewer than depth outstanding,

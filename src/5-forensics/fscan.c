@@ -283,7 +283,7 @@ static size_t piece_len(const struct scan_ctx *s, const struct bi_dev *d, uint64
 static int scan_device(struct scan_ctx *s, const struct bi_dev *d)
 {
 	struct btrfsimg_fs *fs = s->f->fs;
-	struct bi_ring *ring = bi_ring_open(d, s->piece + fs->nodesize, s->depth);
+	struct bi_ring *ring = bi_ring_open(d, s->piece + fs->nodesize, s->depth, false);
 	uint64_t sub = 0; /* the next piece to queue */
 	int rc = 0;
 	for (uint64_t pos = 0; pos < d->size && rc == 0; pos += s->piece) {

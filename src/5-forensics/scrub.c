@@ -695,7 +695,7 @@ static int scrub_device(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 			struct sm_devext *v, size_t n)
 {
 	int rc = check_supers(s, d, sd);
-	s->ring = bi_ring_open(d, REQ, s->depth);
+	s->ring = bi_ring_open(d, REQ, s->depth, false);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = scrub_devext(s, d, sd, &v[i]);
 	bi_ring_close(s->ring);
