@@ -13,10 +13,13 @@
  * not reach the subvolume's root directory (orphans, corrupt references,
  * loops) leaves the inode unreachable rather than failing the enumeration.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "0-base/cursor.h"
 #include "0-base/err.h"
@@ -24,6 +27,7 @@
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
 #include "3-btrfs/check.h"
+#include "3-btrfs/leafwalk.h"
 #include "3-btrfs/root.h"
 #include "3-btrfs/tree.h"
 
@@ -324,24 +328,43 @@ static int take_inode(struct iwalk *w, const struct bi_item *it)
 	return 0;
 }
 
+/* The first entry of an INODE_REF (key offset = parent) or INODE_EXTREF
+ * item: false, with the message in @why, when it is unusable. */
+static bool ref_first(const bi_key *key, const uint8_t *data, uint32_t size, uint64_t block,
+		      uint32_t slot, uint64_t subvol, uint64_t *parent_out,
+		      const uint8_t **name_out, uint16_t *nlen_out, char *why, size_t whylen)
+{
+	struct bi_cur c = bi_cur_make(data, size);
+	bool ext = key->type == KT_INODE_EXTREF;
+	size_t hdr = ext ? EXTREF_SIZE : IREF_SIZE;
+	uint16_t nlen = bi_u16(&c, ext ? EXTREF_NAME_LEN : IREF_NAME_LEN);
+	const uint8_t *name = bi_bytes(&c, hdr, nlen);
+	uint64_t parent = ext ? bi_u64(&c, EXTREF_PARENT) : key->offset;
+	if (c.bad || nlen == 0 || nlen > 255 || parent == 0) {
+		snprintf(why, whylen,
+			 "corrupt inode %s: root=%" PRIu64 " block=%" PRIu64
+			 " slot=%u, name length %u, item size %u, parent %" PRIu64,
+			 ext ? "extref" : "ref", subvol, block, slot, nlen, size, parent);
+		return false;
+	}
+	*parent_out = parent;
+	*name_out = name;
+	*nlen_out = nlen;
+	return true;
+}
+
 /* First entry of an INODE_REF (key offset = parent) or INODE_EXTREF item. */
 static void take_ref(struct iwalk *w, const struct bi_item *it)
 {
 	if (!w->have_cur || w->cur.ino.objectid != it->key.objectid || w->cur.parent)
 		return; /* no inode item before it, or a name is known already */
-	struct bi_cur c = bi_cur_make(it->data, it->size);
-	bool ext = it->key.type == KT_INODE_EXTREF;
-	size_t hdr = ext ? EXTREF_SIZE : IREF_SIZE;
-	uint16_t nlen = bi_u16(&c, ext ? EXTREF_NAME_LEN : IREF_NAME_LEN);
-	const uint8_t *name = bi_bytes(&c, hdr, nlen);
-	uint64_t parent = ext ? bi_u64(&c, EXTREF_PARENT) : it->key.offset;
-	if (c.bad || nlen == 0 || nlen > 255 || parent == 0) {
-		/* this name is unusable; a later one may serve */
-		bi_damage(w->fs,
-			  "corrupt inode %s: root=%" PRIu64 " block=%" PRIu64
-			  " slot=%u, name length %u, item size %u, parent %" PRIu64,
-			  ext ? "extref" : "ref", w->subvol, it->block, it->slot, nlen, it->size,
-			  parent);
+	uint64_t parent;
+	const uint8_t *name;
+	uint16_t nlen;
+	char why[256];
+	if (!ref_first(&it->key, it->data, it->size, it->block, it->slot, w->subvol, &parent, &name,
+		       &nlen, why, sizeof(why))) {
+		bi_damage(w->fs, "%s", why); /* unusable; a later name may serve */
 		return;
 	}
 	copy_short((char *)w->cur_name, (const char *)name, nlen);
@@ -384,9 +407,491 @@ static int walk_tree(struct iwalk *w, const struct bi_root *r)
 	return rc;
 }
 
+/* ------------------------------------------------- leaves parsed in parallel
+ *
+ * The walk above on more than one core. This thread walks the tree and
+ * reads each leaf (the handle, its block cache and its devices are used
+ * from it alone); worker threads parse the leaves it hands them, in a ring
+ * of LEAF_RING slots, into events (an inode item parsed and checked, with
+ * its first name when the leaf holds it; a name for an inode of an earlier
+ * leaf; a damage message); this thread then plays each leaf's events, in
+ * leaf order, through the same state as the walk above. The output, the
+ * messages and their order are the same; only the parsing moved.
+ *
+ *   walk+read: leaf0 leaf1 leaf2 ... (ring)   workers: parse -> events
+ *   this thread: events of leaf0, leaf1, ... -> finish_cur/report (callback)
+ */
+
+#define LEAF_RING 64
+/* Workers are woken for this many leaves at once, not for each one: a
+ * wake-up per leaf cost more in context switches than the parsing saved. */
+#define LEAF_BATCH  8
+#define WORKERS_MAX 3
+
+enum { EV_INODE, EV_INODE_BAD, EV_DAMAGE, EV_REF };
+enum { SLOT_FREE, SLOT_QUEUED, SLOT_PARSING, SLOT_PARSED };
+
+struct lev {
+	uint8_t kind;
+	uint16_t name_len;	   /* EV_INODE: its first name in this leaf, or 0 */
+	uint32_t slot;		   /* EV_REF: the item's */
+	uint32_t size;		   /* EV_REF */
+	uint32_t msg_off;	   /* EV_INODE_BAD, EV_DAMAGE: into the slot's text */
+	uint64_t parent;	   /* EV_INODE */
+	const uint8_t *data;	   /* EV_INODE: its name; EV_REF: the item (in the leaf) */
+	bi_key key;		   /* EV_REF */
+	struct btrfsimg_inode ino; /* EV_INODE */
+};
+
+struct lslot {
+	struct bi_block *leaf; /* held by the walking thread */
+	uint32_t from;	       /* first slot at or after the walk's start */
+	int state;
+	int rc;		    /* the parse's: -ENOMEM */
+	bool end;	    /* an item past the walk's range: nothing after it */
+	bool has_first;	    /* the leaf holds an item in range */
+	bi_key first, last; /* keys of its first and last items in range */
+	struct lev *ev;
+	size_t nev, evcap;
+	char *text;
+	size_t text_len, text_cap;
+};
+
+struct ipool {
+	pthread_mutex_t mu; /* for sleeping only: the ring runs on atomics */
+	pthread_cond_t work, done;
+	pthread_t th[WORKERS_MAX];
+	int nth;
+	bool quit;	      /* under mu */
+	size_t head;	      /* the next leaf to play (this thread's) */
+	_Atomic size_t tail;  /* leaves queued so far (ever-growing) */
+	_Atomic size_t next;  /* leaves taken by a worker so far */
+	_Atomic size_t batch; /* queued leaves a sleeping worker waits for */
+	_Atomic int sleepers; /* workers asleep (or about to be) on work */
+	_Atomic bool waiting; /* this thread asleep (or about to be) on done */
+	/* the walk's constants (set before its first leaf is queued) */
+	uint64_t subvol, max_gen;
+	bi_key max;
+	struct lslot ring[LEAF_RING];
+};
+
+static int slot_text(struct lslot *s, const char *msg, uint32_t *off)
+{
+	size_t n = strlen(msg) + 1;
+	if (s->text_len + n > s->text_cap) {
+		size_t cap = s->text_cap ? s->text_cap * 2 : 1024;
+		while (cap < s->text_len + n)
+			cap *= 2;
+		char *t = realloc(s->text, cap);
+		if (!t)
+			return -ENOMEM;
+		s->text = t;
+		s->text_cap = cap;
+	}
+	memcpy(s->text + s->text_len, msg, n);
+	*off = (uint32_t)s->text_len;
+	s->text_len += n;
+	return 0;
+}
+
+/* An inode item into an event: parsed and checked, or its message. */
+static int parse_inode(const struct ipool *p, struct lslot *s, struct lev *e, const bi_key *k,
+		       const uint8_t *d, uint32_t size, uint32_t slot)
+{
+	char why[160];
+	e->parent = 0;
+	e->name_len = 0;
+	if (bi_inode_parse(d, size, p->subvol, k->objectid, p->max_gen, &e->ino, why,
+			   sizeof(why)) == 0) {
+		e->kind = EV_INODE;
+		return 0;
+	}
+	char msg[384];
+	snprintf(msg, sizeof(msg),
+		 "corrupt inode item: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s", p->subvol,
+		 s->leaf->bytenr, slot, why);
+	e->kind = EV_INODE_BAD;
+	return slot_text(s, msg, &e->msg_off);
+}
+
+/* A name item: an event of its own when the inode it names is not in this
+ * leaf (the walking thread decides, as take_ref), else settled here: the
+ * inode's first name, or a damage message. */
+static int parse_ref(const struct ipool *p, struct lslot *s, struct lev *cur, bool known,
+		     const bi_key *k, const uint8_t *d, uint32_t size, uint32_t slot)
+{
+	if (!known) {
+		struct lev *e = &s->ev[s->nev++];
+		*e = (struct lev){
+			.kind = EV_REF, .slot = slot, .size = size, .data = d, .key = *k
+		};
+		return 0;
+	}
+	if (!cur || cur->ino.objectid != k->objectid || cur->parent)
+		return 0;
+	char why[256];
+	uint64_t parent;
+	const uint8_t *name;
+	uint16_t nlen;
+	if (ref_first(k, d, size, s->leaf->bytenr, slot, p->subvol, &parent, &name, &nlen, why,
+		      sizeof(why))) {
+		cur->parent = parent;
+		cur->data = name;
+		cur->name_len = nlen;
+		return 0;
+	}
+	struct lev *e = &s->ev[s->nev++];
+	e->kind = EV_DAMAGE;
+	return slot_text(s, why, &e->msg_off);
+}
+
+/* One leaf into events (a worker thread: reads the leaf and the pool's
+ * constants only). */
+static void parse_leaf(const struct ipool *p, struct lslot *s)
+{
+	const struct bi_block *b = s->leaf;
+	s->nev = 0;
+	s->text_len = 0;
+	s->rc = 0;
+	s->end = false;
+	s->has_first = false;
+	if (s->from >= b->nritems)
+		return;
+	if (s->evcap < b->nritems) { /* at most one event per item */
+		struct lev *v = realloc(s->ev, b->nritems * sizeof(*v));
+		if (!v) {
+			s->rc = -ENOMEM;
+			return;
+		}
+		s->ev = v;
+		s->evcap = b->nritems;
+	}
+	/* the range's end is checked per item only in a leaf that crosses it */
+	uint32_t n = b->nritems;
+	bi_key k;
+	const uint8_t *d;
+	uint32_t size;
+	bi_leaf_item(b, n - 1, &k, &d, &size);
+	bool crosses = bi_key_cmp(&k, &p->max) > 0;
+	bool known = false;	/* an inode item of this leaf was met */
+	struct lev *cur = NULL; /* its event (NULL: it failed its checks) */
+	int rc = 0;
+	for (uint32_t i = s->from; i < n && rc == 0; i++) {
+		const uint8_t *it = b->data + HDR_SIZE + (size_t)i * ITEM_SIZE;
+		uint8_t type = it[8];
+		if (crosses) {
+			bi_key_read(it, &k);
+			if (bi_key_cmp(&k, &p->max) > 0) {
+				s->end = true;
+				break;
+			}
+		}
+		if (i == s->from) {
+			bi_key_read(it, &s->first);
+			s->has_first = true;
+		}
+		if (type != KT_INODE_ITEM && type != KT_INODE_REF && type != KT_INODE_EXTREF)
+			continue;
+		bi_leaf_item(b, i, &k, &d, &size);
+		if (type == KT_INODE_ITEM) {
+			struct lev *e = &s->ev[s->nev++];
+			rc = parse_inode(p, s, e, &k, d, size, i);
+			known = true;
+			cur = e->kind == EV_INODE ? e : NULL;
+		} else {
+			rc = parse_ref(p, s, cur, known, &k, d, size, i);
+		}
+	}
+	if (s->has_first) {
+		uint32_t last = s->end ? 0 : n - 1;
+		if (s->end) { /* the item before the first one past the range */
+			for (uint32_t i = s->from; i < n; i++) {
+				bi_key_read(b->data + HDR_SIZE + (size_t)i * ITEM_SIZE, &k);
+				if (bi_key_cmp(&k, &p->max) > 0)
+					break;
+				last = i;
+			}
+		}
+		bi_key_read(b->data + HDR_SIZE + (size_t)last * ITEM_SIZE, &s->last);
+	}
+	s->rc = rc;
+}
+
+/* Take the next queued leaf, if any: its index, or (size_t)-1. */
+static size_t take_leaf(struct ipool *p)
+{
+	size_t n = atomic_load(&p->next);
+	while (n < atomic_load(&p->tail))
+		if (atomic_compare_exchange_weak(&p->next, &n, n + 1))
+			return n;
+	return (size_t)-1;
+}
+
+static void *worker(void *arg)
+{
+	struct ipool *p = arg;
+	for (;;) {
+		size_t n = take_leaf(p);
+		if (n != (size_t)-1) {
+			struct lslot *s = &p->ring[n % LEAF_RING];
+			parse_leaf(p, s);
+			atomic_store(&s->state, SLOT_PARSED);
+			if (atomic_load(&p->waiting)) {
+				pthread_mutex_lock(&p->mu);
+				pthread_cond_broadcast(&p->done);
+				pthread_mutex_unlock(&p->mu);
+			}
+			continue;
+		}
+		/* asleep until a batch is queued (the sleeper count is raised
+		 * before the queue is looked at again, and the queuing thread
+		 * looks at the count after queuing: no wake-up is lost) */
+		pthread_mutex_lock(&p->mu);
+		atomic_fetch_add(&p->sleepers, 1);
+		while (!p->quit &&
+		       atomic_load(&p->tail) - atomic_load(&p->next) < atomic_load(&p->batch))
+			pthread_cond_wait(&p->work, &p->mu);
+		atomic_fetch_sub(&p->sleepers, 1);
+		bool quit = p->quit;
+		pthread_mutex_unlock(&p->mu);
+		if (quit)
+			break;
+	}
+	return NULL;
+}
+
+/* Wake the workers if some sleep and enough is queued for them. */
+static void pool_wake(struct ipool *p)
+{
+	if (atomic_load(&p->sleepers) &&
+	    atomic_load(&p->tail) - atomic_load(&p->next) >= atomic_load(&p->batch)) {
+		pthread_mutex_lock(&p->mu);
+		pthread_cond_broadcast(&p->work);
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
+static void pool_free(struct ipool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->quit = true;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < p->nth; i++)
+		pthread_join(p->th[i], NULL);
+	for (size_t i = 0; i < LEAF_RING; i++) {
+		free(p->ring[i].ev);
+		free(p->ring[i].text);
+	}
+	pthread_cond_destroy(&p->work);
+	pthread_cond_destroy(&p->done);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+/* Worker threads for the parsing: one per processor beyond this one (at
+ * least one, at most WORKERS_MAX). NULL when none can be had: the walk then
+ * parses on this thread. */
+static struct ipool *pool_new(void)
+{
+	struct ipool *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	if (pthread_mutex_init(&p->mu, NULL) != 0) {
+		free(p);
+		return NULL;
+	}
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->done, NULL);
+	atomic_init(&p->batch, LEAF_BATCH);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int want = cpus > 1 ? (int)(cpus - 1) : 1;
+	if (want > WORKERS_MAX)
+		want = WORKERS_MAX;
+	while (p->nth < want && pthread_create(&p->th[p->nth], NULL, worker, p) == 0)
+		p->nth++;
+	if (p->nth == 0) {
+		pool_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Play one parsed leaf's events through the walk's state, as walk_tree
+ * does with its items. */
+static int merge_leaf(struct iwalk *w, const struct bi_root *r, struct lslot *s, bool *started,
+		      bi_key *last)
+{
+	if (s->rc)
+		return bi_err(w->fs, s->rc, "out of memory listing inodes");
+	if (s->has_first) {
+		if (*started && bi_key_cmp(&s->first, last) <= 0)
+			return bi_item_err(w->fs, -EUCLEAN, "leaf", r->id, s->leaf->bytenr, s->from,
+					   "key (%" PRIu64 " %u %" PRIu64
+					   ") not after the previous leaf's (%" PRIu64
+					   " %u %" PRIu64 ")",
+					   s->first.objectid, s->first.type, s->first.offset,
+					   last->objectid, last->type, last->offset);
+		*started = true;
+		*last = s->last;
+	}
+	int rc = 0;
+	for (size_t i = 0; i < s->nev && rc == 0 && !w->stop; i++) {
+		const struct lev *e = &s->ev[i];
+		if (e->kind == EV_INODE || e->kind == EV_INODE_BAD) {
+			rc = finish_cur(w);
+			if (rc < 0 || w->stop)
+				break;
+		}
+		if (e->kind == EV_INODE) {
+			struct irec *c = &w->cur;
+			c->ino = e->ino;
+			c->parent = e->parent;
+			c->name_off = 0;
+			c->name_len = e->name_len;
+			c->path_state = 0;
+			c->path = NULL;
+			c->path_len = 0;
+			copy_short((char *)w->cur_name, (const char *)e->data, e->name_len);
+			w->have_cur = true;
+		} else if (e->kind == EV_REF) {
+			struct bi_item it = { e->key, e->data, e->size, s->leaf->bytenr, e->slot };
+			take_ref(w, &it);
+		} else {
+			bi_damage(w->fs, "%s", s->text + e->msg_off);
+		}
+	}
+	return rc;
+}
+
+/* Queue @leaf for the workers. */
+static void pool_queue(struct ipool *p, struct bi_block *leaf, uint32_t from)
+{
+	size_t t = atomic_load(&p->tail);
+	struct lslot *s = &p->ring[t % LEAF_RING];
+	s->leaf = leaf;
+	s->from = from;
+	atomic_store(&s->state, SLOT_QUEUED);
+	atomic_store(&p->tail, t + 1);
+	pool_wake(p);
+}
+
+/* Until the leaf at the head of the ring is parsed. */
+static void pool_wait_head(struct ipool *p)
+{
+	struct lslot *s = &p->ring[p->head % LEAF_RING];
+	if (atomic_load(&s->state) == SLOT_PARSED)
+		return;
+	atomic_store(&p->batch, 1); /* whatever is queued: this thread waits */
+	pool_wake(p);
+	pthread_mutex_lock(&p->mu);
+	atomic_store(&p->waiting, true);
+	while (atomic_load(&s->state) != SLOT_PARSED)
+		pthread_cond_wait(&p->done, &p->mu);
+	atomic_store(&p->waiting, false);
+	pthread_mutex_unlock(&p->mu);
+	atomic_store(&p->batch, LEAF_BATCH);
+}
+
+/* What to do next: 1 play the head leaf, 2 read one more, 0 nothing is
+ * left. Reads run ahead of the workers by up to two batches; the head is
+ * waited for only when the ring is full or the walk is over. */
+static int pool_step(struct ipool *p, bool walking)
+{
+	size_t tail = atomic_load(&p->tail);
+	bool room = walking && tail - p->head < LEAF_RING;
+	if (room && tail - atomic_load(&p->next) < 2 * LEAF_BATCH)
+		return 2;
+	if (p->head < tail && atomic_load(&p->ring[p->head % LEAF_RING].state) == SLOT_PARSED)
+		return 1;
+	if (room)
+		return 2;
+	if (p->head == tail)
+		return 0;
+	pool_wait_head(p);
+	return 1;
+}
+
+/* Take back every leaf still queued: none is handed out any more; those
+ * taken are waited for; all are released. */
+static void pool_drop(struct ipool *p, struct btrfsimg_fs *fs)
+{
+	size_t tail = atomic_load(&p->tail);
+	size_t taken = atomic_exchange(&p->next, tail);
+	for (; p->head < tail; p->head++) {
+		struct lslot *s = &p->ring[p->head % LEAF_RING];
+		if (p->head < taken)
+			pool_wait_head(p);
+		bi_block_put_once(fs, s->leaf);
+		s->leaf = NULL;
+		atomic_store(&s->state, SLOT_FREE);
+	}
+}
+
+static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct ipool *p)
+{
+	bi_key min = { OBJ_FIRST_FREE, 0, 0 }, max = { OBJ_LAST_FREE, 255, UINT64_MAX };
+	struct btrfsimg_fs *fs = w->fs;
+	struct bi_leafwalk lw;
+	int rc = bi_leafwalk_start(fs, &lw, r, &min, &max, only_dir_entries);
+	if (rc < 0)
+		return rc;
+	/* no leaf is queued: the workers read these after the next one is */
+	p->subvol = w->subvol;
+	p->max_gen = fs->sb.info.generation + 1;
+	p->max = max;
+	atomic_store(&p->batch, LEAF_BATCH);
+	bool walking = true, started = false, end = false;
+	bi_key last = { 0, 0, 0 };
+	int walk_rc = 0;
+	char *walk_msg = NULL; /* a failed read's message, for when the merge gets there */
+	while (rc == 0 && !w->stop && !end) {
+		int what = pool_step(p, walking);
+		if (what == 0)
+			break;
+		if (what == 2) {
+			struct bi_block *leaf;
+			uint32_t from;
+			int lr = bi_leafwalk_next(&lw, &leaf, &from);
+			if (lr > 0) {
+				pool_queue(p, leaf, from);
+				continue;
+			}
+			walking = false;
+			atomic_store(&p->batch, 1); /* the last leaves: no full batch */
+			pool_wake(p);
+			walk_rc = lr;
+			if (lr < 0 && !(walk_msg = strdup(fs->err)))
+				rc = bi_err(fs, -ENOMEM, "out of memory listing inodes");
+			continue;
+		}
+		struct lslot *s = &p->ring[p->head % LEAF_RING];
+		rc = merge_leaf(w, r, s, &started, &last);
+		end = s->end;
+		bi_block_put_once(fs, s->leaf);
+		s->leaf = NULL;
+		atomic_store(&s->state, SLOT_FREE);
+		p->head++;
+	}
+	pool_drop(p, fs);
+	bi_leafwalk_end(&lw);
+	if (rc == 0 && !w->stop && !end && walk_rc < 0)
+		rc = bi_err(fs, walk_rc, "%s", walk_msg); /* every leaf before it was played */
+	free(walk_msg);
+	if (rc == 0 && !w->stop)
+		rc = finish_cur(w);
+	w->seen_max = UINT64_MAX;
+	if (rc == 0 && !w->stop)
+		rc = drain(w, true);
+	return rc;
+}
+
 /* The library's error (< 0), else the callback's stop value in *stop. */
 static int inodes_of(struct btrfsimg_fs *fs, const struct btrfsimg_subvol *sv,
-		     btrfsimg_inode_entry_fn fn, void *ctx, int *stop)
+		     btrfsimg_inode_entry_fn fn, void *ctx, struct ipool **pool, bool *no_pool,
+		     int *stop)
 {
 	struct bi_root r;
 	struct iwalk w = { .fs = fs,
@@ -396,8 +901,13 @@ static int inodes_of(struct btrfsimg_fs *fs, const struct btrfsimg_subvol *sv,
 			   .root_path = sv->deleted ? NULL : sv->path };
 	w.root_len = w.root_path ? strlen(w.root_path) : 0;
 	int rc = bi_root_find(fs, sv->id, &r);
+	/* a tree of one leaf has nothing to share out; a log overlay's items
+	 * are merged by the iterator */
+	bool par = rc == 0 && r.level > 0 && !bi_overlay_for(fs, r.id);
+	if (par && !*pool && !*no_pool && !(*pool = pool_new()))
+		*no_pool = true;
 	if (rc == 0)
-		rc = walk_tree(&w, &r);
+		rc = par && *pool ? walk_tree_par(&w, &r, *pool) : walk_tree(&w, &r);
 	*stop = w.stop;
 	ilist_free(&w.dirs);
 	ilist_free(&w.pending);
@@ -414,13 +924,14 @@ int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn
 	struct btrfsimg_subvol *v = NULL;
 	size_t n = 0;
 	int rc = btrfsimg_subvols(fs, &v, &n);
-	bool found = false;
+	bool found = false, no_pool = false;
+	struct ipool *pool = NULL; /* started with the first tree that needs it */
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (subvol && v[i].id != subvol)
 			continue;
 		found = true;
 		int stop = 0;
-		rc = inodes_of(fs, &v[i], fn, ctx, &stop);
+		rc = inodes_of(fs, &v[i], fn, ctx, &pool, &no_pool, &stop);
 		if (rc < 0 && rc != -ENOMEM && !subvol) {
 			/* one damaged subvolume must not hide the others */
 			bi_damage(fs, "subvolume %" PRIu64 ": %s", v[i].id, fs->err);
@@ -431,6 +942,7 @@ int btrfsimg_inodes(btrfsimg_fs *fs, uint64_t subvol, btrfsimg_inode_entry_fn fn
 	}
 	if (rc == 0 && subvol && !found)
 		rc = bi_err(fs, -ENOENT, "no subvolume %" PRIu64, subvol);
+	pool_free(pool);
 	btrfsimg_subvols_free(v, n);
 	return rc;
 }
