@@ -42,19 +42,8 @@ static void put_u64(struct jw *w, uint64_t v)
 
 static void put_i64(struct jw *w, int64_t v)
 {
-	if (v >= 0) {
-		put_u64(w, (uint64_t)v);
-		return;
-	}
-	uint64_t mag = (uint64_t)0 - (uint64_t)v;
-	bool quote = mag > JW_SAFE_MAX && !jw_big_as_number;
-	if (quote)
-		put_c(w, '"');
-	put_c(w, '-');
-	jw_grow(w, 20);
-	w->len += jw_u64_dec(mag, w->buf + w->len);
-	if (quote)
-		put_c(w, '"');
+	jw_grow(w, 23);
+	w->len += jw_i64_at(w->buf + w->len, v);
 }
 
 static void sep(struct jw *w)
@@ -203,11 +192,14 @@ void jw_uuid(struct jw *w, const char *k, const uint8_t u[16], bool null_if_zero
 void jw_time(struct jw *w, const char *k, int64_t sec, uint32_t nsec)
 {
 	key(w, k);
-	put_c(w, '[');
-	put_i64(w, sec);
-	put_c(w, ',');
-	put_u64(w, nsec);
-	put_c(w, ']');
+	jw_grow(w, 48);
+	char *p = w->buf + w->len;
+	*p++ = '[';
+	p += jw_i64_at(p, sec);
+	*p++ = ',';
+	p += jw_u64_at(p, nsec);
+	*p++ = ']';
+	w->len = (size_t)(p - w->buf);
 }
 
 size_t jw_utf8_len(const uint8_t *s, size_t n)
@@ -248,12 +240,33 @@ static bool plain(uint8_t c)
 	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
 
+#define ONES (~(uint64_t)0 / 255)
+/* Some byte of @v is zero (may also say so for a byte after a 0x80..0xff
+ * one: the caller then looks at the bytes one by one). */
+#define HAS_ZERO(v) (((v)-ONES) & ~(v) & (ONES * 0x80))
+
+size_t jw_plain_run(const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x;
+		memcpy(&x, s + i, 8);
+		/* bytes < 0x20, >= 0x80, 0x7f, '"', '\\' */
+		uint64_t bad = (((x - ONES * 0x20) & ~x) | x) & (ONES * 0x80);
+		bad |= HAS_ZERO(x ^ (ONES * 0x7f)) | HAS_ZERO(x ^ (ONES * '"')) |
+		       HAS_ZERO(x ^ (ONES * '\\'));
+		if (bad)
+			break;
+	}
+	while (i < n && plain(s[i]))
+		i++;
+	return i;
+}
+
 void jw_escape(struct jw *w, const uint8_t *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {
-		size_t run = 0;
-		while (i + run < n && plain(s[i + run]))
-			run++;
+		size_t run = jw_plain_run(s + i, n - i);
 		if (run) {
 			jw_raw(w, (const char *)s + i, run);
 			i += run;
