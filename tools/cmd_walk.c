@@ -31,8 +31,10 @@ struct wrow {
 	uint64_t ino, subvol, d_ino;
 	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
 	uint32_t bytes_off, path_len, target_len, hashes_len;
+	uint64_t dir_subvol, dir_objectid, dir_generation; /* for encode_handles */
 	uint32_t handle_type[2];
 	int8_t handle_len[2];	/* -1: none (null) */
+	bool encode_handles;	/* handles not taken yet: encode from the inodes */
 	int8_t dev;		/* numdevs2_dev, -1: null */
 	bool stub, is_start, symlink, target_ok, schemes;
 	uint8_t handle[2][40];
@@ -50,23 +52,29 @@ struct walk_ctx {
 	int write_errno;	/* the first failed write(2), or 0 */
 };
 
-/* Children of a directory are encoded from the inodes the walk holds (two
- * lookups fewer per path); the start and stubs go through the library's
- * lookup, which knows the stub's rules. */
-static void take_handle(struct walk_ctx *wc, const struct visit_node *n, bool conn,
-			struct wrow *r)
+static void set_handle_len(struct wrow *r, int k, int len)
 {
-	int k = conn ? 1 : 0;
-	int len;
-	if (n->dir_inode && !n->stub)
-		len = btrfsimg_file_handle_encode(n->subvol, n->objectid, n->inode.generation,
-						  n->inode.mode, n->dir_subvol, n->dir_objectid,
-						  n->dir_inode->generation, conn, &r->handle_type[k],
-						  r->handle[k]);
-	else
-		len = btrfsimg_file_handle(wc->c->fs, n->subvol, n->objectid, n->dir_subvol,
-					   n->dir_objectid, conn, &r->handle_type[k], r->handle[k]);
 	r->handle_len[k] = (int8_t)(len < 0 || len > 40 ? -1 : len);
+}
+
+/* Children of a directory are encoded from the inodes the walk holds (two
+ * lookups fewer per path), on the formatting thread (encode_handles: the
+ * encoder is pure); the start and stubs go through the library's lookup,
+ * which knows the stub's rules. */
+static void take_handles(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
+{
+	if (n->dir_inode && !n->stub) {
+		r->encode_handles = true;
+		r->dir_subvol = n->dir_subvol;
+		r->dir_objectid = n->dir_objectid;
+		r->dir_generation = n->dir_inode->generation;
+		return;
+	}
+	for (int k = 0; k < 2; k++)
+		set_handle_len(r, k,
+			       btrfsimg_file_handle(wc->c->fs, n->subvol, n->objectid,
+						    n->dir_subvol, n->dir_objectid, k == 1,
+						    &r->handle_type[k], r->handle[k]));
 }
 
 static void take_target(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
@@ -157,8 +165,7 @@ static void row_of(struct walk_ctx *wc, const struct visit_node *n, struct wrow 
 	jw_raw(s, (const char *)n->path, n->path_len);
 	r->path_len = (uint32_t)n->path_len;
 	take_target(wc, n, r);
-	take_handle(wc, n, false, r);
-	take_handle(wc, n, true, r);
+	take_handles(wc, n, r);
 	if (wc->c->hash)
 		take_hashes(wc, n, r);
 	if (wc->c->inumbits >= 0)
@@ -184,18 +191,29 @@ static void put_schemes(struct jw *w, const struct wrow *r)
 		jw_u64(w, "numdevs2_dev", (uint64_t)r->dev);
 }
 
-/* The handle as {"type":N,"hex":"..."} (or null) at @p. */
+/* Handle @k as {"type":N,"hex":"..."} (or null) at @p: as taken on the
+ * walking thread, or encoded here. */
 static char *put_handle(char *p, const struct wrow *r, int k)
 {
 	static const char hex[] = "0123456789abcdef";
-	if (r->handle_len[k] < 0)
+	uint32_t type = r->handle_type[k];
+	uint8_t enc[40];
+	const uint8_t *h = r->handle[k];
+	int len = r->handle_len[k];
+	if (r->encode_handles) {
+		len = btrfsimg_file_handle_encode(r->subvol, r->ino, r->inode.generation,
+						  r->inode.mode, r->dir_subvol, r->dir_objectid,
+						  r->dir_generation, k == 1, &type, enc);
+		h = enc;
+	}
+	if (len < 0 || len > 40)
 		return JW_PUT_LIT(p, "null");
 	JW_PUT_LIT(p, "{\"type\":");
-	p += jw_u64_at(p, r->handle_type[k]);
+	p += jw_u64_at(p, type);
 	JW_PUT_LIT(p, ",\"hex\":\"");
-	for (int i = 0; i < r->handle_len[k]; i++) {
-		*p++ = hex[r->handle[k][i] >> 4];
-		*p++ = hex[r->handle[k][i] & 15];
+	for (int i = 0; i < len; i++) {
+		*p++ = hex[h[i] >> 4];
+		*p++ = hex[h[i] & 15];
 	}
 	return JW_PUT_LIT(p, "\"}");
 }

@@ -469,6 +469,45 @@ static uint32_t leaf_slot(const struct bi_block *b, const bi_key *target)
 	return lo;
 }
 
+/* leaf_slot, looking first just at and after @near (where the last
+ * lookup in this leaf ended: lookups in key order find their key a few
+ * items on), then doubling the step; the same answer, keys being strictly
+ * ascending in a checked leaf. */
+static uint32_t leaf_slot_from(const struct bi_block *b, const bi_key *target, uint32_t near)
+{
+	uint32_t n = b->nritems;
+	bi_key k;
+	if (near == 0 || near > n)
+		return leaf_slot(b, target);
+	bi_key_read(b->data + HDR_SIZE + (size_t)(near - 1) * ITEM_SIZE, &k);
+	if (bi_key_cmp(&k, target) >= 0)
+		return leaf_slot(b, target); /* the target is before @near */
+	/* every key before @near is < target: gallop over [near, n) */
+	uint32_t lo = near, step = 1;
+	for (;;) {
+		uint32_t probe = lo + step - 1;
+		if (probe >= n)
+			break;
+		bi_key_read(b->data + HDR_SIZE + (size_t)probe * ITEM_SIZE, &k);
+		if (bi_key_cmp(&k, target) >= 0) {
+			n = probe + 1; /* the answer is in [lo, probe] */
+			break;
+		}
+		lo = probe + 1;
+		step *= 2;
+	}
+	uint32_t hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		bi_key_read(b->data + HDR_SIZE + (size_t)mid * ITEM_SIZE, &k);
+		if (bi_key_cmp(&k, target) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* ------------------------------------------------------------- prefetch */
 
 /* A streamed walk keeps this much of the leaves ahead of it requested from
@@ -599,7 +638,19 @@ static bool hint_start(struct bi_iter *it, const bi_key *min)
 		it->path[lvl]->refs++;
 		it->slot[lvl] = h->slot[lvl];
 	}
-	it->slot[0] = leaf_slot(it->path[0], min);
+	it->slot[0] = leaf_slot_from(it->path[0], min, h->slot[0]);
+	return true;
+}
+
+/* Whether the iterator ends on the hint's own path (it started there and
+ * stayed in that leaf): the hint is then already right. */
+static bool on_hint_path(const struct bi_iter *it, struct path_hint *h)
+{
+	if (h->top != it->top)
+		return false;
+	for (int lvl = 0; lvl <= h->top; lvl++)
+		if (h->path[lvl] != it->path[lvl] || (lvl && h->slot[lvl] != it->slot[lvl]))
+			return false;
 	return true;
 }
 
@@ -635,10 +686,16 @@ static bool path_whole(const struct bi_iter *it)
 /* Keep the ending iterator's path (its references pass to the hint). */
 static bool hint_keep(struct bi_iter *it)
 {
-	if (it->stream || it->top < 0 || it->top >= MAX_LEVEL || !path_whole(it))
+	if (it->stream || it->top < 0 || it->top >= MAX_LEVEL)
 		return false;
 	struct bi_cache *c = it->fs->cache;
 	struct path_hint *h = hint_for(c, &it->root);
+	if (h && on_hint_path(it, h)) {
+		h->slot[0] = it->slot[0];
+		return false; /* the iterator puts its references */
+	}
+	if (!path_whole(it))
+		return false;
 	for (int i = 0; i < HINTS && !h; i++)
 		if (c->hint[i].top < 0)
 			h = &c->hint[i];
