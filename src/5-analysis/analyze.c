@@ -78,6 +78,8 @@ static int gather(struct an *a, uint64_t mount, uint64_t *skipped)
 	a->sv = calloc(n + 1, sizeof(*a->sv));
 	if (!scan || !a->sv)
 		rc = bi_err(a->fs, -ENOMEM, "out of memory");
+	else
+		bi_scan_start(scan); /* the inode sets on a second thread */
 	/* Ask for every root block at once: a year of snapshots has 10,000,
 	 * scattered, each its own read when the scan reaches it (cold, 1-2 s
 	 * of waiting one after another); the kernel fetches them together. */
@@ -105,6 +107,13 @@ static int gather(struct an *a, uint64_t mount, uint64_t *skipped)
 		if (rc < 0)
 			break;
 		a->nsv++;
+	}
+	/* the worker's error came first: trees after it were not asked for */
+	int wrc = scan ? bi_scan_wait(scan) : 0;
+	if (wrc < 0)
+		rc = wrc;
+	for (size_t i = 0; rc == 0 && i < a->nsv; i++) {
+		const struct sv *s = &a->sv[i];
 		a->inodes += s->set->n;
 		if (s->set->max_id > a->max_objectid)
 			a->max_objectid = s->set->max_id;

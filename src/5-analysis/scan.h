@@ -50,5 +50,13 @@ void bi_scan_free(struct bi_scan *s);
  * set. */
 int bi_scan_tree(struct bi_scan *s, const struct bi_root *r, struct bi_tree_ids **out,
 		 bi_subent_fn fn, void *ctx);
+/* Build the inode sets on a second thread (one where none can start):
+ * bi_scan_tree then reads and summarises the tree's blocks, calls @fn and
+ * returns, its *out set by the worker; bi_scan_wait() waits for every set
+ * and returns the worker's first error (its message on the fs, before
+ * any later tree's: the trees after a failed one are not scanned). The
+ * sets come out as without the worker. */
+void bi_scan_start(struct bi_scan *s);
+int bi_scan_wait(struct bi_scan *s);
 
 #endif
