@@ -6,7 +6,7 @@
  * scrub). They would otherwise run at the page cache's pace, wait for
  * each read before checking it, and evict everything else from the cache.
  *
- * A reading thread fills a ring of buffers with the ranges the caller
+ * Two reading threads fill a ring of buffers with the ranges the caller
  * asked for, in the order asked, while the caller checks the oldest.
  * Only a plain image file is read this way (nothing between the file and
  * the filesystem but a byte offset); a container, a volume layer, memory
