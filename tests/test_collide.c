@@ -1003,6 +1003,109 @@ static void expect_einval(const struct cfg *c, const char *needle)
 		fail_msg("message \"%s\" lacks \"%s\"", err, needle);
 }
 
+/* The first wrong delta id in subvolume order, add before del, as a
+ * one-by-one linear search finds it ("" when every delta is right). */
+static void delta_truth(const struct cfg *c, char *msg, size_t len)
+{
+	msg[0] = 0;
+	for (size_t i = 0; i < c->in.nsubvols; i++) {
+		const struct btrfsimg_collide_subvol *v = &c->sv[i];
+		size_t nb = v->base ? v->base->n : 0;
+		for (size_t j = 0; v->add && j < v->add->n; j++)
+			for (size_t k = 0; k < nb; k++)
+				if (v->base->v[k] == v->add->v[j]) {
+					snprintf(msg, len,
+						 "subvolume %" PRIu64 ": added objectid %" PRIu64
+						 " is already in the base",
+						 v->id, v->add->v[j]);
+					return;
+				}
+		for (size_t j = 0; v->del && j < v->del->n; j++) {
+			bool in = false;
+			for (size_t k = 0; k < nb && !in; k++)
+				in = v->base->v[k] == v->del->v[j];
+			if (!in) {
+				snprintf(msg, len,
+					 "subvolume %" PRIu64 ": deleted objectid %" PRIu64
+					 " is not in the base",
+					 v->id, v->del->v[j]);
+				return;
+			}
+		}
+	}
+}
+
+/* Deltas checked against bases shared by several subvolumes (the bitmap
+ * path), sparse bases (no bitmap), ids below, inside and above a base's
+ * range: the verdict and the message equal the one-by-one search's. */
+static void test_delta_checks(void **state)
+{
+	(void)state;
+	uint64_t rs = 77;
+	for (int round = 0; round < 400; round++) {
+		struct cfg *c = cfg_new();
+		const struct btrfsimg_idset *bases[3];
+		uint64_t lo[3], span[3];
+		int nbases = 1 + (int)(rnd(&rs) % 3);
+		for (int b = 0; b < nbases; b++) {
+			size_t n = 1 + rnd(&rs) % 600;
+			lo[b] = 256 + rnd(&rs) % 1000;
+			/* dense (bitmap) or spread far apart (no bitmap) */
+			span[b] =
+				rnd(&rs) % 2 ? n + rnd(&rs) % (2 * n) : n * (100 + rnd(&rs) % 1000);
+			uint64_t *v = malloc(n * sizeof(*v));
+			assert_non_null(v);
+			for (size_t k = 0; k < n; k++)
+				v[k] = lo[b] + rnd(&rs) % span[b];
+			bases[b] = cfg_set(c, v, n);
+			free(v);
+		}
+		size_t ns = 1 + rnd(&rs) % 12;
+		int bad = (int)(rnd(&rs) % 3); /* 0: all right; 1: a wrong add; 2: a wrong del */
+		size_t badsv = rnd(&rs) % ns;
+		for (size_t i = 0; i < ns; i++) {
+			const struct btrfsimg_idset *base = bases[rnd(&rs) % (uint64_t)nbases];
+			uint64_t add[64], del[64];
+			size_t na = 0, nd = 0, want = rnd(&rs) % 40;
+			for (size_t k = 0; k < want; k++) {
+				uint64_t x = base->v[0] - 200 +
+					     rnd(&rs) % (base->v[base->n - 1] - base->v[0] + 400);
+				bool in = false;
+				for (size_t q = 0; q < base->n && !in; q++)
+					in = base->v[q] == x;
+				if (in)
+					del[nd++] = x;
+				else
+					add[na++] = x;
+			}
+			if (bad && i == badsv) {
+				uint64_t x = base->v[rnd(&rs) % base->n];
+				if (bad == 1)
+					add[na++] = x; /* in the base */
+				else
+					del[nd++] = rnd(&rs) % 2 ? base->v[base->n - 1] + 1 +
+									   rnd(&rs) % 5
+								 : base->v[0] - 1 - rnd(&rs) % 5;
+			}
+			cfg_subvol(c, 256 + i, 0, base, na ? cfg_set(c, add, na) : NULL,
+				   nd ? cfg_set(c, del, nd) : NULL);
+		}
+		char truth[256], err[256] = "";
+		delta_truth(c, truth, sizeof(truth));
+		struct btrfsimg_scheme s = scheme(56, false, 1);
+		struct btrfsimg_collide_result r;
+		int rc = btrfsimg_collide(&c->in, &s, NULL, &r, err, sizeof(err));
+		btrfsimg_collide_result_clear(&r);
+		if (truth[0]) {
+			assert_int_equal(rc, -EINVAL);
+			assert_string_equal(err, truth);
+		} else {
+			assert_int_equal(rc, 0);
+		}
+		cfg_free(c);
+	}
+}
+
 static void test_validation(void **state)
 {
 	(void)state;
@@ -1164,6 +1267,7 @@ int main(void)
 		cmocka_unit_test(test_objbits_tight),
 		cmocka_unit_test(test_subvol_bound_built),
 		cmocka_unit_test(test_validation),
+		cmocka_unit_test(test_delta_checks),
 		cmocka_unit_test(test_scale_snapshots),
 		cmocka_unit_test(test_scale_many),
 	};
