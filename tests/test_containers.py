@@ -18,7 +18,13 @@ ewfacquire printed and against hashlib over the raw image.
 
 Damage: a missing and a truncated EWF segment and a missing split segment
 (named, what is readable still shown, exit 1), an EWF chunk corrupted on
-purpose (its stored checksum catches it: exit 1, the chunk named).
+purpose (its stored checksum catches it: exit 1, the chunk named). A
+segment missing or truncated in the middle of an E01 set, and a VMDK
+descriptor's middle extent file deleted (sparse and flat extents): exit 1,
+the file named, the segments after the gap still read; each file of the
+kernel's recorded view exactly the kernel's, or shown without a hash and
+named as unreadable if and only if btrfs-progs (dump-tree) places some of
+its data in the gap.
 Multi-device: the two devices of a RAID1 set, each its own container.
 """
 import hashlib
@@ -473,6 +479,46 @@ def test_vmdk_missing(raw, work, truth):
               (cuts[1], cuts[2]), gone)
 
 
+def test_ewf_gap(raw, work, truth):
+    """An E01 set with a segment missing in the middle, and one with a
+    segment truncated there: libewf is given the last segments under the
+    numbers that follow on, and their chunks are the disk's last ones. The
+    gap (where btrfsimg says it is) must be exactly where the unreadable
+    files lie, per btrfs-progs' view of the image, and every file outside
+    it, beyond it too, must be the kernel's."""
+    walk = ["walk", "--json", "--hash"]
+    ranges = data_ranges(raw)
+    d = os.path.join(work, "ewf-gap")
+    os.mkdir(d)
+    ewfacquire(raw, os.path.join(d, "gv"), ["-c", "deflate:fast"])
+    segs = sorted(f for f in os.listdir(d) if f.startswith("gv.E"))
+    T.check("ewfacquire made more than 6 segments of the image", len(segs) > 6, segs)
+    e01 = os.path.join(d, segs[0])
+    same("E01 (%d segments): walk --hash == raw" % len(segs), walk + [e01], walk + [raw])
+    for what, damage in (("missing", os.unlink),
+                         ("truncated", lambda p: os.truncate(p, os.path.getsize(p) // 2))):
+        victim = os.path.join(d, segs[2])
+        keep = victim + ".keep"
+        shutil.copyfile(victim, keep)
+        damage(victim)
+        res = run(walk + [e01])
+        m = re.search(r"'%s', which is %s: disk bytes (\d+)-(\d+) .* the segments after it "
+                      r"are read" % (re.escape(victim), what), res[2].decode(errors="replace"))
+        T.check("E01, segment 3 %s: the gap said, and the segments after it read" % what,
+                m is not None, res[2][-600:])
+        if m:
+            check_gap("E01, segment 3 %s" % what, res, truth, ranges,
+                      (int(m[1]), int(m[2]) + 1), victim)
+        rc, recs, err = layers(e01)
+        c = recs[0] if recs else {}
+        listed = (c.get("missing") == [victim] if what == "missing"
+                  else victim in c.get("segments", []))
+        T.check("layers, segment 3 %s: every segment listed, exit 1" % what,
+                rc == 1 and listed and len(c.get("segments", [])) + len(c.get("missing", []))
+                == len(segs), (rc, c, err[-300:]))
+        os.replace(keep, victim)
+
+
 # ------------------------------------------------------------ multi-device
 
 def test_multi(testdata, work):
@@ -546,6 +592,7 @@ def main():
         comp = imgtest.private_copy(os.path.join(testdata, "files", "comp.img.zst"), work)
         truth = imgtest.load_jsonl(os.path.join(testdata, "files", "comp.view.jsonl"))
         test_vmdk_missing(comp, work, truth)
+        test_ewf_gap(comp, work, truth)
         small = imgtest.private_copy(os.path.join(testdata, "files", "special.img.zst"), work)
         test_qemu(small, work)
         test_split(small, work)
