@@ -517,6 +517,21 @@ def test_ewf_gap(raw, work, truth):
                 rc == 1 and listed and len(c.get("segments", [])) + len(c.get("missing", []))
                 == len(segs), (rc, c, err[-300:]))
         os.replace(keep, victim)
+    # two gaps: what lies between them cannot be placed, the rest can
+    gone = [os.path.join(d, segs[i]) for i in (2, 5)]
+    for g in gone:
+        os.rename(g, g + ".keep")
+    res = run(walk + [e01])
+    m = re.search(r"segments '%s' to '%s' .*?\): disk bytes (\d+)-(\d+) .* the segments after "
+                  r"it are read" % (re.escape(gone[0]), re.escape(gone[1])),
+                  res[2].decode(errors="replace"))
+    T.check("E01, segments 3 and 6 missing: one gap said, from 3 to 6, the last run read",
+            m is not None, res[2][-600:])
+    if m:
+        check_gap("E01, segments 3 and 6 missing", res, truth, ranges,
+                  (int(m[1]), int(m[2]) + 1), gone[0])
+    for g in gone:
+        os.rename(g + ".keep", g)
 
 
 # ------------------------------------------------------------ multi-device
