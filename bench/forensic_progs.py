@@ -41,7 +41,8 @@ def roots(image, timeout):
 
 def restore_hashes(image, root, timeout):
     out = set()
-    with tempfile.TemporaryDirectory(prefix="progs-restore.") as d:
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="progs-restore.", dir=shm) as d:
         try:
             subprocess.run(["btrfs", "restore", "-t", str(root), "-i", "-s", image, d],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

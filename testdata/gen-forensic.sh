@@ -16,14 +16,15 @@
 # testdata/gen_forensic_span.py; churn: 4 KiB nodes, files, directories and
 # a subvolume deleted, then every metadata chunk relocated (balance -m)
 # and the freed metadata written over, testdata/gen_forensic_churn.py,
-# mounted nodiscard):
+# mounted nodiscard; wrap: the same with 240 rounds of churn instead of
+# 40, which go round the metadata chunk and write over the later roots):
 #   NAME.img.zst (multi: NAME.1.img.zst NAME.2.img.zst)   zstd -19 --long
 #   NAME.truth.json   versions and the live view (gen_forensic.py)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/forensic}
 shift || true
-want=" ${*:-single multi orphan span churn} "
+want=" ${*:-single multi orphan span churn wrap} "
 mkdir -p "$out"
 work=$(mktemp -d /tmp/past-forensic.XXXXXX)
 mnt=$work/mnt
@@ -96,18 +97,21 @@ loops=()
 zstd -q -19 --long=27 -f "$work/span.img" -o "$out/span.img.zst"
 fi
 
-# churn: the old trees out of reach of every root (balance -m, churn);
-# nodiscard, as on a disk without discard: freed chunks keep their bytes
-if [[ $want == *" churn "* ]]; then
-truncate -s 128M "$work/churn.img"
-l=$(losetup -f --show "$work/churn.img")
-loops=("$l")
-mkfs.btrfs -q -f -n 4096 -m dup -d single "$l" >/dev/null
-mount -o noatime,nodiscard "$l" "$mnt"
-python3 "$here/gen_forensic_churn.py" "$mnt" "$out/churn.truth.json"
-umount "$mnt"
-losetup -d "$l"
-loops=()
-zstd -q -19 --long=27 -f "$work/churn.img" -o "$out/churn.img.zst"
-fi
+# churn, wrap: the old trees out of reach of every root (balance -m,
+# churn); nodiscard, as on a disk without discard: freed chunks keep
+# their bytes
+churn_image() { # NAME ROUNDS
+	truncate -s 128M "$work/$1.img"
+	l=$(losetup -f --show "$work/$1.img")
+	loops=("$l")
+	mkfs.btrfs -q -f -n 4096 -m dup -d single "$l" >/dev/null
+	mount -o noatime,nodiscard "$l" "$mnt"
+	python3 "$here/gen_forensic_churn.py" "$mnt" "$out/$1.truth.json" "$2"
+	umount "$mnt"
+	losetup -d "$l"
+	loops=()
+	zstd -q -19 --long=27 -f "$work/$1.img" -o "$out/$1.img.zst"
+}
+case $want in *" churn "*) churn_image churn 40 ;; esac
+case $want in *" wrap "*) churn_image wrap 240 ;; esac
 ls -l "$out"

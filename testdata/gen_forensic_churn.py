@@ -5,7 +5,7 @@ the old trees are no longer reachable from any root a tool can walk, run
 by gen-forensic.sh on a fresh btrfs (nodesize 4096, metadata dup) mounted
 at MNT with nodiscard (as on a disk without discard), as root.
 
-    gen_forensic_churn.py MNT TRUTH.json
+    gen_forensic_churn.py MNT TRUTH.json [ROUNDS]
 
 Phase A (before the balance): directories of small files (inline, 1-4
 KiB, some larger, one zstd-compressed), rewritten and deleted in rounds
@@ -15,9 +15,12 @@ with a tree several levels deep (4 KiB nodes) filled, deleted and cleaned
 (and system) chunk is relocated and the old ones freed, so the stale
 blocks of phase A lie in device space today's chunk map no longer covers.
 Phase B (after it): more rewrites, deletions and a directory removed;
-then metadata churn (files created, renamed and deleted, a commit after
-each round) so that freed blocks, old root-tree blocks among them, are
-written over.
+then ROUNDS (default 40) rounds of metadata churn (60 files created, 30
+renamed, all deleted, a commit after each round) so that freed blocks,
+old root-tree blocks among them, are written over: 40 rounds stay inside
+the metadata chunk the balance made (every root after it is still on
+disk), 240 go round it again (the allocator comes back to its start) and
+write over the roots, nodes and many leaves of phase B.
 
 TRUTH.json is what gen_forensic.py records (every version ever written,
 its fate, the live files at the end), each version's "sectors" (the
@@ -88,6 +91,7 @@ def fill_dir(w, rel, tag, n, subvol="top"):
 
 def main():
     mnt, truth = sys.argv[1], sys.argv[2]
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 40
     w = ChurnWork(mnt)
     # ---- phase A
     keep = fill_dir(w, "proj/src", "a", 40)
@@ -128,7 +132,7 @@ def main():
     w.commit()
     # ---- churn: metadata written over the freed blocks
     w.mkdirs("spool")
-    for r in range(40):
+    for r in range(rounds):
         for i in range(60):
             open(os.path.join(mnt, "spool/t%d-%d" % (r, i)), "wb").close()
         for i in range(0, 60, 2):

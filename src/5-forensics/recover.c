@@ -109,7 +109,7 @@ static int add_ref(struct bi_fx_recovered *r, uint64_t subvol, uint64_t ino, uin
 	char *s = dup_name(name, n);
 	if (!s)
 		return -ENOMEM;
-	r->refs[r->nrefs++] = (struct fx_ref){ subvol, ino, parent, gen, s };
+	r->refs[r->nrefs++] = (struct fx_ref){ subvol, ino, parent, gen, s, false };
 	return 0;
 }
 
@@ -141,10 +141,12 @@ static int leaf_names(struct btrfsimg_forensic *f, const struct bi_fx_block *b,
 		struct bi_dir_entry e;
 		if (bi_dir_item_next(it->data, it->size, KT_DIR_INDEX, &pos, &e, why,
 				     sizeof(why)) == 1 &&
-		    e.location.type == KT_INODE_ITEM &&
-		    add_ref(r, b->owner, e.location.objectid, it->key.objectid, b->generation,
-			    e.name, e.name_len))
-			return -ENOMEM;
+		    e.location.type == KT_INODE_ITEM) {
+			if (add_ref(r, b->owner, e.location.objectid, it->key.objectid,
+				    b->generation, e.name, e.name_len))
+				return -ENOMEM;
+			r->refs[r->nrefs - 1].dir = e.type == FT_DIR;
+		}
 	}
 	return 0;
 }
@@ -521,6 +523,80 @@ static void merge_versions(struct bi_fx_recovered *r)
 	fx_qsort(r->v, r->nv, sizeof(*r->v), order_cmp);
 }
 
+/* ------------------------------------------------------------ directories */
+
+struct dir_cand {
+	uint64_t subvol, ino, gen;
+};
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct dir_cand *a = pa, *b = pb;
+	if (a->subvol != b->subvol)
+		return a->subvol < b->subvol ? -1 : 1;
+	if (a->ino != b->ino)
+		return a->ino < b->ino ? -1 : 1;
+	return a->gen > b->gen ? -1 : a->gen < b->gen;
+}
+
+/* Whether a directory version of (subvol, ino) was found (r->v sorted by
+ * subvolume and inode). */
+static bool have_dir(const struct bi_fx_recovered *r, uint64_t subvol, uint64_t ino)
+{
+	size_t a = 0, b = r->nv;
+	while (a < b) {
+		size_t m = a + (b - a) / 2;
+		const struct fx_version *x = &r->v[m];
+		if (x->subvol < subvol || (x->subvol == subvol && x->ino < ino))
+			a = m + 1;
+		else
+			b = m;
+	}
+	for (; a < r->nv && r->v[a].subvol == subvol && r->v[a].ino == ino; a++)
+		if (r->v[a].dir)
+			return true;
+	return false;
+}
+
+/* Directories no leaf found the INODE_ITEM of, known from names: the
+ * parent of a name, or a DIR_INDEX entry of type directory. One version
+ * each (mode S_IFDIR alone, times unknown), seen at the newest generation
+ * of those names. */
+static int names_only_dirs(struct bi_fx_recovered *r)
+{
+	struct dir_cand *c = malloc((2 * r->nrefs + 1) * sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	size_t n = 0;
+	for (size_t i = 0; i < r->nrefs; i++) {
+		const struct fx_ref *x = &r->refs[i];
+		if (x->parent >= OBJ_FIRST_FREE && x->parent != x->ino)
+			c[n++] = (struct dir_cand){ x->subvol, x->parent, x->gen };
+		if (x->dir && x->ino >= OBJ_FIRST_FREE)
+			c[n++] = (struct dir_cand){ x->subvol, x->ino, x->gen };
+	}
+	fx_qsort(c, n, sizeof(*c), cand_cmp);
+	size_t before = r->nv;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (i && c[i].subvol == c[i - 1].subvol && c[i].ino == c[i - 1].ino)
+			continue; /* the newest sighting came first */
+		if (have_dir(r, c[i].subvol, c[i].ino))
+			continue;
+		struct fx_version v = { .subvol = c[i].subvol,
+					.ino = c[i].ino,
+					.leaf_gen = c[i].gen,
+					.dir = true,
+					.names_only = true };
+		v.inode.mode = S_IFDIR;
+		rc = add_version(r, &v);
+	}
+	free(c);
+	if (r->nv != before)
+		fx_qsort(r->v, r->nv, sizeof(*r->v), order_cmp);
+	return rc;
+}
+
 /* ------------------------------------------------------------ paths */
 
 /* The name of (subvol, ino) nearest generation @gen: the newest at or
@@ -727,8 +803,13 @@ static void classify(struct btrfsimg_forensic *f)
 			v->rec.kind = BTRFSIMG_REC_DROPPED_SUBVOLUME;
 			continue;
 		}
-		if (btrfsimg_inode_get(f->fs, v->subvol, v->ino, &live) < 0 ||
-		    live.generation != v->inode.generation) {
+		int got = btrfsimg_inode_get(f->fs, v->subvol, v->ino, &live);
+		if (v->names_only) { /* no creation generation: gone, or not said */
+			v->rec.kind = BTRFSIMG_REC_DELETED;
+			v->skip = got == 0;
+			continue;
+		}
+		if (got < 0 || live.generation != v->inode.generation) {
 			v->rec.kind = BTRFSIMG_REC_DELETED;
 			continue;
 		}
@@ -750,8 +831,8 @@ static void classify(struct btrfsimg_forensic *f)
 /* ------------------------------------------------------------ building */
 
 /* A directory's record: intact when its items were seen whole (the
- * run of its items ended inside the leaves found), else metadata-only;
- * never verified (no data). */
+ * run of its items ended inside the leaves found), else metadata-only
+ * (always when only its names were found); never verified (no data). */
 static void finish_dir(struct fx_version *v)
 {
 	v->rec.status = v->complete ? BTRFSIMG_REC_INTACT : BTRFSIMG_REC_METADATA_ONLY;
@@ -807,6 +888,8 @@ static int build(struct btrfsimg_forensic *f)
 	fx_qsort(r->csums, r->ncsums, sizeof(*r->csums), csum_cmp);
 	merge_dext(r);
 	merge_versions(r);
+	if ((rc = names_only_dirs(r)) < 0)
+		goto out;
 	classify(f);
 	skip_just_created(r);
 	r->csum_span = bi_fx_csum_span(r);

@@ -23,6 +23,7 @@
 struct fx_ref {
 	uint64_t subvol, ino, parent, gen;
 	char *name;
+	bool dir; /* a DIR_INDEX entry of type directory */
 };
 
 /* A disk extent some EXTENT_DATA item referenced. */
@@ -57,7 +58,8 @@ struct fx_version {
 	struct bi_extent *ext;
 	size_t next;
 	bool complete;
-	bool dir; /* a directory: a record of its own, no contents */
+	bool dir;	 /* a directory: a record of its own, no contents */
+	bool names_only; /* a directory known from names only (no INODE_ITEM) */
 	/* results */
 	struct btrfsimg_recovered rec;
 	char id[80];
