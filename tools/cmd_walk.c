@@ -63,8 +63,8 @@ static void set_handle_len(struct wrow *r, int k, int len)
  * which knows the stub's rules. */
 static void take_handles(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
 {
-	if (n->dir_inode && !n->stub) {
-		r->encode_handles = true;
+	r->encode_handles = n->dir_inode && !n->stub;
+	if (r->encode_handles) {
 		r->dir_subvol = n->dir_subvol;
 		r->dir_objectid = n->dir_objectid;
 		r->dir_generation = n->dir_inode->generation;
@@ -152,22 +152,36 @@ static void take_schemes(struct walk_ctx *wc, const struct visit_node *n, struct
 	r->dev = (int8_t)(dev < 0 ? -1 : dev);
 }
 
-/* Everything the line needs that reads the image; its bytes are left in
- * wc->scratch. */
-static void row_of(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
+/* The record's bytes into wc->scratch (path, symlink target, --hash
+ * fields), their lengths into @r. */
+static void bytes_of(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
 {
-	*r = (struct wrow){ .inode = n->inode, .ino = n->objectid, .subvol = n->subvol,
-			    .d_ino = n->ent.location_objectid, .stub = n->stub,
-			    .is_start = n->is_start, .dev = -1 };
 	struct jw *s = &wc->scratch;
 	s->len = 0;
 	jw_grow(s, n->path_len + 1); /* a buffer even for the start's empty path */
 	jw_raw(s, (const char *)n->path, n->path_len);
 	r->path_len = (uint32_t)n->path_len;
+	r->target_ok = false;
+	r->target_len = r->hashes_len = 0;
 	take_target(wc, n, r);
-	take_handles(wc, n, r);
 	if (wc->c->hash)
 		take_hashes(wc, n, r);
+}
+
+/* The rest of the line into @r, field by field (the record is in the
+ * handoff's batch: zeroing it whole and copying it in took a tenth of the
+ * walking thread). */
+static void row_of(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
+{
+	r->inode = n->inode;
+	r->ino = n->objectid;
+	r->subvol = n->subvol;
+	r->d_ino = n->ent.location_objectid;
+	r->stub = n->stub;
+	r->is_start = n->is_start;
+	r->dev = -1;
+	r->schemes = false;
+	take_handles(wc, n, r);
 	if (wc->c->inumbits >= 0)
 		take_schemes(wc, n, r);
 }
@@ -196,15 +210,18 @@ static void put_schemes(struct jw *w, const struct wrow *r)
 static char *put_handle(char *p, const struct wrow *r, int k)
 {
 	static const char hex[] = "0123456789abcdef";
-	uint32_t type = r->handle_type[k];
+	uint32_t type;
 	uint8_t enc[40];
-	const uint8_t *h = r->handle[k];
-	int len = r->handle_len[k];
+	const uint8_t *h = enc;
+	int len;
 	if (r->encode_handles) {
 		len = btrfsimg_file_handle_encode(r->subvol, r->ino, r->inode.generation,
 						  r->inode.mode, r->dir_subvol, r->dir_objectid,
 						  r->dir_generation, k == 1, &type, enc);
-		h = enc;
+	} else {
+		type = r->handle_type[k];
+		h = r->handle[k];
+		len = r->handle_len[k];
 	}
 	if (len < 0 || len > 40)
 		return JW_PUT_LIT(p, "null");
@@ -328,23 +345,28 @@ static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
 
 static void on_json(struct walk_ctx *wc, const struct visit_node *n)
 {
-	struct wrow r;
-	row_of(wc, n, &r);
-	if (!wc->h) {
-		put_json(wc, &r, wc->scratch.buf);
-		return;
+	struct wrow b, *r = &b;
+	bytes_of(wc, n, &b);
+	char *bytes = NULL;
+	uint32_t off = 0;
+	if (wc->h) {
+		r = handoff_next(wc->h, wc->scratch.len, &bytes, &off);
+		if (!r) {
+			fputs("btrfsimg: out of memory queueing output\n", stderr);
+			exit(2);
+		}
+		r->path_len = b.path_len;
+		r->symlink = b.symlink;
+		r->target_ok = b.target_ok;
+		r->target_len = b.target_len;
+		r->hashes_len = b.hashes_len;
+		r->bytes_off = off;
+		if (wc->scratch.len)
+			memcpy(bytes, wc->scratch.buf, wc->scratch.len);
 	}
-	char *bytes;
-	uint32_t off;
-	struct wrow *q = handoff_next(wc->h, wc->scratch.len, &bytes, &off);
-	if (!q) {
-		fputs("btrfsimg: out of memory queueing output\n", stderr);
-		exit(2);
-	}
-	r.bytes_off = off;
-	*q = r;
-	if (wc->scratch.len)
-		memcpy(bytes, wc->scratch.buf, wc->scratch.len);
+	row_of(wc, n, r);
+	if (!wc->h)
+		put_json(wc, r, wc->scratch.buf);
 }
 
 /* --hash in text: the sha256 of regular files ("-" for others, "?" when

@@ -738,11 +738,23 @@ static bool hint_keep(struct bi_iter *it)
 int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_root *root,
 		  const bi_key *min, const bi_key *max)
 {
-	memset(it, 0, sizeof(*it));
+	/* field by field: a memset of the whole struct (base included, set
+	 * before it is read) was a third of a lookup's time in this function */
 	it->fs = fs;
 	it->root = *root;
 	it->min = *min;
 	it->max = *max;
+	it->last = (bi_key){ 0 };
+	memset(it->path, 0, sizeof(it->path));
+	memset(it->slot, 0, sizeof(it->slot));
+	it->top = 0;
+	it->started = it->done = false;
+	it->ovl = NULL;
+	it->ovl_pos = it->del_pos = 0;
+	it->have_base = it->base_done = false;
+	it->skip = NULL;
+	it->stream = false;
+	it->ra_slot = 0;
 	ovl_start(it);
 	if (hint_start(it, min))
 		return 0;
