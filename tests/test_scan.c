@@ -86,9 +86,10 @@ static struct ids expanded(const struct bi_tree_ids *set)
 	return out;
 }
 
-static void test_snapshot_sets(void **state)
+/* Every subvolume's set against its tree walked item by item; with
+ * @worker the sets are built on the scan's second thread. */
+static void check_sets(bool worker)
 {
-	(void)state;
 	char *img = unpack_zst(TESTDATA "/files/snaps.img.zst", NULL);
 	btrfsimg_fs *fs;
 	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
@@ -99,14 +100,26 @@ static void test_snapshot_sets(void **state)
 	assert_int_equal(btrfsimg_subvols(fs, &v, &nv), 0);
 	struct bi_scan *scan = bi_scan_new(fs);
 	assert_non_null(scan);
+	if (worker)
+		bi_scan_start(scan);
+	struct bi_tree_ids **sets = calloc(nv + 1, sizeof(*sets));
+	assert_non_null(sets);
+	for (size_t i = 0; i < nv; i++) {
+		if (v[i].deleted)
+			continue;
+		struct bi_root r;
+		assert_int_equal(bi_root_find(fs, v[i].id, &r), 0);
+		assert_int_equal(bi_scan_tree(scan, &r, &sets[i], NULL, NULL), 0);
+	}
+	assert_int_equal(bi_scan_wait(scan), 0);
 	size_t both = 0;
 	for (size_t i = 0; i < nv; i++) {
 		if (v[i].deleted)
 			continue;
 		struct bi_root r;
-		struct bi_tree_ids *set;
+		struct bi_tree_ids *set = sets[i];
+		assert_non_null(set);
 		assert_int_equal(bi_root_find(fs, v[i].id, &r), 0);
-		assert_int_equal(bi_scan_tree(scan, &r, &set, NULL, NULL), 0);
 		struct ids want = walked_ids(fs, &r), have = expanded(set);
 		if (have.n != want.n || (want.n && memcmp(have.v, want.v, want.n * 8)))
 			fail_msg("subvolume %llu: %zu inodes in the set, %zu in the tree",
@@ -134,6 +147,7 @@ static void test_snapshot_sets(void **state)
 		bi_tree_ids_put(set);
 	}
 	assert_true(both >= 1);
+	free(sets);
 	bi_scan_free(scan);
 	btrfsimg_subvols_free(v, nv);
 	btrfsimg_fs_free(fs);
@@ -141,10 +155,23 @@ static void test_snapshot_sets(void **state)
 	free(img);
 }
 
+static void test_snapshot_sets(void **state)
+{
+	(void)state;
+	check_sets(false);
+}
+
+static void test_snapshot_sets_worker(void **state)
+{
+	(void)state;
+	check_sets(true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_snapshot_sets),
+		cmocka_unit_test(test_snapshot_sets_worker),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
