@@ -11,6 +11,8 @@
  * the same message at the same place; only the leaves are not kept in the
  * path but given to the caller, who may hold many at once.
  */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "3-btrfs/leafwalk.h"
@@ -55,41 +57,192 @@ static uint32_t leaf_slot(const struct bi_block *b, const bi_key *target)
 	return lo;
 }
 
-static bool slot_skippable(const struct bi_leafwalk *lw, uint32_t s)
+/* ------------------------------------------------------------ hints
+ *
+ * In a tree of more than one level-1 node the hints go to a thread of
+ * their own: asking the kernel to read ahead blocks the asker while the
+ * device's queue is full (a cold walk spent two fifths of its time there),
+ * and the walk has better things to do meanwhile. That thread only maps
+ * addresses (the chunk map, read-only after the open) and calls fadvise. */
+
+#define HINTS_MAX 1024
+
+struct bi_lw_hints {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thread;
+	bool quit;
+	size_t head, n;
+	struct {
+		uint64_t start, len;
+	} q[HINTS_MAX];
+	struct btrfsimg_fs *fs;
+};
+
+static void *hints_run(void *arg)
 {
-	const struct bi_block *n = lw->path[1];
-	if (!lw->skip || s + 1 >= n->nritems)
+	struct bi_lw_hints *h = arg;
+	pthread_mutex_lock(&h->mu);
+	for (;;) {
+		while (!h->quit && !h->n)
+			pthread_cond_wait(&h->cv, &h->mu);
+		if (h->quit)
+			break;
+		uint64_t start = h->q[h->head].start, len = h->q[h->head].len;
+		h->head = (h->head + 1) % HINTS_MAX;
+		h->n--;
+		pthread_mutex_unlock(&h->mu);
+		bi_prefetch(h->fs, start, len);
+		pthread_mutex_lock(&h->mu);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+static void hints_start(struct bi_leafwalk *lw)
+{
+	struct bi_lw_hints *h = calloc(1, sizeof(*h));
+	if (!h)
+		return; /* hints given inline */
+	h->fs = lw->fs;
+	if (pthread_mutex_init(&h->mu, NULL) != 0) {
+		free(h);
+		return;
+	}
+	pthread_cond_init(&h->cv, NULL);
+	if (pthread_create(&h->thread, NULL, hints_run, h) != 0) {
+		pthread_cond_destroy(&h->cv);
+		pthread_mutex_destroy(&h->mu);
+		free(h);
+		return;
+	}
+	lw->hints = h;
+}
+
+/* Hints not yet given are dropped: the walk that wanted them is over. */
+static void hints_stop(struct bi_leafwalk *lw)
+{
+	struct bi_lw_hints *h = lw->hints;
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->quit = true;
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->thread, NULL);
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+	lw->hints = NULL;
+}
+
+/* After a burst of hints: one wake-up for all of them. */
+static void hints_flush(struct bi_leafwalk *lw)
+{
+	struct bi_lw_hints *h = lw->hints;
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	if (h->n)
+		pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+}
+
+static void hint(struct bi_leafwalk *lw, uint64_t start, uint64_t len)
+{
+	struct bi_lw_hints *h = lw->hints;
+	if (h) {
+		pthread_mutex_lock(&h->mu);
+		bool queued = h->n < HINTS_MAX;
+		if (queued) {
+			h->q[(h->head + h->n) % HINTS_MAX].start = start;
+			h->q[(h->head + h->n) % HINTS_MAX].len = len;
+			h->n++;
+		}
+		pthread_mutex_unlock(&h->mu);
+		if (queued)
+			return;
+	}
+	bi_prefetch(lw->fs, start, len);
+}
+
+/* Whether the leaf behind slot @s of a level-1 node (@data, @nritems)
+ * holds nothing the caller wants. */
+static bool ptr_skippable(const struct bi_leafwalk *lw, const uint8_t *data, uint32_t nritems,
+			  uint32_t s)
+{
+	if (!lw->skip || s + 1 >= nritems)
 		return false;
 	bi_key lo, hi;
-	bi_key_read(n->data + HDR_SIZE + (size_t)s * KP_SIZE, &lo);
-	bi_key_read(n->data + HDR_SIZE + (size_t)(s + 1) * KP_SIZE, &hi);
+	bi_key_read(data + HDR_SIZE + (size_t)s * KP_SIZE, &lo);
+	bi_key_read(data + HDR_SIZE + (size_t)(s + 1) * KP_SIZE, &hi);
 	return lw->skip(&lo, &hi);
 }
 
-static void prefetch_leaves(struct bi_leafwalk *lw, uint32_t from, uint32_t to)
+static bool slot_skippable(const struct bi_leafwalk *lw, uint32_t s)
 {
-	const struct bi_block *n = lw->path[1];
+	return ptr_skippable(lw, lw->path[1]->data, lw->path[1]->nritems, s);
+}
+
+/* Ask for the leaves behind slots [from, to) of a level-1 node that the
+ * walk will read; adjacent blocks go as one request. */
+static void prefetch_leaves(struct bi_leafwalk *lw, const uint8_t *data, uint32_t nritems,
+			    uint32_t from, uint32_t to)
+{
 	uint32_t bs = lw->fs->nodesize;
 	uint64_t start = 0, len = 0;
 	for (uint32_t s = from; s < to; s++) {
+		const uint8_t *kp = data + HDR_SIZE + (size_t)s * KP_SIZE;
 		bi_key k;
-		uint64_t ptr, gen;
-		bi_node_ptr(n, s, &k, &ptr, &gen);
+		bi_key_read(kp, &k);
+		uint64_t ptr = bi_le64(kp + KP_BLOCKPTR);
 		if (bi_key_cmp(&k, &lw->max) > 0)
 			break;
-		if (slot_skippable(lw, s))
+		if (ptr_skippable(lw, data, nritems, s))
 			continue;
 		if (len && ptr == start + len && len < PREFETCH_BYTES) {
 			len += bs;
 			continue;
 		}
 		if (len)
-			bi_prefetch(lw->fs, start, len);
+			hint(lw, start, len);
 		start = ptr;
 		len = bs;
 	}
 	if (len)
-		bi_prefetch(lw->fs, start, len);
+		hint(lw, start, len);
+	hints_flush(lw);
+}
+
+/* The window has reached the end of this level-1 node: ask for the first
+ * leaves of the next one too, so the disk does not run dry while the walk
+ * crosses over. That node is not verified yet (it will be when the walk
+ * gets there): its bytes, read raw, only steer hints, after the checks
+ * that keep the reading of them in bounds. */
+static void prefetch_over(struct bi_leafwalk *lw, uint32_t budget)
+{
+	if (lw->top < 2 || lw->over_done || !lw->scratch)
+		return;
+	lw->over_done = true;
+	const struct bi_block *up = lw->path[2];
+	uint32_t s = lw->slot[2] + 1;
+	if (s >= up->nritems)
+		return;
+	bi_key k;
+	uint64_t ptr, gen;
+	bi_node_ptr(up, s, &k, &ptr, &gen);
+	if (bi_key_cmp(&k, &lw->max) > 0 ||
+	    bi_read_copy(lw->fs, ptr, lw->scratch, lw->fs->nodesize, 0) < 0)
+		return;
+	const uint8_t *d = lw->scratch;
+	uint32_t n = bi_le32(d + HDR_NRITEMS);
+	if (d[HDR_LEVEL] != 1 || bi_le64(d + HDR_BYTENR) != ptr ||
+	    n > (lw->fs->nodesize - HDR_SIZE) / KP_SIZE)
+		return;
+	uint32_t to = n > budget ? budget : n;
+	prefetch_leaves(lw, d, n, 0, to);
+	lw->over_bytenr = ptr;
+	lw->over_to = to;
 }
 
 static void prefetch_ahead(struct bi_leafwalk *lw)
@@ -101,8 +254,10 @@ static void prefetch_ahead(struct bi_leafwalk *lw)
 	uint32_t from = lw->ra_slot > s ? lw->ra_slot : s;
 	uint32_t to = n - s > window ? s + window : n;
 	if (from < to)
-		prefetch_leaves(lw, from, to);
+		prefetch_leaves(lw, lw->path[1]->data, n, from, to);
 	lw->ra_slot = to;
+	if (to == n && to - s < window)
+		prefetch_over(lw, window - (to - s));
 }
 
 static void prefetch_next_node(struct bi_leafwalk *lw)
@@ -114,8 +269,10 @@ static void prefetch_next_node(struct bi_leafwalk *lw)
 	bi_key k;
 	uint64_t ptr, gen;
 	bi_node_ptr(up, s, &k, &ptr, &gen);
-	if (bi_key_cmp(&k, &lw->max) <= 0)
-		bi_prefetch(lw->fs, ptr, lw->fs->nodesize);
+	if (bi_key_cmp(&k, &lw->max) <= 0) {
+		hint(lw, ptr, lw->fs->nodesize);
+		hints_flush(lw);
+	}
 }
 
 /* The child behind path[level]'s slot: into path[level - 1] for a node,
@@ -139,7 +296,10 @@ static int descend(struct bi_leafwalk *lw, int level, struct bi_block **leaf)
 	bi_block_put(lw->fs, lw->path[level - 1]);
 	lw->path[level - 1] = child;
 	if (level == 2) {
-		lw->ra_slot = 0;
+		/* what prefetch_over asked for of this node is not asked again */
+		lw->ra_slot = child->bytenr == lw->over_bytenr ? lw->over_to : 0;
+		lw->over_done = false;
+		lw->over_bytenr = 0;
 		prefetch_next_node(lw);
 	}
 	return 0;
@@ -163,11 +323,14 @@ int bi_leafwalk_start(struct btrfsimg_fs *fs, struct bi_leafwalk *lw, const stru
 		return rc;
 	}
 	lw->top = b->level;
+	lw->scratch = malloc(fs->nodesize); /* NULL: no hints across nodes */
 	if (lw->top == 0) {
 		lw->root_leaf = b;
 		return 0;
 	}
 	lw->path[lw->top] = b;
+	if (lw->top >= 2)
+		hints_start(lw);
 	for (int lvl = lw->top; lvl > 1; lvl--) {
 		lw->slot[lvl] = node_slot(lw->path[lvl], min);
 		rc = descend(lw, lvl, NULL);
@@ -238,8 +401,11 @@ void bi_leafwalk_end(struct bi_leafwalk *lw)
 {
 	if (!lw->fs)
 		return;
+	hints_stop(lw);
 	bi_block_put(lw->fs, lw->root_leaf);
 	lw->root_leaf = NULL;
+	free(lw->scratch);
+	lw->scratch = NULL;
 	for (int lvl = 1; lvl < MAX_LEVEL; lvl++) {
 		bi_block_put(lw->fs, lw->path[lvl]);
 		lw->path[lvl] = NULL;

@@ -28,6 +28,12 @@ struct bi_leafwalk {
 	struct bi_block *root_leaf; /* a tree of one leaf, until handed out */
 	bool (*skip)(const bi_key *lo, const bi_key *hi);
 	uint32_t ra_slot; /* path[1]'s first slot not prefetched */
+	/* hints for the next level-1 node's first leaves (leafwalk.c) */
+	uint8_t *scratch;
+	bool over_done;
+	uint64_t over_bytenr;
+	uint32_t over_to;
+	struct bi_lw_hints *hints; /* the thread giving them, or NULL */
 };
 
 /* Start over [@min, @max] of @root. Leaves the key range of which @skip

@@ -422,10 +422,10 @@ static int walk_tree(struct iwalk *w, const struct bi_root *r)
  *   this thread: events of leaf0, leaf1, ... -> finish_cur/report (callback)
  */
 
-#define LEAF_RING 64
+#define LEAF_RING 128
 /* Workers are woken for this many leaves at once, not for each one: a
  * wake-up per leaf cost more in context switches than the parsing saved. */
-#define LEAF_BATCH  8
+#define LEAF_BATCH  32
 #define WORKERS_MAX 3
 
 enum { EV_INODE, EV_INODE_BAD, EV_DAMAGE, EV_REF };
