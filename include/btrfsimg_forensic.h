@@ -158,7 +158,9 @@ typedef int (*btrfsimg_recovered_fn)(void *ctx, const struct btrfsimg_recovered 
  * first; identical versions once. Directories no live path shows any more
  * (removed, or in a dropped subvolume) come once each (S_ISDIR mode, no
  * contents, never verified): status intact when all their items were
- * found, else metadata-only. The first call reads back the leaves and
+ * found, else metadata-only (also when only their names were found: the
+ * parent of a name, a directory entry; then mode is S_IFDIR alone and
+ * the times and transid 0). The first call reads back the leaves and
  * checks the data (checksums, reuse); later calls reuse the result.
  */
 BTRFSIMG_API int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_recovered_fn fn,

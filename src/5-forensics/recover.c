@@ -24,7 +24,10 @@
  * Directories no live path shows any more (gone from their live tree, or
  * in a dropped subvolume) are records too, one per directory (every
  * state of it is one record: a directory has no contents): intact when
- * its items were seen whole, else metadata-only; never verified.
+ * its items were seen whole, else metadata-only; never verified. One
+ * whose INODE_ITEM no leaf holds any more, but which names show (the
+ * parent of a name, an entry of type directory), is a metadata-only
+ * record with mode S_IFDIR alone.
  */
 #include <errno.h>
 #include <inttypes.h>
