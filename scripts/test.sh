@@ -46,6 +46,12 @@ rm -f "$img.ctr.E01" "$img.ctr.qcow2"
 zstd -q -d -f testdata/files/snaps.img.zst -o "$img"
 TSAN_OPTIONS=halt_on_error=1:exitcode=66 build-tsan/tools/btrfsimg collisions --json "$img" >"$img.tsan"
 build/tools/btrfsimg collisions --json "$img" | cmp - "$img.tsan"
+# the forensic scan (history) and verify read devices on two background threads
+zstd -q -d -f testdata/forensic/single.img.zst -o "$img"
+for c in history verify; do
+  TSAN_OPTIONS=halt_on_error=1:exitcode=66 build-tsan/tools/btrfsimg $c --json "$img" >"$img.tsan"
+  build/tools/btrfsimg $c --json "$img" | cmp - "$img.tsan"
+done
 rm -f "$img" "$img.tsan"
 
 if command -v clang >/dev/null; then
