@@ -422,10 +422,10 @@ static int walk_tree(struct iwalk *w, const struct bi_root *r)
  *   this thread: events of leaf0, leaf1, ... -> finish_cur/report (callback)
  */
 
-#define LEAF_RING 128
+#define LEAF_RING 64
 /* Workers are woken for this many leaves at once, not for each one: a
  * wake-up per leaf cost more in context switches than the parsing saved. */
-#define LEAF_BATCH  32
+#define LEAF_BATCH  16
 #define WORKERS_MAX 3
 
 enum { EV_INODE, EV_INODE_BAD, EV_DAMAGE, EV_REF };
@@ -557,14 +557,21 @@ static void parse_leaf(const struct ipool *p, struct lslot *s)
 	s->has_first = false;
 	if (s->from >= b->nritems)
 		return;
-	if (s->evcap < b->nritems) { /* at most one event per item */
-		struct lev *v = realloc(s->ev, b->nritems * sizeof(*v));
+	/* at most one event per inode or name item: room for that many (not
+	 * one per item: directory entries would multiply the ring's memory) */
+	size_t want = 0;
+	for (uint32_t i = s->from; i < b->nritems; i++) {
+		uint8_t type = b->data[HDR_SIZE + (size_t)i * ITEM_SIZE + 8];
+		want += type == KT_INODE_ITEM || type == KT_INODE_REF || type == KT_INODE_EXTREF;
+	}
+	if (s->evcap < want) {
+		struct lev *v = realloc(s->ev, want * sizeof(*v));
 		if (!v) {
 			s->rc = -ENOMEM;
 			return;
 		}
 		s->ev = v;
-		s->evcap = b->nritems;
+		s->evcap = want;
 	}
 	/* the range's end is checked per item only in a leaf that crosses it */
 	uint32_t n = b->nritems;
