@@ -84,16 +84,17 @@ const struct cmd_struct cmd_struct_deleted = {
 	.name = "deleted",
 	.summary = "deleted files and earlier versions, from every tree block found",
 	.args = "IMAGE...",
-	.about =
-		"Read every device whole, find every tree block of the filesystem that\n"
-		"ever was (checksum, checks and chunk map as for live blocks), and list\n"
-		"each version of a regular file or symlink, and each directory, that no\n"
-		"live path shows any more: kind deleted, previous-version, dropped-subvolume or orphan; status\n"
-		"intact, partial (bad_ranges say which bytes and why), overwritten or\n"
-		"metadata-only; verified when every data sector matched a checksum btrfs\n"
-		"wrote for that extent (never for inline or nodatasum data). Paths come\n"
-		"from old names; unknown parts read <SUBVOL:OBJECTID>. Newest version of\n"
-		"a file first; identical versions once. The id goes to cat --deleted.",
+	.about = "Read every device whole, find every tree block of the filesystem that\n"
+		 "ever was (checksum, checks and chunk map as for live blocks), and list\n"
+		 "each version of a regular file or symlink, and each directory, that no\n"
+		 "live path shows any more: kind deleted, previous-version,\n"
+		 "dropped-subvolume or orphan; status intact, partial (bad_ranges say\n"
+		 "which bytes and why), overwritten or metadata-only; verified when every\n"
+		 "data sector matched a checksum btrfs wrote for that extent (never for\n"
+		 "inline or nodatasum data). Directories have no contents: intact when all\n"
+		 "their items were found, else metadata-only. Paths come from old names;\n"
+		 "unknown parts read <SUBVOL:OBJECTID>. Newest version of a file first;\n"
+		 "identical versions once. The id goes to cat --deleted.",
 	.examples = "btrfsimg deleted disk.img\n"
 		    "btrfsimg deleted --json --hash disk.img | jq 'select(.verified)'\n"
 		    "btrfsimg cat --deleted 5-260-12-0a1b2c3d disk.img > old.txt",
