@@ -88,8 +88,9 @@ def main():
                        stderr=subprocess.DEVNULL)
         print(json.dumps(run(loops[0], timeout)))
     finally:
-        subprocess.run(["btrfs", "device", "scan", "--forget", *loops],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if loops:  # with no device named, --forget would forget every one
+            subprocess.run(["btrfs", "device", "scan", "--forget", *loops],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for dev in loops:
             subprocess.run(["losetup", "-d", dev], stderr=subprocess.DEVNULL)
 
