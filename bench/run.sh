@@ -219,6 +219,21 @@ vs() {
   printf "%-52s %s\n" "  $2" "$(side 4)"
   pair_ratio "btrfsimg is faster by (per pair)"
 }
+# CPU seconds (user + sys) of a warm run, output discarded
+cpu_one() {
+  /usr/bin/time -f "%U %S" "$@" >/dev/null 2>/tmp/bench.cpu.$$ || true
+  tail -n 1 /tmp/bench.cpu.$$ | awk '{print $1 + $2}'
+  rm -f /tmp/bench.cpu.$$
+}
+# cpu_vs LABEL_B: A and B (set by the caller) warm, in turn, by CPU time:
+# the ratio that moves least with what else the machine runs
+cpu_vs() {
+  local i r=""
+  for i in $(seq 1 "$REPEAT"); do r+="$(cpu_one "${A[@]}") $(cpu_one "${B[@]}")"$'\n'; done
+  printf "%-52s %s s, %s %s s: %sx (load %s)\n" "  CPU user+sys warm: btrfsimg" \
+    "$(awk 'NF {print $1}' <<< "$r" | mmm %.2f)" "$1" "$(awk 'NF {print $2}' <<< "$r" | mmm %.2f)" \
+    "$(awk 'NF {print $2 / $1}' <<< "$r" | mmm %.1f)" "$(cut -d' ' -f1-3 /proc/loadavg)"
+}
 # the largest peak RSS (MiB) of a command, over a warm run
 peak() { time_one "$@" >/dev/null; time_one "$@" | awk '{printf "%.0f", $2 / 1024}'; }
 
@@ -242,6 +257,7 @@ echo "== 1 subvolume of $FILES files (+ $SNAPS snapshots): $SNAPIMG"
 A=("$BIN" inodes --json --subvol $DATA_ID "$SNAPIMG")
 B=(btrfs inspect-internal dump-tree -t $DATA_ID "$SNAPIMG")
 vs "btrfsimg inodes --json --subvol $DATA_ID" "btrfs inspect-internal dump-tree -t $DATA_ID"
+cpu_vs "dump-tree"
 # The disk's floor for any cold walk: the leaves holding inode items and
 # names (found by dump-tree, not btrfsimg) read with O_DIRECT, 512 in flight.
 FLOOR=${FLOOR:-$(dirname "$BIN")/../bench/floor}
