@@ -313,9 +313,12 @@ def check_dirs(t, cli, img, recs, truth, tmp, name):
     t.check(f"{name}: one record per directory", len(drecs) == len(want), len(drecs))
     dest = os.path.join(tmp, name + "-dirs")
     rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
-    missing = [d["path"] for d in truth["dirs"] if not os.path.isdir(os.path.join(dest, d["path"]))]
-    t.check(f"{name}: extract --deleted creates every removed directory", rc == 0 and not missing,
-            (rc, missing, err[-200:]))
+    with open(dest + ".manifest.jsonl") as f:
+        listed = {m["file"] for m in map(json.loads, f) if is_dir(m)}
+    missing = [d["path"] for d in truth["dirs"] if d["path"] not in listed or
+               not os.path.isdir(os.path.join(dest, d["path"]))]
+    t.check(f"{name}: extract --deleted creates every removed directory, in its manifest",
+            rc == 0 and not missing, (rc, missing, err[-200:]))
     rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
     lines = out.decode(errors="replace").splitlines()
     missing = [d["path"] for d in truth["dirs"]
