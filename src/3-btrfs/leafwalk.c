@@ -21,9 +21,12 @@
 #include "3-btrfs/check.h"
 #include "3-btrfs/chunk.h"
 
-/* As tree.c's streamed walk: requests of at most this much, topped up
- * once half of the window is used. */
-#define PREFETCH_BYTES (8u << 20)
+/* The window of leaves asked for ahead of the walk, topped up once half of
+ * it is used (and the most one request joins). Four times tree.c's: with
+ * the hints off the walking thread and across level-1 nodes, cold runs of
+ * the 1M-inode bench walk went from 0.47 to 0.40 s (medians of 5
+ * alternating pairs, machine shared); 64 MiB measured alike. */
+#define PREFETCH_BYTES (32u << 20)
 
 /* Last pointer whose key is <= target (slot 0 if target is before all). */
 static uint32_t node_slot(const struct bi_block *b, const bi_key *target)
