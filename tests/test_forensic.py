@@ -24,6 +24,8 @@ kernel showed at the end. Checked:
     deleted file whose extent items fill several leaves is whole;
   - hostile stale blocks: a valid block copied where no chunk map puts it
     changes nothing; a stale block with a flipped byte is never used;
+  - single and two devices: the directory records are those of the
+    dropped subvolume (the directories on its versions' paths);
   - churn and wrap (gen_forensic_churn.py: deletions, a dropped subvolume,
     then every metadata chunk relocated by balance -m and the freed
     metadata written over, 40 or 240 rounds): no false claim, and btrfsimg recovers strictly more
@@ -331,6 +333,20 @@ def check_dirs(t, cli, img, recs, truth, tmp, name):
             rc == 2 and not out and b"directory" in err, (rc, err[-200:]))
 
 
+def check_dropped_dirs(t, name, recs, truth):
+    """Images whose generator removed no directory by hand (single, two
+    devices): the directory records are exactly the directories of the
+    dropped subvolume, those on the paths of its versions."""
+    want = set()
+    for v in truth["versions"]:
+        if v["fate"] == "dropped-subvolume":
+            parts = v["path"].split("/")[:-1]
+            want |= {("/".join(parts[:i]), "dropped-subvolume") for i in range(1, len(parts) + 1)}
+    got = sorted((r["path"], r["kind"]) for r in recs if is_dir(r))
+    t.check(f"{name}: one directory record per directory of the dropped subvolume "
+            f"({len(want)})", got == sorted(want), got)
+
+
 def check_partial(t, cli, img, recs, truth, name):
     """Partial records: every 4 KiB of cat --deleted's output that no bad
     range touches is that 4 KiB of a version written at that path (the
@@ -385,6 +401,7 @@ def main():
         claims(t, "single", recs, truth)
         progs = progs_shas([img], progs_script)
         rates(t, "single", recs, truth, progs)
+        check_dropped_dirs(t, "single", recs, truth)
         check_cat(t, cli, img, recs)
         check_extract(t, cli, img, recs, tmp)
         check_bodyfile(t, cli, img, tmp)
@@ -421,6 +438,7 @@ def main():
         mrecs = deleted(cli, devs, t, "two devices")
         claims(t, "two devices", mrecs, mtruth)
         rates(t, "two devices", mrecs, mtruth, progs_shas(devs, progs_script))
+        check_dropped_dirs(t, "two devices", mrecs, mtruth)
         for d in devs:
             os.unlink(d)
 
