@@ -28,8 +28,9 @@ kernel showed at the end. Checked:
     dropped subvolume (the directories on its versions' paths);
   - churn and wrap (gen_forensic_churn.py: deletions, a dropped subvolume,
     then every metadata chunk relocated by balance -m and the freed
-    metadata written over, 40 or 240 rounds): no false claim, and btrfsimg recovers strictly more
-    lost versions than btrfs-progs in every kind and size band; every
+    metadata written over, 40 or 240 rounds): no false claim, and
+    btrfsimg recovers strictly more lost versions than btrfs-progs in
+    every kind and size band; every
     directory the kernel removed (the generator noted its inode number,
     mode and btime before the rmdir) is one record, kind and path the
     truth's (mode and btime too, unless its inode item is gone and only
