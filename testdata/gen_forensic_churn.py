@@ -59,7 +59,8 @@ class ChurnWork(Work):
         os.makedirs(os.path.join(self.mnt, rel), exist_ok=True)
 
     def note_dir(self, rel, subvol, fate):
-        st = genlib.statx(os.path.join(self.mnt, rel), genlib.STATX_BASIC_STATS | genlib.STATX_BTIME)
+        st = genlib.statx(os.path.join(self.mnt, rel),
+                          genlib.STATX_BASIC_STATS | genlib.STATX_BTIME)
         self.dirs.append({"path": rel, "subvol": subvol, "ino": st["ino"], "fate": fate,
                           "round": self.round, "mode": st["mode"], "btime": list(st["btime"])})
 
