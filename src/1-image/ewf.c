@@ -856,11 +856,13 @@ static int read_span(struct bi_ctr *c, struct ewf *w, struct ewf_src *src, uint6
 			char why[512];
 			ewf_why(&e, why, sizeof(why));
 			int rc = crc_failed(c, w, src, off - shift, n, shift, err, errlen);
+			/* with the gap known, its reads never get here */
+			bool lost = c->lost && !w->gap;
 			if (rc == 0)
 				snprintf(err, errlen,
 					 "EWF read of %zu bytes at offset %" PRIu64 " failed: %s%s",
-					 n, off, c->lost ? "segment missing or truncated: " : "",
-					 c->lost ? c->lost : why);
+					 n, off, lost ? "segment missing or truncated: " : "",
+					 lost ? c->lost : why);
 			return -EIO;
 		}
 		int rc = crc_failed(c, w, src, off - shift, (size_t)r, shift, err, errlen);
