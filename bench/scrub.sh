@@ -10,6 +10,8 @@
 # a cold page cache for that file (posix_fadvise DONTNEED: other files'
 # cache is left alone). With farm-bench on PATH the runs are paired
 # (A B A B, medians of the pair ratios); else each is run three times.
+# bench/wholeread.sh pairs `verify` and the forensic scan with dd alone,
+# from a dropped page cache, without farm-bench.
 set -euo pipefail
 CLI=$(realpath "$1")
 W=${2:-/tmp/scrub-bench}
