@@ -8,6 +8,7 @@ pkgs=(build-essential meson ninja-build pkg-config python3 time
       btrfs-progs zstd fdisk util-linux
       sleuthkit jq  # the tools users pair btrfsimg with: tests run mactime and jq
       libewf-dev libqcow-dev libvmdk-dev libvhdi-dev  # evidence containers (E01, qcow2, VMDK, VHD/X)
+      libbfio-dev  # the file IO handles the VMDK and EWF readers give libvmdk and libewf
       ewf-tools qemu-utils  # tests build containers with the formats' own tools
       libargon2-dev libjson-c-dev  # LUKS2 keyslots and metadata (crypto itself: OpenSSL)
       lvm2 cryptsetup-bin grub-common python3-libluksde  # LVM/LUKS test images and their truth
