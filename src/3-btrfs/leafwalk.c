@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A tree's leaves in key order, handed out whole (see leafwalk.h).
+ * A tree's leaves in key order, by address (see leafwalk.h).
  *
  * The same descent as bi_iter's (tree.c) in its streaming mode: one
  * verified node per level, each child checked against what its parent
  * expects (level, generation, first key), leaves ahead of the walk
  * requested from the kernel in batches (PREFETCH_BYTES) and the next
  * level-1 node asked for on entering one, skippable leaves never read. It
- * reads the same blocks in the same order, so a damaged tree fails with
- * the same message at the same place; only the leaves are not kept in the
- * path but given to the caller, who may hold many at once.
+ * reads the same nodes in the same order, so a damaged node fails with the
+ * same message at the same place; the leaves are the caller's to read and
+ * check (with the expectations given), and to fall back to bi_block_read
+ * for (every copy, the messages) when its own read or check fails.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,22 +39,6 @@ static uint32_t node_slot(const struct bi_block *b, const bi_key *target)
 		bi_key_read(b->data + HDR_SIZE + (size_t)mid * KP_SIZE, &k);
 		if (bi_key_cmp(&k, target) <= 0)
 			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* First item whose key is >= target (nritems if none). */
-static uint32_t leaf_slot(const struct bi_block *b, const bi_key *target)
-{
-	uint32_t lo = 0, hi = b->nritems;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		bi_key k;
-		bi_key_read(b->data + HDR_SIZE + (size_t)mid * ITEM_SIZE, &k);
-		if (bi_key_cmp(&k, target) < 0)
-			lo = mid + 1;
 		else
 			hi = mid;
 	}
@@ -372,31 +357,24 @@ static int next_slot(struct bi_leafwalk *lw)
 	return 1;
 }
 
-int bi_leafwalk_next(struct bi_leafwalk *lw, struct bi_block **leaf, uint32_t *from)
+int bi_leafwalk_next_ptr(struct bi_leafwalk *lw, struct bi_leaf_ptr *out)
 {
-	*leaf = NULL;
-	*from = 0;
-	if (lw->done)
-		return 0;
-	if (lw->root_leaf) {
-		*leaf = lw->root_leaf;
-		*from = leaf_slot(*leaf, &lw->min);
-		lw->root_leaf = NULL;
+	if (lw->done || lw->top == 0) {
 		lw->done = true;
-		return 1;
+		return 0;
 	}
 	int rc = 1;
+	bool first = !lw->started;
 	if (lw->started)
 		rc = next_slot(lw);
-	if (rc > 0 && (rc = descend(lw, 1, leaf)) == 0)
-		rc = 1;
 	if (rc <= 0) {
 		lw->done = true;
 		return rc;
 	}
-	if (!lw->started)
-		*from = leaf_slot(*leaf, &lw->min);
 	lw->started = true;
+	prefetch_ahead(lw);
+	bi_node_ptr(lw->path[1], lw->slot[1], &out->first_key, &out->bytenr, &out->generation);
+	out->first = first;
 	return 1;
 }
 

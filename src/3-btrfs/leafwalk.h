@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A tree's leaves in key order, handed out whole: for readers that parse
- * leaves on other threads (the inode enumeration). The walk itself (node
- * reads, the block cache, prefetch hints) stays on the calling thread; a
- * leaf handed out is a verified block the caller holds a reference to and
- * may share, read-only, with other threads until it puts it back.
+ * A tree's leaves in key order, by address: for readers that read, check
+ * and parse leaves on other threads (the inode enumeration). The walk
+ * itself (node reads through the block cache, read-ahead hints) stays on
+ * the calling thread; each leaf comes with what its parent expects of it,
+ * for the reader's checks.
  */
 #ifndef BI_LEAFWALK_H
 #define BI_LEAFWALK_H
@@ -43,12 +43,19 @@ struct bi_leafwalk {
 int bi_leafwalk_start(struct btrfsimg_fs *fs, struct bi_leafwalk *lw, const struct bi_root *root,
 		      const bi_key *min, const bi_key *max,
 		      bool (*skip)(const bi_key *lo, const bi_key *hi));
-/* The next leaf, in key order: 1 and *@leaf (a reference: release it with
- * bi_block_put_once) with *@from, its first slot at or after @min (0 but
- * for the first leaf); 0 when no leaf is left; < 0 on a failed read
- * (message on fs; the walk is over). Items past @max are the caller's to
- * stop at, as bi_iter_next does. */
-int bi_leafwalk_next(struct bi_leafwalk *lw, struct bi_block **leaf, uint32_t *from);
+/* The next leaf, in key order, for callers that read and verify it
+ * themselves (its copy 0, off the walking thread): where it is and what
+ * its parent expects of it (level 0, this generation, this first key),
+ * @first for the walk's first leaf (its items start at or after @min;
+ * items past @max are the caller's to stop at). Nodes are read and
+ * verified here. 1, 0 (no leaf left, or a tree of one leaf: top == 0),
+ * < 0 (a node could not be read; message on fs). */
+struct bi_leaf_ptr {
+	uint64_t bytenr, generation;
+	bi_key first_key;
+	bool first;
+};
+int bi_leafwalk_next_ptr(struct bi_leafwalk *lw, struct bi_leaf_ptr *out);
 void bi_leafwalk_end(struct bi_leafwalk *lw);
 
 #endif

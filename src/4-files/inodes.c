@@ -26,7 +26,9 @@
 #include "0-base/handle.h"
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
+#include "0-base/csum.h"
 #include "3-btrfs/check.h"
+#include "3-btrfs/chunk.h"
 #include "3-btrfs/leafwalk.h"
 #include "3-btrfs/root.h"
 #include "3-btrfs/tree.h"
@@ -409,16 +411,20 @@ static int walk_tree(struct iwalk *w, const struct bi_root *r)
 
 /* ------------------------------------------------- leaves parsed in parallel
  *
- * The walk above on more than one core. This thread walks the tree and
- * reads each leaf (the handle, its block cache and its devices are used
- * from it alone); worker threads parse the leaves it hands them, in a ring
- * of LEAF_RING slots, into events (an inode item parsed and checked, with
- * its first name when the leaf holds it; a name for an inode of an earlier
- * leaf; a damage message); this thread then plays each leaf's events, in
- * leaf order, through the same state as the walk above. The output, the
- * messages and their order are the same; only the parsing moved.
+ * The walk above on more than one core. This thread walks the tree's nodes
+ * and reads each leaf's copy 0 into a ring of LEAF_RING slots (the handle,
+ * its block cache and its devices are used from it alone); worker threads
+ * check each leaf as tree.c would (checksum, header, item table, what the
+ * parent expects) and parse it into events (an inode item parsed and
+ * checked, with its first name when the leaf holds it; a name for an inode
+ * of an earlier leaf; a damage message); this thread then plays each
+ * leaf's events, in leaf order, through the same state as the walk above.
+ * A leaf whose copy 0 could not be read or failed a check is read again
+ * here, when its turn comes, through bi_block_read (every copy, the same
+ * messages, the same error). The output, the messages and their order are
+ * the same; only the checking and the parsing moved.
  *
- *   walk+read: leaf0 leaf1 leaf2 ... (ring)   workers: parse -> events
+ *   walk+read: leaf0 leaf1 leaf2 ... (ring)   workers: check, parse -> events
  *   this thread: events of leaf0, leaf1, ... -> finish_cur/report (callback)
  */
 
@@ -444,7 +450,17 @@ struct lev {
 };
 
 struct lslot {
-	struct bi_block *leaf; /* held by the walking thread */
+	/* the leaf's copy 0 as read by the walking thread, checked (checksum,
+	 * header, item table, what the parent expects) by the worker */
+	struct bi_leaf_ptr at; /* where it is, what its parent expects */
+	uint8_t *buf;	       /* the slot's own, nodesize bytes */
+	bool read_ok;	       /* copy 0 was read into buf */
+	bool fallback;	       /* unread or failed a check: the walking thread
+				* reads it through the block cache (every copy,
+				* the messages) when it gets there */
+	bool held;	       /* leaf is a block cache reference */
+	struct bi_block blk;   /* the view of buf once checked */
+	struct bi_block *leaf; /* &blk, a cache reference, or NULL */
 	uint32_t from;	       /* first slot at or after the walk's start */
 	int state;
 	int rc;		    /* the parse's: -ENOMEM */
@@ -471,7 +487,10 @@ struct ipool {
 	_Atomic bool waiting; /* this thread asleep (or about to be) on done */
 	/* the walk's constants (set before its first leaf is queued) */
 	uint64_t subvol, max_gen;
-	bi_key max;
+	bi_key min, max;
+	uint32_t nodesize, csum_size;
+	int csum_type;
+	uint8_t fsid[16];
 	struct lslot ring[LEAF_RING];
 };
 
@@ -624,6 +643,56 @@ static void parse_leaf(const struct ipool *p, struct lslot *s)
 	s->rc = rc;
 }
 
+/* First item whose key is >= @target (nritems if none). */
+static uint32_t leaf_slot(const struct bi_block *b, const bi_key *target)
+{
+	uint32_t lo = 0, hi = b->nritems;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		bi_key k;
+		bi_key_read(b->data + HDR_SIZE + (size_t)mid * ITEM_SIZE, &k);
+		if (bi_key_cmp(&k, target) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The checks tree.c makes of a block it reads (verify_copy), on the
+ * slot's copy 0: true when it passes; then the slot's leaf is its view. */
+static bool check_copy(const struct ipool *p, struct lslot *s)
+{
+	uint8_t sum[CSUM_SIZE_MAX];
+	const uint8_t *b = s->buf;
+	char why[384];
+	struct bi_expect e = { p->subvol, s->at.generation, 0, &s->at.first_key };
+	if (bi_csum(p->csum_type, b + HDR_FSID, p->nodesize - HDR_FSID, sum) < 0 ||
+	    memcmp(sum, b, p->csum_size) != 0 ||
+	    bi_block_check(b, p->nodesize, s->at.bytenr, p->fsid, &e, why, sizeof(why)) < 0)
+		return false;
+	s->blk = (struct bi_block){ .bytenr = s->at.bytenr,
+				    .generation = bi_le64(b + HDR_GENERATION),
+				    .owner = bi_le64(b + HDR_OWNER),
+				    .nritems = bi_le32(b + HDR_NRITEMS),
+				    .level = b[HDR_LEVEL],
+				    .size = p->nodesize,
+				    .data = s->buf };
+	s->leaf = &s->blk;
+	s->from = s->at.first ? leaf_slot(s->leaf, &p->min) : 0;
+	return true;
+}
+
+/* A worker's part of one leaf: check it, parse it. */
+static void work_leaf(const struct ipool *p, struct lslot *s)
+{
+	if (!s->read_ok || !check_copy(p, s)) {
+		s->fallback = true;
+		return;
+	}
+	parse_leaf(p, s);
+}
+
 /* Take the next queued leaf, if any: its index, or (size_t)-1. */
 static size_t take_leaf(struct ipool *p)
 {
@@ -641,7 +710,7 @@ static void *worker(void *arg)
 		size_t n = take_leaf(p);
 		if (n != (size_t)-1) {
 			struct lslot *s = &p->ring[n % LEAF_RING];
-			parse_leaf(p, s);
+			work_leaf(p, s);
 			atomic_store(&s->state, SLOT_PARSED);
 			if (atomic_load(&p->waiting)) {
 				pthread_mutex_lock(&p->mu);
@@ -691,6 +760,7 @@ static void pool_free(struct ipool *p)
 	for (size_t i = 0; i < LEAF_RING; i++) {
 		free(p->ring[i].ev);
 		free(p->ring[i].text);
+		free(p->ring[i].buf);
 	}
 	pthread_cond_destroy(&p->work);
 	pthread_cond_destroy(&p->done);
@@ -728,9 +798,18 @@ static struct ipool *pool_new(void)
 
 /* Play one parsed leaf's events through the walk's state, as walk_tree
  * does with its items. */
-static int merge_leaf(struct iwalk *w, const struct bi_root *r, struct lslot *s, bool *started,
-		      bi_key *last)
+static int merge_leaf(struct iwalk *w, const struct bi_root *r, const struct ipool *p,
+		      struct lslot *s, bool *started, bi_key *last)
 {
+	if (s->fallback) { /* as the walk would have read it, messages and all */
+		struct bi_expect e = { r->id, s->at.generation, 0, &s->at.first_key };
+		int rc = bi_block_read(w->fs, s->at.bytenr, &e, &s->leaf);
+		if (rc < 0)
+			return rc;
+		s->held = true;
+		s->from = s->at.first ? leaf_slot(s->leaf, &p->min) : 0;
+		parse_leaf(p, s);
+	}
 	if (s->rc)
 		return bi_err(w->fs, s->rc, "out of memory listing inodes");
 	if (s->has_first) {
@@ -773,13 +852,19 @@ static int merge_leaf(struct iwalk *w, const struct bi_root *r, struct lslot *s,
 	return rc;
 }
 
-/* Queue @leaf for the workers. */
-static void pool_queue(struct ipool *p, struct bi_block *leaf, uint32_t from)
+/* Read copy 0 of the leaf @at into the next slot and queue it for the
+ * workers (a failed read is left to the fallback). */
+static void pool_queue(struct ipool *p, struct btrfsimg_fs *fs, const struct bi_leaf_ptr *at)
 {
 	size_t t = atomic_load(&p->tail);
 	struct lslot *s = &p->ring[t % LEAF_RING];
-	s->leaf = leaf;
-	s->from = from;
+	s->at = *at;
+	s->leaf = NULL;
+	s->held = false;
+	s->fallback = false;
+	if (!s->buf)
+		s->buf = malloc(p->nodesize);
+	s->read_ok = s->buf && bi_read_copy(fs, at->bytenr, s->buf, p->nodesize, 0) == 0;
 	atomic_store(&s->state, SLOT_QUEUED);
 	atomic_store(&p->tail, t + 1);
 	pool_wake(p);
@@ -831,8 +916,10 @@ static void pool_drop(struct ipool *p, struct btrfsimg_fs *fs)
 		struct lslot *s = &p->ring[p->head % LEAF_RING];
 		if (p->head < taken)
 			pool_wait_head(p);
-		bi_block_put_once(fs, s->leaf);
+		if (s->held)
+			bi_block_put_once(fs, s->leaf);
 		s->leaf = NULL;
+		s->held = false;
 		atomic_store(&s->state, SLOT_FREE);
 	}
 }
@@ -845,10 +932,25 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct ipool 
 	int rc = bi_leafwalk_start(fs, &lw, r, &min, &max, only_dir_entries);
 	if (rc < 0)
 		return rc;
+	if (lw.top == 0) { /* one leaf: nothing to share out */
+		bi_leafwalk_end(&lw);
+		return walk_tree(w, r);
+	}
 	/* no leaf is queued: the workers read these after the next one is */
 	p->subvol = w->subvol;
 	p->max_gen = fs->sb.info.generation + 1;
+	p->min = min;
 	p->max = max;
+	p->csum_type = fs->csum_type;
+	p->csum_size = fs->csum_size;
+	memcpy(p->fsid, fs->meta_fsid, sizeof(p->fsid));
+	if (p->nodesize != fs->nodesize) { /* a pool serves one handle: never */
+		for (size_t i = 0; i < LEAF_RING; i++) {
+			free(p->ring[i].buf);
+			p->ring[i].buf = NULL;
+		}
+		p->nodesize = fs->nodesize;
+	}
 	atomic_store(&p->batch, LEAF_BATCH);
 	bool walking = true, started = false, end = false;
 	bi_key last = { 0, 0, 0 };
@@ -859,11 +961,10 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct ipool 
 		if (what == 0)
 			break;
 		if (what == 2) {
-			struct bi_block *leaf;
-			uint32_t from;
-			int lr = bi_leafwalk_next(&lw, &leaf, &from);
+			struct bi_leaf_ptr at;
+			int lr = bi_leafwalk_next_ptr(&lw, &at);
 			if (lr > 0) {
-				pool_queue(p, leaf, from);
+				pool_queue(p, fs, &at);
 				continue;
 			}
 			walking = false;
@@ -875,10 +976,12 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct ipool 
 			continue;
 		}
 		struct lslot *s = &p->ring[p->head % LEAF_RING];
-		rc = merge_leaf(w, r, s, &started, &last);
+		rc = merge_leaf(w, r, p, s, &started, &last);
 		end = s->end;
-		bi_block_put_once(fs, s->leaf);
+		if (s->held)
+			bi_block_put_once(fs, s->leaf);
 		s->leaf = NULL;
+		s->held = false;
 		atomic_store(&s->state, SLOT_FREE);
 		p->head++;
 	}
