@@ -30,12 +30,16 @@ uint64_t btrfsimg_damage_count(const btrfsimg_fs *fs)
 	return fs ? fs->damage : 0;
 }
 
+/* Formatted aside first: callers may pass fs->err itself as an argument, to
+ * wrap the message a lower layer left. */
 int bi_err(struct btrfsimg_fs *fs, int code, const char *fmt, ...)
 {
+	char msg[sizeof(fs->err)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(fs->err, sizeof(fs->err), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(fs->err, msg, sizeof(msg));
 	return code;
 }
 
