@@ -19,4 +19,11 @@ bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a);
 /* The constant c_s a scheme XORs in: 0, the overlay or the uniquifier. */
 uint64_t bi_scheme_const(const struct btrfsimg_scheme *s, uint64_t subvol);
 
+struct bi_collide_stats;
+/* The input checks of collide_check.c: 0, or -EINVAL with a message in
+ * @err naming the first fault (-ENOMEM when out of memory). */
+int bi_collide_input_ok(const struct btrfsimg_collide_input *in, size_t max_subvols,
+			struct bi_collide_stats *st, char *err, size_t len);
+int bi_collide_scheme_ok(const struct btrfsimg_scheme *s, char *err, size_t len);
+
 #endif
