@@ -462,11 +462,11 @@ struct lslot {
 	struct bi_block blk;   /* the view of buf once checked */
 	struct bi_block *leaf; /* &blk, a cache reference, or NULL */
 	uint32_t from;	       /* first slot at or after the walk's start */
-	int state;
-	int rc;		    /* the parse's: -ENOMEM */
-	bool end;	    /* an item past the walk's range: nothing after it */
-	bool has_first;	    /* the leaf holds an item in range */
-	bi_key first, last; /* keys of its first and last items in range */
+	_Atomic int state;     /* SLOT_*: handed between threads */
+	int rc;		       /* the parse's: -ENOMEM */
+	bool end;	       /* an item past the walk's range: nothing after it */
+	bool has_first;	       /* the leaf holds an item in range */
+	bi_key first, last;    /* keys of its first and last items in range */
 	struct lev *ev;
 	size_t nev, evcap;
 	char *text;
