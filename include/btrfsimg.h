@@ -831,7 +831,9 @@ BTRFSIMG_API int btrfsimg_file_read(btrfsimg_fs *fs, uint64_t subvol, uint64_t o
  * (@p hexlen >= 2 * digest size + 1; 129 fits every algorithm). @p alg is
  * an OpenSSL digest name ("sha256", "md5", "sha1", ...). 0, a read's
  * negative errno (its message on @p fs), -EINVAL (unknown @p alg, @p hex
- * too small) or -ENOMEM.
+ * too small), -EFBIG (more of the file read as zeros than 16 bytes per
+ * byte of the devices, at least 1 GiB: holes under a size that may be
+ * forged are not hashed for years) or -ENOMEM.
  */
 BTRFSIMG_API int btrfsimg_file_digest(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				      uint64_t len, const char *alg, char *hex, size_t hexlen);
