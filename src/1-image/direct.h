@@ -52,4 +52,39 @@ void bi_ring_release(struct bi_ring *r);
 /* Whether the ring reads with O_DIRECT (for tests and benches). */
 bool bi_ring_direct(const struct bi_ring *r);
 
+/* ------------------------------------------------------------ scattered
+ *
+ * Scattered blocks of plain image files (a tree's leaves), read with
+ * O_DIRECT and many reads in flight (Linux native AIO) when they are not
+ * in the page cache already. No thread: the caller submits and reaps. A
+ * block that is not a plain file's, not aligned to ALIGN, or whose read
+ * the kernel refuses, is the caller's to read through bi_dev_read. */
+struct bi_aio;
+
+/* Room for @depth reads in flight (1 to 1024), or NULL (no AIO here). */
+struct bi_aio *bi_aio_open(unsigned depth);
+/* Wait for the reads in flight, close the descriptors, free. NULL is fine. */
+void bi_aio_close(struct bi_aio *a);
+/* Whether [off, off + len) of @d (relative to its base) is all in the page
+ * cache: 1 yes, 0 no, < 0 unknown (not a plain file, no map, or a
+ * kernel that would not say: mincore() tells only a file's owner or
+ * someone who may write it). */
+int bi_aio_cached(struct bi_aio *a, const struct bi_dev *d, uint64_t off, size_t len);
+/* Start reading [off, off + len) of @d into @buf (aligned to 4096, as
+ * off + base and len must be), to be reported by bi_aio_reap with @tag.
+ * 0, or a negative errno (nothing started: -EINVAL not a plain file or not
+ * aligned, -EAGAIN no room). */
+int bi_aio_submit(struct bi_aio *a, const struct bi_dev *d, uint64_t off, void *buf, size_t len,
+		  uint64_t tag);
+/* Start the reads submitted since the last flush (bi_aio_submit gathers
+ * them, to start many with one system call; bi_aio_reap flushes before it
+ * waits). */
+void bi_aio_flush(struct bi_aio *a);
+/* Reads finished (at least one if @wait and some are in flight), at most
+ * @max: their tags, and the bytes read (fewer than asked at the file's
+ * end) or a negative errno each. */
+unsigned bi_aio_reap(struct bi_aio *a, bool wait, uint64_t *tags, int *res, unsigned max);
+/* Reads in flight. */
+unsigned bi_aio_inflight(const struct bi_aio *a);
+
 #endif

@@ -19,6 +19,7 @@
 #include "3-btrfs/leafwalk.h"
 
 #include "0-base/err.h"
+#include "1-image/dev.h"
 #include "3-btrfs/check.h"
 #include "3-btrfs/chunk.h"
 
@@ -235,6 +236,8 @@ static void prefetch_over(struct bi_leafwalk *lw, uint32_t budget)
 
 static void prefetch_ahead(struct bi_leafwalk *lw)
 {
+	if (lw->no_leaf_hints)
+		return;
 	uint32_t s = lw->slot[1], n = lw->path[1]->nritems;
 	uint32_t window = PREFETCH_BYTES / lw->fs->nodesize;
 	if (lw->ra_slot > s && lw->ra_slot - s > window / 2)
@@ -392,4 +395,22 @@ void bi_leafwalk_end(struct bi_leafwalk *lw)
 		lw->path[lvl] = NULL;
 	}
 	lw->done = true;
+}
+
+int bi_leaf_where(struct btrfsimg_fs *fs, uint64_t logical, uint32_t len, const struct bi_dev **dev,
+		  uint64_t *physical)
+{
+	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, logical);
+	struct bi_phys ph;
+	if (!c || (bi_chunk_profile(c) & (BG_RAID5 | BG_RAID6)) ||
+	    bi_chunk_map_phys(c, logical, 0, &ph) < 0 || ph.len < len ||
+	    ph.stripe >= c->num_stripes)
+		return -EINVAL;
+	const struct bi_stripe *st = &c->stripes[ph.stripe];
+	const struct bi_dev *d = bi_dev_by_id(fs, st->devid);
+	if (!d || memcmp(d->dev_uuid, st->dev_uuid, 16) != 0)
+		return -EINVAL;
+	*dev = d;
+	*physical = ph.physical;
+	return 0;
 }

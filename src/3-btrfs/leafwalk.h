@@ -34,6 +34,9 @@ struct bi_leafwalk {
 	uint64_t over_bytenr;
 	uint32_t over_to;
 	struct bi_lw_hints *hints; /* the thread giving them, or NULL */
+	/* set by a caller that reads the leaves around the page cache (before
+	 * its first bi_leafwalk_next_ptr): read-ahead hints for nodes only */
+	bool no_leaf_hints;
 };
 
 /* Start over [@min, @max] of @root. Leaves the key range of which @skip
@@ -57,5 +60,13 @@ struct bi_leaf_ptr {
 };
 int bi_leafwalk_next_ptr(struct bi_leafwalk *lw, struct bi_leaf_ptr *out);
 void bi_leafwalk_end(struct bi_leafwalk *lw);
+
+struct bi_dev;
+/* Where copy 0 of [@logical, + @len) lies when bi_read_copy would read it
+ * from one device in one piece (a present device, one stripe, no RAID5/6):
+ * 0 with *@dev and *@physical (relative to the device's base); else
+ * -EINVAL (read it with bi_read_copy). */
+int bi_leaf_where(struct btrfsimg_fs *fs, uint64_t logical, uint32_t len, const struct bi_dev **dev,
+		  uint64_t *physical);
 
 #endif

@@ -27,6 +27,7 @@
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
 #include "0-base/csum.h"
+#include "1-image/direct.h"
 #include "3-btrfs/check.h"
 #include "3-btrfs/chunk.h"
 #include "3-btrfs/leafwalk.h"
@@ -428,7 +429,9 @@ static int walk_tree(struct iwalk *w, const struct bi_root *r)
  *   this thread: events of leaf0, leaf1, ... -> finish_cur/report (callback)
  */
 
-#define LEAF_RING 64
+#define LEAF_RING 256
+#define HOT_RUN	  64
+#define HOT_PROBE 16
 /* Workers are woken for this many leaves at once, not for each one: a
  * wake-up per leaf cost more in context switches than the parsing saved. */
 #define LEAF_BATCH  16
@@ -453,8 +456,9 @@ struct lslot {
 	/* the leaf's copy 0 as read by the walking thread, checked (checksum,
 	 * header, item table, what the parent expects) by the worker */
 	struct bi_leaf_ptr at; /* where it is, what its parent expects */
-	uint8_t *buf;	       /* the slot's own, nodesize bytes */
+	uint8_t *buf;	       /* the slot's own, nodesize bytes (page-aligned) */
 	bool read_ok;	       /* copy 0 was read into buf */
+	bool io_done;	       /* read (not in flight): the walking thread's */
 	bool fallback;	       /* unread or failed a check: the walking thread
 				* reads it through the block cache (every copy,
 				* the messages) when it gets there */
@@ -480,6 +484,11 @@ struct ipool {
 	int nth;
 	bool quit;	      /* under mu */
 	size_t head;	      /* the next leaf to play (this thread's) */
+	size_t issued;	      /* leaves read or being read (>= tail; this thread's) */
+	struct bi_aio *aio;   /* leaves not in the page cache read around it, or NULL */
+	bool aio_last;	      /* the last leaf went to it: the cache is cold */
+	bool aio_refused;     /* a read was refused (EINVAL): none more */
+	uint32_t hot;	      /* leaves found in the page cache in a row */
 	_Atomic size_t tail;  /* leaves queued so far (ever-growing) */
 	_Atomic size_t next;  /* leaves taken by a worker so far */
 	_Atomic size_t batch; /* queued leaves a sleeping worker waits for */
@@ -852,22 +861,88 @@ static int merge_leaf(struct iwalk *w, const struct bi_root *r, const struct ipo
 	return rc;
 }
 
-/* Read copy 0 of the leaf @at into the next slot and queue it for the
- * workers (a failed read is left to the fallback). */
-static void pool_queue(struct ipool *p, struct btrfsimg_fs *fs, const struct bi_leaf_ptr *at)
+/* Queue every slot read in order since the last one queued: the workers
+ * take them from there. */
+static void pool_publish(struct ipool *p)
 {
-	size_t t = atomic_load(&p->tail);
+	size_t t0 = atomic_load(&p->tail), t = t0;
+	while (t < p->issued && p->ring[t % LEAF_RING].io_done) {
+		atomic_store(&p->ring[t % LEAF_RING].state, SLOT_QUEUED);
+		t++;
+	}
+	if (t != t0) {
+		atomic_store(&p->tail, t);
+		pool_wake(p);
+	}
+}
+
+/* Read copy 0 of the leaf @at into the next slot, to be queued for the
+ * workers once it and those before it are read (a failed read is left to
+ * the fallback). A leaf that is not in the page cache is read around it,
+ * many in flight, where the image allows (a plain file, aligned); any
+ * other, through the page cache here and now. */
+static void pool_queue(struct ipool *p, struct btrfsimg_fs *fs, struct bi_leafwalk *lw,
+		       const struct bi_leaf_ptr *at)
+{
+	size_t t = p->issued;
 	struct lslot *s = &p->ring[t % LEAF_RING];
 	s->at = *at;
 	s->leaf = NULL;
 	s->held = false;
 	s->fallback = false;
-	if (!s->buf)
-		s->buf = malloc(p->nodesize);
+	s->io_done = true;
+	if (!s->buf && posix_memalign((void **)&s->buf, 4096, p->nodesize) != 0)
+		s->buf = NULL;
+	p->issued = t + 1;
+	p->aio_last = false;
+	const struct bi_dev *d;
+	uint64_t phys;
+	/* after HOT_RUN leaves in a row found in the cache, one in HOT_PROBE is
+	 * looked for there: the others are read from it (as they most likely
+	 * are there) without a system call each to ask */
+	bool probe = p->hot < HOT_RUN || p->hot % HOT_PROBE == 0;
+	int cached = 1; /* presumed, between probes */
+	if (probe) {
+		cached = -1;
+		if (s->buf && p->aio && !p->aio_refused &&
+		    bi_leaf_where(fs, at->bytenr, p->nodesize, &d, &phys) == 0)
+			cached = bi_aio_cached(p->aio, d, phys, p->nodesize);
+		if (cached == 0 && bi_aio_submit(p->aio, d, phys, s->buf, p->nodesize, t) == 0) {
+			s->io_done = false;
+			p->aio_last = true;
+			p->hot = 0;
+			return;
+		}
+	}
+	if (cached == 1) {
+		p->hot++;
+	} else { /* read through the page cache: ask it to read ahead again */
+		p->hot = 0;
+		lw->no_leaf_hints = false;
+	}
 	s->read_ok = s->buf && bi_read_copy(fs, at->bytenr, s->buf, p->nodesize, 0) == 0;
-	atomic_store(&s->state, SLOT_QUEUED);
-	atomic_store(&p->tail, t + 1);
-	pool_wake(p);
+	pool_publish(p);
+}
+
+/* Take the reads that have finished (waiting for one if @wait); a read
+ * that failed or came short is made again through the page cache, as if
+ * it had been the only way. */
+static void pool_reap(struct ipool *p, struct btrfsimg_fs *fs, bool wait)
+{
+	uint64_t tags[64];
+	int res[64];
+	unsigned n = bi_aio_reap(p->aio, wait, tags, res, 64);
+	for (unsigned i = 0; i < n; i++) {
+		struct lslot *s = &p->ring[tags[i] % LEAF_RING];
+		s->read_ok = res[i] == (int)p->nodesize;
+		if (!s->read_ok) {
+			if (res[i] == -EINVAL)
+				p->aio_refused = true;
+			s->read_ok = bi_read_copy(fs, s->at.bytenr, s->buf, p->nodesize, 0) == 0;
+		}
+		s->io_done = true;
+	}
+	pool_publish(p);
 }
 
 /* Until the leaf at the head of the ring is parsed. */
@@ -887,21 +962,31 @@ static void pool_wait_head(struct ipool *p)
 	atomic_store(&p->batch, LEAF_BATCH);
 }
 
-/* What to do next: 1 play the head leaf, 2 read one more, 0 nothing is
- * left. Reads run ahead of the workers by up to two batches; the head is
- * waited for only when the ring is full or the walk is over. */
-static int pool_step(struct ipool *p, bool walking)
+/* What to do next: 1 play the head leaf, 2 read one more, 3 look again
+ * (a read finished), 0 nothing is left. Reads run ahead of the workers by
+ * up to two batches, or as far as the ring goes while the leaves come from
+ * the disk; the head is waited for only when the ring is full or the walk
+ * is over. */
+static int pool_step(struct ipool *p, struct btrfsimg_fs *fs, bool walking)
 {
+	if (p->aio && bi_aio_inflight(p->aio))
+		pool_reap(p, fs, false);
 	size_t tail = atomic_load(&p->tail);
-	bool room = walking && tail - p->head < LEAF_RING;
-	if (room && tail - atomic_load(&p->next) < 2 * LEAF_BATCH)
+	bool room = walking && p->issued - p->head < LEAF_RING;
+	if (room && (p->issued - atomic_load(&p->next) < 2 * LEAF_BATCH || p->aio_last))
 		return 2;
+	if (p->aio)
+		bi_aio_flush(p->aio); /* the reads gathered: before this thread turns away */
 	if (p->head < tail && atomic_load(&p->ring[p->head % LEAF_RING].state) == SLOT_PARSED)
 		return 1;
 	if (room)
 		return 2;
-	if (p->head == tail)
+	if (p->head == p->issued)
 		return 0;
+	if (p->head >= tail) { /* its read is in flight */
+		pool_reap(p, fs, true);
+		return 3;
+	}
 	pool_wait_head(p);
 	return 1;
 }
@@ -910,9 +995,13 @@ static int pool_step(struct ipool *p, bool walking)
  * taken are waited for; all are released. */
 static void pool_drop(struct ipool *p, struct btrfsimg_fs *fs)
 {
+	uint64_t tag;
+	int res;
+	while (p->aio && bi_aio_inflight(p->aio)) /* the buffers: not before */
+		bi_aio_reap(p->aio, true, &tag, &res, 1);
 	size_t tail = atomic_load(&p->tail);
 	size_t taken = atomic_exchange(&p->next, tail);
-	for (; p->head < tail; p->head++) {
+	for (; p->head < p->issued; p->head++) {
 		struct lslot *s = &p->ring[p->head % LEAF_RING];
 		if (p->head < taken)
 			pool_wait_head(p);
@@ -922,6 +1011,9 @@ static void pool_drop(struct ipool *p, struct btrfsimg_fs *fs)
 		s->held = false;
 		atomic_store(&s->state, SLOT_FREE);
 	}
+	/* what was never queued is gone too: no worker may take it */
+	atomic_store(&p->next, p->issued);
+	atomic_store(&p->tail, p->issued);
 }
 
 static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct ipool *p)
@@ -952,19 +1044,28 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct ipool 
 		p->nodesize = fs->nodesize;
 	}
 	atomic_store(&p->batch, LEAF_BATCH);
+	p->aio = bi_aio_open(LEAF_RING);
+	p->aio_refused = false;
+	p->aio_last = false;
+	p->hot = 0;
+	/* a leaf is in the cache, or read around it: no hints, unless one is
+	 * read through the cache after all (pool_queue) */
+	lw.no_leaf_hints = p->aio != NULL;
 	bool walking = true, started = false, end = false;
 	bi_key last = { 0, 0, 0 };
 	int walk_rc = 0;
 	char *walk_msg = NULL; /* a failed read's message, for when the merge gets there */
 	while (rc == 0 && !w->stop && !end) {
-		int what = pool_step(p, walking);
+		int what = pool_step(p, fs, walking);
 		if (what == 0)
 			break;
+		if (what == 3)
+			continue;
 		if (what == 2) {
 			struct bi_leaf_ptr at;
 			int lr = bi_leafwalk_next_ptr(&lw, &at);
 			if (lr > 0) {
-				pool_queue(p, fs, &at);
+				pool_queue(p, fs, &lw, &at);
 				continue;
 			}
 			walking = false;
@@ -986,6 +1087,8 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct ipool 
 		p->head++;
 	}
 	pool_drop(p, fs);
+	bi_aio_close(p->aio);
+	p->aio = NULL;
 	bi_leafwalk_end(&lw);
 	if (rc == 0 && !w->stop && !end && walk_rc < 0)
 		rc = bi_err(fs, walk_rc, "%s", walk_msg); /* every leaf before it was played */
