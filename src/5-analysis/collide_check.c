@@ -117,6 +117,8 @@ static size_t lower_from(const uint64_t *v, size_t n, size_t from, uint64_t x)
 {
 	size_t lo = from, hi = from, step = 1;
 
+	if (from >= n) /* also an empty set, whose v may be NULL */
+		return n;
 	while (hi < n && v[hi] < x) {
 		lo = hi + 1;
 		hi += step;
