@@ -65,7 +65,7 @@ if command -v clang >/dev/null; then
     [ -d "fuzz/corpus/$t" ] && cp -r "fuzz/corpus/$t/." "$work/"
     dict=(); [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
     rc=0
-    "$f" "${dict[@]}" -max_total_time="${FUZZ_SECONDS:-10}" -rss_limit_mb=2048 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$f" "${dict[@]}" -max_total_time="${FUZZ_SECONDS:-10}" -rss_limit_mb=2048 \
       -print_final_stats=1 "$work" >"$work.log" 2>&1 || rc=$?
     grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)' "$work.log" \
       | sed "s/^/fuzz_$t: /" || true
