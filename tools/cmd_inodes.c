@@ -71,69 +71,9 @@ static void flush_lines(struct inodes_ctx *x)
 	jw_flush_fd(&x->w, STDOUT_FILENO, &x->write_errno);
 }
 
-/* Decimal digits of @v at @p (no NUL), right to left from a count of
- * them: no temporary and no copy of variable length (those went through
- * libc's memmove, a fifth of the formatting thread). */
-static inline size_t put_dec(char *p, uint64_t v)
-{
-	static const uint64_t pow10[20] = {
-		1ull,
-		10ull,
-		100ull,
-		1000ull,
-		10000ull,
-		100000ull,
-		1000000ull,
-		10000000ull,
-		100000000ull,
-		1000000000ull,
-		10000000000ull,
-		100000000000ull,
-		1000000000000ull,
-		10000000000000ull,
-		100000000000000ull,
-		1000000000000000ull,
-		10000000000000000ull,
-		100000000000000000ull,
-		1000000000000000000ull,
-		10000000000000000000ull,
-	};
-	/* digits from the bit length (log10(2) ~ 1233/4096), then one compare */
-	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
-	size_t n = ((bits * 1233) >> 12) + 1;
-	if (n > 1 && v < pow10[n - 1])
-		n--;
-	char *q = p + n;
-	while (v >= 100) {
-		unsigned d = (unsigned)(v % 100) * 2;
-		v /= 100;
-		*--q = jw_digit_pairs[d + 1];
-		*--q = jw_digit_pairs[d];
-	}
-	if (v >= 10) {
-		*--q = jw_digit_pairs[v * 2 + 1];
-		*--q = jw_digit_pairs[v * 2];
-	} else {
-		*--q = (char)('0' + v);
-	}
-	return n;
-}
-
-/* @v as jw_u64_json writes it (quoted past JW_SAFE_MAX), at @p. */
-static inline size_t put_u64(char *p, uint64_t v)
-{
-	if (__builtin_expect(v <= JW_SAFE_MAX || jw_big_as_number, 1))
-		return put_dec(p, v);
-	p[0] = '"';
-	size_t n = put_dec(p + 1, v);
-	p[n + 1] = '"';
-	return n + 2;
-}
-
 /* A fragment of at most sizeof(@arr) bytes: the whole array is copied (a
  * few moves of constant size; its tail is zero) and @len bytes kept. */
 #define PUT_FRAG(p, arr, len) (memcpy((p), (arr), sizeof(arr)), (p) += (len))
-#define PUT_LIT(p, lit)	      (memcpy((p), "" lit, sizeof(lit) - 1), (p) += sizeof(lit) - 1)
 
 /* The most a line takes besides its path: the fragments, whole, seven
  * numbers (22 each, quotes included), the literals. */
@@ -148,26 +88,26 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	char *p = w->buf + w->len;
 	PUT_FRAG(p, x->head, x->head_len);
 	char obj[24] = { 0 }; /* as a number; in proc_ino's string, its digits */
-	size_t obj_len = put_u64(obj, i->objectid);
+	size_t obj_len = jw_u64_at(obj, i->objectid);
 	PUT_FRAG(p, obj, obj_len);
-	PUT_LIT(p, ",\"st_ino\":");
+	JW_PUT_LIT(p, ",\"st_ino\":");
 	PUT_FRAG(p, obj, obj_len);
 	PUT_FRAG(p, x->mid1, x->mid1_len);
-	p += put_u64(p, i->ino);
+	p += jw_u64_at(p, i->ino);
 	PUT_FRAG(p, x->mid2, x->mid2_len);
-	p += put_u64(p, i->nfs);
+	p += jw_u64_at(p, i->nfs);
 	PUT_FRAG(p, x->mid3, x->mid3_len);
-	p += put_dec(p, i->objectid);
-	PUT_LIT(p, "\",\"generation\":");
-	p += put_u64(p, i->generation);
-	PUT_LIT(p, ",\"mode\":");
-	p += put_dec(p, i->mode);
-	PUT_LIT(p, ",\"nlink\":");
-	p += put_dec(p, i->nlink);
-	PUT_LIT(p, ",\"size\":");
-	p += put_u64(p, i->size);
+	p += jw_dec_at(p, i->objectid);
+	JW_PUT_LIT(p, "\",\"generation\":");
+	p += jw_u64_at(p, i->generation);
+	JW_PUT_LIT(p, ",\"mode\":");
+	p += jw_dec_at(p, i->mode);
+	JW_PUT_LIT(p, ",\"nlink\":");
+	p += jw_dec_at(p, i->nlink);
+	JW_PUT_LIT(p, ",\"size\":");
+	p += jw_u64_at(p, i->size);
 	if (i->has_path) {
-		PUT_LIT(p, ",\"path\":\"");
+		JW_PUT_LIT(p, ",\"path\":\"");
 		/* plain ASCII as it is; from the first byte that is not, the
 		 * general escaper (which may move the buffer) */
 		size_t k = 0;
@@ -183,14 +123,14 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 			jw_grow(w, LINE_FIXED_MAX);
 			p = w->buf + w->len;
 		}
-		PUT_LIT(p, "\"");
+		JW_PUT_LIT(p, "\"");
 	} else {
-		PUT_LIT(p, ",\"path\":null");
+		JW_PUT_LIT(p, ",\"path\":null");
 	}
 	if (i->reachable)
-		PUT_LIT(p, ",\"reachable\":true}\n");
+		JW_PUT_LIT(p, ",\"reachable\":true}\n");
 	else
-		PUT_LIT(p, ",\"reachable\":false}\n");
+		JW_PUT_LIT(p, ",\"reachable\":false}\n");
 	w->len = (size_t)(p - w->buf);
 	if (w->len >= JW_OUT_BLOCK)
 		flush_lines(x);
