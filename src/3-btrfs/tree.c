@@ -453,10 +453,10 @@ static uint32_t node_slot(const struct bi_block *b, const bi_key *target)
 	return lo;
 }
 
-/* First item whose key is >= target (nritems if none). */
-static uint32_t leaf_slot(const struct bi_block *b, const bi_key *target)
+/* First item in [lo, hi) whose key is >= @target (hi if none). */
+static uint32_t slot_between(const struct bi_block *b, const bi_key *target, uint32_t lo,
+			     uint32_t hi)
 {
-	uint32_t lo = 0, hi = b->nritems;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		bi_key k;
@@ -469,7 +469,12 @@ static uint32_t leaf_slot(const struct bi_block *b, const bi_key *target)
 	return lo;
 }
 
-/* leaf_slot, looking first just at and after @near (where the last
+uint32_t bi_leaf_slot(const struct bi_block *b, const bi_key *target)
+{
+	return slot_between(b, target, 0, b->nritems);
+}
+
+/* bi_leaf_slot, looking first just at and after @near (where the last
  * lookup in this leaf ended: lookups in key order find their key a few
  * items on), then doubling the step; the same answer, keys being strictly
  * ascending in a checked leaf. */
@@ -478,10 +483,10 @@ static uint32_t leaf_slot_from(const struct bi_block *b, const bi_key *target, u
 	uint32_t n = b->nritems;
 	bi_key k;
 	if (near == 0 || near > n)
-		return leaf_slot(b, target);
+		return bi_leaf_slot(b, target);
 	bi_key_read(b->data + HDR_SIZE + (size_t)(near - 1) * ITEM_SIZE, &k);
 	if (bi_key_cmp(&k, target) >= 0)
-		return leaf_slot(b, target); /* the target is before @near */
+		return bi_leaf_slot(b, target); /* the target is before @near */
 	/* every key before @near is < target: gallop over [near, n) */
 	uint32_t lo = near, step = 1;
 	for (;;) {
@@ -496,16 +501,7 @@ static uint32_t leaf_slot_from(const struct bi_block *b, const bi_key *target, u
 		lo = probe + 1;
 		step *= 2;
 	}
-	uint32_t hi = n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		bi_key_read(b->data + HDR_SIZE + (size_t)mid * ITEM_SIZE, &k);
-		if (bi_key_cmp(&k, target) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return slot_between(b, target, lo, n);
 }
 
 /* ------------------------------------------------------------- prefetch */
@@ -775,7 +771,7 @@ int bi_iter_start(struct btrfsimg_fs *fs, struct bi_iter *it, const struct bi_ro
 			return rc;
 		}
 	}
-	it->slot[0] = leaf_slot(it->path[0], min);
+	it->slot[0] = bi_leaf_slot(it->path[0], min);
 	return 0;
 }
 
@@ -1024,8 +1020,8 @@ int bi_tree_last(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_ke
 	}
 	if (rc < 0)
 		return rc;
-	/* leaf_slot: the first item >= max; the one before it is < max */
-	uint32_t s = leaf_slot(b, max);
+	/* bi_leaf_slot: the first item >= max; the one before it is < max */
+	uint32_t s = bi_leaf_slot(b, max);
 	bi_key k = { 0, 0, 0 };
 	if (s < b->nritems)
 		bi_key_read(b->data + HDR_SIZE + (size_t)s * ITEM_SIZE, &k);

@@ -44,6 +44,9 @@ void bi_leaf_item(const struct bi_block *b, uint32_t slot, bi_key *k, const uint
 		  uint32_t *size);
 void bi_node_ptr(const struct bi_block *b, uint32_t slot, bi_key *k, uint64_t *blockptr,
 		 uint64_t *gen);
+/* The first item of a checked leaf whose key is >= @target (nritems if
+ * none). */
+uint32_t bi_leaf_slot(const struct bi_block *b, const bi_key *target);
 
 struct bi_cache *bi_cache_new(uint64_t max_bytes);
 void bi_cache_free(struct bi_cache *c);

@@ -399,7 +399,7 @@ static int merge_leaf(struct iwalk *w, const struct bi_root *r, const struct bi_
 		if (rc < 0)
 			return rc;
 		s->held = true;
-		s->from = s->at.first ? bi_ipool_leaf_slot(s->leaf, &p->min) : 0;
+		s->from = s->at.first ? bi_leaf_slot(s->leaf, &p->min) : 0;
 		bi_ipool_parse_leaf(p, s);
 	}
 	if (s->rc)

@@ -214,22 +214,6 @@ void bi_ipool_parse_leaf(const struct bi_ipool *p, struct bi_islot *s)
 	s->rc = rc;
 }
 
-/* First item whose key is >= @target (nritems if none). */
-uint32_t bi_ipool_leaf_slot(const struct bi_block *b, const bi_key *target)
-{
-	uint32_t lo = 0, hi = b->nritems;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		bi_key k;
-		bi_key_read(b->data + HDR_SIZE + (size_t)mid * ITEM_SIZE, &k);
-		if (bi_key_cmp(&k, target) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* The checks tree.c makes of a block it reads (verify_copy), on the
  * slot's copy 0: true when it passes; then the slot's leaf is its view. */
 static bool check_copy(const struct bi_ipool *p, struct bi_islot *s)
@@ -250,7 +234,7 @@ static bool check_copy(const struct bi_ipool *p, struct bi_islot *s)
 				    .size = p->nodesize,
 				    .data = s->buf };
 	s->leaf = &s->blk;
-	s->from = s->at.first ? bi_ipool_leaf_slot(s->leaf, &p->min) : 0;
+	s->from = s->at.first ? bi_leaf_slot(s->leaf, &p->min) : 0;
 	return true;
 }
 

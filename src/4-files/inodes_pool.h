@@ -127,7 +127,4 @@ void bi_ipool_drop(struct bi_ipool *p, struct btrfsimg_fs *fs);
  * on the walking thread for a leaf read again through the block cache. */
 void bi_ipool_parse_leaf(const struct bi_ipool *p, struct bi_islot *s);
 
-/* First item of @b whose key is >= @target (nritems if none). */
-uint32_t bi_ipool_leaf_slot(const struct bi_block *b, const bi_key *target);
-
 #endif
