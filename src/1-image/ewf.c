@@ -259,6 +259,7 @@ struct renum {
 	char *name;
 	int fd;
 	uint16_t num; /* the segment number libewf is to read */
+	bool ewf1;    /* an EWF1 header: only there are bytes 9-10 the number */
 	off64_t pos;
 };
 
@@ -307,6 +308,10 @@ static int renum_open(intptr_t *io, int flags, libbfio_error_t **e)
 	if (r->fd < 0)
 		r->fd = open(r->name, O_RDONLY | O_CLOEXEC);
 	r->pos = 0;
+	uint8_t sig[8];
+	r->ewf1 = r->fd >= 0 && pread(r->fd, sig, 8, 0) == 8 &&
+		  (memcmp(sig, "EVF\x09\x0d\x0a\xff\x00", 8) == 0 ||
+		   memcmp(sig, "LVF\x09\x0d\x0a\xff\x00", 8) == 0);
 	return r->fd >= 0 ? 1 : -1;
 }
 
@@ -321,7 +326,8 @@ static int renum_close(intptr_t *io, libbfio_error_t **e)
 }
 
 /* The file's bytes, but the segment number (bytes 9-10, little-endian,
- * after the signature and the fields-start byte 0x01). */
+ * after the EWF1 signature and the fields-start byte 0x01); an EWF2 file
+ * keeps other fields there and is passed through as it is. */
 static ssize_t renum_read(intptr_t *io, uint8_t *buf, size_t n, libbfio_error_t **e)
 {
 	(void)e;
@@ -334,7 +340,7 @@ static ssize_t renum_read(intptr_t *io, uint8_t *buf, size_t n, libbfio_error_t 
 	while (got < 0 && errno == EINTR);
 	if (got < 0)
 		return -1;
-	for (off64_t at = 9; at <= 10; at++)
+	for (off64_t at = 9; r->ewf1 && at <= 10; at++)
 		if (at >= r->pos && at < r->pos + got)
 			buf[at - r->pos] = (uint8_t)(at == 9 ? r->num & 0xff : r->num >> 8);
 	r->pos += got;
