@@ -444,7 +444,9 @@ int bi_aio_submit(struct bi_aio *a, const struct bi_dev *d, uint64_t off, void *
 	if (!e || e->dfd < 0 || !bi_fits64(d->size, off, len) || !bi_add_ok(d->base, off, &abs) ||
 	    abs % ALIGN || len % ALIGN || (uintptr_t)buf % ALIGN || abs > INT64_MAX - len)
 		return -EINVAL;
-	if (a->inflight >= a->depth)
+	/* nor while reads io_submit did not start wait to be reaped: failed[]
+	 * then never holds more than one batch */
+	if (a->inflight >= a->depth || a->nfailed)
 		return -EAGAIN;
 	if (a->no_ctx)
 		return -EINVAL;
