@@ -334,24 +334,9 @@ static int materialise(struct run *r, const struct piece *p, size_t np, size_t t
 	return 0;
 }
 
-/* Index of the first element >= x (or with bit b set, see split_at). */
-static size_t lower(const uint64_t *v, size_t n, uint64_t x)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 bool bi_idset_has(const struct btrfsimg_idset *s, uint64_t x)
 {
-	size_t k = s ? lower(s->v, s->n, x) : 0;
+	size_t k = s ? bi_lower_bound(s->v, s->n, x) : 0;
 	return s && k < s->n && s->v[k] == x;
 }
 
@@ -360,7 +345,7 @@ bool bi_idset_has(const struct btrfsimg_idset *s, uint64_t x)
 static size_t split_at(const struct piece *p, int b)
 {
 	uint64_t bit = 1ull << b;
-	return lower(p->v, p->n, (p->v[0] & ~(bit - 1) & ~bit) | bit);
+	return bi_lower_bound(p->v, p->n, (p->v[0] & ~(bit - 1) & ~bit) | bit);
 }
 
 /*
@@ -417,7 +402,7 @@ static void bulk(struct run *r, const struct piece *p, size_t np, const struct n
 	for (uint64_t v = d->lo; want_examples(r) && v - d->lo < size; v++) {
 		int64_t m = d->base;
 		for (size_t i = 0; i < np; i++) {
-			size_t k = lower(p[i].v, p[i].n, v ^ p[i].c);
+			size_t k = bi_lower_bound(p[i].v, p[i].n, v ^ p[i].c);
 			m += k < p[i].n && p[i].v[k] == (v ^ p[i].c) ? p[i].m : 0;
 		}
 		example(r, v, m);

@@ -16,21 +16,6 @@
 #include "0-base/err.h"
 #include "5-analysis/schemes.h"
 
-/* Index of the first element >= x. */
-static size_t lower(const uint64_t *v, size_t n, uint64_t x)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 static int u64_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -126,7 +111,7 @@ static size_t lower_from(const uint64_t *v, size_t n, size_t from, uint64_t x)
 	}
 	if (hi > n)
 		hi = n;
-	return lo + lower(v + lo, hi - lo, x);
+	return lo + bi_lower_bound(v + lo, hi - lo, x);
 }
 
 /* add disjoint from base, del inside base; totals fit in 64 bits. Both
