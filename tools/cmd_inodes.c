@@ -228,9 +228,13 @@ static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
 		row_of(e, p, r);
 		r->path_off = off;
 		/* byte by byte: paths are short, and libc's memcpy for a
-		 * length known only here cost more than the copy */
-		for (size_t k = 0; k < e->path_len; k++)
-			bytes[k] = e->path[k];
+		 * length known only here cost more than the copy (the source
+		 * and length in locals: through @e, the compiler reloaded both
+		 * for every byte, as @bytes might alias them) */
+		const char *src = e->path;
+		size_t len = e->path_len;
+		for (size_t k = 0; k < len; k++)
+			bytes[k] = src[k];
 		return 0;
 	}
 	struct irow r;

@@ -207,35 +207,44 @@ int bi_inode_parse(const uint8_t *item, uint32_t size, uint64_t subvol, uint64_t
 	if (!item || size != INODE_ITEM_SIZE)
 		return bi_why(why, whylen, "invalid inode item size, have %u expect %u", size,
 			    INODE_ITEM_SIZE);
-	struct btrfsimg_inode o = { .subvol = subvol, .objectid = objectid };
-	inode_fields(item, &o);
-	if (max_gen && o.generation > max_gen)
+	/* Checked from the item, then stored field by field into @out: a
+	 * whole record built aside and copied out stalled on every store it
+	 * read back (a third of a parse), and @out stays as it was on failure. */
+	uint64_t generation = bi_le64(item + INODE_GENERATION);
+	uint64_t transid = bi_le64(item + INODE_TRANSID);
+	uint64_t isize = bi_le64(item + INODE_SIZE_OFF);
+	uint64_t flags = bi_le64(item + INODE_FLAGS);
+	uint32_t nlink = bi_le32(item + INODE_NLINK);
+	uint32_t mode = bi_le32(item + INODE_MODE);
+	if (max_gen && generation > max_gen)
 		return bi_why(why, whylen,
 			      "invalid inode generation, have %" PRIu64 " expect <= %" PRIu64,
-			      o.generation, max_gen);
-	if (max_gen && o.transid > max_gen)
+			      generation, max_gen);
+	if (max_gen && transid > max_gen)
 		return bi_why(why, whylen,
-			      "invalid inode transid, have %" PRIu64 " expect <= %" PRIu64,
-			      o.transid, max_gen);
-	if (o.mode & ~(uint32_t)(S_IFMT | 07777))
+			      "invalid inode transid, have %" PRIu64 " expect <= %" PRIu64, transid,
+			      max_gen);
+	if (mode & ~(uint32_t)(S_IFMT | 07777))
 		return bi_why(why, whylen, "unknown mode bits, have 0%o expect none outside 0%o",
-			    o.mode, (unsigned)(S_IFMT | 07777));
-	if (!valid_file_type(o.mode))
-		return bi_why(why, whylen, "invalid file type in mode, have 0%o", o.mode & S_IFMT);
+			    mode, (unsigned)(S_IFMT | 07777));
+	if (!valid_file_type(mode))
+		return bi_why(why, whylen, "invalid file type in mode, have 0%o", mode & S_IFMT);
 	/* The kernel's largest file (s_maxbytes, MAX_LFS_FILESIZE): no write
 	 * or truncate gets past it, and readers would stream up to i_size. */
-	if (o.size > (uint64_t)INT64_MAX)
+	if (isize > (uint64_t)INT64_MAX)
 		return bi_why(why, whylen,
-			      "invalid inode size, have %" PRIu64 " expect <= %" PRIu64, o.size,
+			      "invalid inode size, have %" PRIu64 " expect <= %" PRIu64, isize,
 			      INT64_MAX);
-	if (S_ISDIR(o.mode) && o.nlink > 1)
+	if (S_ISDIR(mode) && nlink > 1)
 		return bi_why(why, whylen, "invalid nlink for a directory, have %u expect <= 1",
-			    o.nlink);
-	if ((o.flags & 0xffffffffull) & ~BI_INODE_FLAG_MASK)
+			    nlink);
+	if ((flags & 0xffffffffull) & ~BI_INODE_FLAG_MASK)
 		return bi_why(why, whylen,
 			      "unknown inode flags, have 0x%" PRIx64 " expect mask 0x%" PRIx64,
-			      (uint64_t)((o.flags & 0xffffffffull)), (uint64_t)BI_INODE_FLAG_MASK);
-	*out = o;
+			      (uint64_t)((flags & 0xffffffffull)), (uint64_t)BI_INODE_FLAG_MASK);
+	out->subvol = subvol;
+	out->objectid = objectid;
+	inode_fields(item, out);
 	return 0;
 }
 

@@ -60,6 +60,7 @@ struct iwalk {
 	struct ilist pending; /* read, waiting for a parent not read yet */
 	struct irec cur;      /* the objectid being read */
 	uint8_t cur_name[255];
+	const uint8_t *name; /* cur's name: cur_name, or in the leaf being played */
 	bool have_cur;
 	uint64_t seen_max;  /* every objectid <= this one is complete */
 	size_t last_parent; /* index into dirs: siblings come in runs */
@@ -292,11 +293,11 @@ static int finish_cur(struct iwalk *w)
 	w->seen_max = r->ino.objectid;
 	int rc = 0;
 	if (S_ISDIR(r->ino.mode))
-		rc = ilist_push(w->fs, &w->dirs, r, w->cur_name);
+		rc = ilist_push(w->fs, &w->dirs, r, w->name);
 	if (rc == 0 && w->pending.n == 0 && settled(w, r->parent))
-		return report(w, r, (const char *)w->cur_name);
+		return report(w, r, (const char *)w->name);
 	if (rc == 0)
-		rc = ilist_push(w->fs, &w->pending, r, w->cur_name);
+		rc = ilist_push(w->fs, &w->pending, r, w->name);
 	return rc ? rc : drain(w, false);
 }
 
@@ -342,6 +343,7 @@ static void take_ref(struct iwalk *w, const struct bi_item *it)
 		return;
 	}
 	copy_short((char *)w->cur_name, (const char *)name, nlen);
+	w->name = w->cur_name;
 	w->cur.parent = parent;
 	w->cur.name_len = nlen;
 }
@@ -432,7 +434,9 @@ static int merge_leaf(struct iwalk *w, const struct bi_root *r, const struct bi_
 			c->path_state = 0;
 			c->path = NULL;
 			c->path_len = 0;
-			copy_short((char *)w->cur_name, (const char *)e->data, e->name_len);
+			/* read where it lies (once, when the path is built),
+			 * unless it outlives the leaf: see below */
+			w->name = e->data;
 			w->have_cur = true;
 		} else if (e->kind == IEV_REF) {
 			struct bi_item it = { e->key, e->data, e->size, s->leaf->bytenr, e->slot };
@@ -440,6 +444,11 @@ static int merge_leaf(struct iwalk *w, const struct bi_root *r, const struct bi_
 		} else {
 			bi_damage(w->fs, "%s", s->text + e->msg_off);
 		}
+	}
+	/* the leaf is given back after this: a name still wanted is kept */
+	if (w->have_cur && w->name != w->cur_name) {
+		copy_short((char *)w->cur_name, (const char *)w->name, w->cur.name_len);
+		w->name = w->cur_name;
 	}
 	return rc;
 }
