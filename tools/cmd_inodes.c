@@ -79,6 +79,13 @@ static void flush_lines(struct inodes_ctx *x)
  * numbers (22 each, quotes included), the literals. */
 #define LINE_FIXED_MAX (64 + 128 + 64 + 96 + 22 + 7 * 22 + 160)
 
+static inline char *copy_bytes(char *dst, const char *src, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		dst[k] = src[k];
+	return dst + n;
+}
+
 static void put_json(struct inodes_ctx *x, const struct irow *i, const char *path)
 {
 	struct jw *w = &x->w;
@@ -87,17 +94,22 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	jw_grow(w, LINE_FIXED_MAX + i->path_len);
 	char *p = w->buf + w->len;
 	PUT_FRAG(p, x->head, x->head_len);
-	char obj[24] = { 0 }; /* as a number; in proc_ino's string, its digits */
-	size_t obj_len = jw_u64_at(obj, i->objectid);
-	PUT_FRAG(p, obj, obj_len);
+	/* the objectid's digits are written once and copied byte by byte: a
+	 * wider load of bytes just stored in pairs stalls until they land */
+	const char *obj = p;
+	size_t obj_len = jw_u64_at(p, i->objectid);
+	p += obj_len;
 	JW_PUT_LIT(p, ",\"st_ino\":");
-	PUT_FRAG(p, obj, obj_len);
+	p = copy_bytes(p, obj, obj_len);
 	PUT_FRAG(p, x->mid1, x->mid1_len);
 	p += jw_u64_at(p, i->ino);
 	PUT_FRAG(p, x->mid2, x->mid2_len);
 	p += jw_u64_at(p, i->nfs);
 	PUT_FRAG(p, x->mid3, x->mid3_len);
-	p += jw_dec_at(p, i->objectid);
+	if (obj[0] == '"') /* past 2^53: a number quoted, in the string bare */
+		p += jw_dec_at(p, i->objectid);
+	else
+		p = copy_bytes(p, obj, obj_len);
 	JW_PUT_LIT(p, "\",\"generation\":");
 	p += jw_u64_at(p, i->generation);
 	JW_PUT_LIT(p, ",\"mode\":");
@@ -108,9 +120,18 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	p += jw_u64_at(p, i->size);
 	if (i->has_path) {
 		JW_PUT_LIT(p, ",\"path\":\"");
-		/* plain ASCII as it is; from the first byte that is not, the
-		 * general escaper (which may move the buffer) */
+		/* plain ASCII as it is, eight bytes at a time; from the first
+		 * byte that is not, the general escaper (which may move the
+		 * buffer) */
 		size_t k = 0;
+		for (; k + 8 <= i->path_len; k += 8) {
+			uint64_t v;
+			memcpy(&v, path + k, 8);
+			if (!jw_plain8(v))
+				break;
+			memcpy(p, &v, 8);
+			p += 8;
+		}
 		for (; k < i->path_len; k++) {
 			uint8_t c = (uint8_t)path[k];
 			if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')

@@ -240,22 +240,13 @@ static bool plain(uint8_t c)
 	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
 
-#define ONES (~(uint64_t)0 / 255)
-/* Some byte of @v is zero (may also say so for a byte after a 0x80..0xff
- * one: the caller then looks at the bytes one by one). */
-#define HAS_ZERO(v) (((v)-ONES) & ~(v) & (ONES * 0x80))
-
 size_t jw_plain_run(const uint8_t *s, size_t n)
 {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
 		uint64_t x;
 		memcpy(&x, s + i, 8);
-		/* bytes < 0x20, >= 0x80, 0x7f, '"', '\\' */
-		uint64_t bad = (((x - ONES * 0x20) & ~x) | x) & (ONES * 0x80);
-		bad |= HAS_ZERO(x ^ (ONES * 0x7f)) | HAS_ZERO(x ^ (ONES * '"')) |
-		       HAS_ZERO(x ^ (ONES * '\\'));
-		if (bad)
+		if (!jw_plain8(x))
 			break;
 	}
 	while (i < n && plain(s[i]))

@@ -170,6 +170,26 @@ static inline size_t jw_i64_at(char *p, int64_t v)
 /* A literal at @p, advancing it. */
 #define JW_PUT_LIT(p, lit) (memcpy((p), "" lit, sizeof(lit) - 1), (p) += sizeof(lit) - 1)
 
+/* Some byte of @v is zero (may also say so for a byte after a 0x80..0xff
+ * one: the caller then looks at the bytes one by one). */
+static inline uint64_t jw_has_zero8(uint64_t v)
+{
+	const uint64_t ones = ~(uint64_t)0 / 255;
+	return (v - ones) & ~v & (ones * 0x80);
+}
+
+/* Whether the eight bytes of @x (memory order) all go into a JSON string
+ * as they are: none < 0x20, >= 0x7f, '"' or '\\'. false may be wrong for
+ * a byte after a 0x80..0xff one: look at those bytes one by one. */
+static inline bool jw_plain8(uint64_t x)
+{
+	const uint64_t ones = ~(uint64_t)0 / 255;
+	uint64_t bad = (((x - ones * 0x20) & ~x) | x) & (ones * 0x80);
+	bad |= jw_has_zero8(x ^ (ones * 0x7f)) | jw_has_zero8(x ^ (ones * '"')) |
+	       jw_has_zero8(x ^ (ones * '\\'));
+	return !bad;
+}
+
 /* Length of the leading run of @s that a JSON string holds as it is
  * (printable ASCII but '"' and '\\'), eight bytes at a time. */
 size_t jw_plain_run(const uint8_t *s, size_t n);
