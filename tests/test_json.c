@@ -135,6 +135,15 @@ static void test_numbers(void **state)
 	check_i64(INT64_MIN);
 	check_i64(INT64_MAX);
 	check_i64(0);
+	/* every digit count, many values each (xorshift, then cut down) */
+	uint64_t x = 88172645463325252ull;
+	for (int i = 0; i < 200000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		check_u64(x >> (i % 64));
+		check_i64((int64_t)(x >> (i % 64)) * (i % 2 ? -1 : 1));
+	}
 }
 
 int main(void)

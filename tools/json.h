@@ -92,10 +92,21 @@ static inline void jw_num(struct jw *w, uint64_t v)
 /* Writing in place, for hot lines whose room was reserved once with
  * jw_grow: each returns the bytes written at @p (no NUL). */
 
+/* Four digits of @v (< 10000), zeros in front, at @q. */
+static inline __attribute__((always_inline)) void jw_put4(char *q, uint32_t v)
+{
+	uint32_t hi = v / 100, lo = v % 100;
+	memcpy(q, jw_digit_pairs + hi * 2, 2);
+	memcpy(q + 2, jw_digit_pairs + lo * 2, 2);
+}
+
 /* Decimal digits of @v, right to left from a count of them taken from the
  * bit length (log10(2) ~ 1233/4096, then one compare): no temporary, no
- * copy of variable length. */
-static inline size_t jw_dec_at(char *p, uint64_t v)
+ * copy of variable length. Eight digits at a time, as two halves of four
+ * worked out side by side in 32 bits: dividing the whole number by 100 per
+ * pair made one chain of 64-bit divisions, and half of a formatting
+ * thread's time. */
+static inline __attribute__((always_inline)) size_t jw_dec_at(char *p, uint64_t v)
 {
 	static const uint64_t pow10[20] = {
 		1ull,
@@ -124,17 +135,31 @@ static inline size_t jw_dec_at(char *p, uint64_t v)
 	if (n > 1 && v < pow10[n - 1])
 		n--;
 	char *q = p + n;
-	while (v >= 100) {
-		unsigned d = (unsigned)(v % 100) * 2;
-		v /= 100;
-		*--q = jw_digit_pairs[d + 1];
-		*--q = jw_digit_pairs[d];
+	while (v >= 100000000) {
+		uint64_t hi = v / 100000000;
+		uint32_t lo = (uint32_t)(v - hi * 100000000);
+		q -= 8;
+		jw_put4(q, lo / 10000);
+		jw_put4(q + 4, lo % 10000);
+		v = hi;
 	}
-	if (v >= 10) {
-		*--q = jw_digit_pairs[v * 2 + 1];
-		*--q = jw_digit_pairs[v * 2];
+	uint32_t x = (uint32_t)v;
+	if (x >= 10000) {
+		q -= 4;
+		jw_put4(q, x % 10000);
+		x /= 10000;
+	}
+	if (x >= 100) {
+		unsigned d = (x % 100) * 2;
+		x /= 100;
+		q -= 2;
+		memcpy(q, jw_digit_pairs + d, 2);
+	}
+	if (x >= 10) {
+		q -= 2;
+		memcpy(q, jw_digit_pairs + x * 2, 2);
 	} else {
-		*--q = (char)('0' + v);
+		*--q = (char)('0' + x);
 	}
 	return n;
 }

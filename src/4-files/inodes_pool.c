@@ -155,13 +155,19 @@ void bi_ipool_parse_leaf(const struct bi_ipool *p, struct bi_islot *s)
 		want += type == KT_INODE_ITEM || type == KT_INODE_REF || type == KT_INODE_EXTREF;
 	}
 	if (s->evcap < want) {
-		struct bi_iev *v = realloc(s->ev, want * sizeof(*v));
+		/* doubled, not to the leaf's count: growing by a few events
+		 * leaf after leaf was a fault and a TLB flush on the other
+		 * core for each move */
+		size_t cap = s->evcap ? s->evcap * 2 : 64;
+		while (cap < want)
+			cap *= 2;
+		struct bi_iev *v = realloc(s->ev, cap * sizeof(*v));
 		if (!v) {
 			s->rc = -ENOMEM;
 			return;
 		}
 		s->ev = v;
-		s->evcap = want;
+		s->evcap = cap;
 	}
 	/* the range's end is checked per item only in a leaf that crosses it */
 	uint32_t n = b->nritems;
