@@ -11,6 +11,7 @@ pkgs=(build-essential meson ninja-build pkg-config python3 time
       libbfio-dev  # the file IO handles the VMDK and EWF readers give libvmdk and libewf
       ewf-tools qemu-utils  # tests build containers with the formats' own tools
       libargon2-dev libjson-c-dev  # LUKS2 keyslots and metadata (crypto itself: OpenSSL)
+      liburing-dev  # a tree's leaves read through the page cache, many at once
       lvm2 cryptsetup-bin grub-common python3-libluksde  # LVM/LUKS test images and their truth
       libfuse3-dev fuse3 rsync  # btrfsimg mount, and the tool study run under it
       python3-dev python3-mesonpy python3-pytest  # the Python binding and its tests

@@ -33,6 +33,10 @@
 
 #include "1-image/direct.h"
 
+#ifdef BI_HAVE_URING
+#include <liburing.h>
+#endif
+
 #include "0-base/cursor.h"
 
 #define ALIGN	  4096u
@@ -286,10 +290,19 @@ int bi_ring_next(struct bi_ring *r, const uint8_t **data)
 
 /* ------------------------------------------------------------ scattered
  *
- * Native AIO (io_submit) with O_DIRECT: the reads go to the device at
- * once, as many as asked, without a thread each and without the page
- * cache's copy. The page cache is asked first (mincore over a read-only
- * map of the file) so that blocks already there are not read again. */
+ * io_uring, through the page cache: a block in the cache is copied when
+ * the batch is started; one that is not is read from the disk while the
+ * caller goes on (the kernel's asynchronous buffered reads), and stays in
+ * the cache for the next command. With O_DIRECT every run of a command
+ * read its blocks from the disk again: twice the time of a run after one
+ * that left them cached.
+ *
+ * Where there is no io_uring (built without liburing, a kernel or a
+ * seccomp filter that refuses it): native AIO (io_submit) with O_DIRECT:
+ * the reads go to the device at once, as many as asked, without a thread
+ * each and without the page cache's copy. The page cache is asked first
+ * (mincore over a read-only map of the file) so that blocks already there
+ * are not read again. */
 
 #define AIO_DEVS 16
 /* Reads started with one io_submit (fewer when the caller flushes). */
@@ -322,6 +335,12 @@ struct bi_aio {
 	struct io_event ev[64];
 	uint64_t failed[AIO_BATCH]; /* tags of reads io_submit did not start */
 	unsigned nfailed;
+	bool uring; /* reads go through the page cache, by io_uring */
+#ifdef BI_HAVE_URING
+	bool uring_broken;	   /* a batch could not be started: no more reads */
+	uint64_t tags[AIO_BATCH]; /* of the reads gathered, not yet started */
+	struct io_uring ring;
+#endif
 };
 
 static bool plain_file(const struct bi_dev *d)
@@ -329,18 +348,31 @@ static bool plain_file(const struct bi_dev *d)
 	return d->fd >= 0 && !d->ctr && !d->vread && !d->rfn && !d->mem;
 }
 
-struct bi_aio *bi_aio_open(unsigned depth)
+struct bi_aio *bi_aio_open(unsigned depth, bool through_cache)
 {
 	if (depth == 0 || depth > 1024)
 		return NULL;
 	struct bi_aio *a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
-	a->depth = depth; /* the context is set up at the first read */
+	a->depth = depth; /* the AIO context is set up at the first read */
 	a->page = sysconf(_SC_PAGESIZE);
 	if (a->page <= 0)
 		a->page = 4096;
+#ifdef BI_HAVE_URING
+	/* room for every read in flight: the completion queue (twice the
+	 * submission queue) can then never overflow */
+	if (through_cache && io_uring_queue_init(depth, &a->ring, 0) == 0)
+		a->uring = true;
+#else
+	(void)through_cache;
+#endif
 	return a;
+}
+
+bool bi_aio_buffered(const struct bi_aio *a)
+{
+	return a->uring;
 }
 
 /* io_destroy waits for an RCU grace period (27 ms on the bench machine,
@@ -376,6 +408,10 @@ void bi_aio_close(struct bi_aio *a)
 	bi_aio_flush(a);
 	while (a->inflight) /* the buffers are the caller's: not before the reads end */
 		bi_aio_reap(a, true, &tag, &res, 1);
+#ifdef BI_HAVE_URING
+	if (a->uring)
+		io_uring_queue_exit(&a->ring);
+#endif
 	if (a->ctx)
 		destroy_ctx(a->ctx);
 	for (unsigned i = 0; i < a->ndev; i++) {
@@ -399,7 +435,13 @@ static struct aio_dev *aio_dev(struct bi_aio *a, const struct bi_dev *d)
 	e->d = d;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", d->fd);
-	e->dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	/* through the cache: a descriptor of our own that reads no more than
+	 * asked (the kernel's readahead, ramping up over a tree's leaves,
+	 * fetched 397 MB for the bench's 257 MB of them, cold in 1.6x the
+	 * time); else around it, with O_DIRECT */
+	e->dfd = open(path, O_RDONLY | (a->uring ? 0 : O_DIRECT) | O_CLOEXEC);
+	if (a->uring && e->dfd >= 0)
+		(void)posix_fadvise(e->dfd, 0, 0, POSIX_FADV_RANDOM);
 	/* mincore() of a file's pages answers for the page cache only to its
 	 * owner or to someone who may write it (the kernel's can_do_mincore);
 	 * anyone else would be told "not there" of cached pages */
@@ -436,9 +478,87 @@ int bi_aio_cached(struct bi_aio *a, const struct bi_dev *d, uint64_t off, size_t
 	return 1;
 }
 
+#ifdef BI_HAVE_URING
+/* A read through the page cache: any offset, length and buffer. */
+static int uring_submit(struct bi_aio *a, const struct bi_dev *d, uint64_t off, void *buf,
+			size_t len, uint64_t tag)
+{
+	uint64_t abs;
+	if (!plain_file(d) || !bi_fits64(d->size, off, len) || !bi_add_ok(d->base, off, &abs) ||
+	    abs > INT64_MAX - len || len > UINT32_MAX || a->uring_broken)
+		return -EINVAL;
+	if (a->inflight >= a->depth || a->nfailed)
+		return -EAGAIN;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&a->ring);
+	if (!sqe)
+		return -EAGAIN; /* never: the queue holds depth, and a batch is less */
+	struct aio_dev *e = aio_dev(a, d);
+	if (!e || e->dfd < 0)
+		return -EINVAL;
+	io_uring_prep_read(sqe, e->dfd, buf, (unsigned)len, abs);
+	io_uring_sqe_set_data64(sqe, tag);
+	a->tags[a->pending++] = tag;
+	a->inflight++;
+	if (a->pending == AIO_BATCH)
+		bi_aio_flush(a);
+	return 0;
+}
+
+/* Start the gathered reads. One the kernel will not take (it is out of
+ * memory for them, say) makes the queue unusable from then on: the reads
+ * not started report failing, for the caller to make them another way. */
+static void uring_flush(struct bi_aio *a)
+{
+	if (!a->pending)
+		return;
+	int n;
+	do
+		n = io_uring_submit(&a->ring);
+	while (n == -EINTR);
+	unsigned started = n > 0 ? (unsigned)n : 0;
+	if (started < a->pending) {
+		/* left in the submission queue, never handed to the kernel
+		 * again (a wait asks it to start none): dropped at close */
+		a->uring_broken = true;
+		for (unsigned i = started; i < a->pending; i++)
+			a->failed[a->nfailed++] = a->tags[i];
+	}
+	a->pending = 0;
+}
+
+static unsigned uring_reap(struct bi_aio *a, bool wait, uint64_t *tags, int *res, unsigned max)
+{
+	struct io_uring_cqe *cqe;
+	if (wait) {
+		int rc;
+		do
+			rc = io_uring_wait_cqe(&a->ring, &cqe);
+		while (rc == -EINTR || rc == -EAGAIN);
+		if (rc < 0)
+			return 0;
+	}
+	unsigned n = 0, head;
+	io_uring_for_each_cqe(&a->ring, head, cqe)
+	{
+		if (n == max)
+			break;
+		tags[n] = io_uring_cqe_get_data64(cqe);
+		res[n] = cqe->res;
+		n++;
+	}
+	io_uring_cq_advance(&a->ring, n);
+	a->inflight -= n;
+	return n;
+}
+#endif
+
 int bi_aio_submit(struct bi_aio *a, const struct bi_dev *d, uint64_t off, void *buf, size_t len,
 		  uint64_t tag)
 {
+#ifdef BI_HAVE_URING
+	if (a->uring)
+		return uring_submit(a, d, off, buf, len, tag);
+#endif
 	struct aio_dev *e = aio_dev(a, d);
 	uint64_t abs;
 	if (!e || e->dfd < 0 || !bi_fits64(d->size, off, len) || !bi_add_ok(d->base, off, &abs) ||
@@ -472,6 +592,12 @@ int bi_aio_submit(struct bi_aio *a, const struct bi_dev *d, uint64_t off, void *
 
 void bi_aio_flush(struct bi_aio *a)
 {
+#ifdef BI_HAVE_URING
+	if (a->uring) {
+		uring_flush(a);
+		return;
+	}
+#endif
 	struct iocb *cbs[AIO_BATCH];
 	unsigned done = 0;
 	for (unsigned i = 0; i < a->pending; i++)
@@ -510,6 +636,10 @@ unsigned bi_aio_reap(struct bi_aio *a, bool wait, uint64_t *tags, int *res, unsi
 	}
 	if (a->inflight == a->pending)
 		return 0; /* none started: none can have finished */
+#ifdef BI_HAVE_URING
+	if (a->uring)
+		return uring_reap(a, wait, tags, res, max);
+#endif
 	if (!wait) {
 		const struct aio_ring_hdr *ring = (const struct aio_ring_hdr *)(uintptr_t)a->ctx;
 		if (ring->magic == AIO_RING_MAGIC &&

@@ -54,15 +54,23 @@ bool bi_ring_direct(const struct bi_ring *r);
 
 /* ------------------------------------------------------------ scattered
  *
- * Scattered blocks of plain image files (a tree's leaves), read with
- * O_DIRECT and many reads in flight (Linux native AIO) when they are not
- * in the page cache already. No thread: the caller submits and reaps. A
- * block that is not a plain file's, not aligned to ALIGN, or whose read
- * the kernel refuses, is the caller's to read through bi_dev_read. */
+ * Scattered blocks of plain image files (a tree's leaves), many reads in
+ * flight. No thread: the caller submits and reaps. Through the page cache
+ * by io_uring where there is one and the caller asks for it: any block,
+ * cached or not, may be submitted, and what is read stays cached. Else
+ * with O_DIRECT (Linux native AIO), for blocks not in the page cache
+ * already. A block that is not a plain file's (or, with O_DIRECT, not
+ * aligned to ALIGN), or whose read the kernel refuses, is the caller's to
+ * read through bi_dev_read. */
 struct bi_aio;
 
-/* Room for @depth reads in flight (1 to 1024), or NULL (no AIO here). */
-struct bi_aio *bi_aio_open(unsigned depth);
+/* Room for @depth reads in flight (1 to 1024), or NULL (no memory). Reads
+ * go through the page cache (io_uring) if @through_cache and the kernel
+ * allows it; else with O_DIRECT by native AIO. */
+struct bi_aio *bi_aio_open(unsigned depth, bool through_cache);
+/* Whether reads go through the page cache: then a block may be submitted
+ * whether it is cached or not, at any offset and length. */
+bool bi_aio_buffered(const struct bi_aio *a);
 /* Wait for the reads in flight, close the descriptors, free. NULL is fine. */
 void bi_aio_close(struct bi_aio *a);
 /* Whether [off, off + len) of @d (relative to its base) is all in the page

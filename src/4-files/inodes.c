@@ -481,7 +481,7 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 		p->nodesize = fs->nodesize;
 	}
 	atomic_store(&p->batch, IPOOL_BATCH);
-	p->aio = bi_aio_open(IPOOL_RING);
+	p->aio = bi_aio_open(IPOOL_RING, true);
 	p->aio_refused = false;
 	p->aio_last = false;
 	p->hot = 0;

@@ -393,29 +393,28 @@ void bi_ipool_queue(struct bi_ipool *p, struct btrfsimg_fs *fs, struct bi_leafwa
 	p->aio_last = false;
 	const struct bi_dev *d;
 	uint64_t phys;
+	bool usable = s->buf && p->aio && !p->aio_refused;
+	bool buffered = usable && bi_aio_buffered(p->aio); /* every leaf goes to it */
 	/* after HOT_RUN leaves in a row found in the cache, one in HOT_PROBE is
 	 * looked for there: the others are read from it (as they most likely
 	 * are there) without a system call each to ask */
 	bool probe = p->hot < HOT_RUN || p->hot % HOT_PROBE == 0;
+	bool where = usable && (probe || buffered) &&
+		     bi_leaf_where(fs, at->bytenr, p->nodesize, &d, &phys) == 0;
 	int cached = 1; /* presumed, between probes */
-	if (probe) {
-		cached = -1;
-		if (s->buf && p->aio && !p->aio_refused &&
-		    bi_leaf_where(fs, at->bytenr, p->nodesize, &d, &phys) == 0)
-			cached = bi_aio_cached(p->aio, d, phys, p->nodesize);
-		if (cached == 0 && bi_aio_submit(p->aio, d, phys, s->buf, p->nodesize, t) == 0) {
-			s->io_done = false;
-			p->aio_last = true;
-			p->hot = 0;
-			return;
-		}
+	if (probe)
+		cached = where ? bi_aio_cached(p->aio, d, phys, p->nodesize) : -1;
+	p->hot = cached == 1 ? p->hot + 1 : 0;
+	if (where && (buffered || cached == 0) &&
+	    bi_aio_submit(p->aio, d, phys, s->buf, p->nodesize, t) == 0) {
+		s->io_done = false;
+		/* from the disk (or not known to be cached): the walk runs
+		 * ahead as far as the ring goes, to keep many in flight */
+		p->aio_last = cached != 1;
+		return;
 	}
-	if (cached == 1) {
-		p->hot++;
-	} else { /* read through the page cache: ask it to read ahead again */
-		p->hot = 0;
+	if (cached != 1) /* read through the page cache: ask it to read ahead again */
 		lw->no_leaf_hints = false;
-	}
 	s->read_ok = s->buf && bi_read_copy(fs, at->bytenr, s->buf, p->nodesize, 0) == 0;
 	pool_publish(p);
 }
