@@ -18,14 +18,21 @@
 #include "progress.h"
 #include "text.h"
 
-/* What a JSON line needs of one inode, handed to the formatting thread. */
+/* What a line needs of one inode, handed to the formatting thread. */
 struct irow {
 	uint64_t subvol, objectid, generation, size;
 	uint64_t overlay, ino, uniq, nfs;
 	uint32_t mode, nlink, path_off, path_len;
 	int dev;
 	bool has_path, reachable;
+	/* text lines only */
+	uint8_t target;	     /* TARGET_*: a symlink's " -> target" */
+	uint32_t target_len; /* its bytes, after the path's */
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
 };
+
+enum { TARGET_NONE, TARGET_READ, TARGET_UNREADABLE };
 
 struct inodes_ctx {
 	struct cli *c;
@@ -39,6 +46,7 @@ struct inodes_ctx {
 	int write_errno;	    /* the first failed write(2), or 0 */
 	char head[64], mid1[128], mid2[64], mid3[96];
 	size_t head_len, mid1_len, mid2_len, mid3_len;
+	bool text_head; /* the text header is out */
 };
 
 /* The fields that only depend on the subvolume, formatted once per
@@ -182,6 +190,53 @@ static void put_text_head(unsigned bits)
 	       "mtime (UTC)", ino, "nfsd fileid", "path");
 }
 
+/* One text line as put_text prints it, into the line buffer. */
+static void put_text_line(struct inodes_ctx *x, const struct irow *i, const char *bytes)
+{
+	struct jw *w = &x->w;
+	if (!x->text_head) { /* with the first line: none on a failure */
+		char ino[24], head[160];
+		snprintf(ino, sizeof(ino), "inumbits=%u ino", x->bits);
+		int n = snprintf(head, sizeof(head), "%6s %10s  %-*s  %-22s  %-22s  %s\n",
+				 "subvol", "objectid", TEXT_TIME_WIDTH, "mtime (UTC)", ino,
+				 "nfsd fileid", "path");
+		jw_raw(w, head, (size_t)n);
+		x->text_head = true;
+	}
+	jw_grow(w, 6 + 1 + 22 + 2 + TEXT_TIME_MAX + 2 + 4 + 18 + 2 + 4 + 18 + 2);
+	char *p = w->buf + w->len;
+	p = text_dec(p, i->subvol, 6);
+	*p++ = ' ';
+	p = text_dec(p, i->objectid, 10);
+	JW_PUT_LIT(p, "  ");
+	char t[TEXT_TIME_MAX];
+	p = text_left(p, t, text_time_at(t, i->mtime_sec, i->mtime_nsec), TEXT_TIME_WIDTH);
+	JW_PUT_LIT(p, "  ino ");
+	p = text_hex_alt(p, i->ino, 18);
+	JW_PUT_LIT(p, "  nfs ");
+	p = text_hex_alt(p, i->nfs, 18);
+	JW_PUT_LIT(p, "  ");
+	w->len = (size_t)(p - w->buf);
+	if (!i->has_path)
+		jw_lit(w, "<unreachable>");
+	else if (i->path_len)
+		text_name_jw(w, (const uint8_t *)bytes, i->path_len, NULL);
+	else
+		jw_lit(w, "."); /* the top level */
+	if (i->target == TARGET_READ) {
+		jw_lit(w, " -> ");
+		text_name_jw(w, (const uint8_t *)bytes + i->path_len, i->target_len, NULL);
+	} else if (i->target == TARGET_UNREADABLE) {
+		jw_lit(w, " -> ?");
+	}
+	if (i->reachable || !i->has_path)
+		jw_lit(w, "\n");
+	else
+		jw_lit(w, " [nlink 0]\n");
+	if (w->len >= JW_OUT_BLOCK)
+		flush_lines(x);
+}
+
 static void put_text(struct cli *c, const struct btrfsimg_inode_entry *e,
 		     const struct btrfsimg_inode_numbers *p)
 {
@@ -204,8 +259,14 @@ static void put_text(struct cli *c, const struct btrfsimg_inode_entry *e,
 static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
 {
 	const struct irow *r = recs;
-	for (size_t k = 0; k < n; k++)
-		put_json(ctx, &r[k], bytes + r[k].path_off);
+	struct inodes_ctx *x = ctx;
+	if (x->c->json) {
+		for (size_t k = 0; k < n; k++)
+			put_json(x, &r[k], bytes + r[k].path_off);
+	} else {
+		for (size_t k = 0; k < n; k++)
+			put_text_line(x, &r[k], bytes + r[k].path_off);
+	}
 }
 
 /* Field by field: a compound literal zeroed the whole record first (rep
@@ -229,6 +290,10 @@ static void row_of(const struct btrfsimg_inode_entry *e, const struct btrfsimg_i
 	r->dev = p->numdevs2_dev;
 	r->has_path = e->path != NULL;
 	r->reachable = e->reachable;
+	r->target = TARGET_NONE;
+	r->target_len = 0;
+	r->mtime_sec = i->mtime.sec;
+	r->mtime_nsec = i->mtime.nsec;
 }
 
 static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
@@ -264,6 +329,45 @@ static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
 	return 0;
 }
 
+/* A text line's record for the formatting thread; a symlink's target is
+ * read here (the handle is this thread's), its failure said here. */
+static int on_text(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
+		   const struct btrfsimg_inode_numbers *p)
+{
+	uint8_t *t = NULL;
+	size_t tlen = 0;
+	uint8_t target = TARGET_NONE;
+	const struct btrfsimg_inode *i = &e->inode;
+	if (S_ISLNK(i->mode)) {
+		if (btrfsimg_readlink(x->c->fs, i->subvol, i->objectid, &t, &tlen) == 0) {
+			target = TARGET_READ;
+		} else {
+			cli_warn("inode %" PRIu64 ":%" PRIu64 ": %s", i->subvol, i->objectid,
+				 btrfsimg_errmsg(x->c->fs));
+			x->c->errors++;
+			target = TARGET_UNREADABLE;
+			tlen = 0;
+		}
+	}
+	char *bytes;
+	uint32_t off;
+	struct irow *r = handoff_next(x->h, e->path_len + tlen, &bytes, &off);
+	if (!r) {
+		fputs("btrfsimg: out of memory queueing output\n", stderr);
+		exit(2);
+	}
+	row_of(e, p, r);
+	r->path_off = off;
+	r->target = target;
+	r->target_len = (uint32_t)tlen;
+	if (e->path_len)
+		memcpy(bytes, e->path, e->path_len);
+	if (tlen)
+		memcpy(bytes + e->path_len, t, tlen);
+	free(t);
+	return 0;
+}
+
 static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
 		    const struct btrfsimg_inode_numbers *p)
 {
@@ -271,6 +375,8 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
 	progress_tick_at("inodes", ++x->count, e->inode.subvol, e->inode.objectid);
 	if (x->c->json)
 		return on_json(x, e, p);
+	if (x->h)
+		return on_text(x, e, p);
 	if (x->count == 1)
 		put_text_head(x->bits); /* with the first line: none on a failure */
 	put_text(x->c, e, p);
@@ -283,10 +389,9 @@ static int cmd_inodes(struct cli *c)
 				.bits = c->inumbits >= 0 ? (unsigned)c->inumbits : 56,
 				.cur = 0,
 				.w = { .out = stdout } };
-	if (c->json) {
-		fflush(stdout); /* lines bypass stdio from here on */
-		x.h = handoff_start(sizeof(struct irow), put_batch, &x);
-	}
+	/* lines are formatted on a second thread, and bypass stdio */
+	fflush(stdout);
+	x.h = handoff_start(sizeof(struct irow), put_batch, &x);
 	progress_inodes_total(c->fs, c->have_subvol ? c->subvol : 0, false);
 	int rc =
 		btrfsimg_inodes_presented(c->fs, c->have_subvol ? c->subvol : 0, x.bits,

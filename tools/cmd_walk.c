@@ -334,11 +334,83 @@ static void put_json(struct walk_ctx *wc, const struct wrow *r, const char *byte
 		jw_flush_fd(w, STDOUT_FILENO, &wc->write_errno);
 }
 
+static void put_text_head(const struct cli *c)
+{
+	printf("%-18s %6s %5s %10s %10s %12s  %-*s  ", "subvol:objectid", "mode", "nlink", "uid",
+	       "gid", "size", TEXT_TIME_WIDTH, "mtime (UTC)");
+	if (c->hash)
+		printf("%-64s  ", "sha256");
+	printf("path\n");
+}
+
+/* A text line as put_text prints it, into the line buffer (the record's
+ * bytes: the path, the target, the --hash column). */
+static void put_text_row(struct walk_ctx *wc, const struct wrow *r, const char *bytes)
+{
+	struct jw *w = &wc->w;
+	if (!wc->head_done) { /* with the first line: none on a failure */
+		fflush(stdout);
+		put_text_head(wc->c);
+		fflush(stdout);
+		wc->head_done = true;
+	}
+	const struct btrfsimg_inode *i = &r->inode;
+	const char *target = bytes + r->path_len, *hash = target + r->target_len;
+	jw_grow(w, 24 + 1 + 10 + 1 + 12 + 1 + 5 + 2 * (1 + 10) + 1 + 24 + 2 + TEXT_TIME_MAX + 2 +
+			   64 + 2);
+	char *p = w->buf + w->len;
+	p = text_dec(p, r->stub ? 0 : r->subvol, 7);
+	*p++ = ':';
+	p = text_dec_left(p, r->ino, 10);
+	*p++ = ' ';
+	p = text_oct0(p, i->mode, 6);
+	*p++ = ' ';
+	p = text_dec(p, i->nlink, 5);
+	*p++ = ' ';
+	p = text_dec(p, i->uid, 10);
+	*p++ = ' ';
+	p = text_dec(p, i->gid, 10);
+	*p++ = ' ';
+	p = text_dec(p, i->size, 12);
+	JW_PUT_LIT(p, "  ");
+	char t[TEXT_TIME_MAX];
+	p = text_left(p, t, text_time_at(t, i->mtime.sec, i->mtime.nsec), TEXT_TIME_WIDTH);
+	JW_PUT_LIT(p, "  ");
+	if (wc->c->hash) {
+		p = text_left(p, hash, r->hashes_len, 64);
+		JW_PUT_LIT(p, "  ");
+	}
+	w->len = (size_t)(p - w->buf);
+	if (r->path_len)
+		text_name_jw(w, (const uint8_t *)bytes, r->path_len, NULL);
+	else
+		jw_lit(w, ".");
+	if (r->symlink) {
+		jw_lit(w, " -> ");
+		if (r->target_ok)
+			text_name_jw(w, (const uint8_t *)target, r->target_len, NULL);
+		else
+			jw_lit(w, "?");
+	}
+	if (r->stub)
+		jw_lit(w, "  [stub]\n");
+	else
+		jw_lit(w, "\n");
+	if (w->len >= JW_OUT_BLOCK)
+		jw_flush_fd(w, STDOUT_FILENO, &wc->write_errno);
+}
+
 static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
 {
+	struct walk_ctx *wc = ctx;
 	const struct wrow *r = recs;
-	for (size_t k = 0; k < n; k++)
-		put_json(ctx, &r[k], bytes + r[k].bytes_off);
+	if (wc->c->json) {
+		for (size_t k = 0; k < n; k++)
+			put_json(wc, &r[k], bytes + r[k].bytes_off);
+	} else {
+		for (size_t k = 0; k < n; k++)
+			put_text_row(wc, &r[k], bytes + r[k].bytes_off);
+	}
 }
 
 /* ------------------------------------------------ the walking thread */
@@ -404,15 +476,6 @@ static void put_text_target(struct walk_ctx *wc, const struct visit_node *n)
 	free(t);
 }
 
-static void put_text_head(const struct cli *c)
-{
-	printf("%-18s %6s %5s %10s %10s %12s  %-*s  ", "subvol:objectid", "mode", "nlink", "uid",
-	       "gid", "size", TEXT_TIME_WIDTH, "mtime (UTC)");
-	if (c->hash)
-		printf("%-64s  ", "sha256");
-	printf("path\n");
-}
-
 static void put_text(struct walk_ctx *wc, const struct visit_node *n)
 {
 	const struct btrfsimg_inode *i = &n->inode;
@@ -435,11 +498,73 @@ static void put_text(struct walk_ctx *wc, const struct visit_node *n)
 	puts(n->stub ? "  [stub]" : "");
 }
 
+/* A text line's record for the formatting thread: the symlink's target
+ * and the --hash column are read here (the handle is this thread's), and
+ * their failures said here, as put_text says them. */
+static void on_text(struct walk_ctx *wc, const struct visit_node *n)
+{
+	struct cli *c = wc->c;
+	struct jw *s = &wc->scratch;
+	s->len = 0;
+	jw_grow(s, n->path_len + 1);
+	jw_raw(s, (const char *)n->path, n->path_len);
+	uint32_t target_len = 0;
+	bool symlink = S_ISLNK(n->inode.mode), target_ok = false;
+	if (symlink) {
+		uint8_t *t = NULL;
+		size_t len = 0;
+		if (btrfsimg_readlink(c->fs, n->subvol, n->objectid, &t, &len) == 0 &&
+		    len <= UINT32_MAX) {
+			jw_raw(s, (const char *)t, len);
+			target_ok = true;
+			target_len = (uint32_t)len;
+		} else {
+			fprintf(stderr, "btrfsimg: %.*s: %s\n", (int)n->path_len,
+				(const char *)n->path, btrfsimg_errmsg(c->fs));
+			c->errors++;
+		}
+		free(t);
+	}
+	uint32_t hash_len = 0;
+	if (c->hash) {
+		char hex[65] = "-";
+		if (S_ISREG(n->inode.mode) &&
+		    digest_file(c->fs, n->subvol, n->objectid, n->inode.size, "sha256", hex) < 0) {
+			fprintf(stderr, "btrfsimg: %.*s: %s\n", (int)n->path_len,
+				(const char *)n->path, btrfsimg_errmsg(c->fs));
+			snprintf(hex, sizeof(hex), "?");
+			c->errors++;
+		}
+		hash_len = (uint32_t)strlen(hex);
+		jw_raw(s, hex, hash_len);
+	}
+	char *bytes;
+	uint32_t off;
+	struct wrow *r = handoff_next(wc->h, s->len, &bytes, &off);
+	if (!r) {
+		fputs("btrfsimg: out of memory queueing output\n", stderr);
+		exit(2);
+	}
+	r->inode = n->inode;
+	r->ino = n->objectid;
+	r->subvol = n->subvol;
+	r->stub = n->stub;
+	r->bytes_off = off;
+	r->path_len = (uint32_t)n->path_len;
+	r->symlink = symlink;
+	r->target_ok = target_ok;
+	r->target_len = target_len;
+	r->hashes_len = hash_len;
+	memcpy(bytes, s->buf, s->len);
+}
+
 static int on_node(void *ctx, const struct visit_node *n)
 {
 	struct walk_ctx *wc = ctx;
 	if (wc->c->json)
 		on_json(wc, n);
+	else if (wc->h)
+		on_text(wc, n);
 	else
 		put_text(wc, n);
 	return 0;
@@ -454,10 +579,9 @@ static int cmd_walk(struct cli *c)
 			return cli_fail(c, rc, "walk");
 		wc.have_nest = true;
 	}
-	if (c->json) {
-		fflush(stdout); /* lines bypass stdio from here on */
-		wc.h = handoff_start(sizeof(struct wrow), put_batch, &wc);
-	}
+	/* lines are formatted on a second thread, and bypass stdio */
+	fflush(stdout);
+	wc.h = handoff_start(sizeof(struct wrow), put_batch, &wc);
 	struct visit_opts o = { .subvol = cli_start_subvol(c), .path = c->path,
 				.objectid = c->inode_objectid };
 	int rc = visit_tree(c->fs, &o, on_node, &wc, &c->errors);
