@@ -75,6 +75,36 @@ static struct bi_dev file_dev(const char *path, uint64_t base)
 	return d;
 }
 
+/* Reads of @n ranges (offset off[i], length len[i], into buf[i]), tags
+ * 100 + i, all in flight, then every one reaped and its bytes checked. */
+static void read_and_check(struct bi_aio *a, const struct bi_dev *d, int n, uint8_t **buf,
+			   const uint64_t *off, const size_t *len)
+{
+	for (int i = 0; i < n; i++)
+		assert_int_equal(bi_aio_submit(a, d, off[i], buf[i], len[i], (uint64_t)i + 100), 0);
+	assert_int_equal(bi_aio_inflight(a), (unsigned)n);
+	bool seen[64] = { false };
+	int got = 0;
+	while (bi_aio_inflight(a)) {
+		uint64_t tags[8];
+		int res[8];
+		unsigned k = bi_aio_reap(a, true, tags, res, 8);
+		assert_true(k >= 1 && k <= 8);
+		for (unsigned j = 0; j < k; j++) {
+			assert_true(tags[j] >= 100 && tags[j] < 100 + (uint64_t)n);
+			int i = (int)(tags[j] - 100);
+			assert_false(seen[i]);
+			seen[i] = true;
+			assert_int_equal(res[j], (int)len[i]);
+			for (size_t b = 0; b < len[i]; b++)
+				if (buf[i][b] != pat(d->base + off[i] + b))
+					fail_msg("read %d byte %zu differs", i, b);
+			got++;
+		}
+	}
+	assert_int_equal(got, n);
+}
+
 static void test_aio_reads(void **state)
 {
 	(void)state;
@@ -121,30 +151,8 @@ static void test_aio_reads(void **state)
 		assert_int_equal(posix_memalign((void **)&buf[i], 4096, 8192), 0);
 		off[i] = (uint64_t)(N - i) * 8192;
 		len[i] = i % 2 ? 8192 : 4096;
-		assert_int_equal(bi_aio_submit(a, &d, off[i], buf[i], len[i], (uint64_t)i + 100),
-				 0);
 	}
-	assert_int_equal(bi_aio_inflight(a), N);
-	bool seen[N] = { false };
-	unsigned got = 0;
-	while (bi_aio_inflight(a)) {
-		uint64_t tags[8];
-		int res[8];
-		unsigned n = bi_aio_reap(a, true, tags, res, 8);
-		assert_true(n >= 1 && n <= 8);
-		for (unsigned k = 0; k < n; k++) {
-			assert_true(tags[k] >= 100 && tags[k] < 100 + N);
-			int i = (int)(tags[k] - 100);
-			assert_false(seen[i]);
-			seen[i] = true;
-			assert_int_equal(res[k], (int)len[i]);
-			for (size_t j = 0; j < len[i]; j++)
-				if (buf[i][j] != pat(d.base + off[i] + j))
-					fail_msg("read %d byte %zu differs", i, j);
-			got++;
-		}
-	}
-	assert_int_equal(got, N);
+	read_and_check(a, &d, N, buf, off, len);
 	uint64_t tag;
 	int res;
 	assert_int_equal(bi_aio_reap(a, true, &tag, &res, 1), 0); /* nothing in flight */
@@ -195,36 +203,6 @@ static void test_aio_reads(void **state)
 	close(d.fd);
 	unlink(path);
 	free(path);
-}
-
-/* Reads of @n ranges (offset off[i], length len[i], into buf[i]), tags
- * 100 + i, all in flight, then every one reaped and its bytes checked. */
-static void read_and_check(struct bi_aio *a, const struct bi_dev *d, int n, uint8_t **buf,
-			   const uint64_t *off, const size_t *len)
-{
-	for (int i = 0; i < n; i++)
-		assert_int_equal(bi_aio_submit(a, d, off[i], buf[i], len[i], (uint64_t)i + 100), 0);
-	assert_int_equal(bi_aio_inflight(a), (unsigned)n);
-	bool seen[64] = { false };
-	int got = 0;
-	while (bi_aio_inflight(a)) {
-		uint64_t tags[8];
-		int res[8];
-		unsigned k = bi_aio_reap(a, true, tags, res, 8);
-		assert_true(k >= 1 && k <= 8);
-		for (unsigned j = 0; j < k; j++) {
-			assert_true(tags[j] >= 100 && tags[j] < 100 + (uint64_t)n);
-			int i = (int)(tags[j] - 100);
-			assert_false(seen[i]);
-			seen[i] = true;
-			assert_int_equal(res[j], (int)len[i]);
-			for (size_t b = 0; b < len[i]; b++)
-				if (buf[i][b] != pat(d->base + off[i] + b))
-					fail_msg("read %d byte %zu differs", i, b);
-			got++;
-		}
-	}
-	assert_int_equal(got, n);
 }
 
 static void test_buffered_reads(void **state)

@@ -58,19 +58,11 @@ void text_name_jw(struct jw *w, const uint8_t *s, size_t n, const char *also)
 
 void text_name(FILE *out, const uint8_t *s, size_t n, const char *also)
 {
-	size_t i = 0;
-	while (i < n) {
-		size_t run = 0, len;
-		while (i + run < n && (len = plain_len(s + i + run, n - i - run, also)) > 0)
-			run += len;
-		if (run) {
-			fwrite(s + i, 1, run, out);
-			i += run;
-		} else {
-			char e[4];
-			fwrite(e, 1, escape_at(e, s[i++]), out);
-		}
-	}
+	struct jw w = { 0 };
+	text_name_jw(&w, s, n, also);
+	if (w.len)
+		fwrite(w.buf, 1, w.len, out);
+	jw_line_free(&w);
 }
 
 /* The calendar's way, for the times text_time_at does not format itself. */
