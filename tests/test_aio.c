@@ -80,6 +80,7 @@ static struct bi_dev file_dev(const char *path, uint64_t base)
 static void read_and_check(struct bi_aio *a, const struct bi_dev *d, int n, uint8_t **buf,
 			   const uint64_t *off, const size_t *len)
 {
+	assert_true(n > 0 && n <= 64);
 	for (int i = 0; i < n; i++)
 		assert_int_equal(bi_aio_submit(a, d, off[i], buf[i], len[i], (uint64_t)i + 100), 0);
 	assert_int_equal(bi_aio_inflight(a), (unsigned)n);
