@@ -285,6 +285,9 @@ vs "btrfsimg inodes --json --subvol $DATA_ID" "kernel: stat walk (python os.lsta
 A=("$BIN" walk --json --subvol $DATA_ID "$SNAPIMG") B=("${STATWALK[@]}")
 vs "btrfsimg walk --json --subvol $DATA_ID" "kernel: stat walk (python os.lstat)"
 umount "$MNT"
+# the text lines a person reads (a header, then one line per inode or path)
+row "btrfsimg inodes --subvol $DATA_ID (text)" "$BIN" inodes --subvol $DATA_ID "$SNAPIMG"
+row "btrfsimg walk --subvol $DATA_ID (text)" "$BIN" walk --subvol $DATA_ID "$SNAPIMG"
 row "btrfsimg collisions ($((SNAPS+1)) subvolumes)" "$BIN" collisions --json "$SNAPIMG"
 row "btrfsimg collisions (human report)" "$BIN" collisions "$SNAPIMG"
 echo
