@@ -489,12 +489,14 @@ static int uring_submit(struct bi_aio *a, const struct bi_dev *d, uint64_t off, 
 		return -EINVAL;
 	if (a->inflight >= a->depth || a->nfailed)
 		return -EAGAIN;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&a->ring);
-	if (!sqe)
-		return -EAGAIN; /* never: the queue holds depth, and a batch is less */
+	/* the descriptor first: an entry taken from the queue is started
+	 * with the batch, whatever it holds */
 	struct aio_dev *e = aio_dev(a, d);
 	if (!e || e->dfd < 0)
 		return -EINVAL;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&a->ring);
+	if (!sqe)
+		return -EAGAIN; /* never: the queue holds depth, and a batch is less */
 	io_uring_prep_read(sqe, e->dfd, buf, (unsigned)len, abs);
 	io_uring_sqe_set_data64(sqe, tag);
 	a->tags[a->pending++] = tag;
