@@ -389,9 +389,12 @@ static int cmd_inodes(struct cli *c)
 				.bits = c->inumbits >= 0 ? (unsigned)c->inumbits : 56,
 				.cur = 0,
 				.w = { .out = stdout } };
-	/* lines are formatted on a second thread, and bypass stdio */
-	fflush(stdout);
-	x.h = handoff_start(sizeof(struct irow), put_batch, &x);
+	/* lines are formatted on a second thread, and bypass stdio; text for
+	 * a terminal is printed as it is found, in step with the progress line */
+	if (c->json || !isatty(STDOUT_FILENO)) {
+		fflush(stdout);
+		x.h = handoff_start(sizeof(struct irow), put_batch, &x);
+	}
 	progress_inodes_total(c->fs, c->have_subvol ? c->subvol : 0, false);
 	int rc =
 		btrfsimg_inodes_presented(c->fs, c->have_subvol ? c->subvol : 0, x.bits,

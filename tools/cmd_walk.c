@@ -579,9 +579,12 @@ static int cmd_walk(struct cli *c)
 			return cli_fail(c, rc, "walk");
 		wc.have_nest = true;
 	}
-	/* lines are formatted on a second thread, and bypass stdio */
-	fflush(stdout);
-	wc.h = handoff_start(sizeof(struct wrow), put_batch, &wc);
+	/* lines are formatted on a second thread, and bypass stdio; text for
+	 * a terminal is printed as it is found, in step with the progress line */
+	if (c->json || !isatty(STDOUT_FILENO)) {
+		fflush(stdout);
+		wc.h = handoff_start(sizeof(struct wrow), put_batch, &wc);
+	}
 	struct visit_opts o = { .subvol = cli_start_subvol(c), .path = c->path,
 				.objectid = c->inode_objectid };
 	int rc = visit_tree(c->fs, &o, on_node, &wc, &c->errors);
