@@ -36,7 +36,7 @@ enum { TARGET_NONE, TARGET_READ, TARGET_UNREADABLE };
 
 struct inodes_ctx {
 	struct cli *c;
-	struct handoff *h; /* JSON lines are formatted on a second thread */
+	struct handoff *h; /* lines are formatted on a second thread */
 	unsigned bits;
 	uint64_t count;
 	/* What follows is the formatting thread's: kept off the reading
@@ -182,12 +182,20 @@ static void put_text_target(struct cli *c, const struct btrfsimg_inode *i)
 	free(t);
 }
 
-static void put_text_head(unsigned bits)
+/* The text header line into @out: its length. */
+static size_t text_head(char out[160], unsigned bits)
 {
 	char ino[24];
 	snprintf(ino, sizeof(ino), "inumbits=%u ino", bits);
-	printf("%6s %10s  %-*s  %-22s  %-22s  %s\n", "subvol", "objectid", TEXT_TIME_WIDTH,
-	       "mtime (UTC)", ino, "nfsd fileid", "path");
+	int n = snprintf(out, 160, "%6s %10s  %-*s  %-22s  %-22s  %s\n", "subvol", "objectid",
+			 TEXT_TIME_WIDTH, "mtime (UTC)", ino, "nfsd fileid", "path");
+	return n < 0 ? 0 : (size_t)n < 160 ? (size_t)n : 159;
+}
+
+static void put_text_head(unsigned bits)
+{
+	char head[160];
+	fwrite(head, 1, text_head(head, bits), stdout);
 }
 
 /* One text line as put_text prints it, into the line buffer. */
@@ -195,12 +203,8 @@ static void put_text_line(struct inodes_ctx *x, const struct irow *i, const char
 {
 	struct jw *w = &x->w;
 	if (!x->text_head) { /* with the first line: none on a failure */
-		char ino[24], head[160];
-		snprintf(ino, sizeof(ino), "inumbits=%u ino", x->bits);
-		int n = snprintf(head, sizeof(head), "%6s %10s  %-*s  %-22s  %-22s  %s\n",
-				 "subvol", "objectid", TEXT_TIME_WIDTH, "mtime (UTC)", ino,
-				 "nfsd fileid", "path");
-		jw_raw(w, head, (size_t)n);
+		char head[160];
+		jw_raw(w, head, text_head(head, x->bits));
 		x->text_head = true;
 	}
 	jw_grow(w, 6 + 1 + 22 + 2 + TEXT_TIME_MAX + 2 + 4 + 18 + 2 + 4 + 18 + 2);
