@@ -207,7 +207,9 @@ static void put_text_line(struct inodes_ctx *x, const struct irow *i, const char
 		jw_raw(w, head, text_head(head, x->bits));
 		x->text_head = true;
 	}
-	jw_grow(w, 6 + 1 + 22 + 2 + TEXT_TIME_MAX + 2 + 4 + 18 + 2 + 4 + 18 + 2);
+	/* two decimal numbers (at most 20 digits each), the time, two hex
+	 * numbers (at most 18), the separators */
+	jw_grow(w, 2 * 20 + TEXT_TIME_MAX + 2 * 18 + 32);
 	char *p = w->buf + w->len;
 	p = text_dec(p, i->subvol, 6);
 	*p++ = ' ';

@@ -356,8 +356,9 @@ static void put_text_row(struct walk_ctx *wc, const struct wrow *r, const char *
 	}
 	const struct btrfsimg_inode *i = &r->inode;
 	const char *target = bytes + r->path_len, *hash = target + r->target_len;
-	jw_grow(w, 24 + 1 + 10 + 1 + 12 + 1 + 5 + 2 * (1 + 10) + 1 + 24 + 2 + TEXT_TIME_MAX + 2 +
-			   64 + 2);
+	/* three 64-bit numbers (at most 20 digits each), four 32-bit ones (at
+	 * most 11, octal), the time, the hash column, the separators */
+	jw_grow(w, 3 * 20 + 4 * 11 + TEXT_TIME_MAX + 64 + 32);
 	char *p = w->buf + w->len;
 	p = text_dec(p, r->stub ? 0 : r->subvol, 7);
 	*p++ = ':';
