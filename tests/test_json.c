@@ -81,6 +81,18 @@ static void test_escape(void **state)
 		assert_int_equal(w.len, strlen(v[i].out));
 		assert_memory_equal(w.buf, v[i].out, w.len);
 		jw_line_free(&w);
+		/* in place, as hot lines write it: the same bytes in quotes,
+		 * and the room asked for after it still there */
+		size_t n = strlen(v[i].in);
+		jw_grow(&w, 5 + n + 2 + 16);
+		memcpy(w.buf, "{\"a\":", 5);
+		char *p = jw_str_at(&w, w.buf + 5, v[i].in, n, 16);
+		assert_true(p + 16 <= w.buf + w.cap);
+		assert_int_equal((size_t)(p - w.buf), 5 + strlen(v[i].out) + 2);
+		assert_memory_equal(w.buf + 6, v[i].out, strlen(v[i].out));
+		assert_int_equal(w.buf[5], '"');
+		assert_int_equal(p[-1], '"');
+		jw_line_free(&w);
 	}
 }
 

@@ -127,32 +127,8 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	JW_PUT_LIT(p, ",\"size\":");
 	p += jw_u64_at(p, i->size);
 	if (i->has_path) {
-		JW_PUT_LIT(p, ",\"path\":\"");
-		/* plain ASCII as it is, eight bytes at a time; from the first
-		 * byte that is not, the general escaper (which may move the
-		 * buffer) */
-		size_t k = 0;
-		for (; k + 8 <= i->path_len; k += 8) {
-			uint64_t v;
-			memcpy(&v, path + k, 8);
-			if (!jw_plain8(v))
-				break;
-			memcpy(p, &v, 8);
-			p += 8;
-		}
-		for (; k < i->path_len; k++) {
-			uint8_t c = (uint8_t)path[k];
-			if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
-				break;
-			*p++ = (char)c;
-		}
-		if (k < i->path_len) {
-			w->len = (size_t)(p - w->buf);
-			jw_escape(w, (const uint8_t *)path + k, i->path_len - k);
-			jw_grow(w, LINE_FIXED_MAX);
-			p = w->buf + w->len;
-		}
-		JW_PUT_LIT(p, "\"");
+		JW_PUT_LIT(p, ",\"path\":");
+		p = jw_str_at(w, p, path, i->path_len, LINE_FIXED_MAX);
 	} else {
 		JW_PUT_LIT(p, ",\"path\":null");
 	}

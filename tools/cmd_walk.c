@@ -235,23 +235,6 @@ static char *put_handle(char *p, const struct wrow *r, int k)
 	return JW_PUT_LIT(p, "\"}");
 }
 
-/* A string's bytes, escaped, in quotes at @p (the room for the worst case,
- * six bytes out per byte in, reserved by the caller). */
-static char *put_str(struct jw *w, char *p, const char *s, size_t n)
-{
-	*p++ = '"';
-	size_t k = jw_plain_run((const uint8_t *)s, n);
-	memcpy(p, s, k);
-	p += k;
-	if (k < n) {
-		w->len = (size_t)(p - w->buf);
-		jw_escape(w, (const uint8_t *)s + k, n - k);
-		p = w->buf + w->len;
-	}
-	*p++ = '"';
-	return p;
-}
-
 static char *put_time(char *p, const struct btrfsimg_timespec *t)
 {
 	*p++ = '[';
@@ -274,10 +257,10 @@ static void put_json(struct walk_ctx *wc, const struct wrow *r, const char *byte
 	const struct btrfsimg_inode *i = &r->inode;
 	const char *target = bytes + r->path_len, *hashes = target + r->target_len;
 	struct jw *w = &wc->w;
-	jw_grow(w, LINE_FIXED_MAX + 6 * ((size_t)r->path_len + r->target_len));
+	jw_grow(w, LINE_FIXED_MAX + (size_t)r->path_len + r->target_len);
 	char *p = w->buf + w->len;
 	JW_PUT_LIT(p, "{\"path\":");
-	p = put_str(w, p, bytes, r->path_len);
+	p = jw_str_at(w, p, bytes, r->path_len, LINE_FIXED_MAX + r->target_len);
 	JW_PUT_LIT(p, ",\"ino\":");
 	p += jw_u64_at(p, r->ino);
 	JW_PUT_LIT(p, ",\"subvol\":");
@@ -311,7 +294,7 @@ static void put_json(struct walk_ctx *wc, const struct wrow *r, const char *byte
 	if (r->symlink) {
 		JW_PUT_LIT(p, ",\"target\":");
 		if (r->target_ok)
-			p = put_str(w, p, target, r->target_len);
+			p = jw_str_at(w, p, target, r->target_len, LINE_FIXED_MAX);
 		else
 			JW_PUT_LIT(p, "null");
 	}

@@ -254,6 +254,30 @@ size_t jw_plain_run(const uint8_t *s, size_t n)
 	return i;
 }
 
+char *jw_str_at(struct jw *w, char *p, const char *s, size_t n, size_t after)
+{
+	*p++ = '"';
+	size_t k = 0;
+	for (; k + 8 <= n; k += 8) {
+		uint64_t v;
+		memcpy(&v, s + k, 8);
+		if (!jw_plain8(v))
+			break;
+		memcpy(p, &v, 8);
+		p += 8;
+	}
+	for (; k < n && plain((uint8_t)s[k]); k++)
+		*p++ = s[k];
+	if (k < n) {
+		w->len = (size_t)(p - w->buf);
+		jw_escape(w, (const uint8_t *)s + k, n - k);
+		jw_grow(w, after + 1);
+		p = w->buf + w->len;
+	}
+	*p++ = '"';
+	return p;
+}
+
 void jw_escape(struct jw *w, const uint8_t *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {

@@ -215,6 +215,14 @@ static inline bool jw_plain8(uint64_t x)
 	return !bad;
 }
 
+/* @s[0..@n) as a JSON string, quotes included, at @p in @w's buffer, for
+ * hot lines: the caller reserved room for @n + 2 bytes and @after more.
+ * Plain ASCII is copied eight bytes at a time (libc's memcpy for a length
+ * known only at run time cost more than the copy); from the first byte
+ * that is not, the general escaper, which may move the buffer, then
+ * @after bytes reserved again. Returns where the string ends. */
+char *jw_str_at(struct jw *w, char *p, const char *s, size_t n, size_t after);
+
 /* Length of the leading run of @s that a JSON string holds as it is
  * (printable ASCII but '"' and '\\'), eight bytes at a time. */
 size_t jw_plain_run(const uint8_t *s, size_t n);
