@@ -40,40 +40,9 @@
 #include "0-base/handle.h"
 #include "1-image/dev.h"
 #include "1-image/direct.h"
+#include "patfile.h"
 
 #define SIZE ((1u << 20) + 1234u)
-
-static uint8_t pat(uint64_t i)
-{
-	uint64_t x = i * 0x9e3779b97f4a7c15ull;
-	return (uint8_t)(x >> 56) ^ (uint8_t)i;
-}
-
-static char *pattern_file(const char *dir)
-{
-	char *path = malloc(4096);
-	snprintf(path, 4096, "%s/btrfsimg-aio.XXXXXX", dir);
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	uint8_t *b = malloc(SIZE);
-	for (uint32_t i = 0; i < SIZE; i++)
-		b[i] = pat(i);
-	assert_int_equal(pwrite(fd, b, SIZE, 0), (ssize_t)SIZE);
-	free(b);
-	close(fd);
-	return path;
-}
-
-static struct bi_dev file_dev(const char *path, uint64_t base)
-{
-	struct bi_dev d = { .name = (char *)path };
-	d.fd = open(path, O_RDONLY);
-	assert_true(d.fd >= 0);
-	d.raw_size = (uint64_t)lseek(d.fd, 0, SEEK_END);
-	d.base = base;
-	d.size = d.raw_size - base;
-	return d;
-}
 
 /* Reads of @n ranges (offset off[i], length len[i], into buf[i]), tags
  * 100 + i, all in flight, then every one reaped and its bytes checked. */
@@ -111,7 +80,7 @@ static void test_aio_reads(void **state)
 	(void)state;
 	const char *tmp = getenv("TMPDIR");
 	const char *dir = tmp && *tmp ? tmp : "/tmp";
-	char *path = pattern_file(dir);
+	char *path = pattern_file(dir, SIZE);
 	int probe = open(path, O_RDONLY | O_DIRECT);
 	if (probe < 0) {
 		print_message("%s refuses O_DIRECT: leaves are read through the page cache\n", dir);
@@ -211,7 +180,7 @@ static void test_buffered_reads(void **state)
 	(void)state;
 	const char *tmp = getenv("TMPDIR");
 	const char *dir = tmp && *tmp ? tmp : "/tmp";
-	char *path = pattern_file(dir);
+	char *path = pattern_file(dir, SIZE);
 	struct bi_dev d = file_dev(path, 1000); /* any image offset */
 	struct bi_aio *a = bi_aio_open(64, true);
 	assert_non_null(a);
