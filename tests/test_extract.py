@@ -6,6 +6,8 @@
 - `extract` of committed files-layer images: every path the kernel shows must
   exist in DESTDIR with the kernel's type, permission bits, owner (as root),
   size, mtime, contents (sha256), symlink target, and hard links as links.
+- `extract` into a DESTDIR holding links where the image's entries go: none
+  followed, nothing written outside, each such entry an error (exit 1).
 - `bodyfile`: one line per path, with SUBVOL-OBJECTID, size and times as the
   kernel reports them.
 - degraded: `walk --hash` of a RAID1 image with one device left out equals the
@@ -73,6 +75,42 @@ def test_extract(name, img, view, work):
           str(split[:5]))
 
 
+def test_planted(img, view, work):
+    """extract into a DESTDIR holding links where the image's entries go
+    (a directory's, a file's, a dangling one): none is followed, nothing
+    is written outside, each such entry is an error (exit 1), the rest of
+    the tree is extracted."""
+    base = os.path.join(work, "planted")
+    victim, outside = os.path.join(base, "victim"), os.path.join(base, "outside")
+    os.makedirs(outside)
+    with open(victim, "wb") as f:
+        f.write(b"precious\n")
+    tops = [r for r in view if r["path"] and "/" not in r["path"]]
+    dirs = [r["path"] for r in tops if stat.S_ISDIR(r["mode"])]
+    dest = os.path.join(base, "top")
+    os.mkdir(dest)
+    os.symlink(outside, os.path.join(dest, dirs[0]))
+    # --path of a directory: its children go straight into DESTDIR
+    under = [r for r in view if r["path"].startswith("meta/") and stat.S_ISREG(r["mode"])]
+    sub = os.path.join(base, "meta")
+    os.mkdir(sub)
+    planted = {under[0]["path"]: victim, under[1]["path"]: os.path.join(outside, "made")}
+    for p, target in planted.items():
+        os.symlink(target, os.path.join(sub, os.path.basename(p)))
+    runs = [("a link at a directory's place", ["extract", img, dest], [dirs[0]],
+             os.path.join(dest, dirs[1])),
+            ("links at files' places (--path)", ["extract", "--path", "meta", img, sub],
+             [os.path.basename(p) for p in planted], os.path.join(sub, under[2]["path"][5:]))]
+    for what, args, refused, made in runs:
+        rc, _, err = run(args)
+        with open(victim, "rb") as f:
+            kept = f.read() == b"precious\n"
+        said = all(("extract: %s: " % r).encode() in err for r in refused)
+        check(f"extract into a DESTDIR with {what}: nothing outside, each refused (exit 1), "
+              f"the rest extracted", rc == 1 and kept and not os.listdir(outside) and said and
+              os.path.lexists(made), (rc, err[-300:]))
+
+
 def test_bodyfile(name, img, view):
     rc, out, err = run(["bodyfile", img])
     check(f"{name}: bodyfile exit", rc in (0, 1), err[-300:])
@@ -135,6 +173,8 @@ def main():
             test_extract(name, img, view, work)
             test_bodyfile(name, img, view)
             test_walk_text_hash(name, img, view)
+            if name == "special":
+                test_planted(img, view, work)
             os.unlink(img)
             shutil.rmtree(os.path.join(work, "x-" + name), ignore_errors=True)
         test_degraded(work)

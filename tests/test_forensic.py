@@ -16,8 +16,15 @@ kernel showed at the end. Checked:
     gets back, btrfsimg gets back too; the figures are printed;
   - cat --deleted gives the record's bytes (exit 1 for a partial one, 2 for
     an unknown id); extract --deleted writes the intact ones under DESTDIR
-    only, with a manifest; bodyfile --deleted lines reach mactime with
+    only, with a manifest inside it (MANIFEST); bodyfile --deleted lines reach mactime with
     " (deleted)"; history lists the superblock's generation;
+  - extract --deleted follows no link and overwrites nothing: a link at
+    the manifest's old place beside DESTDIR (DESTDIR.manifest.jsonl) to a
+    victim leaves it whole; a file, a link or a dangling link at MANIFEST
+    inside DESTDIR is refused (exit 2, nothing extracted, nothing created
+    at the link's target); links planted in DESTDIR where recovered
+    versions go (a directory on their path, a version's own name) are not
+    followed: nothing is written outside, each such version an error;
   - the same image inside an MBR partition gives the same records; the
     two-device image makes no false claim either; a file unlinked while
     open (the image copied before the close) is an intact orphan; a
@@ -55,6 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import imgtest  # noqa: E402
 
 EMPTY = hashlib.sha256(b"").hexdigest()
+MANIFEST = "btrfsimg-manifest.jsonl"  # extract --deleted's, inside DESTDIR
 S_IFMT, S_IFDIR = 0o170000, 0o040000
 
 
@@ -165,10 +173,12 @@ def check_extract(t, cli, img, recs, tmp):
     dest = os.path.join(tmp, "out")
     rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
     t.check("extract --deleted exits 0", rc == 0, (rc, err[-300:]))
-    with open(dest + ".manifest.jsonl") as f:
+    with open(os.path.join(dest, MANIFEST)) as f:
         man = [json.loads(line) for line in f]
     t.check("extract --deleted: one manifest line per record",
             sorted(m["id"] for m in man) == sorted(r["id"] for r in recs), len(man))
+    t.check("extract --deleted: no version written at the manifest's name",
+            MANIFEST not in [m["file"] for m in man], MANIFEST)
     bad = []
     real = os.path.realpath(dest)
     for m in man:
@@ -185,10 +195,62 @@ def check_extract(t, cli, img, recs, tmp):
             if imgtest.sha256_file(p) != rec["sha256"]:
                 bad.append(("content", m["file"]))
     t.check("extract --deleted: every file inside DESTDIR, intact ones exact", not bad, bad[:5])
-    outside = [e for e in os.listdir(tmp) if e not in ("out", "out.manifest.jsonl", "img")
-               and not e.endswith(".img")]
-    t.check("extract --deleted: nothing written beside DESTDIR but the manifest", not outside,
-            outside)
+    outside = [e for e in os.listdir(tmp) if e not in ("out", "img") and not e.endswith(".img")]
+    t.check("extract --deleted: nothing written beside DESTDIR", not outside, outside)
+
+
+def check_destination(t, cli, img, recs, tmp):
+    """extract --deleted against links and files planted where it writes."""
+    base = os.path.join(tmp, "planted")
+    os.mkdir(base)
+    victim, outside = os.path.join(base, "victim"), os.path.join(base, "outside")
+    os.mkdir(outside)
+    with open(victim, "wb") as f:
+        f.write(b"precious\n")
+
+    def untouched():
+        with open(victim, "rb") as f:
+            return f.read() == b"precious\n" and not os.listdir(outside)
+
+    def run(dest):
+        return imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
+
+    dest = os.path.join(base, "old")
+    os.symlink(victim, dest + ".manifest.jsonl")
+    rc, _, err = run(dest)
+    t.check("extract --deleted: a link at DESTDIR.manifest.jsonl is not followed, the manifest "
+            "is inside DESTDIR", rc == 0 and untouched() and
+            os.path.isfile(os.path.join(dest, MANIFEST)) and
+            not os.path.islink(os.path.join(dest, MANIFEST)), (rc, err[-300:]))
+    for what, plant in (("a file", lambda p: open(p, "wb").write(b"earlier run\n")),
+                        ("a link to a file", lambda p: os.symlink(victim, p)),
+                        ("a dangling link", lambda p: os.symlink(os.path.join(outside, "m"), p))):
+        dest = os.path.join(base, what.replace(" ", "-"))
+        os.mkdir(dest)
+        plant(os.path.join(dest, MANIFEST))
+        before = os.readlink(os.path.join(dest, MANIFEST)) if "link" in what else None
+        rc, _, err = run(dest)
+        kept = (os.readlink(os.path.join(dest, MANIFEST)) == before if before else
+                open(os.path.join(dest, MANIFEST), "rb").read() == b"earlier run\n")
+        t.check(f"extract --deleted: {what} at DESTDIR/{MANIFEST} refused (exit 2, says "
+                f"where), kept, nothing extracted", rc == 2 and kept and untouched() and
+                os.listdir(dest) == [MANIFEST] and MANIFEST.encode() in err, (rc, err[-300:]))
+    # a link where a directory on the versions' paths goes, one where a
+    # version itself goes (its directory made beforehand)
+    files = [r for r in recs if not is_dir(r) and "/" in r["path"]]
+    top = files[0]["path"].split("/")[0]
+    leaf = next(r["path"] for r in files if not r["path"].startswith(top + "/"))
+    dest = os.path.join(base, "links")
+    os.makedirs(os.path.join(dest, os.path.dirname(leaf)))
+    os.symlink(outside, os.path.join(dest, top))
+    os.symlink(victim, os.path.join(dest, leaf))
+    rc, _, err = run(dest)
+    under = sum(r["path"].startswith(top + "/") for r in recs)
+    t.check(f"extract --deleted: links planted at DESTDIR/{top} and DESTDIR/{leaf} are not "
+            f"followed: nothing outside, an error each ({under}+ versions), exit 1",
+            rc == 1 and untouched() and os.path.islink(os.path.join(dest, top)) and
+            err.count(b"extract: " + top.encode() + b"/") >= under and
+            (b"extract: " + leaf.encode()) in err, (rc, err[-400:]))
 
 
 def check_bodyfile(t, cli, img, tmp):
@@ -316,7 +378,7 @@ def check_dirs(t, cli, img, recs, truth, tmp, name):
     t.check(f"{name}: one record per directory", len(drecs) == len(want), len(drecs))
     dest = os.path.join(tmp, name + "-dirs")
     rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
-    with open(dest + ".manifest.jsonl") as f:
+    with open(os.path.join(dest, MANIFEST)) as f:
         listed = {m["file"] for m in map(json.loads, f) if is_dir(m)}
     missing = [d["path"] for d in truth["dirs"] if d["path"] not in listed or
                not os.path.isdir(os.path.join(dest, d["path"]))]
@@ -405,6 +467,7 @@ def main():
         check_dropped_dirs(t, "single", recs, truth)
         check_cat(t, cli, img, recs)
         check_extract(t, cli, img, recs, tmp)
+        check_destination(t, cli, img, recs, tmp)
         check_bodyfile(t, cli, img, tmp)
         check_history(t, cli, img, super_generation(img))
 

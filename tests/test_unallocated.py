@@ -17,7 +17,9 @@ the map's total, and the pattern of a file written, synced and deleted
 before the last unmount (its extent's logical address from FIEMAP) must be
 found in OUT at offsets the map sends to exactly the physical places its
 extent's copies were (chunk stripes) and the image holds it there. OUT
-through '-' (standard output) is the same bytes. Prints 'N passed, M failed'.
+through '-' (standard output) is the same bytes. OUT is never overwritten
+nor written through a link (an existing file or a link to one is read as
+an image; a dangling link is refused). Prints 'N passed, M failed'.
 """
 import hashlib, json, os, shutil, subprocess, sys, tempfile
 
@@ -156,6 +158,23 @@ def one(name, tmp):
     return out, imgs
 
 
+def planted_out(name, imgs, tmp):
+    """OUT a link: to a file it is read as an image (exit 2, the file
+    untouched); dangling, it is refused (exit 2) and its target not made."""
+    victim, made = os.path.join(tmp, "victim"), os.path.join(tmp, "made")
+    with open(victim, "wb") as f:
+        f.write(b"precious\n")
+    for what, target in (("to a file", victim), ("dangling", made)):
+        link = os.path.join(tmp, "out-link-" + what)
+        os.symlink(target, link)
+        rc, _, err = imgtest.run_cli(CLI, ["unallocated", "-q", *imgs, link], timeout=300)
+        with open(victim, "rb") as f:
+            kept = f.read() == b"precious\n"
+        check("%s: OUT a link %s: exit 2, nothing written through it" % (name, what),
+              rc == 2 and kept and not os.path.exists(made) and os.path.islink(link),
+              "exit %s %s" % (rc, err[-300:]))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="scrub-unalloc-")
     try:
@@ -173,9 +192,10 @@ def main():
                 p.wait()
                 check(name + ": OUT '-' writes the same bytes to standard output",
                       h.hexdigest() == imgtest.sha256_file(out))
-                rc, _, err = imgtest.run_cli(CLI, ["unallocated", *imgs, out])
+                rc, _, err = imgtest.run_cli(CLI, ["unallocated", *imgs, out], timeout=300)
                 check(name + ": an existing OUT is read as an image, never overwritten",
                       rc == 2 and os.path.getsize(out) > 0, "exit %s %s" % (rc, err))
+                planted_out(name, imgs, sub)
             shutil.rmtree(sub)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

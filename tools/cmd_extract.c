@@ -3,10 +3,14 @@
  * btrfsimg extract: restore a tree into DESTDIR.
  *
  * Safety: every object is created relative to a directory file descriptor
- * this command created itself (mkdirat + O_NOFOLLOW), with O_EXCL, and a
- * name from the image is refused if it is empty, "." or "..", or holds a
- * '/': nothing is ever written outside DESTDIR, whatever the image says,
- * and an existing file is never overwritten.
+ * this command created itself, through outfile.h (new files only,
+ * O_CREAT|O_EXCL|O_NOFOLLOW; directories opened O_NOFOLLOW; a hard link's
+ * first name reached one component at a time, O_NOFOLLOW) or with calls
+ * that never follow a link at the new name (symlinkat, mknodat, linkat,
+ * and *at(AT_SYMLINK_NOFOLLOW) for owners, modes and times), and a name
+ * from the image is refused if it is empty, "." or "..", or holds a '/':
+ * nothing is ever written outside DESTDIR, whatever the image says or
+ * DESTDIR held before, and an existing file is never overwritten.
  *
  * Contents are written with holes where the file reads zeros (whole 4 KiB
  * blocks), hard links become hard links, and modes, owners (as root),
@@ -25,6 +29,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "outfile.h"
 #include "recovered.h"
 #include "visit.h"
 
@@ -149,15 +154,19 @@ static int make_file(struct ex_ctx *x, const struct visit_node *n, int dirfd, co
 {
 	const struct link_rec *l = n->inode.nlink > 1 ? find_link(x, n->subvol, n->objectid) : NULL;
 	if (l) {
-		if (linkat(x->dirfd[0], l->relpath, dirfd, name, 0) < 0)
-			ex_warn(x, n, "link", errno);
+		const char *leaf;
+		int from = out_parent(x->dirfd[0], l->relpath, false, &leaf);
+		if (from < 0 || linkat(from, leaf, dirfd, name, 0) < 0)
+			ex_warn(x, n, "link", from < 0 ? -from : errno);
 		else
 			x->entries++;
+		if (from >= 0)
+			close(from);
 		return 0;
 	}
-	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = out_create(dirfd, name, 0600);
 	if (fd < 0) {
-		ex_warn(x, n, "create", errno);
+		ex_warn(x, n, "create", -fd);
 		return 0;
 	}
 	x->entries++;
@@ -209,23 +218,19 @@ static int make_special(struct ex_ctx *x, const struct visit_node *n, int dirfd,
 	x->entries++;
 	if (x->as_root)
 		fchownat(dirfd, name, i->uid, i->gid, AT_SYMLINK_NOFOLLOW);
-	fchmodat(dirfd, name, i->mode & 07777, 0);
+	fchmodat(dirfd, name, i->mode & 07777, AT_SYMLINK_NOFOLLOW);
 	apply_times(dirfd, name, i);
 	return 0;
 }
 
 static int make_dir(struct ex_ctx *x, const struct visit_node *n, int dirfd, const char *name)
 {
-	if (mkdirat(dirfd, name, 0700) < 0) {
-		ex_warn(x, n, "mkdir", errno);
+	int fd = out_dir(dirfd, name, 0700, true, false);
+	if (fd < 0) {
+		ex_warn(x, n, "mkdir", -fd);
 		return 1; /* do not descend */
 	}
 	x->entries++;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		ex_warn(x, n, "open directory", errno);
-		return 1;
-	}
 	if (n->stub) {
 		/* empty, and visit_tree does not descend into it: finish it now */
 		apply_meta(x, fd, &n->inode, false, n->subvol, n->objectid);
@@ -348,12 +353,11 @@ static int cmd_extract(struct cli *c)
 	}
 	for (int i = 0; i < DEPTH_MAX; i++)
 		x.dirfd[i] = -1;
-	mkdir(c->destdir, 0755);
-	x.dirfd[0] = open(c->destdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	x.dirfd[0] = out_destdir(c->destdir);
 	int rc = 0;
 	if (x.dirfd[0] < 0) {
-		cli_warn("extract: %s: %s", c->destdir, strerror(errno));
-		rc = -errno;
+		cli_warn("extract: %s: %s", c->destdir, strerror(-x.dirfd[0]));
+		rc = x.dirfd[0];
 	} else {
 		struct visit_opts o = { .subvol = cli_start_subvol(c), .path = c->path,
 					.objectid = c->inode_objectid, .post_dirs = true,
@@ -392,6 +396,8 @@ static int extract_check(struct cli *c)
 			 "--path, --inode or --subvol");
 		return EXIT_USAGE;
 	}
+	if (c->only_deleted && rec_extract_check(c))
+		return EXIT_FAILED;
 	return cli_inode_alone(c);
 }
 
@@ -404,7 +410,9 @@ static const struct cmd_option extract_options[] = {
 	{ OPT_NO_VERIFY, NULL },
 	{ OPT_DELETED, "every recovered version ('btrfsimg deleted') at its\n"
 		       "path under DESTDIR (later ones PATH.~ID~), and a\n"
-		       "JSON-lines manifest DESTDIR.manifest.jsonl beside it" },
+		       "JSON-lines manifest DESTDIR/" REC_MANIFEST "\n"
+		       "(refused if there already; a version of that name\n"
+		       "goes to NAME.~ID~)" },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
 };
@@ -416,8 +424,9 @@ const struct cmd_struct cmd_struct_extract = {
 	.about = "Restore a tree (the top level, --subvol, --path or --inode) into DESTDIR,\n"
 		 "the last argument (created if need be): contents with holes, hard links,\n"
 		 "symlinks, special files, modes, owners (as root), xattrs, times. Nothing\n"
-		 "is written outside DESTDIR and no existing file is overwritten. Ends with\n"
-		 "a summary on stderr: entries created, bytes of file contents, errors.",
+		 "is written outside DESTDIR, no link found in it is followed and no\n"
+		 "existing file is overwritten. Ends with a summary on stderr: entries\n"
+		 "created, bytes of file contents, errors.",
 	.examples = "btrfsimg extract disk.img /tmp/restore\n"
 		    "btrfsimg extract --subvol 256 --path home/alice disk.img /tmp/alice\n"
 		    "btrfsimg extract --path etc/fstab disk.img /tmp/out\n"

@@ -14,6 +14,7 @@
 #include "btrfsimg_forensic.h"
 #include "cli.h"
 #include "json.h"
+#include "outfile.h"
 #include "progress.h"
 
 #define CHUNK (1u << 20)
@@ -140,11 +141,11 @@ static int open_out(struct unalloc_run *u)
 	struct cli *c = u->c;
 	if (!c->out)
 		return 0;
-	u->fd = strcmp(c->out, "-") == 0
-			? STDOUT_FILENO
-			: open(c->out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	u->fd = strcmp(c->out, "-") == 0 ? STDOUT_FILENO : out_create(AT_FDCWD, c->out, 0644);
 	if (u->fd < 0) {
-		cli_warn("unallocated: cannot create %s: %s", c->out, strerror(errno));
+		cli_warn("unallocated: cannot create %s: %s (OUT is created new, never over a "
+			 "file or through a link)", c->out, strerror(-u->fd));
+		u->fd = -1;
 		return EXIT_FAILED;
 	}
 	u->buf = malloc(CHUNK);

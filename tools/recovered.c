@@ -2,10 +2,12 @@
 /*
  * Recovered versions on the command line (recovered.h). extract --deleted
  * writes each version at DESTDIR/PATH (later versions of one path at
- * PATH.~ID~; a deleted directory is created there), creating directories with mkdirat and opening
- * every component with O_NOFOLLOW relative to the one before, and refusing
- * ".", ".." and empty components (written "_"), so nothing lands outside
- * DESTDIR whatever names a stale block carries.
+ * PATH.~ID~; a deleted directory is created there), through outfile.h
+ * (new files only, every component opened O_NOFOLLOW relative to the one
+ * before), ".", ".." and empty components written "_", so nothing lands
+ * outside DESTDIR and nothing there is overwritten, whatever names a
+ * stale block carries. Its manifest is DESTDIR/REC_MANIFEST, made the
+ * same way.
  */
 #include "recovered.h"
 
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "digest.h"
+#include "outfile.h"
 #include "text.h"
 
 /* "scan: 42% of 1.5 GiB, 120 MiB/s" on a terminal, at most ten times a
@@ -193,15 +196,6 @@ struct ex {
 	uint64_t written, failed;
 };
 
-/* Open (creating) directory @name under @dirfd without following links. */
-static int sub_dir(int dirfd, const char *name)
-{
-	if (mkdirat(dirfd, name, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
 static bool taken(const struct ex *x, const char *rel)
 {
 	for (size_t i = 0; i < x->npaths; i++)
@@ -240,23 +234,6 @@ static char *safe_rel(const struct btrfsimg_recovered *r, const struct ex *x)
 	return s;
 }
 
-/* The directory holding @rel under x->root (created as needed, no link
- * followed): an fd, or -errno; *leaf points into @rel. */
-static int parent_of(struct ex *x, char *rel, char **leaf)
-{
-	int dir = dup(x->root);
-	char *p = rel;
-	for (char *slash; dir >= 0 && (slash = strchr(p, '/')); p = slash + 1) {
-		*slash = '\0';
-		int next = sub_dir(dir, p);
-		*slash = '/';
-		close(dir);
-		dir = next;
-	}
-	*leaf = p;
-	return dir < 0 ? (dir == -1 ? -errno : dir) : dir;
-}
-
 struct membuf {
 	uint8_t *p;
 	size_t len;
@@ -276,15 +253,15 @@ static int mem_piece(void *ctx, uint64_t off, const void *data, size_t len)
 /* One version at @rel: a regular file, a symlink, or a directory
  * (created, or found there already: the parent of another record).
  * Returns btrfsimg_forensic_read's value or -errno. */
-static int write_one(struct ex *x, char *rel, const struct btrfsimg_recovered *r)
+static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recovered *r)
 {
-	char *leaf;
-	int dir = parent_of(x, rel, &leaf);
+	const char *leaf;
+	int dir = out_parent(x->root, rel, true, &leaf);
 	if (dir < 0)
 		return dir;
 	int rc = 0;
 	if (S_ISDIR(r->inode.mode)) {
-		int fd = sub_dir(dir, leaf);
+		int fd = out_dir(dir, leaf, 0755, true, true);
 		if (fd < 0)
 			rc = fd;
 		else
@@ -297,13 +274,9 @@ static int write_one(struct ex *x, char *rel, const struct btrfsimg_recovered *r
 		if (rc >= 0 && symlinkat((char *)target, dir, leaf) < 0)
 			rc = -errno;
 	} else {
-		int fd = openat(dir, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-				0644);
-		FILE *fp = fd < 0 ? NULL : fdopen(fd, "wb");
+		FILE *fp = out_fcreate(dir, leaf, 0644);
 		if (!fp) {
 			rc = -errno;
-			if (fd >= 0)
-				close(fd);
 		} else {
 			rc = rec_write(x->f, r->id, fp);
 			if (fclose(fp) != 0 && rc >= 0)
@@ -347,6 +320,52 @@ static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 	return 0;
 }
 
+/* The manifest's place is taken, or cannot be had: said, EXIT_FAILED. */
+static int manifest_refused(const char *destdir, int err)
+{
+	cli_warn("extract: %s/" REC_MANIFEST ": cannot create the manifest: %s (it is created "
+		 "new, never over a file or through a link: give a new or empty DESTDIR)",
+		 destdir, strerror(err));
+	return EXIT_FAILED;
+}
+
+int rec_extract_check(const struct cli *c)
+{
+	int d = open(c->destdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d < 0)
+		return 0; /* not there yet: made by rec_extract */
+	struct stat st;
+	int taken = fstatat(d, REC_MANIFEST, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	close(d);
+	return taken ? manifest_refused(c->destdir, EEXIST) : 0;
+}
+
+/* DESTDIR, and the manifest created in it before any version, its name
+ * the first path taken (a version of that name goes to NAME.~ID~). 0, or
+ * EXIT_FAILED (said). */
+static int open_dest(struct ex *x)
+{
+	const char *d = x->c->destdir;
+	x->root = out_destdir(d);
+	if (x->root < 0) {
+		cli_warn("extract: %s: %s", d, strerror(-x->root));
+		return EXIT_FAILED;
+	}
+	x->manifest = out_fcreate(x->root, REC_MANIFEST, 0644);
+	if (!x->manifest)
+		return manifest_refused(d, errno);
+	x->paths = malloc(64 * sizeof(*x->paths));
+	char *name = strdup(REC_MANIFEST);
+	if (!x->paths || !name) {
+		free(name);
+		cli_warn("extract: out of memory");
+		return EXIT_FAILED;
+	}
+	x->cpaths = 64;
+	x->paths[x->npaths++] = name;
+	return 0;
+}
+
 int rec_extract(struct cli *c)
 {
 	btrfsimg_forensic *f;
@@ -354,26 +373,8 @@ int rec_extract(struct cli *c)
 	if (st)
 		return st;
 	struct ex x = { .c = c, .f = f, .root = -1 };
-	size_t n = strlen(c->destdir);
-	while (n > 1 && c->destdir[n - 1] == '/')
-		n--;
-	char *mpath = malloc(n + 32);
-	if (mpath)
-		snprintf(mpath, n + 32, "%.*s.manifest.jsonl", (int)n, c->destdir);
-	mkdir(c->destdir, 0755);
-	x.root = open(c->destdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	x.manifest = mpath ? fopen(mpath, "w") : NULL;
-	int rc = 0;
-	if (x.root < 0 || !x.manifest) {
-		cli_warn("extract: %s: %s",
-			 x.root < 0 ? c->destdir
-			 : mpath    ? mpath
-				    : "manifest",
-			 strerror(errno));
-		rc = -errno;
-	} else {
-		rc = btrfsimg_forensic_recovered(f, extract_one, &x);
-	}
+	st = open_dest(&x);
+	int rc = st ? 0 : btrfsimg_forensic_recovered(f, extract_one, &x);
 	if (x.manifest && fclose(x.manifest) != 0 && rc >= 0)
 		rc = -EIO;
 	if (x.root >= 0)
@@ -381,11 +382,13 @@ int rec_extract(struct cli *c)
 	for (size_t i = 0; i < x.npaths; i++)
 		free(x.paths[i]);
 	free(x.paths);
-	cli_warn("extract: %" PRIu64 " recovered versions into '%s' (manifest %s), %" PRIu64
-		 " errors",
-		 x.written, c->destdir, mpath ? mpath : "?", x.failed);
-	free(mpath);
+	if (!st)
+		cli_warn("extract: %" PRIu64 " recovered versions into '%s' (manifest %s/"
+			 REC_MANIFEST "), %" PRIu64 " errors",
+			 x.written, c->destdir, c->destdir, x.failed);
 	btrfsimg_forensic_free(f);
+	if (st)
+		return st;
 	if (rc < 0)
 		return *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
 	c->errors += x.failed;

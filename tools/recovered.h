@@ -25,8 +25,17 @@ int rec_write(btrfsimg_forensic *f, const char *id, FILE *out);
 /* cat --deleted ID: the version's bytes on standard output; exit 1 when
  * partial (the untrusted ranges said on stderr, written as zeros). */
 int rec_cat(struct cli *c);
-/* extract --deleted: every version under c->destdir and a manifest
- * beside it (DESTDIR.manifest.jsonl). */
+/* extract --deleted's manifest (JSON lines, one per version: "file", its
+ * path under DESTDIR, then rec_json's fields), inside DESTDIR. Created
+ * new: an existing file or link there refuses the command. A version of
+ * the same name is written under another (NAME.~ID~), as a second version
+ * of one path is. */
+#define REC_MANIFEST "btrfsimg-manifest.jsonl"
+/* Before the scan: 0, or EXIT_FAILED (said) when DESTDIR/REC_MANIFEST
+ * exists already (rec_extract would refuse it after the scan). */
+int rec_extract_check(const struct cli *c);
+/* extract --deleted: every version under c->destdir and the manifest
+ * (REC_MANIFEST) in it. */
 int rec_extract(struct cli *c);
 /* bodyfile --deleted: the recovered versions as body-file lines. */
 int rec_bodyfile(struct cli *c);
