@@ -109,6 +109,18 @@ def test_planted(img, view, work):
         check(f"extract into a DESTDIR with {what}: nothing outside, each refused (exit 1), "
               f"the rest extracted", rc == 1 and kept and not os.listdir(outside) and said and
               os.path.lexists(made), (rc, err[-300:]))
+    # a link where a symlink goes: refused, and left as it was (its times too)
+    links = [r for r in view if r["path"].startswith("symlinks/") and stat.S_ISLNK(r["mode"])]
+    dest = os.path.join(base, "symlinks")
+    os.mkdir(dest)
+    mine = os.path.join(dest, os.path.basename(links[0]["path"]))
+    os.symlink(victim, mine)
+    os.utime(mine, ns=(10**18, 10**18), follow_symlinks=False)
+    rc, _, err = run(["extract", "--path", "symlinks", img, dest])
+    st = os.lstat(mine)
+    check("extract into a DESTDIR with a link at a symlink's place: refused (exit 1), the "
+          "link left as it was, times too", rc == 1 and os.readlink(mine) == victim and
+          st.st_mtime_ns == 10**18 and st.st_atime_ns == 10**18, (rc, st, err[-300:]))
 
 
 def test_bodyfile(name, img, view):

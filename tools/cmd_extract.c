@@ -201,9 +201,9 @@ static int make_symlink(struct ex_ctx *x, const struct visit_node *n, int dirfd,
 		x->entries++;
 		if (x->as_root)
 			fchownat(dirfd, name, n->inode.uid, n->inode.gid, AT_SYMLINK_NOFOLLOW);
+		apply_times(dirfd, name, &n->inode); /* ours only, not what was there */
 	}
 	free(target);
-	apply_times(dirfd, name, &n->inode);
 	return 0;
 }
 
