@@ -24,7 +24,9 @@ kernel showed at the end. Checked:
     inside DESTDIR is refused (exit 2, nothing extracted, nothing created
     at the link's target); links planted in DESTDIR where recovered
     versions go (a directory on their path, a version's own name) are not
-    followed: nothing is written outside, each such version an error;
+    followed: nothing is written outside, each such version an error; a
+    deleted file named as the manifest (made by the kernel at test time,
+    as root) is written as MANIFEST.~ID~, whole;
   - the same image inside an MBR partition gives the same records; the
     two-device image makes no false claim either; a file unlinked while
     open (the image copied before the close) is an intact orphan; a
@@ -253,6 +255,46 @@ def check_destination(t, cli, img, recs, tmp):
             (b"extract: " + leaf.encode()) in err, (rc, err[-400:]))
 
 
+def check_manifest_name(t, cli, tmp):
+    """A deleted file named as the manifest, at the top: the kernel makes
+    it (mkfs, mount, write, sync, rm, unmount); extract --deleted writes
+    it as MANIFEST.~ID~, its bytes whole, and the manifest stays its own."""
+    reason = imgtest.skip_reason()
+    if reason:
+        print(f"skip a deleted file named {MANIFEST}: {reason}")
+        return
+    img, mnt = os.path.join(tmp, "named.img"), os.path.join(tmp, "named.mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(128 << 20)
+    body = b"a version named as the manifest\n"
+    subprocess.run(["mkfs.btrfs", "-q", "-f", img], check=True, capture_output=True,
+                   timeout=120)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True, timeout=120)
+    try:
+        with open(os.path.join(mnt, MANIFEST), "wb") as f:
+            f.write(body)
+        os.sync()
+        os.unlink(os.path.join(mnt, MANIFEST))
+        os.sync()
+    finally:
+        subprocess.run(["umount", mnt], check=True, timeout=120)
+    dest = os.path.join(tmp, "named")
+    rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
+    try:
+        with open(os.path.join(dest, MANIFEST)) as f:
+            man = [json.loads(line) for line in f]
+    except (OSError, ValueError) as e:
+        man = [str(e)]
+    got = [(m["path"], m["file"]) for m in man if isinstance(m, dict)]
+    ok = [m for m in man if isinstance(m, dict) and m["path"] == MANIFEST and
+          m["file"] == f"{MANIFEST}.~{m['id']}~" and m["status"] == "intact"]
+    whole = ok and open(os.path.join(dest, ok[0]["file"]), "rb").read() == body
+    t.check(f"extract --deleted: a deleted file named {MANIFEST} goes to {MANIFEST}.~ID~, "
+            f"whole, and the manifest lists it", rc == 0 and bool(whole), (rc, got, err[-300:]))
+    os.unlink(img)
+
+
 def check_bodyfile(t, cli, img, tmp):
     rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
     t.check("bodyfile --deleted exits 0", rc == 0, (rc, err[-300:]))
@@ -468,6 +510,7 @@ def main():
         check_cat(t, cli, img, recs)
         check_extract(t, cli, img, recs, tmp)
         check_destination(t, cli, img, recs, tmp)
+        check_manifest_name(t, cli, tmp)
         check_bodyfile(t, cli, img, tmp)
         check_history(t, cli, img, super_generation(img))
 
