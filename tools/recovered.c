@@ -335,9 +335,9 @@ int rec_extract_check(const struct cli *c)
 	if (d < 0)
 		return 0; /* not there yet: made by rec_extract */
 	struct stat st;
-	int taken = fstatat(d, REC_MANIFEST, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	bool there = fstatat(d, REC_MANIFEST, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	close(d);
-	return taken ? manifest_refused(c->destdir, EEXIST) : 0;
+	return there ? manifest_refused(c->destdir, EEXIST) : 0;
 }
 
 /* DESTDIR, and the manifest created in it before any version, its name
