@@ -81,9 +81,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!cheap(&l))
 		return 0;
 	uint8_t vk[BI_LUKS_KEY_MAX];
-	rc = bi_luks_unlock(&l, vread, &m, "fuzz", 4, vk, err, sizeof(err));
+	struct bi_kdf_budget b;
+	bi_kdf_budget_init(&b, 0);
+	rc = bi_luks_unlock(&l, vread, &m, "fuzz", 4, &b, vk, err, sizeof(err));
+	CHECK(b.spent <= b.total);
 	if (rc >= 0)
-		CHECK(bi_luks_check_key(&l, vk, l.key_bytes, err, sizeof(err)) == 0);
+		CHECK(bi_luks_check_key(&l, vk, l.key_bytes, NULL, err, sizeof(err)) == 0);
 	else
 		CHECK(err[0]);
 	return 0;
