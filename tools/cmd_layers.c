@@ -460,7 +460,9 @@ const struct cmd_struct cmd_struct_layers = {
 		 "volume groups and logical volumes (type, segments, or why unreadable), and\n"
 		 "btrfs (fsid, label). Keys are never printed. No filesystem is opened.\n"
 		 "Exit status 1\n"
-		 "when a segment is missing or truncated.",
+		 "when a segment is missing or truncated. With a key given, a LUKS volume left\n"
+		 "locked is named on stderr with its reason: exit status 2 if none opened,\n"
+		 "else 1.",
 	.examples = "btrfsimg layers disk.E01\n"
 		    "btrfsimg layers --json disk.qcow2\n"
 		    "btrfsimg layers --format split disk.img.001\n"
