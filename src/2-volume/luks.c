@@ -638,8 +638,7 @@ static void fmt_secs(double secs, char *out, size_t len)
 
 /* Charge @secs of work named @what to @b: 0, or -E2BIG with @why saying
  * the estimate and the limit it is over. */
-static int charge(struct bi_kdf_budget *b, double secs, const char *what, char *why,
-		  size_t whylen)
+static int charge(struct bi_kdf_budget *b, double secs, const char *what, char *why, size_t whylen)
 {
 	char need[32], spent[32];
 	fmt_secs(secs, need, sizeof(need));
@@ -660,8 +659,8 @@ static int charge(struct bi_kdf_budget *b, double secs, const char *what, char *
 }
 
 /* The digest check alone: one PBKDF2 run per keyslot tried or key given. */
-static int digest_secs(const struct bi_luks *l, struct bi_kdf_budget *b, double *secs,
-		       char *what, size_t wlen)
+static int digest_secs(const struct bi_luks *l, struct bi_kdf_budget *b, double *secs, char *what,
+		       size_t wlen)
 {
 	snprintf(what, wlen, "the volume key digest check (pbkdf2-%s %u iterations)", l->dhash,
 		 l->diter);
@@ -669,8 +668,7 @@ static int digest_secs(const struct bi_luks *l, struct bi_kdf_budget *b, double 
 }
 
 /* Does the digest check fit one keyslot's limit at all? */
-static int digest_fits(const struct bi_luks *l, struct bi_kdf_budget *b, char *err,
-		       size_t errlen)
+static int digest_fits(const struct bi_luks *l, struct bi_kdf_budget *b, char *err, size_t errlen)
 {
 	char what[96];
 	double d;
@@ -764,8 +762,8 @@ static int derive(const struct bi_luks_slot *s, const void *pass, size_t plen, u
 				       s->hash)
 			      : 0;
 	}
-	int rc = bi_argon2(strcmp(s->kdf, "argon2id") == 0, s->iter, s->mem_kib, s->par, pass,
-			   plen, s->salt, s->salt_len, out, s->area_key_bytes);
+	int rc = bi_argon2(strcmp(s->kdf, "argon2id") == 0, s->iter, s->mem_kib, s->par, pass, plen,
+			   s->salt, s->salt_len, out, s->area_key_bytes);
 	if (rc == -ENOMEM)
 		return bi_msg(err, errlen, rc,
 			      "keyslot %d: %s could not get its %u KiB of memory (out of memory)",
@@ -862,7 +860,8 @@ int bi_luks_unlock(const struct bi_luks *l, bi_read_at_fn rd, void *ctx, const v
 	slot_list(refused, rl, sizeof(rl), &rp);
 	if (!tried && first_rc)
 		return bi_msg(err, errlen, first_rc, "%s%s%s%s%s", first,
-			      refused ? "; also not tried: keyslot" : "", rp, refused ? " " : "", rl);
+			      refused ? "; also not tried: keyslot" : "", rp, refused ? " " : "",
+			      rl);
 	return bi_msg(err, errlen, -EKEYREJECTED,
 		      "no keyslot opened with this passphrase; tried keyslot%s %s%s%s%s%s%s%s", tp,
 		      tried ? tl : "(none)", first_rc ? "; not tried: " : "", first,

@@ -90,8 +90,8 @@ struct bi_vols {
 	uint8_t *pass, *vkey;
 	size_t plen, vklen;
 	bool have_pass;
-	uint32_t kdf_ms;	   /* btrfsimg_set_kdf_limit; 0: the default */
-	struct bi_kdf_budget kdf;  /* of the current scan, every layer */
+	uint32_t kdf_ms;	  /* btrfsimg_set_kdf_limit; 0: the default */
+	struct bi_kdf_budget kdf; /* of the current scan, every layer */
 	struct luks_seen *seen;
 	size_t nseen;
 	btrfsimg_passphrase_fn ask;
@@ -447,8 +447,8 @@ static struct luks_seen *seen_find(struct bi_vols *V, const struct bi_vol *v)
 	return NULL;
 }
 
-static void seen_add(struct bi_vols *V, const struct bi_vol *v, int rc, int slot,
-		     const uint8_t *vk, size_t vklen, const char *err)
+static void seen_add(struct bi_vols *V, const struct bi_vol *v, int rc, int slot, const uint8_t *vk,
+		     size_t vklen, const char *err)
 {
 	struct luks_seen *a;
 	if (v->kind != V_IMAGE || V->nseen >= ROWS_MAX ||
@@ -456,8 +456,9 @@ static void seen_add(struct bi_vols *V, const struct bi_vol *v, int rc, int slot
 		return; /* not remembered: probed again, within the KDF budget */
 	V->seen = a;
 	a = &V->seen[V->nseen++];
-	*a = (struct luks_seen){ .img = v->img, .base = v->base, .partition = v->partition,
-				 .rc = rc, .slot = slot };
+	*a = (struct luks_seen){
+		.img = v->img, .base = v->base, .partition = v->partition, .rc = rc, .slot = slot
+	};
 	if (rc > 0)
 		memcpy(a->vk, vk, vklen);
 	snprintf(a->err, sizeof(a->err), "%s", err);
@@ -465,8 +466,8 @@ static void seen_add(struct bi_vols *V, const struct bi_vol *v, int rc, int slot
 
 /* A LUKS header seen before at the same place (another partition entry
  * pointing there): its outcome, without deriving a key again. */
-static int luks_key_seen(struct btrfsimg_fs *fs, const struct luks_seen *h, const char *what,
-			 int r, uint8_t *vk)
+static int luks_key_seen(struct btrfsimg_fs *fs, const struct luks_seen *h, const char *what, int r,
+			 uint8_t *vk)
 {
 	struct bi_vols *V = fs->vols;
 	char same[80] = "";
