@@ -24,6 +24,9 @@ fields in place:
   --kdf-limit: a keyslot of 300000 PBKDF2 iterations (made so by cryptsetup)
         is refused under --kdf-limit 0.005 with its estimate, opens with
         the default and with --kdf-limit 30.
+  the total: 8 keyslots of 500000 iterations each (copies of keyslot 0) and
+        a wrong passphrase, --kdf-limit twice one keyslot's estimate: some
+        are tried, the rest refused as over the limit of the whole open.
 Every refusal names the keyslot (or the digest), the estimate and the
 limit, and exits 2. Runs bounded by a timeout (a derivation that starts
 shows as one). Without cryptsetup the test exits 77.
@@ -31,6 +34,7 @@ shows as one). Without cryptsetup the test exits 77.
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import struct
@@ -249,6 +253,35 @@ def limit_option(env, t):
     t.check("--kdf-limit 0: a usage error", rc == 2 and "--kdf-limit" in err, (rc, err))
 
 
+def total_limit(env, t):
+    fmt = ("--type", "luks2", "--pbkdf", "pbkdf2", "--hash", "sha256",
+           "--pbkdf-force-iterations", "500000")
+    p = env.luks("total", *fmt)
+
+    def eight(j):
+        j["keyslots"] = {str(i): j["keyslots"]["0"] for i in range(8)}
+        for d in j["digests"].values():
+            d["keyslots"] = [str(i) for i in range(8)]
+    luks2_rewrite(p, eight)
+    rc, _, err, _ = env.run(["walk", "--passphrase-file", env.passfile, "--kdf-limit",
+                             "0.001", p])
+    m = re.search(r"would need about ([0-9.]+) s", err)
+    if rc != 2 or not m or float(m.group(1)) < 0.02:
+        t.check("8 keyslots: the estimate of one", False, "exit %s: %s" % (rc, err[-300:]))
+        return
+    one = float(m.group(1))
+    bad = os.path.join(env.tmp, "bad")
+    with open(bad, "wb") as f:
+        f.write(b"not it")
+    rc, _, err, secs = env.run(["walk", "--passphrase-file", bad, "--kdf-limit",
+                                "%.3f" % (2 * one), p])
+    m = re.search(r"tried keyslots ([0-9, ]+);", err)
+    n = len(m.group(1).split(",")) if m else 0
+    t.check("8 keyslots, a wrong passphrase: the open's total bounds the keyslots tried",
+            rc == 2 and 1 <= n < 8 and "for all keyslots of an open" in err,
+            "exit %s after %.1f s, %d tried: %s" % (rc, secs, n, err[-500:]))
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -264,6 +297,7 @@ def main():
         memory_reason(env, t)
         gpt_128(env, t)
         limit_option(env, t)
+        total_limit(env, t)
     return t.summary(need_one=True)
 
 
