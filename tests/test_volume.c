@@ -516,14 +516,10 @@ static void test_lvm_bad_text(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pbkdf2_vectors),
-		cmocka_unit_test(test_argon2_vectors),
-		cmocka_unit_test(test_xts_vectors),
-		cmocka_unit_test(test_xts_large_sectors),
-		cmocka_unit_test(test_essiv),
-		cmocka_unit_test(test_af_merge),
-		cmocka_unit_test(test_lvm_legs),
-		cmocka_unit_test(test_lvm_striped),
+		cmocka_unit_test(test_pbkdf2_vectors), cmocka_unit_test(test_argon2_vectors),
+		cmocka_unit_test(test_xts_vectors),    cmocka_unit_test(test_xts_large_sectors),
+		cmocka_unit_test(test_essiv),	       cmocka_unit_test(test_af_merge),
+		cmocka_unit_test(test_lvm_legs),       cmocka_unit_test(test_lvm_striped),
 		cmocka_unit_test(test_lvm_bad_text),
 		cmocka_unit_test(test_kdf_refused),
 		cmocka_unit_test(test_kdf_limit_and_total),
