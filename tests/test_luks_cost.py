@@ -178,6 +178,11 @@ def luks1_digest(env, t):
 
 
 def memory_reason(env, t):
+    with open(env.cli, "rb") as f:
+        if b"__asan_init" in f.read():
+            print("skip: Argon2 without its memory: AddressSanitizer's shadow memory does "
+                  "not fit under the address-space limit the test sets")
+            return
     p = env.luks("mem", *LUKS2)
     luks2_rewrite(p, lambda j: [ks.update(kdf=dict(type="argon2id", time=1, memory=4 << 20,
                                                     cpus=1, salt=ks["kdf"]["salt"]))
@@ -264,8 +269,8 @@ def total_limit(env, t):
             d["keyslots"] = [str(i) for i in range(8)]
     luks2_rewrite(p, eight)
     rc, _, err, _ = env.run(["walk", "--passphrase-file", env.passfile, "--kdf-limit",
-                             "0.001", p])
-    m = re.search(r"would need about ([0-9.]+) s", err)
+                             "0.02", p])  # the digest's 1000 iterations fit, not the keyslot
+    m = re.search(r"keyslot 0 .* would need about ([0-9.]+) s", err)
     if rc != 2 or not m or float(m.group(1)) < 0.02:
         t.check("8 keyslots: the estimate of one", False, "exit %s: %s" % (rc, err[-300:]))
         return

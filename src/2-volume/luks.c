@@ -633,7 +633,7 @@ static int argon2_secs(struct bi_kdf_budget *b, const struct bi_luks_slot *s, do
 
 static void fmt_secs(double secs, char *out, size_t len)
 {
-	snprintf(out, len, secs < 10 ? "%.2f s" : "%.0f s", secs);
+	snprintf(out, len, secs < 10 ? "%.3g s" : "%.0f s", secs);
 }
 
 /* Charge @secs of work named @what to @b: 0, or -E2BIG with @why saying
