@@ -212,7 +212,8 @@ BTRFSIMG_API int btrfsimg_list_partitions_format(const char *path, int format,
  * volume holding btrfs. An encrypted volume needs its passphrase or its
  * volume key (set before opening); a wrong one fails the open with
  * -EKEYREJECTED ("no keyslot opened with this passphrase; tried keyslots
- * 0, 1"), a KDF cost beyond sane limits (Argon2 memory above 4 GiB) with
+ * 0, 1"), a KDF cost beyond sane limits (Argon2 memory above 4 GiB, or
+ * more estimated time than btrfsimg_set_kdf_limit() allows) with
  * -EOPNOTSUPP. Keys are copied, wiped when the handle is freed, and never
  * appear in messages or in btrfsimg_layers(). */
 
@@ -231,6 +232,17 @@ BTRFSIMG_API int btrfsimg_set_volume_key(btrfsimg_fs *fs, const void *key, size_
 typedef int (*btrfsimg_passphrase_fn)(void *ctx, const char *volume, void *buf, size_t max);
 BTRFSIMG_API int btrfsimg_set_passphrase_fn(btrfsimg_fs *fs, btrfsimg_passphrase_fn fn,
 					    void *ctx);
+
+/** The key derivation an open (or btrfsimg_probe()) may do, estimated
+ *  before it runs from a few milliseconds of calibration: @p ms per LUKS
+ *  keyslot (its PBKDF2 or Argon2 and the digest check after it), three
+ *  times that for all keyslots and volume key checks of the open (0: the
+ *  default, 10000 ms). A keyslot over it is not tried and says "keyslot N
+ *  would need about X s ...; over the limit of Y s"; raise it for a real,
+ *  slow keyslot. 0 or -EINVAL (after btrfsimg_open, above
+ *  BTRFSIMG_KDF_LIMIT_MAX_MS). */
+#define BTRFSIMG_KDF_LIMIT_MAX_MS 86400000u
+BTRFSIMG_API int btrfsimg_set_kdf_limit(btrfsimg_fs *fs, uint32_t ms);
 
 /** Use the LVM logical volume @p name ("VG/LV"; NULL: automatic, the one
  *  volume that holds btrfs). Copied. 0, -EINVAL (no '/') or -ENOMEM. */

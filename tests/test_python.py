@@ -622,6 +622,32 @@ def test_luks_passphrase(tmp):
     os.unlink(img)
 
 
+def test_luks_kdf_limit(tmp):
+    """kdf_limit is the CLI's --kdf-limit: a keyslot of 300000 PBKDF2
+    iterations is refused under 5 ms with its estimate, and opens (then
+    finds no btrfs in the zeros) with the default."""
+    if not shutil.which("cryptsetup"):
+        pytest.skip("cryptsetup not found (Debian: cryptsetup-bin)")
+    img = str(tmp / "luks-kdf.img")
+    with open(img, "wb") as f:
+        f.truncate(32 << 20)
+    p = subprocess.run(["cryptsetup", "luksFormat", "-q", "--type", "luks2", "--pbkdf", "pbkdf2",
+                        "--pbkdf-force-iterations", "300000", "--key-file", "-", img],
+                       input=b"right", capture_output=True, timeout=120)
+    if p.returncode != 0:
+        pytest.skip("cryptsetup luksFormat failed: %s" % p.stderr.decode(errors="replace"))
+    with pytest.raises(btrfsimg.Error) as e:
+        btrfsimg.open(img, passphrase="right", kdf_limit=0.005)
+    assert "keyslot 0 (pbkdf2-sha256 300000 iterations" in str(e.value), str(e.value)
+    assert "over the limit of 0.005 s" in str(e.value), str(e.value)
+    with pytest.raises(btrfsimg.Error) as e2:
+        btrfsimg.open(img, passphrase="right")
+    assert "keyslot" not in str(e2.value), str(e2.value)
+    with pytest.raises(ValueError):
+        btrfsimg.open(img, passphrase="right", kdf_limit=0)
+    os.unlink(img)
+
+
 @pytest.mark.parametrize("name", ["snaps", "extents"])
 def test_deleted_equals_cli(name, files_img):
     """fs.deleted() is `deleted --json --hash` record for record (the

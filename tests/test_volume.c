@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "2-volume/crypto.h"
+#include "2-volume/luks.h"
 #include "2-volume/lvm.h"
 
 static void unhex(const char *h, uint8_t *out)
@@ -305,6 +306,119 @@ static void expect_leg(const struct bi_lvm_vg *vg, int lv, struct pvs *s, int pv
 		assert_int_equal(b[i], pv_byte(pv, pv_base + 1000 + i));
 }
 
+/* ---------------------------------------------------------------- */
+/* The KDF budget (issue 26): costs are estimated and refused before any
+ * derivation, at fixed rates here (10^6 PBKDF2 iterations or Argon2 KiB x
+ * passes per second) so the verdicts do not depend on this machine. The
+ * header is built in memory. no_read fails the test if a keyslot's key
+ * material is read (it is only after a derivation); zeros reads it as
+ * zeros, which then do not match the digest. */
+
+static int no_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	(void)ctx, (void)off, (void)buf, (void)len;
+	fail_msg("a keyslot was derived: its key material read");
+	return -EIO;
+}
+
+static int zeros(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	(void)ctx, (void)off;
+	memset(buf, 0, len);
+	return 0;
+}
+
+static void hostile(struct bi_luks *l, int nslots, const char *kdf, uint32_t iter, uint32_t mem,
+		    uint32_t diter)
+{
+	memset(l, 0, sizeof(*l));
+	l->version = 2;
+	l->key_bytes = 64;
+	snprintf(l->dhash, sizeof(l->dhash), "sha256");
+	l->diter = diter;
+	l->digest_len = l->dsalt_len = 32;
+	l->nslots = nslots;
+	for (int i = 0; i < nslots; i++) {
+		struct bi_luks_slot *s = &l->slots[i];
+		s->id = i;
+		snprintf(s->kdf, sizeof(s->kdf), "%s", kdf);
+		snprintf(s->hash, sizeof(s->hash), "sha512");
+		snprintf(s->af_hash, sizeof(s->af_hash), "sha256");
+		snprintf(s->area_cipher, sizeof(s->area_cipher), "aes");
+		snprintf(s->area_mode, sizeof(s->area_mode), "xts-plain64");
+		s->iter = iter;
+		s->mem_kib = mem;
+		s->par = 4;
+		s->salt_len = 32;
+		s->area_off = 32768;
+		s->area_len = 4000 * 64;
+		s->stripes = 4000;
+		s->key_bytes = s->area_key_bytes = 64;
+	}
+}
+
+static int unlock(const struct bi_luks *l, bi_read_at_fn rd, uint32_t ms, char *err, size_t len,
+		  struct bi_kdf_budget *b)
+{
+	uint8_t vk[BI_LUKS_KEY_MAX];
+	bi_kdf_budget_init(b, ms);
+	b->pbkdf2_fixed = 1e6;
+	b->argon2_rate = 1e6;
+	err[0] = '\0';
+	return bi_luks_unlock(l, rd, NULL, "pass", 4, b, vk, err, len);
+}
+
+static void test_kdf_refused(void **state)
+{
+	(void)state;
+	struct bi_luks l;
+	struct bi_kdf_budget b;
+	char err[600];
+	/* PBKDF2-sha512 10^8: 100 s at 10^6/s, over 10 s */
+	hostile(&l, 1, "pbkdf2", 100000000, 0, 1000);
+	assert_int_equal(unlock(&l, no_read, 0, err, sizeof(err), &b), -E2BIG);
+	assert_non_null(strstr(err, "keyslot 0 (pbkdf2-sha512 100000000 iterations"));
+	assert_non_null(strstr(err, "would need about 100 s"));
+	assert_non_null(strstr(err, "over the limit of 10 s per keyslot"));
+	assert_true(b.spent == 0);
+	/* Argon2id 1 GiB x 4096 passes: refused whatever the CPUs */
+	hostile(&l, 1, "argon2id", 4096, 1u << 20, 1000);
+	assert_int_equal(unlock(&l, no_read, 0, err, sizeof(err), &b), -E2BIG);
+	assert_non_null(strstr(err, "keyslot 0 (argon2id t=4096 m=1048576 KiB p=4"));
+	/* 32 such keyslots: every one refused, the first with its reason */
+	hostile(&l, 32, "pbkdf2", 100000000, 0, 1000);
+	assert_int_equal(unlock(&l, no_read, 0, err, sizeof(err), &b), -E2BIG);
+	assert_non_null(strstr(err, "also not tried: keyslots 1, 2, 3"));
+	/* a digest of 2^32-1 iterations: refused before any keyslot (LUKS1
+	 * read "tried keyslot (none)") */
+	hostile(&l, 1, "pbkdf2", 1000, 0, UINT32_MAX);
+	assert_int_equal(unlock(&l, no_read, 0, err, sizeof(err), &b), -E2BIG);
+	assert_non_null(strstr(err, "digest check (pbkdf2-sha256 4294967295 iterations)"));
+	assert_null(strstr(err, "(none)"));
+}
+
+static void test_kdf_limit_and_total(void **state)
+{
+	(void)state;
+	struct bi_luks l;
+	struct bi_kdf_budget b;
+	char err[600];
+	/* 3000 + 1000 iterations: 4 ms, over a limit of 3 ms, under 5 ms */
+	hostile(&l, 1, "pbkdf2", 3000, 0, 1000);
+	assert_int_equal(unlock(&l, no_read, 3, err, sizeof(err), &b), -E2BIG);
+	assert_non_null(strstr(err, "over the limit of 0.003 s per keyslot"));
+	assert_int_equal(unlock(&l, zeros, 5, err, sizeof(err), &b), -EKEYREJECTED);
+	assert_non_null(strstr(err, "tried keyslot 0"));
+	assert_true(b.spent > 0.0039 && b.spent < 0.0041);
+	/* 8 keyslots of 4 ms under 5 ms each, 15 ms an open: 3 tried */
+	hostile(&l, 8, "pbkdf2", 3000, 0, 1000);
+	assert_int_equal(unlock(&l, zeros, 5, err, sizeof(err), &b), -EKEYREJECTED);
+	assert_non_null(strstr(err, "tried keyslots 0, 1, 2; not tried: keyslot 3"));
+	assert_non_null(strstr(err, "over the limit of 0.015 s for all keyslots of an open"));
+	assert_non_null(strstr(err, "also not tried: keyslots 4, 5, 6, 7"));
+	assert_true(b.spent <= b.total);
+}
+
 static void test_lvm_legs(void **state)
 {
 	(void)state;
@@ -407,6 +521,8 @@ int main(void)
 		cmocka_unit_test(test_essiv),	       cmocka_unit_test(test_af_merge),
 		cmocka_unit_test(test_lvm_legs),       cmocka_unit_test(test_lvm_striped),
 		cmocka_unit_test(test_lvm_bad_text),
+		cmocka_unit_test(test_kdf_refused),
+		cmocka_unit_test(test_kdf_limit_and_total),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,7 @@ struct cli {
 	const char *destdir;
 	const char *deleted_id;	/* cat --deleted ID */
 	const char *passphrase_file, *volume_key_file;	/* LUKS keys */
+	uint32_t kdf_ms;	/* --kdf-limit, milliseconds; 0: not given */
 	const char *volume;	/* --partition VG/LV: an LVM logical volume */
 	const char *out;	/* unallocated's OUT ('-': standard output) */
 	const char *mountpoint;	/* mount: the last argument */
@@ -58,7 +59,7 @@ enum cli_opt {
 	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED, OPT_DELETED_ID,
 	/* opening an image */
 	OPT_FORMAT, OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
-	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE,	/* LUKS */
+	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE, OPT_KDF_LIMIT,	/* LUKS */
 	/* mount */
 	OPT_NUMBERS, OPT_FOREGROUND,
 	OPT_HELP,
@@ -76,7 +77,7 @@ struct cmd_option {
 #define CMD_IMAGE_OPTIONS                                                              \
 	{ OPT_FORMAT, NULL }, { OPT_PARTITION, NULL }, { OPT_OFFSET, NULL }, { OPT_SUPER_MIRROR, NULL },     \
 	{ OPT_NO_LOG_REPLAY, NULL }, { OPT_VERBOSE, NULL }, { OPT_QUIET, NULL },      \
-	{ OPT_PASSPHRASE_FILE, NULL }, { OPT_VOLUME_KEY_FILE, NULL }
+	{ OPT_PASSPHRASE_FILE, NULL }, { OPT_VOLUME_KEY_FILE, NULL }, { OPT_KDF_LIMIT, NULL }
 
 struct cmd_struct {
 	const char *name;

@@ -241,11 +241,24 @@ static void volume_row(struct layers *L, const struct btrfsimg_layer *r, int at,
 		attr_str(l, "detail", r->detail);
 }
 
+/* A LUKS row: opened, or left locked although a key was given (said). */
+static void luks_status(const struct cli *c, const char *image,
+			const struct btrfsimg_layer *r, int *opened, int *locked)
+{
+	if (strstr(r->detail, "opened with"))
+		(*opened)++;
+	else if (c->passphrase_file || c->volume_key_file) {
+		(*locked)++;
+		cli_warn("%s: %s %s stays locked: %s", image, r->kind, r->uuid, r->detail);
+	}
+}
+
 static int volume_layers(struct layers *L, struct cli *c, const char *image,
 			 struct btrfsimg_layer **rows)
 {
 	btrfsimg_fs *fs;
 	size_t n = 0;
+	int opened = 0, locked = 0;
 	int rc = btrfsimg_fs_new(&fs, NULL);
 	if (rc == 0 && cli_volume_setup(c, fs) != EXIT_OK)
 		rc = -EINVAL;
@@ -275,7 +288,12 @@ static int volume_layers(struct layers *L, struct cli *c, const char *image,
 		int num = part_number(*rows, i);
 		int under = r->depth > 0 && num ? 1 : 0;
 		volume_row(L, r, insert_after(L, num), (int)r->depth + under);
+		if (!strncmp(r->kind, "luks", 4))
+			luks_status(c, image, r, &opened, &locked);
 	}
+	/* a key was given: a volume it did not open is not a result */
+	if (locked && L->status < (opened ? EXIT_DAMAGED : EXIT_FAILED))
+		L->status = opened ? EXIT_DAMAGED : EXIT_FAILED;
 	return rc < 0 ? rc : 0;
 }
 
@@ -416,6 +434,7 @@ static const struct cmd_option layers_options[] = {
 	{ OPT_FORMAT, NULL },
 	{ OPT_PASSPHRASE_FILE, NULL },
 	{ OPT_VOLUME_KEY_FILE, NULL },
+	{ OPT_KDF_LIMIT, NULL },
 	{ OPT_END, NULL },
 };
 
@@ -441,7 +460,9 @@ const struct cmd_struct cmd_struct_layers = {
 		 "volume groups and logical volumes (type, segments, or why unreadable), and\n"
 		 "btrfs (fsid, label). Keys are never printed. No filesystem is opened.\n"
 		 "Exit status 1\n"
-		 "when a segment is missing or truncated.",
+		 "when a segment is missing or truncated. With a key given, a LUKS volume left\n"
+		 "locked is named on stderr with its reason: exit status 2 if none opened,\n"
+		 "else 1.",
 	.examples = "btrfsimg layers disk.E01\n"
 		    "btrfsimg layers --json disk.qcow2\n"
 		    "btrfsimg layers --format split disk.img.001\n"

@@ -271,6 +271,7 @@ static const struct cmd_option super_options[] = {
 			     "log tree is then not reported)" },
 	{ OPT_PASSPHRASE_FILE, NULL },
 	{ OPT_VOLUME_KEY_FILE, NULL },
+	{ OPT_KDF_LIMIT, NULL },
 	{ OPT_VERBOSE, NULL },
 	{ OPT_QUIET, NULL },
 	{ OPT_END, NULL },

@@ -103,6 +103,10 @@ int cli_volume_setup(struct cli *c, btrfsimg_fs *fs)
 			return EXIT_FAILED;
 		rc = btrfsimg_set_passphrase(fs, buf, (size_t)n);
 	}
+	if (c->kdf_ms && btrfsimg_set_kdf_limit(fs, c->kdf_ms) < 0) {
+		cli_warn("--kdf-limit: not accepted");
+		return EXIT_FAILED;
+	}
 	if (rc == 0 && c->volume_key_file) {
 		ssize_t n = slurp("--volume-key-file", c->volume_key_file, buf, 64);
 		if (n < 0)

@@ -57,6 +57,10 @@ static const struct opt_def defs[OPT_COUNT] = {
 				  "LUKS volume key, raw bytes (as cryptsetup\n"
 				  "luksDump --dump-volume-key --volume-key-file\n"
 				  "writes it)" },
+	[OPT_KDF_LIMIT] = { "kdf-limit", 0, "SECONDS",
+			    "LUKS key derivation allowed per keyslot, as\n"
+			    "estimated for this machine before it runs (default\n"
+			    "10; an open: 3 times it); raise it for a slow keyslot" },
 	[OPT_OFFSET] = { "offset", 0, "BYTES", "the filesystem starts at BYTES in every image" },
 	[OPT_SUPER_MIRROR] = { "super-mirror", 0, "N",
 			       "use superblock copy N (0, 1, 2) instead of the newest" },
@@ -184,6 +188,18 @@ static int bad_value(const char *opt, const char *v)
 	return EXIT_USAGE;
 }
 
+/* --kdf-limit SECONDS: a decimal number, 0.001 .. 86400. */
+static int set_kdf_limit(struct cli *c, const char *arg)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= 0.001 && v <= 86400))
+		return bad_value("--kdf-limit (seconds, 0.001..86400)", arg);
+	c->kdf_ms = (uint32_t)(v * 1000 + 0.5);
+	return 0;
+}
+
 static int set_number(struct cli *c, int id, const char *arg)
 {
 	uint64_t v;
@@ -254,6 +270,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_PATH: c->path = arg; return 0;
 	case OPT_PASSPHRASE_FILE: c->passphrase_file = arg; return 0;
 	case OPT_VOLUME_KEY_FILE: c->volume_key_file = arg; return 0;
+	case OPT_KDF_LIMIT: return set_kdf_limit(c, arg);
 	case OPT_NUMBERS: c->numbers = arg; return 0;
 	case OPT_FOREGROUND: c->foreground = true; return 0;
 	case OPT_FORMAT:

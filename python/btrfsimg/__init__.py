@@ -393,6 +393,7 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
          super_mirror: Optional[int] = None, cache_bytes: int = 0,
          format: Optional[str] = None, passphrase: Optional[Union[str, bytes]] = None,
          volume_key: Optional[bytes] = None, volume: Optional[str] = None,
+         kdf_limit: Optional[float] = None,
          on_damage: Optional[Callable[[str], Any]] = None) -> Filesystem:
     """Open the btrfs filesystem on `devices`: every device image of a
     multi-device filesystem, in any order (matched by fsid and devid;
@@ -415,7 +416,9 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
     (its exact bytes; str is UTF-8) or volume_key: for LUKS1/LUKS2 volumes
     between the disk and btrfs (a wrong one raises Error with errno
     EKEYREJECTED). volume: the LVM logical volume "VG/LV" to use when
-    several hold btrfs.
+    several hold btrfs. kdf_limit: seconds of LUKS key derivation one
+    keyslot may take, estimated before it runs (default 10; the open 3
+    times it), as the CLI's --kdf-limit.
 
     on_damage: called with each message of damage worked around (default:
     a DamageWarning).
@@ -434,6 +437,10 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
             h.set_key(1, volume_key)
         if volume is not None:
             h.set_key(2, volume.encode())
+        if kdf_limit is not None:
+            if not 0.001 <= kdf_limit <= 86400:
+                raise ValueError("kdf_limit: seconds, 0.001..86400")
+            h.set_kdf_limit(round(kdf_limit * 1000))
         for i, d in enumerate(devices):
             if isinstance(d, (str, bytes, os.PathLike)):
                 h.add_file(d, fmt)

@@ -448,6 +448,18 @@ static PyObject *Handle_set_key(Handle *h, PyObject *args)
 	return finish(h, rc, rc < 0 ? NULL : Py_NewRef(Py_None));
 }
 
+/* set_kdf_limit(ms): btrfsimg_set_kdf_limit (0: the default). */
+static PyObject *Handle_set_kdf_limit(Handle *h, PyObject *args)
+{
+	unsigned long ms;
+	if (!PyArg_ParseTuple(args, "k", &ms) || check_adding(h) < 0)
+		return NULL;
+	int rc = -EINVAL;
+	if (ms <= BTRFSIMG_KDF_LIMIT_MAX_MS)
+		HANDLE_CALL(h, rc, rc = btrfsimg_set_kdf_limit(h->fs, (uint32_t)ms));
+	return finish(h, rc, rc < 0 ? NULL : Py_NewRef(Py_None));
+}
+
 static PyObject *Handle_add_io(Handle *h, PyObject *args)
 {
 	PyObject *obj;
@@ -788,6 +800,8 @@ static PyMethodDef Handle_methods[] = {
 	  "add_file(path, format=0) -> False when path is a segment already added" },
 	{ "set_key", (PyCFunction)Handle_set_key, METH_VARARGS,
 	  "set_key(kind, bytes): 0 passphrase, 1 volume key, 2 LVM volume VG/LV" },
+	{ "set_kdf_limit", (PyCFunction)Handle_set_kdf_limit, METH_VARARGS,
+	  "set_kdf_limit(ms): LUKS key derivation allowed per keyslot (0: default)" },
 	{ "add_io", (PyCFunction)Handle_add_io, METH_VARARGS,
 	  "add_io(obj, size, name, use_read_at)" },
 	{ "open", (PyCFunction)Handle_open, METH_NOARGS, "open()" },

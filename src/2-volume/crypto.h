@@ -28,6 +28,13 @@ int bi_pbkdf2(const char *hash, const void *pass, size_t plen, const uint8_t *sa
 int bi_argon2(bool id, uint32_t t, uint32_t m_kib, uint32_t p, const void *pass, size_t plen,
 	      const uint8_t *salt, size_t slen, uint8_t *out, size_t olen);
 
+/* How fast this machine derives keys, measured by a run of a few
+ * milliseconds of CPU time of the calling thread: PBKDF2-HMAC-@hash
+ * iterations per second, or Argon2i KiB x passes per second of one lane.
+ * 0, -EOPNOTSUPP (unknown hash) or -ENOMEM. */
+int bi_pbkdf2_rate(const char *hash, double *per_s);
+int bi_argon2_rate(double *per_s);
+
 /* LUKS anti-forensic merge: @src holds @stripes stripes of @keylen bytes,
  * @key receives the key. 0, -EOPNOTSUPP (unknown hash) or -ENOMEM. */
 int bi_af_merge(const char *hash, const uint8_t *src, size_t keylen, uint32_t stripes,

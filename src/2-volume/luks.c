@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "2-volume/luks.h"
 
@@ -584,10 +585,128 @@ int bi_luks_parse(bi_read_at_fn rd, void *ctx, uint64_t size, struct bi_luks *ou
 }
 
 /* ---------------------------------------------------------------- */
+/* The cost of key derivation, estimated before any runs (STYLE rule 15):
+ * a hostile header's PBKDF2 iteration counts and Argon2 costs are all
+ * within the per-parameter caps above yet would take hours. */
+
+void bi_kdf_budget_init(struct bi_kdf_budget *b, uint32_t keyslot_ms)
+{
+	memset(b, 0, sizeof(*b));
+	b->keyslot = (keyslot_ms ? keyslot_ms : BI_KDF_KEYSLOT_DEFAULT_MS) / 1000.0;
+	b->total = b->keyslot * BI_KDF_TOTAL_FACTOR;
+}
+
+/* Estimated seconds of PBKDF2-@hash with @iter iterations. */
+static int pbkdf2_secs(struct bi_kdf_budget *b, const char *hash, uint32_t iter, double *secs)
+{
+	double rate = b->pbkdf2_fixed;
+	for (int i = 0; rate <= 0 && i < b->npbkdf2; i++)
+		if (strcmp(b->pbkdf2[i].hash, hash) == 0)
+			rate = b->pbkdf2[i].rate;
+	if (rate <= 0) {
+		int rc = bi_pbkdf2_rate(hash, &rate);
+		if (rc < 0)
+			return rc;
+		int i = b->npbkdf2 < BI_KDF_RATES ? b->npbkdf2++ : BI_KDF_RATES - 1;
+		snprintf(b->pbkdf2[i].hash, sizeof(b->pbkdf2[i].hash), "%s", hash);
+		b->pbkdf2[i].rate = rate;
+	}
+	*secs = iter / rate;
+	return 0;
+}
+
+/* Argon2 fills m KiB t times; libargon2 runs its p lanes in threads. */
+static int argon2_secs(struct bi_kdf_budget *b, const struct bi_luks_slot *s, double *secs)
+{
+	if (b->argon2_rate <= 0) {
+		int rc = bi_argon2_rate(&b->argon2_rate);
+		if (rc < 0)
+			return rc;
+	}
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	double lanes = s->par ? s->par : 1;
+	if (cpus > 0 && lanes > (double)cpus)
+		lanes = (double)cpus;
+	*secs = (double)s->iter * s->mem_kib / b->argon2_rate / lanes;
+	return 0;
+}
+
+static void fmt_secs(double secs, char *out, size_t len)
+{
+	snprintf(out, len, secs < 10 ? "%.3g s" : "%.0f s", secs);
+}
+
+/* Charge @secs of work named @what to @b: 0, or -E2BIG with @why saying
+ * the estimate and the limit it is over. */
+static int charge(struct bi_kdf_budget *b, double secs, const char *what, char *why, size_t whylen)
+{
+	char need[32], spent[32];
+	fmt_secs(secs, need, sizeof(need));
+	fmt_secs(b->spent, spent, sizeof(spent));
+	if (secs > b->keyslot)
+		return bi_msg(why, whylen, -E2BIG,
+			      "%s would need about %s of key derivation on this machine; over the "
+			      "limit of %g s per keyslot (--kdf-limit SECONDS raises it)",
+			      what, need, b->keyslot);
+	if (b->spent + secs > b->total)
+		return bi_msg(why, whylen, -E2BIG,
+			      "%s would need about %s of key derivation on this machine; over the "
+			      "limit of %g s for all keyslots of an open, %s already spent "
+			      "(--kdf-limit SECONDS raises it)",
+			      what, need, b->total, spent);
+	b->spent += secs;
+	return 0;
+}
+
+/* The digest check alone: one PBKDF2 run per keyslot tried or key given. */
+static int digest_secs(const struct bi_luks *l, struct bi_kdf_budget *b, double *secs, char *what,
+		       size_t wlen)
+{
+	snprintf(what, wlen, "the volume key digest check (pbkdf2-%s %u iterations)", l->dhash,
+		 l->diter);
+	return pbkdf2_secs(b, l->dhash, l->diter, secs);
+}
+
+/* Does the digest check fit one keyslot's limit at all? */
+static int digest_fits(const struct bi_luks *l, struct bi_kdf_budget *b, char *err, size_t errlen)
+{
+	char what[96];
+	double d;
+	if (l->diter == 0 || l->digest_len > 64)
+		return bi_msg(err, errlen, -EUCLEAN, "LUKS digest: %u iterations, %zu bytes",
+			      l->diter, l->digest_len);
+	int rc = digest_secs(l, b, &d, what, sizeof(what));
+	if (rc < 0)
+		return bi_msg(err, errlen, rc, "%s: cannot estimate its cost", what);
+	if (d <= b->keyslot)
+		return 0;
+	struct bi_kdf_budget probe = *b; /* only for the message: nothing is charged */
+	return charge(&probe, d, what, err, errlen);
+}
+
+/* Charge keyslot @s with the digest check after it, or say why not. */
+static int charge_slot(const struct bi_luks *l, const struct bi_luks_slot *s,
+		       struct bi_kdf_budget *b, char *why, size_t whylen)
+{
+	char k[96], what[200], dw[96];
+	double ks, d;
+	int rc = strcmp(s->kdf, "pbkdf2") == 0 ? pbkdf2_secs(b, s->hash, s->iter, &ks)
+					       : argon2_secs(b, s, &ks);
+	if (rc == 0)
+		rc = digest_secs(l, b, &d, dw, sizeof(dw));
+	if (rc < 0)
+		return bi_msg(why, whylen, rc, "keyslot %d: cannot estimate the cost of its KDF",
+			      s->id);
+	bi_luks_slot_kdf(s, k, sizeof(k));
+	snprintf(what, sizeof(what), "keyslot %d (%s, then the digest check)", s->id, k);
+	return charge(b, ks + d, what, why, whylen);
+}
+
+/* ---------------------------------------------------------------- */
 /* Unlocking */
 
-int bi_luks_check_key(const struct bi_luks *l, const uint8_t *vk, size_t len, char *err,
-		      size_t errlen)
+int bi_luks_check_key(const struct bi_luks *l, const uint8_t *vk, size_t len,
+		      struct bi_kdf_budget *b, char *err, size_t errlen)
 {
 	uint8_t d[64];
 	if (len != l->key_bytes)
@@ -595,8 +714,18 @@ int bi_luks_check_key(const struct bi_luks *l, const uint8_t *vk, size_t len, ch
 			      "volume key of %zu bytes given, the LUKS header wants %zu", len,
 			      l->key_bytes);
 	if (l->diter == 0 || l->diter > BI_LUKS_PBKDF2_MAX_ITER || l->digest_len > sizeof(d))
-		return bi_msg(err, errlen, -E2BIG, "LUKS digest: %u iterations, limit %u", l->diter,
+		return bi_msg(err, errlen, -E2BIG,
+			      "LUKS digest: %u iterations refused (limit 1..%u)", l->diter,
 			      BI_LUKS_PBKDF2_MAX_ITER);
+	if (b) {
+		char what[96];
+		double secs;
+		int rc = digest_secs(l, b, &secs, what, sizeof(what));
+		if (rc == 0)
+			rc = charge(b, secs, what, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
 	int rc = bi_pbkdf2(l->dhash, vk, len, l->dsalt, l->dsalt_len, l->diter, d, l->digest_len);
 	if (rc == 0 && CRYPTO_memcmp(d, l->digest, l->digest_len) != 0)
 		rc = -EKEYREJECTED;
@@ -623,36 +752,55 @@ static int kdf_cost_ok(const struct bi_luks_slot *s, char *err, size_t errlen)
 	return 0;
 }
 
-static int derive(const struct bi_luks_slot *s, const void *pass, size_t plen, uint8_t *out)
+static int derive(const struct bi_luks_slot *s, const void *pass, size_t plen, uint8_t *out,
+		  char *err, size_t errlen)
 {
-	if (strcmp(s->kdf, "pbkdf2") == 0)
-		return bi_pbkdf2(s->hash, pass, plen, s->salt, s->salt_len, s->iter, out,
-				 s->area_key_bytes);
-	return bi_argon2(strcmp(s->kdf, "argon2id") == 0, s->iter, s->mem_kib, s->par, pass, plen,
-			 s->salt, s->salt_len, out, s->area_key_bytes);
+	if (strcmp(s->kdf, "pbkdf2") == 0) {
+		int rc = bi_pbkdf2(s->hash, pass, plen, s->salt, s->salt_len, s->iter, out,
+				   s->area_key_bytes);
+		return rc < 0 ? bi_msg(err, errlen, rc, "keyslot %d: PBKDF2-%s failed", s->id,
+				       s->hash)
+			      : 0;
+	}
+	int rc = bi_argon2(strcmp(s->kdf, "argon2id") == 0, s->iter, s->mem_kib, s->par, pass, plen,
+			   s->salt, s->salt_len, out, s->area_key_bytes);
+	if (rc == -ENOMEM)
+		return bi_msg(err, errlen, rc,
+			      "keyslot %d: %s could not get its %u KiB of memory (out of memory)",
+			      s->id, s->kdf, s->mem_kib);
+	if (rc < 0)
+		return bi_msg(err, errlen, rc, "keyslot %d: libargon2 refused t=%u m=%u KiB p=%u",
+			      s->id, s->iter, s->mem_kib, s->par);
+	return 0;
 }
 
-/* One keyslot: 0 with the key in @vk, -EKEYREJECTED, or an error. */
+/* One keyslot: 0 with the key in @vk, -EKEYREJECTED, or an error (@err). */
 static int try_slot(const struct bi_luks *l, const struct bi_luks_slot *s, bi_read_at_fn rd,
 		    void *ctx, const void *pass, size_t plen, uint8_t *vk, char *err, size_t errlen)
 {
 	uint8_t dk[BI_LUKS_KEY_MAX];
 	struct bi_cipher *c = NULL;
 	uint8_t *m = malloc(s->area_len);
-	int rc = m ? derive(s, pass, plen, dk) : -ENOMEM;
+	int rc = m ? derive(s, pass, plen, dk, err, errlen)
+		   : bi_msg(err, errlen, -ENOMEM, "keyslot %d: out of memory", s->id);
 	if (rc == 0)
 		rc = bi_cipher_new(s->area_cipher, s->area_mode, dk, s->area_key_bytes, &c, err,
 				   errlen);
 	if (rc == 0) {
 		rc = rd(ctx, s->area_off, m, s->area_len);
 		rc = rc > 0 ? -EIO : rc;
+		if (rc < 0)
+			bi_msg(err, errlen, rc,
+			       "keyslot %d: reading its key material (%" PRIu64
+			       " bytes at byte %" PRIu64 ") failed",
+			       s->id, s->area_len, s->area_off);
 	}
 	if (rc == 0)
 		rc = bi_cipher_run(c, false, m, s->area_len, 512, 0);
 	if (rc == 0)
 		rc = bi_af_merge(s->af_hash, m, s->key_bytes, s->stripes, vk);
 	if (rc == 0)
-		rc = bi_luks_check_key(l, vk, s->key_bytes, NULL, 0);
+		rc = bi_luks_check_key(l, vk, s->key_bytes, NULL, err, errlen);
 	OPENSSL_cleanse(dk, sizeof(dk));
 	if (m)
 		OPENSSL_cleanse(m, s->area_len);
@@ -663,30 +811,61 @@ static int try_slot(const struct bi_luks *l, const struct bi_luks_slot *s, bi_re
 	return rc;
 }
 
-int bi_luks_unlock(const struct bi_luks *l, bi_read_at_fn rd, void *ctx, const void *pass,
-		   size_t plen, uint8_t *vk, char *err, size_t errlen)
+/* "0, 1" of the keyslots in @ids (a bitmap); "s" in @plural if several. */
+static void slot_list(uint32_t ids, char *out, size_t len, const char **plural)
 {
-	char tried[160] = "", refused[240] = "";
 	size_t used = 0;
+	int n = 0;
+	out[0] = '\0';
+	for (int i = 0; i < BI_LUKS_SLOTS && used < len; i++)
+		if (ids & (1u << i))
+			used += (size_t)snprintf(out + used, len - used, "%s%d", n++ ? ", " : "",
+						 i);
+	*plural = n > 1 ? "s" : "";
+}
+
+int bi_luks_unlock(const struct bi_luks *l, bi_read_at_fn rd, void *ctx, const void *pass,
+		   size_t plen, struct bi_kdf_budget *b, uint8_t *vk, char *err, size_t errlen)
+{
+	char why[300], first[300] = "", tl[160], rl[160];
+	uint32_t tried = 0, refused = 0;
+	int first_rc = 0;
+	int rc = digest_fits(l, b, err, errlen);
+	if (rc < 0)
+		return rc;
 	for (int i = 0; i < l->nslots; i++) {
 		const struct bi_luks_slot *s = &l->slots[i];
-		int rc = kdf_cost_ok(s, refused, sizeof(refused));
+		why[0] = '\0';
+		rc = kdf_cost_ok(s, why, sizeof(why));
 		if (rc == 0)
-			rc = try_slot(l, s, rd, ctx, pass, plen, vk, err, errlen);
+			rc = charge_slot(l, s, b, why, sizeof(why));
+		if (rc == 0)
+			rc = try_slot(l, s, rd, ctx, pass, plen, vk, why, sizeof(why));
 		if (rc == 0)
 			return s->id;
-		if (rc != -EKEYREJECTED && rc != -E2BIG)
-			return rc;
-		if (rc == -EKEYREJECTED && used < sizeof(tried))
-			used += (size_t)snprintf(tried + used, sizeof(tried) - used, "%s%d",
-						 used ? ", " : "", s->id);
+		if (rc == -EKEYREJECTED) {
+			tried |= 1u << s->id;
+			continue;
+		}
+		if (rc != -E2BIG && rc != -ENOMEM) /* the volume is unreadable */
+			return bi_msg(err, errlen, rc, "%s", why);
+		if (!first_rc) {
+			first_rc = rc;
+			snprintf(first, sizeof(first), "%s", why);
+		} else
+			refused |= 1u << s->id;
 	}
-	if (!tried[0] && refused[0])
-		return bi_msg(err, errlen, -E2BIG, "%s", refused);
+	const char *tp, *rp;
+	slot_list(tried, tl, sizeof(tl), &tp);
+	slot_list(refused, rl, sizeof(rl), &rp);
+	if (!tried && first_rc)
+		return bi_msg(err, errlen, first_rc, "%s%s%s%s%s", first,
+			      refused ? "; also not tried: keyslot" : "", rp, refused ? " " : "",
+			      rl);
 	return bi_msg(err, errlen, -EKEYREJECTED,
-		      "no keyslot opened with this passphrase; tried keyslot%s %s%s%s",
-		      strchr(tried, ',') ? "s" : "", tried[0] ? tried : "(none)",
-		      refused[0] ? "; " : "", refused);
+		      "no keyslot opened with this passphrase; tried keyslot%s %s%s%s%s%s%s%s", tp,
+		      tried ? tl : "(none)", first_rc ? "; not tried: " : "", first,
+		      refused ? "; also not tried: keyslot" : "", rp, refused ? " " : "", rl);
 }
 
 void bi_luks_slot_kdf(const struct bi_luks_slot *s, char *out, size_t len)

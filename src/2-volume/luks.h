@@ -23,6 +23,33 @@
 #define BI_LUKS_ARGON2_MAX_P	64u
 #define BI_LUKS_PBKDF2_MAX_ITER 100000000u
 
+/* The key derivation one open may do, in seconds estimated for this
+ * machine before any derivation starts: a keyslot's KDF and the digest
+ * check that follows it at most @keyslot, all keyslots tried (every LUKS
+ * volume of the open, and volume key checks) at most @total. The rates
+ * are measured on first use by a few milliseconds of each KDF (CPU time of
+ * the calling thread, so a busy machine does not skew them); Argon2's
+ * threads divide its work by min(p, online CPUs). cryptsetup calibrates a
+ * keyslot to 2 s and its digest to 1/8 s on the machine that made it, so
+ * the default leaves room for a reader five times slower. */
+#define BI_KDF_KEYSLOT_DEFAULT_MS 10000u
+#define BI_KDF_TOTAL_FACTOR	  3 /* @total = 3 x @keyslot */
+#define BI_KDF_RATES		  8
+
+struct bi_kdf_budget {
+	double keyslot, total, spent; /* seconds */
+	double argon2_rate;	      /* KiB x passes per second; 0: not measured yet */
+	double pbkdf2_fixed;	      /* > 0: iterations per second of every hash (fuzz) */
+	struct {
+		char hash[16];
+		double rate; /* PBKDF2 iterations per second */
+	} pbkdf2[BI_KDF_RATES];
+	int npbkdf2;
+};
+
+/* A budget of @keyslot_ms per keyslot (0: the default), nothing spent. */
+void bi_kdf_budget_init(struct bi_kdf_budget *b, uint32_t keyslot_ms);
+
 struct bi_luks_slot {
 	int id;
 	char kdf[16];	       /* "pbkdf2", "argon2i", "argon2id" */
@@ -68,17 +95,22 @@ bool bi_luks_magic(const uint8_t *p);
 int bi_luks_parse(bi_read_at_fn rd, void *ctx, uint64_t size, struct bi_luks *out, char *err,
 		  size_t errlen);
 
-/* Try the passphrase on every keyslot (in order); on success the volume
- * key (@l->key_bytes) is in @vk and the keyslot number is returned.
- * -EKEYREJECTED when no keyslot opened (@err lists the keyslots tried),
- * -E2BIG when a keyslot's KDF cost is beyond the limits above (and no
- * other opened), else another negative errno. */
+/* Try the passphrase on every keyslot (in order) whose estimated cost
+ * fits what is left of @b (charged for each keyslot tried); on success the
+ * volume key (@l->key_bytes) is in @vk and the keyslot number is returned.
+ * -EKEYREJECTED when no keyslot opened (@err lists the keyslots tried and
+ * why others were not), -E2BIG when no keyslot was tried because each
+ * would cost more than the limits (the estimate and the limit in @err),
+ * -ENOMEM when Argon2 could not get its memory, else another negative
+ * errno (said in @err). */
 int bi_luks_unlock(const struct bi_luks *l, bi_read_at_fn rd, void *ctx, const void *pass,
-		   size_t plen, uint8_t *vk, char *err, size_t errlen);
+		   size_t plen, struct bi_kdf_budget *b, uint8_t *vk, char *err, size_t errlen);
 
-/* Check a volume key against the header's digest: 0 or -EKEYREJECTED. */
-int bi_luks_check_key(const struct bi_luks *l, const uint8_t *vk, size_t len, char *err,
-		      size_t errlen);
+/* Check a volume key against the header's digest: 0, -EKEYREJECTED, or
+ * -E2BIG when the digest's PBKDF2 would cost more than what is left of @b
+ * (NULL: only the per-parameter cap above; charged otherwise). */
+int bi_luks_check_key(const struct bi_luks *l, const uint8_t *vk, size_t len,
+		      struct bi_kdf_budget *b, char *err, size_t errlen);
 
 /* "argon2id t=4 m=32768 KiB p=1" or "pbkdf2-sha256 1000 iterations". */
 void bi_luks_slot_kdf(const struct bi_luks_slot *s, char *out, size_t len);

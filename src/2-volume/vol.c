@@ -74,10 +74,26 @@ struct vg_ent {
 	int row;
 };
 
+/* A LUKS header already unlocked (or not) in this scan, by where it lies in
+ * an image: 128 GPT entries at one LUKS partition cost one derivation. */
+struct luks_seen {
+	const struct bi_dev *img;
+	uint64_t base;
+	int partition;
+	int rc;	  /* luks_key's result: 1 (@vk) or 0 (locked, @err) */
+	int slot; /* the keyslot that opened; -1: the volume key given */
+	uint8_t vk[BI_LUKS_KEY_MAX];
+	char err[400];
+};
+
 struct bi_vols {
 	uint8_t *pass, *vkey;
 	size_t plen, vklen;
 	bool have_pass;
+	uint32_t kdf_ms;	  /* btrfsimg_set_kdf_limit; 0: the default */
+	struct bi_kdf_budget kdf; /* of the current scan, every layer */
+	struct luks_seen *seen;
+	size_t nseen;
 	btrfsimg_passphrase_fn ask;
 	void *ask_ctx;
 	char *select; /* "vg/lv" */
@@ -125,6 +141,11 @@ static void scan_free(struct bi_vols *V)
 		free(V->v[i]->luks);
 		free(V->v[i]);
 	}
+	if (V->seen)
+		OPENSSL_cleanse(V->seen, V->nseen * sizeof(*V->seen));
+	free(V->seen);
+	V->seen = NULL;
+	V->nseen = 0;
 	for (size_t i = 0; i < V->npv; i++)
 		free(V->pv[i].text);
 	for (size_t i = 0; i < V->nvg; i++) {
@@ -200,6 +221,14 @@ int btrfsimg_set_passphrase_fn(btrfsimg_fs *fs, btrfsimg_passphrase_fn fn, void 
 		return -EINVAL;
 	fs->vols->ask = fn;
 	fs->vols->ask_ctx = ctx;
+	return 0;
+}
+
+int btrfsimg_set_kdf_limit(btrfsimg_fs *fs, uint32_t ms)
+{
+	if (!fs || fs->opened || ms > BTRFSIMG_KDF_LIMIT_MAX_MS || !vols_get(fs))
+		return -EINVAL;
+	fs->vols->kdf_ms = ms;
 	return 0;
 }
 
@@ -408,6 +437,60 @@ static bool have_pass(struct btrfsimg_fs *fs, const char *what)
 	return false;
 }
 
+/* The header at the start of @v, if an image window already probed: the
+ * same bytes, so the same outcome. */
+static struct luks_seen *seen_find(struct bi_vols *V, const struct bi_vol *v)
+{
+	for (size_t i = 0; v->kind == V_IMAGE && i < V->nseen; i++)
+		if (V->seen[i].img == v->img && V->seen[i].base == v->base)
+			return &V->seen[i];
+	return NULL;
+}
+
+static void seen_add(struct bi_vols *V, const struct bi_vol *v, int rc, int slot, const uint8_t *vk,
+		     size_t vklen, const char *err)
+{
+	struct luks_seen *a;
+	if (v->kind != V_IMAGE || V->nseen >= ROWS_MAX ||
+	    !(a = realloc(V->seen, (V->nseen + 1) * sizeof(*a))))
+		return; /* not remembered: probed again, within the KDF budget */
+	V->seen = a;
+	a = &V->seen[V->nseen++];
+	*a = (struct luks_seen){
+		.img = v->img, .base = v->base, .partition = v->partition, .rc = rc, .slot = slot
+	};
+	if (rc > 0)
+		memcpy(a->vk, vk, vklen);
+	snprintf(a->err, sizeof(a->err), "%s", err);
+}
+
+/* A LUKS header seen before at the same place (another partition entry
+ * pointing there): its outcome, without deriving a key again. */
+static int luks_key_seen(struct btrfsimg_fs *fs, const struct luks_seen *h, const char *what, int r,
+			 uint8_t *vk)
+{
+	struct bi_vols *V = fs->vols;
+	char same[80] = "";
+	if (h->partition)
+		snprintf(same, sizeof(same), " (the header of partition %d: not derived again)",
+			 h->partition);
+	char note[560];
+	if (h->rc > 0 && h->slot >= 0)
+		snprintf(note, sizeof(note), "; opened with keyslot %d%s", h->slot, same);
+	else if (h->rc > 0)
+		snprintf(note, sizeof(note), "; opened with the volume key%s", same);
+	else
+		snprintf(note, sizeof(note), "; locked%s: %s", same, h->err);
+	row_note(V, r, "%s", note);
+	if (h->rc > 0) {
+		memcpy(vk, h->vk, sizeof(h->vk));
+		return 1;
+	}
+	if (!V->locked[0])
+		snprintf(V->locked, sizeof(V->locked), "%.120s (%.170s)", what, h->err);
+	return 0;
+}
+
 /* Get the volume key of @l: 1 unlocked (@vk), 0 left locked, < 0 fatal. */
 static int luks_key(struct btrfsimg_fs *fs, struct bi_vol *v, const struct bi_luks *l, int r,
 		    uint8_t *vk)
@@ -417,12 +500,16 @@ static int luks_key(struct btrfsimg_fs *fs, struct bi_vol *v, const struct bi_lu
 	struct vrd c = { fs, v };
 	int rc;
 	snprintf(what, sizeof(what), "%s (LUKS%d %s)", v->name, l->version, l->uuid);
+	struct luks_seen *h = (V->vkey || V->have_pass) ? seen_find(V, v) : NULL;
+	if (h)
+		return luks_key_seen(fs, h, what, r, vk);
 	if (V->vkey) {
-		rc = bi_luks_check_key(l, V->vkey, V->vklen, err, sizeof(err));
+		rc = bi_luks_check_key(l, V->vkey, V->vklen, &V->kdf, err, sizeof(err));
 		if (rc == 0)
 			memcpy(vk, V->vkey, V->vklen);
 	} else if (have_pass(fs, what)) {
-		rc = bi_luks_unlock(l, vrd_read, &c, V->pass, V->plen, vk, err, sizeof(err));
+		rc = bi_luks_unlock(l, vrd_read, &c, V->pass, V->plen, &V->kdf, vk, err,
+				    sizeof(err));
 		if (rc >= 0) {
 			char n[16];
 			snprintf(n, sizeof(n), "%d", rc);
@@ -435,6 +522,10 @@ static int luks_key(struct btrfsimg_fs *fs, struct bi_vol *v, const struct bi_lu
 		row_note(V, r, "%s", "; locked (no passphrase or volume key given)");
 		return 0;
 	}
+	if (rc < 0 && !err[0]) /* a read failed: its message is on the handle */
+		snprintf(err, sizeof(err), "%.390s", fs->err);
+	if (!V->strict || rc >= 0)
+		seen_add(V, v, rc >= 0, V->vkey ? -1 : rc, vk, l->key_bytes, err);
 	if (rc >= 0)
 		return 1;
 	if (V->strict)
@@ -796,6 +887,7 @@ static int scan(struct btrfsimg_fs *fs, bool strict)
 	if (!V)
 		return bi_err(fs, -ENOMEM, "out of memory scanning volumes");
 	scan_free(V);
+	bi_kdf_budget_init(&V->kdf, V->kdf_ms);
 	V->strict = strict;
 	V->scanned = true;
 	for (size_t k = 0; k < fs->ndevs; k++) {
