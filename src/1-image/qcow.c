@@ -53,18 +53,13 @@ static void qcow_close(struct bi_ctr *c)
 	c->h = NULL;
 }
 
-static int open_one(struct qcow *q, const char *name, char *err, size_t errlen)
+/* Open @name, whose descriptor @fd (taken over) the caller opened. */
+static int open_one(struct qcow *q, const char *name, int fd, char *err, size_t errlen)
 {
 	libqcow_error_t *e = NULL;
 	libqcow_file_t *f = NULL;
 	char why[512];
-	int fd = open(name, O_RDONLY | O_CLOEXEC);
 	struct bi_qcheck *chk = NULL;
-	if (fd < 0) {
-		int en = errno;
-		snprintf(err, errlen, "qcow image '%s': cannot open: %s", name, strerror(en));
-		return -en;
-	}
 	int rc = bi_qcheck_open(&chk, fd, name, err, errlen);
 	if (rc < 0) {
 		close(fd);
@@ -99,8 +94,10 @@ static int open_one(struct qcow *q, const char *name, char *err, size_t errlen)
 	return 0;
 }
 
-/* The backing file of @f, or NULL (none; *rc < 0 on error). */
-static char *backing(libqcow_file_t *f, const char *name, int *rc)
+/* The backing file of @f, or NULL (none; *rc < 0 on error); its name as
+ * stored to @stored (malloc'd), *@moved when that is not where it is
+ * looked for (bi_ctr_companion). */
+static char *backing(libqcow_file_t *f, const char *name, char **stored, bool *moved, int *rc)
 {
 	size_t sz = 0;
 	*rc = 0;
@@ -116,11 +113,40 @@ static char *backing(libqcow_file_t *f, const char *name, int *rc)
 		*rc = -EIO;
 		return NULL;
 	}
-	char *path = bi_ctr_beside(name, (char *)b);
-	free(b);
+	b[sz - 1] = 0;
+	char *path = bi_ctr_companion(name, (char *)b, moved);
+	*stored = (char *)b;
 	if (!path)
-		*rc = -ENOMEM;
+		*rc = -EUCLEAN;
 	return path;
+}
+
+/* Open the backing file @b of @cur (@stored as the header names it): only
+ * a regular file, only in @cur's folder (bi_ctr_companion); a FIFO or a
+ * device named there is refused, never opened for good. */
+static int open_backing(struct qcow *q, const char *cur, const char *stored, const char *b,
+			bool moved, char *err, size_t errlen)
+{
+	const char *why;
+	char where[4200];
+	snprintf(where, sizeof(where), moved ? " (named '%s' in it; only the image's folder is "
+					       "searched)" : "%.0s", stored);
+	int fd = bi_ctr_open_regular(b, &why);
+	if (fd == -ENOENT) {
+		snprintf(err, errlen,
+			 "qcow image '%s': its backing file '%s'%s is not there (put it beside "
+			 "the image)",
+			 cur, b, where);
+		return fd;
+	}
+	if (fd < 0) {
+		snprintf(err, errlen,
+			 "qcow image '%s': its backing file '%s'%s %s: refused (only a regular "
+			 "file is read)",
+			 cur, b, where, why);
+		return fd;
+	}
+	return open_one(q, b, fd, err, errlen);
 }
 
 static int qcow_chain(struct bi_ctr *c, struct qcow *q, char *err, size_t errlen)
@@ -128,28 +154,27 @@ static int qcow_chain(struct bi_ctr *c, struct qcow *q, char *err, size_t errlen
 	for (;;) {
 		const char *cur = c->segs[c->nsegs - 1].name;
 		int rc;
-		char *b = backing(q->f[q->n - 1], cur, &rc);
+		char *stored = NULL;
+		bool moved;
+		char *b = backing(q->f[q->n - 1], cur, &stored, &moved, &rc);
 		if (!b) {
 			if (rc < 0)
 				snprintf(err, errlen,
-					 "qcow image '%s': unreadable backing file name", cur);
+					 "qcow image '%s': unreadable backing file name '%s'", cur,
+					 stored ? stored : "");
+			free(stored);
 			return rc;
 		}
 		rc = bi_ctr_add_meta(c, "backing_file", b);
+		if (rc == 0 && moved)
+			rc = bi_ctr_add_meta(c, "backing_file_stored", stored);
 		if (rc == 0 && q->n >= QCOW_CHAIN) {
 			snprintf(err, errlen, "qcow image '%s': more than %d backing files",
 				 c->path, QCOW_CHAIN);
 			rc = -ELOOP;
 		}
-		if (rc == 0 && access(b, R_OK) != 0) {
-			snprintf(err, errlen,
-				 "qcow image '%s': its backing file '%s' is not there (put it "
-				 "beside the image)",
-				 cur, b);
-			rc = -ENOENT;
-		}
 		if (rc == 0)
-			rc = open_one(q, b, err, errlen);
+			rc = open_backing(q, cur, stored, b, moved, err, errlen);
 		if (rc == 0)
 			rc = bi_ctr_add_seg(c, b, true);
 		if (rc == 0 &&
@@ -159,6 +184,7 @@ static int qcow_chain(struct bi_ctr *c, struct qcow *q, char *err, size_t errlen
 			rc = -EIO;
 		}
 		free(b);
+		free(stored);
 		if (rc < 0)
 			return rc;
 	}
@@ -170,7 +196,13 @@ static int qcow_open(struct bi_ctr *c, char *err, size_t errlen)
 	if (!q)
 		return -ENOMEM;
 	c->h = q;
-	int rc = open_one(q, c->path, err, errlen);
+	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int en = errno;
+		snprintf(err, errlen, "qcow image '%s': cannot open: %s", c->path, strerror(en));
+		return -en;
+	}
+	int rc = open_one(q, c->path, fd, err, errlen);
 	if (rc == 0)
 		rc = bi_ctr_add_seg(c, c->path, true);
 	if (rc == 0)

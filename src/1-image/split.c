@@ -102,12 +102,17 @@ static int split_files(struct bi_ctr *c, struct split *s, char *err, size_t errl
 				    c->segs[i].name);
 			continue;
 		}
-		s->fd[i] = open(c->segs[i].name, O_RDONLY | O_CLOEXEC);
+		/* the first is the file given (a device is fine); the others are
+		 * found by name: only regular files, opened without blocking */
+		const char *why = NULL;
+		s->fd[i] = i == 0 ? open(c->segs[i].name, O_RDONLY | O_CLOEXEC)
+				  : bi_ctr_open_regular(c->segs[i].name, &why);
 		struct stat st;
 		if (s->fd[i] < 0 || fstat(s->fd[i], &st) != 0) {
-			int e = errno;
-			snprintf(err, errlen, "split image '%s': cannot open segment '%s': %s",
-				 c->path, c->segs[i].name, strerror(e));
+			int e = s->fd[i] < 0 && why ? -s->fd[i] : errno;
+			snprintf(err, errlen, "split image '%s': cannot open segment '%s': %s%s",
+				 c->path, c->segs[i].name, why ? why : strerror(e),
+				 why && e == EINVAL ? ": refused (only a regular file is read)" : "");
 			return -e;
 		}
 		s->have[i] = (uint64_t)st.st_size;

@@ -96,11 +96,20 @@ static int vhdi_chain(struct bi_ctr *c, struct vhdi *v, char *err, size_t errlen
 				 VHDI_CHAIN);
 			rc = -ELOOP;
 		}
-		if (rc == 0 && access(p, R_OK) != 0) {
+		const char *why;
+		int ck = rc == 0 ? bi_ctr_check_regular(p, &why) : 0;
+		if (ck == -ENOENT) {
 			snprintf(err, errlen,
 				 "image '%s' is a differencing disk; its parent '%s' is not there",
 				 cur, p);
-			rc = -ENOENT;
+			rc = ck;
+		} else if (ck < 0) {
+			/* libvhdi opens it by name: a FIFO would block it */
+			snprintf(err, errlen,
+				 "image '%s' is a differencing disk; its parent '%s' %s: refused "
+				 "(only a regular file is read)",
+				 cur, p, why);
+			rc = ck;
 		}
 		if (rc == 0)
 			rc = open_one(c, v, p, err, errlen);

@@ -169,6 +169,40 @@ static int extent_of(libvmdk_handle_t *h, int i, int *type, uint64_t *size, int6
 	return ok ? 0 : -EIO;
 }
 
+/* The file libvmdk reads for the extent file name @fn of the descriptor
+ * @name: the name's last component ('/' or '\\' before it) in the
+ * descriptor's folder, whatever folder the name gives (libvmdk, with
+ * its extent data files path set, as here, keeps only that component).
+ * *@moved when that is not @fn beside the descriptor. Malloc'd, or NULL. */
+static char *extent_path(const char *name, const char *fn, bool *moved)
+{
+	const char *base = fn;
+	for (const char *p = fn; *p; p++)
+		if (*p == '/' || *p == '\\')
+			base = p + 1;
+	*moved = base != fn;
+	return *base ? bi_ctr_beside(name, base) : NULL;
+}
+
+/* Whether the extent file @path (@fn in the descriptor @name) is there; a
+ * FIFO, a device or anything but a regular file is refused (libvmdk would
+ * open it by name and block, or read a device). */
+static int extent_there(const char *name, const char *fn, const char *path, bool *there,
+			char *err, size_t errlen)
+{
+	const char *why;
+	*there = access(path, F_OK) == 0;
+	if (!*there)
+		return 0;
+	int rc = bi_ctr_check_regular(path, &why);
+	if (rc < 0)
+		snprintf(err, errlen,
+			 "VMDK image '%s': extent file '%s' (named '%s' in it) %s: refused (only "
+			 "a regular file is read)",
+			 name, path, fn, why);
+	return rc;
+}
+
 /* Record the extent files of @h (descriptor @name). Whether each is there
  * goes to *@missing (how many are not); a parent (@top false) must have
  * them all. */
@@ -188,11 +222,18 @@ static int extents(struct bi_ctr *c, libvmdk_handle_t *h, const char *name, bool
 		int64_t off;
 		if (extent_of(h, i, &type, &size, &off, fn, sizeof(fn)) < 0 || !fn[0])
 			continue; /* a ZERO extent has no file */
-		char *path = bi_ctr_beside(name, fn);
-		if (!path)
-			return -ENOMEM;
-		bool there = access(path, R_OK) == 0;
-		int rc = bi_ctr_add_seg(c, path, there);
+		bool moved, there;
+		char *path = extent_path(name, fn, &moved);
+		if (!path) {
+			snprintf(err, errlen, "VMDK image '%s': extent %d names no file ('%s')",
+				 name, i, fn);
+			return -EUCLEAN;
+		}
+		int rc = extent_there(name, fn, path, &there, err, errlen);
+		if (rc == 0 && moved)
+			rc = bi_ctr_add_meta(c, "extent_file_stored", fn);
+		if (rc == 0)
+			rc = bi_ctr_add_seg(c, path, there);
 		if (rc == 0 && !there && !top) {
 			snprintf(err, errlen, "VMDK image '%s': extent file '%s' is missing", name,
 				 path);
@@ -353,16 +394,45 @@ static int open_one(struct bi_ctr *c, struct vmdk *v, const char *name, char *er
 	return 0;
 }
 
-/* The parent of the last disk opened, or NULL. */
-static char *parent_of(libvmdk_handle_t *h, const char *name)
+/* The parent of the last disk opened (bi_ctr_companion), or NULL; the
+ * name as stored to @stored when it is not the file looked for. */
+static char *parent_of(libvmdk_handle_t *h, const char *name, char stored[4096])
 {
 	size_t sz = 0;
+	bool moved;
+	stored[0] = '\0';
 	if (libvmdk_handle_get_utf8_parent_filename_size(h, &sz, NULL) != 1 || sz <= 1 || sz > 4096)
 		return NULL;
 	uint8_t b[4096];
 	if (libvmdk_handle_get_utf8_parent_filename(h, b, sz, NULL) != 1)
 		return NULL;
-	return bi_ctr_beside(name, (char *)b);
+	b[sz - 1] = 0;
+	char *p = bi_ctr_companion(name, (char *)b, &moved);
+	if (p && moved)
+		snprintf(stored, 4096, "%s", (char *)b);
+	return p;
+}
+
+/* The parent @p of @cur: there, and a regular file (libvmdk opens it by
+ * name: a FIFO would block it). */
+static int parent_check(const char *cur, const char *p, const char *stored, char *err,
+			size_t errlen)
+{
+	const char *why;
+	char where[4200];
+	snprintf(where, sizeof(where),
+		 stored[0] ? " (named '%s' in it; only the image's folder is searched)" : "%.0s",
+		 stored);
+	int rc = bi_ctr_check_regular(p, &why);
+	if (rc == -ENOENT)
+		snprintf(err, errlen, "VMDK image '%s': its parent '%s'%s is not there", cur, p,
+			 where);
+	else if (rc < 0)
+		snprintf(err, errlen,
+			 "VMDK image '%s': its parent '%s'%s %s: refused (only a regular file is "
+			 "read)",
+			 cur, p, where, why);
+	return rc;
 }
 
 static int vmdk_open(struct bi_ctr *c, char *err, size_t errlen)
@@ -372,11 +442,13 @@ static int vmdk_open(struct bi_ctr *c, char *err, size_t errlen)
 		return -ENOMEM;
 	c->h = v;
 	int rc = open_one(c, v, c->path, err, errlen);
-	char *cur = strdup(c->path), *p = NULL;
+	char *cur = strdup(c->path), *p = NULL, stored[4096];
 	if (!cur)
 		rc = -ENOMEM;
-	while (rc == 0 && (p = parent_of(v->h[v->n - 1], cur)) != NULL) {
+	while (rc == 0 && (p = parent_of(v->h[v->n - 1], cur, stored)) != NULL) {
 		rc = bi_ctr_add_meta(c, "parent_file", p);
+		if (rc == 0 && stored[0])
+			rc = bi_ctr_add_meta(c, "parent_file_stored", stored);
 		if (rc == 0 && v->parts) {
 			snprintf(err, errlen,
 				 "VMDK image '%s': extent file '%s' is missing, and the disk has a "
@@ -389,11 +461,8 @@ static int vmdk_open(struct bi_ctr *c, char *err, size_t errlen)
 				 VMDK_CHAIN);
 			rc = -ELOOP;
 		}
-		if (rc == 0 && access(p, R_OK) != 0) {
-			snprintf(err, errlen, "VMDK image '%s': its parent '%s' is not there", cur,
-				 p);
-			rc = -ENOENT;
-		}
+		if (rc == 0)
+			rc = parent_check(cur, p, stored, err, errlen);
 		if (rc == 0)
 			rc = open_one(c, v, p, err, errlen);
 		if (rc == 0 &&
