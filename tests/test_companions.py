@@ -21,7 +21,8 @@ VMDK descriptor is text):
     the same name: libvmdk reads the one beside the descriptor, and
     `layers` and `verify-image` name that one (the other one holds zeros:
     reading it would not give the raw image's filesystem);
-  - a VMDK extent file and an EWF segment that are FIFOs: refused, named.
+  - a VMDK extent file, an EWF segment and a split segment that are
+    FIFOs: refused, named (a split one was taken for a missing segment).
 """
 import hashlib
 import json
@@ -177,10 +178,24 @@ def test_ewf(raw, work):
             second, "is a FIFO")
 
 
+def test_split(raw, work):
+    d = os.path.join(work, "s")
+    os.makedirs(d)
+    sh(["split", "-b", "10M", "-d", "-a", "3", "--numeric-suffixes=1", raw,
+        os.path.join(d, "disk.img.")])
+    parts = sorted(os.listdir(d))
+    T.check("split made several segments", len(parts) >= 4, parts)
+    third = os.path.join(d, parts[2])
+    os.unlink(third)
+    os.mkfifo(third)
+    refused("split: a segment that is a FIFO: refused as one, not taken for missing",
+            ["super", os.path.join(d, parts[0])], third, "is a FIFO")
+
+
 def main():
     global CLI
     CLI, testdata = sys.argv[1], sys.argv[2]
-    need = [t for t in ("ewfacquire", "qemu-img", "zstd") if not shutil.which(t)]
+    need = [t for t in ("ewfacquire", "qemu-img", "zstd", "split") if not shutil.which(t)]
     if need:
         print("SKIP: not installed: %s (bash scripts/deps.sh)" % ", ".join(need))
         return imgtest.SKIP
@@ -195,6 +210,7 @@ def main():
         test_qcow(raw, work)
         test_vmdk(raw, work)
         test_ewf(raw, work)
+        test_split(raw, work)
     except (RuntimeError, OSError, subprocess.TimeoutExpired, imgtest.RestoreError) as e:
         T.check("building the containers", False, e)
     finally:

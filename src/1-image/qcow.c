@@ -129,8 +129,10 @@ static int open_backing(struct qcow *q, const char *cur, const char *stored, con
 {
 	const char *why;
 	char where[4200];
-	snprintf(where, sizeof(where), moved ? " (named '%s' in it; only the image's folder is "
-					       "searched)" : "%.0s", stored);
+	where[0] = '\0';
+	if (moved)
+		snprintf(where, sizeof(where),
+			 " (named '%s' in it; only the image's folder is searched)", stored);
 	int fd = bi_ctr_open_regular(b, &why);
 	if (fd == -ENOENT) {
 		snprintf(err, errlen,

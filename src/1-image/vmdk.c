@@ -187,8 +187,8 @@ static char *extent_path(const char *name, const char *fn, bool *moved)
 /* Whether the extent file @path (@fn in the descriptor @name) is there; a
  * FIFO, a device or anything but a regular file is refused (libvmdk would
  * open it by name and block, or read a device). */
-static int extent_there(const char *name, const char *fn, const char *path, bool *there,
-			char *err, size_t errlen)
+static int extent_there(const char *name, const char *fn, const char *path, bool *there, char *err,
+			size_t errlen)
 {
 	const char *why;
 	*there = access(path, F_OK) == 0;
@@ -420,9 +420,10 @@ static int parent_check(const char *cur, const char *p, const char *stored, char
 {
 	const char *why;
 	char where[4200];
-	snprintf(where, sizeof(where),
-		 stored[0] ? " (named '%s' in it; only the image's folder is searched)" : "%.0s",
-		 stored);
+	where[0] = '\0';
+	if (stored[0])
+		snprintf(where, sizeof(where),
+			 " (named '%s' in it; only the image's folder is searched)", stored);
 	int rc = bi_ctr_check_regular(p, &why);
 	if (rc == -ENOENT)
 		snprintf(err, errlen, "VMDK image '%s': its parent '%s'%s is not there", cur, p,
