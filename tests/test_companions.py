@@ -18,9 +18,10 @@ VMDK descriptor is text):
   - a qcow2 backing file named by an absolute path whose last component is
     beside the image: that file is read, and `layers` says so;
   - a VMDK descriptor whose extent is an absolute path to another file of
-    the same name: libvmdk reads the one beside the descriptor, and
-    `layers` and `verify-image` name that one (the other one holds zeros:
-    reading it would not give the raw image's filesystem);
+    the same name: the one beside the descriptor is read, as libvmdk looks
+    for it, and `layers` and `verify-image` name that one (the other one
+    holds zeros: reading it would not give the raw image's filesystem); the
+    same for "sub/NAME" and "C:\\VMs\\NAME" (which libvmdk mangled);
   - a VMDK extent file, an EWF segment and a split segment that are
     FIFOs: refused, named (a split one was taken for a missing segment).
 """
@@ -156,6 +157,15 @@ def test_vmdk(raw, work):
     v = json.loads(o) if rc == 0 and o else {}
     T.check("vmdk: verify-image names the file it hashed (JSON), the raw image's MD5",
             v.get("files") == [extent] and v.get("md5") == md5, (rc, v, err[-300:]))
+    # a name with a folder that is not there, a Windows one: libvmdk
+    # mangled such names (a wrong length: a name cut short, or read past)
+    for stored in ("sub/disk-flat.vmdk", "C:\\VMs\\disk-flat.vmdk"):
+        with open(desc, "w") as f:
+            f.write(text.replace('"disk-flat.vmdk"', '"%s"' % stored))
+        rc, c, err = layers(desc)
+        T.check("vmdk: extent named '%s': the file beside read, named" % stored,
+                rc == 0 and c.get("segments") == [extent]
+                and c.get("extent_file_stored") == stored, (rc, c, err[-300:]))
     fifo = os.path.join(d, "fifo.vmdk")
     os.mkfifo(fifo)
     with open(desc, "w") as f:

@@ -24,6 +24,14 @@
  * A disk with a parent and a missing extent is refused: what a child does
  * not hold comes from its parent at the child's offsets, which one-extent
  * disks cannot follow.
+ *
+ * An extent file named with a folder ("/vmfs/volumes/ds1/a-flat.vmdk",
+ * "C:\\VMs\\a-flat.vmdk") is read, as VMware and libvmdk look for it, by its
+ * last component beside the descriptor, and that is the file reported.
+ * Such a disk is read extent by extent too, each one-extent descriptor
+ * naming only the last component: libvmdk mangles a name with a folder
+ * (see parts_open). Extent files and parents are read only when they are
+ * regular files (a FIFO would block libvmdk's open).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -174,12 +182,18 @@ static int extent_of(libvmdk_handle_t *h, int i, int *type, uint64_t *size, int6
  * descriptor's folder, whatever folder the name gives (libvmdk, with
  * its extent data files path set, as here, keeps only that component).
  * *@moved when that is not @fn beside the descriptor. Malloc'd, or NULL. */
-static char *extent_path(const char *name, const char *fn, bool *moved)
+static const char *last_component(const char *fn)
 {
 	const char *base = fn;
 	for (const char *p = fn; *p; p++)
 		if (*p == '/' || *p == '\\')
 			base = p + 1;
+	return base;
+}
+
+static char *extent_path(const char *name, const char *fn, bool *moved)
+{
+	const char *base = last_component(fn);
 	*moved = base != fn;
 	return *base ? bi_ctr_beside(name, base) : NULL;
 }
@@ -207,10 +221,11 @@ static int extent_there(const char *name, const char *fn, const char *path, bool
  * goes to *@missing (how many are not); a parent (@top false) must have
  * them all. */
 static int extents(struct bi_ctr *c, libvmdk_handle_t *h, const char *name, bool top,
-		   size_t *missing, char *err, size_t errlen)
+		   size_t *missing, size_t *moved_n, char *err, size_t errlen)
 {
 	int n = 0;
 	*missing = 0;
+	*moved_n = 0;
 	if (libvmdk_handle_get_number_of_extents(h, &n, NULL) != 1 || n < 0 || n > VMDK_EXTENTS) {
 		snprintf(err, errlen, "VMDK image '%s': cannot count its extents", name);
 		return -EIO;
@@ -230,8 +245,16 @@ static int extents(struct bi_ctr *c, libvmdk_handle_t *h, const char *name, bool
 			return -EUCLEAN;
 		}
 		int rc = extent_there(name, fn, path, &there, err, errlen);
+		if (rc == 0 && moved && !top) {
+			snprintf(err, errlen,
+				 "VMDK image '%s': extent file named with a folder ('%s') in a "
+				 "parent disk: not read (only as '%s', beside it, in a child)",
+				 name, fn, path);
+			rc = -EOPNOTSUPP;
+		}
 		if (rc == 0 && moved)
 			rc = bi_ctr_add_meta(c, "extent_file_stored", fn);
+		*moved_n += moved;
 		if (rc == 0)
 			rc = bi_ctr_add_seg(c, path, there);
 		if (rc == 0 && !there && !top) {
@@ -351,7 +374,11 @@ static int parts_open(struct bi_ctr *c, struct vmdk *v, libvmdk_handle_t *h, con
 				return -ENOMEM;
 			continue;
 		}
-		int rc = part_open(pt, name, disk_type(dt), type, off, fn, err, errlen);
+		/* its last component only: libvmdk (20200926) joins a name that
+		 * has a folder to the extent data files path with a wrong length
+		 * (a mangled name, or a read past the name's buffer) */
+		int rc = part_open(pt, name, disk_type(dt), type, off, last_component(fn), err,
+				   errlen);
 		if (rc < 0)
 			return rc;
 	}
@@ -376,11 +403,11 @@ static int open_one(struct bi_ctr *c, struct vmdk *v, const char *name, char *er
 		snprintf(err, errlen, "VMDK image '%s': cannot open: %s", name, why);
 		return -EIO;
 	}
-	size_t missing = 0;
-	int rc = extents(c, h, name, v->n == 1, &missing, err, errlen);
+	size_t missing = 0, moved = 0;
+	int rc = extents(c, h, name, v->n == 1, &missing, &moved, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (missing)
+	if (missing || moved)
 		return parts_open(c, v, h, name, err, errlen);
 	char dir[4096];
 	folder_of(name, dir, sizeof(dir));
@@ -450,12 +477,18 @@ static int vmdk_open(struct bi_ctr *c, char *err, size_t errlen)
 		rc = bi_ctr_add_meta(c, "parent_file", p);
 		if (rc == 0 && stored[0])
 			rc = bi_ctr_add_meta(c, "parent_file_stored", stored);
-		if (rc == 0 && v->parts) {
+		if (rc == 0 && v->parts && c->lost) {
 			snprintf(err, errlen,
 				 "VMDK image '%s': extent file '%s' is missing, and the disk has a "
 				 "parent ('%s'): a child with an extent missing is not read",
 				 c->path, c->lost, p);
 			rc = -ENOENT;
+		} else if (rc == 0 && v->parts) {
+			snprintf(err, errlen,
+				 "VMDK image '%s': an extent file is named with a folder, and the "
+				 "disk has a parent ('%s'): such a child is not read",
+				 c->path, p);
+			rc = -EOPNOTSUPP;
 		}
 		if (rc == 0 && v->n >= VMDK_CHAIN) {
 			snprintf(err, errlen, "VMDK image '%s': more than %d parents", c->path,
