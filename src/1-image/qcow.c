@@ -2,19 +2,27 @@
 /*
  * qcow (QEMU copy-on-write, versions 1 to 3; compressed clusters too)
  * through libqcow. An image with a backing file reads the clusters it
- * does not hold from that file, found as QEMU finds it: the name in the
- * header, relative to the image's folder. libqcow reads a backing file
- * only when it is qcow itself; a chain is followed up to QCOW_CHAIN files.
+ * does not hold from that file, found as QEMU finds a relative name: the
+ * name in the header, relative to the image's folder. An absolute name or
+ * one with ".." is not followed out of that folder: its last component is
+ * looked for beside the image (bi_ctr_companion), and both names are
+ * reported. A backing file is read only when it is a regular file, opened
+ * without blocking (a FIFO named there must not hang the open), and
+ * libqcow reads it through that descriptor (bfiofd.h), never by name.
+ * libqcow reads a backing file only when it is qcow itself; a chain is
+ * followed up to QCOW_CHAIN files.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#define HAVE_LIBBFIO 1 /* libqcow.h: declare libqcow_file_open_file_io_handle */
 #include <libqcow.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "1-image/bfiofd.h"
 #include "1-image/container.h"
 #include "1-image/qcheck.h"
 
@@ -24,6 +32,7 @@ struct qcow {
 	libqcow_file_t *f[QCOW_CHAIN];	   /* [0] the image, then its backing files */
 	struct bi_qcheck *chk[QCOW_CHAIN]; /* their bounds (qcheck.h) */
 	int fd[QCOW_CHAIN];
+	libbfio_handle_t *io[QCOW_CHAIN]; /* libqcow reads through fd[i] */
 	int n;
 };
 
@@ -45,6 +54,7 @@ static void qcow_close(struct bi_ctr *c)
 	for (int i = 0; i < q->n; i++) {
 		libqcow_file_close(q->f[i], NULL);
 		libqcow_file_free(&q->f[i], NULL);
+		libbfio_handle_free(&q->io[i], NULL);
 		bi_qcheck_free(q->chk[i]);
 		if (q->fd[i] >= 0)
 			close(q->fd[i]);
@@ -53,7 +63,8 @@ static void qcow_close(struct bi_ctr *c)
 	c->h = NULL;
 }
 
-/* Open @name, whose descriptor @fd (taken over) the caller opened. */
+/* Open @name, whose descriptor @fd (taken over) the caller opened (and
+ * checked): libqcow reads through it, never opening @name itself. */
 static int open_one(struct qcow *q, const char *name, int fd, char *err, size_t errlen)
 {
 	libqcow_error_t *e = NULL;
@@ -65,19 +76,23 @@ static int open_one(struct qcow *q, const char *name, int fd, char *err, size_t 
 		close(fd);
 		return rc;
 	}
-	if (libqcow_file_initialize(&f, &e) != 1) {
+	libbfio_handle_t *io = NULL;
+	if (bi_bfio_fd(&io, fd) < 0 || libqcow_file_initialize(&f, &e) != 1) {
+		libbfio_handle_free(&io, NULL);
 		bi_qcheck_free(chk);
 		close(fd);
 		qcow_why(&e, why, sizeof(why));
-		snprintf(err, errlen, "qcow image '%s': %s", name, why);
+		snprintf(err, errlen, "qcow image '%s': %s", name, why[0] ? why : "out of memory");
 		return -ENOMEM;
 	}
 	q->chk[q->n] = chk;
 	q->fd[q->n] = fd;
+	q->io[q->n] = io;
 	q->f[q->n++] = f;
-	if (libqcow_file_open(f, name, LIBQCOW_OPEN_READ, &e) != 1) {
+	if (libqcow_file_open_file_io_handle(f, io, LIBQCOW_OPEN_READ, &e) != 1) {
 		q->n--;
 		libqcow_file_free(&q->f[q->n], NULL);
+		libbfio_handle_free(&q->io[q->n], NULL);
 		bi_qcheck_free(q->chk[q->n]);
 		close(q->fd[q->n]);
 		qcow_why(&e, why, sizeof(why));
