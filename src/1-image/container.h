@@ -153,6 +153,9 @@ char *bi_ctr_companion(const char *path, const char *name, bool *moved);
  * by the caller), or a negative errno with *@why saying why ("is a FIFO",
  * "is a character device", strerror). */
 int bi_ctr_open_regular(const char *path, const char **why);
+/* What a file of mode @m that is not a regular file is: "is a FIFO", "is a
+ * character device", ... (static). */
+const char *bi_ctr_kind(mode_t m);
 /* bi_ctr_open_regular, the descriptor closed again: for a name a library
  * opens by itself. 0 or a negative errno with *@why. */
 int bi_ctr_check_regular(const char *path, const char **why);

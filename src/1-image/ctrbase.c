@@ -70,7 +70,7 @@ char *bi_ctr_companion(const char *path, const char *name, bool *moved)
 	return bi_ctr_beside(path, base);
 }
 
-static const char *kind_of(mode_t m)
+const char *bi_ctr_kind(mode_t m)
 {
 	return S_ISFIFO(m)   ? "is a FIFO"
 	       : S_ISCHR(m)  ? "is a character device"
@@ -99,7 +99,7 @@ int bi_ctr_open_regular(const char *path, const char **why)
 		return -en;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		*why = kind_of(st.st_mode);
+		*why = bi_ctr_kind(st.st_mode);
 		close(fd);
 		return -EINVAL;
 	}

@@ -52,13 +52,8 @@ static int seg_odd(struct bi_ctr *c, const char *name, char *err, size_t errlen)
 	if (stat(name, &st) != 0 || S_ISREG(st.st_mode))
 		return 0;
 	snprintf(err, errlen,
-		 "split image '%s': segment '%s' is %s: refused (only a regular file is read)",
-		 c->path, name,
-		 S_ISFIFO(st.st_mode)  ? "a FIFO"
-		 : S_ISCHR(st.st_mode) ? "a character device"
-		 : S_ISBLK(st.st_mode) ? "a block device"
-		 : S_ISDIR(st.st_mode) ? "a directory"
-				       : "not a regular file");
+		 "split image '%s': segment '%s' %s: refused (only a regular file is read)",
+		 c->path, name, bi_ctr_kind(st.st_mode));
 	return -EINVAL;
 }
 
