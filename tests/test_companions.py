@@ -22,8 +22,10 @@ VMDK descriptor is text):
     for it, and `layers` and `verify-image` name that one (the other one
     holds zeros: reading it would not give the raw image's filesystem); the
     same for "sub/NAME" and "C:\\VMs\\NAME" (which libvmdk mangled);
-  - a VMDK extent file, an EWF segment and a split segment that are
-    FIFOs: refused, named (a split one was taken for a missing segment).
+  - a VMDK extent file, an EWF segment, a VHD parent (a qemu-img dynamic
+    VHD made differencing: disk type, parent id and name, checksums) and a
+    split segment that are FIFOs: refused, named (a split one was taken for
+    a missing segment).
 """
 import hashlib
 import json
@@ -188,6 +190,58 @@ def test_ewf(raw, work):
             second, "is a FIFO")
 
 
+def vhd_checksum(b, at):
+    """A VHD footer's or dynamic header's checksum: the one's complement of
+    the sum of its bytes, the checksum field counted as zeros."""
+    b = bytearray(b)
+    b[at:at + 4] = bytes(4)
+    return struct.pack(">I", ~sum(b) & 0xffffffff)
+
+
+def vhd_differencing(dynamic, parent_of, out, parent):
+    """The dynamic VHD @dynamic (qemu-img's) made a differencing disk of
+    @parent_of (another qemu-img VHD) whose parent is named @parent: the
+    footer's disk type (bytes 60-63) set to 4, the dynamic header's parent
+    unique id (40-55, the parent footer's 68-83) and parent name (64-575,
+    UTF-16BE) set, both checksums recomputed."""
+    d = bytearray(open(dynamic, "rb").read())
+    base = open(parent_of, "rb").read()
+    foot = d[-512:]
+    foot[60:64] = struct.pack(">I", 4)
+    foot[64:68] = vhd_checksum(foot, 64)
+    d[-512:] = foot
+    d[0:512] = foot
+    at = struct.unpack(">Q", foot[16:24])[0]
+    h = d[at:at + 1024]
+    h[40:56] = base[-512 + 68:-512 + 84]
+    name = parent.encode("utf-16-be")
+    h[64:576] = name + bytes(512 - len(name))
+    h[36:40] = vhd_checksum(h, 36)
+    d[at:at + 1024] = h
+    with open(out, "wb") as f:
+        f.write(d)
+
+
+def test_vhd(raw, work):
+    d = os.path.join(work, "h")
+    os.makedirs(d)
+    base = os.path.join(d, "base.vhd")
+    child = os.path.join(d, "child.vhd")
+    sh(["qemu-img", "convert", "-O", "vpc", raw, base])
+    sh(["qemu-img", "convert", "-O", "vpc", raw, child])
+    diff = os.path.join(d, "diff.vhd")
+    vhd_differencing(child, base, diff, "C:\\VMs\\base.vhd")
+    rc, c, err = layers(diff)
+    T.check("vhd differencing: its parent beside it read",
+            rc == 0 and c.get("type") == "differencing"
+            and c.get("segments") == [diff, base], (rc, c, err[-300:]))
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    vhd_differencing(child, base, diff, "C:\\VMs\\fifo")
+    refused("vhd differencing: parent a FIFO: refused, no hang", ["super", diff], fifo,
+            "is a FIFO")
+
+
 def test_split(raw, work):
     d = os.path.join(work, "s")
     os.makedirs(d)
@@ -220,6 +274,7 @@ def main():
         test_qcow(raw, work)
         test_vmdk(raw, work)
         test_ewf(raw, work)
+        test_vhd(raw, work)
         test_split(raw, work)
     except (RuntimeError, OSError, subprocess.TimeoutExpired, imgtest.RestoreError) as e:
         T.check("building the containers", False, e)
