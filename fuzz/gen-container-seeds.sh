@@ -33,7 +33,7 @@ qemu-img convert -O vpc -o subformat=fixed disk.img fixed.vhd
 # files, a way out of the folder, the image itself
 for b in fifo zero /dev/zero /proc/self/mem ../in.qcow2 in.qcow2; do
 	n=$(printf %s "$b" | sed 's/[.][.]/up/g' | tr -c 'a-z0-9\n' - | sed 's/^-*//')
-	qemu-img create -q -f qcow2 -u -F qcow2 -b "$b" "back$n.qcow2" 64K
+	qemu-img create -q -f qcow2 -o cluster_size=512 -u -F qcow2 -b "$b" "back$n.qcow2" 64K
 done
 for x in fifo /dev/zero /proc/self/mem ../in.vmdk; do
 	n=$(printf %s "$x" | sed 's/[.][.]/up/g' | tr -c 'a-z0-9\n' - | sed 's/^-*//')
