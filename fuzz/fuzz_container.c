@@ -9,6 +9,11 @@
  * .vmdk, .vhd, .vhdx, .001); the rest is the file. The libraries open files
  * by name, so the input is written to a private temporary folder first.
  *
+ * Beside the input lie a FIFO ("fifo") and a symlink to /dev/zero
+ * ("zero"): a backing file, parent or extent file named so (seeds
+ * qcow2-backing-*, vmdk-extent-*) must be refused, never opened for good (a
+ * FIFO would block the run until libFuzzer's -timeout).
+ *
  * Invariants: a failed open leaves a message naming the file; an opened
  * image reports a segment list whose first entry is the file; reads inside
  * the disk return 0 or fail with a message, reads past its end fail;
@@ -86,7 +91,24 @@ const char *__lsan_default_suppressions(void)
 
 static void remove_dir(void)
 {
+	char p[96];
+	snprintf(p, sizeof(p), "%s/fifo", dir);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/zero", dir);
+	unlink(p);
 	rmdir(dir);
+}
+
+/* The files a hostile image names beside itself: a FIFO, a device. */
+static void hostile_neighbours(void)
+{
+	char p[96];
+	snprintf(p, sizeof(p), "%s/fifo", dir);
+	if (mkfifo(p, 0600) != 0 && errno != EEXIST)
+		abort();
+	snprintf(p, sizeof(p), "%s/zero", dir);
+	if (symlink("/dev/zero", p) != 0 && errno != EEXIST)
+		abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -99,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (mkdir(dir, 0700) != 0 && errno != EEXIST)
 			abort();
 		atexit(remove_dir);
+		hostile_neighbours();
 	}
 	int format = data[0] & 7;
 	char path[128];

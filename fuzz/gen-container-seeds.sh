@@ -28,6 +28,17 @@ qemu-img convert -O vmdk -o subformat=streamOptimized disk.img st.vmdk
 qemu-img convert -O vmdk -o subformat=monolithicFlat disk.img flat.vmdk
 qemu-img convert -O vpc zero.img dyn.vhd  # no block allocated: 2 KiB, not 2 MiB
 qemu-img convert -O vpc -o subformat=fixed disk.img fixed.vhd
+# backing files and extent files named as a hostile image would: the FIFO
+# and the /dev/zero symlink fuzz_container.c puts beside its input, device
+# files, a way out of the folder, the image itself
+for b in fifo zero /dev/zero /proc/self/mem ../in.qcow2 in.qcow2; do
+	n=$(printf %s "$b" | sed 's/[.][.]/up/g' | tr -c 'a-z0-9\n' - | sed 's/^-*//')
+	qemu-img create -q -f qcow2 -o cluster_size=512 -u -F qcow2 -b "$b" "back$n.qcow2" 64K
+done
+for x in fifo /dev/zero /proc/self/mem ../in.vmdk; do
+	n=$(printf %s "$x" | sed 's/[.][.]/up/g' | tr -c 'a-z0-9\n' - | sed 's/^-*//')
+	sed "s|\"flat-flat.vmdk\"|\"$x\"|" flat.vmdk >"ext$n.vmdk"
+done
 seed() { # NAME FORMAT FILE
 	{ printf "\\x$(printf %02x "$2")"; cat "$3"; } >"$out/$1"
 }
@@ -40,4 +51,6 @@ seed vmdk-descriptor 5 flat.vmdk
 seed vhd-dynamic 6 dyn.vhd
 seed vhd-fixed 0 fixed.vhd
 seed split 2 disk.img
+for f in back*.qcow2; do g=${f#back}; seed "qcow2-backing-${g%.qcow2}" 4 "$f"; done
+for f in ext*.vmdk; do g=${f#ext}; seed "vmdk-extent-${g%.vmdk}" 5 "$f"; done
 ls -la "$out"

@@ -60,12 +60,30 @@ static void hex(const uint8_t *b, size_t n, char *out)
 		sprintf(out + 2 * i, "%02x", b[i]);
 }
 
-static void report_text(const char *image, const struct btrfsimg_image_info *in,
-			const struct btrfsimg_image_verify *r)
+/* The files read (a container's segments, extent files, backing files):
+ * those the library opened, which are not always the names the container
+ * stores (a VMDK extent named by an absolute path is read beside the
+ * descriptor). In text, only when they are other than @image alone. */
+static void files_text(const btrfsimg_image *img, const char *image,
+		       const struct btrfsimg_image_info *in)
+{
+	bool present;
+	if (in->segments == 1 && !strcmp(btrfsimg_image_segment(img, 0, &present), image))
+		return;
+	for (size_t i = 0; i < in->segments; i++) {
+		const char *f = btrfsimg_image_segment(img, i, &present);
+		if (present)
+			printf("  file  %s\n", f);
+	}
+}
+
+static void report_text(const btrfsimg_image *img, const char *image,
+			const struct btrfsimg_image_info *in, const struct btrfsimg_image_verify *r)
 {
 	char h[41], s[41];
 	printf("%s: %s, %" PRIu64 " bytes read\n", image, btrfsimg_format_name(in->format),
 	       r->bytes);
+	files_text(img, image, in);
 	printf("  unreadable ranges   %" PRIu64 "\n", r->bad_ranges);
 	hex(r->md5, 16, h);
 	if (in->has_md5)
@@ -83,14 +101,22 @@ static void report_text(const char *image, const struct btrfsimg_image_info *in,
 			       : "MISMATCH");
 }
 
-static void report_json(const char *image, const struct btrfsimg_image_info *in,
-			const struct btrfsimg_image_verify *r)
+static void report_json(const btrfsimg_image *img, const char *image,
+			const struct btrfsimg_image_info *in, const struct btrfsimg_image_verify *r)
 {
 	char h[41];
 	struct jw w;
+	bool present;
 	jw_begin(&w, stdout);
 	jw_str(&w, "image", image);
 	jw_str(&w, "format", btrfsimg_format_name(in->format));
+	jw_open_arr(&w, "files");
+	for (size_t i = 0; i < in->segments; i++) {
+		const char *f = btrfsimg_image_segment(img, i, &present);
+		if (present)
+			jw_str(&w, NULL, f);
+	}
+	jw_close_arr(&w);
 	jw_u64(&w, "bytes", r->bytes);
 	jw_u64(&w, "unreadable_ranges", r->bad_ranges);
 	hex(r->md5, 16, h);
@@ -134,9 +160,9 @@ static int verify_one(const struct cli *c, const char *image)
 		return EXIT_FAILED;
 	}
 	if (c->json)
-		report_json(image, &in, &r);
+		report_json(img, image, &in, &r);
 	else
-		report_text(image, &in, &r);
+		report_text(img, image, &in, &r);
 	int status = EXIT_OK;
 	if (r.bad_ranges || in.notes || (in.has_md5 && !r.md5_match) ||
 	    (in.has_sha1 && !r.sha1_match))

@@ -139,6 +139,26 @@ int bi_ctr_add_meta(struct bi_ctr *c, const char *key, const char *value);
 void bi_ctr_note(struct bi_ctr *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* dirname(@path) + "/" + @name, unless @name is absolute (malloc'd). */
 char *bi_ctr_beside(const char *path, const char *name);
+/* Where a file that the image @path names (@name as stored in it: a
+ * backing file, a parent, an extent file) is looked for: only in the
+ * image's folder. A relative name without ".." is taken beside the image
+ * (as qemu-img does); an absolute name or one with a ".." component by its
+ * last component beside the image (as libvmdk does for extent files), and
+ * *@moved says so. Malloc'd; NULL when out of memory or @name has no last
+ * component. */
+char *bi_ctr_companion(const char *path, const char *name, bool *moved);
+/* Open @path read-only if it is a regular file: a FIFO, a device, a
+ * directory or a socket is refused without blocking (the open is
+ * O_NONBLOCK until fstat has seen a regular file). The descriptor (owned
+ * by the caller), or a negative errno with *@why saying why ("is a FIFO",
+ * "is a character device", strerror). */
+int bi_ctr_open_regular(const char *path, const char **why);
+/* What a file of mode @m that is not a regular file is: "is a FIFO", "is a
+ * character device", ... (static). */
+const char *bi_ctr_kind(mode_t m);
+/* bi_ctr_open_regular, the descriptor closed again: for a name a library
+ * opens by itself. 0 or a negative errno with *@why. */
+int bi_ctr_check_regular(const char *path, const char **why);
 
 extern const struct bi_ctr_ops bi_ctr_split_ops, bi_ctr_raw_ops;
 #ifdef BI_HAVE_EWF

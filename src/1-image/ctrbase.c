@@ -6,11 +6,13 @@
  * call down, not back up.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "1-image/container.h"
 
@@ -40,6 +42,84 @@ char *bi_ctr_beside(const char *path, const char *name)
 		strcpy(s + dl, name);
 	}
 	return s;
+}
+
+/* Whether @name has a ".." component (would climb out of a folder). */
+static bool climbs(const char *name)
+{
+	for (const char *p = name; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return true;
+		p += n;
+		p += *p == '/';
+	}
+	return false;
+}
+
+char *bi_ctr_companion(const char *path, const char *name, bool *moved)
+{
+	*moved = false;
+	if (name[0] != '/' && !climbs(name))
+		return bi_ctr_beside(path, name); /* as qemu-img resolves it */
+	const char *base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	if (!*base || !strcmp(base, "..") || !strcmp(base, "."))
+		return NULL;
+	*moved = true;
+	return bi_ctr_beside(path, base);
+}
+
+const char *bi_ctr_kind(mode_t m)
+{
+	return S_ISFIFO(m)   ? "is a FIFO"
+	       : S_ISCHR(m)  ? "is a character device"
+	       : S_ISBLK(m)  ? "is a block device"
+	       : S_ISDIR(m)  ? "is a directory"
+	       : S_ISSOCK(m) ? "is a socket"
+			     : "is not a regular file";
+}
+
+int bi_ctr_open_regular(const char *path, const char **why)
+{
+	/* O_NONBLOCK: an open of a FIFO with no writer returns at once
+	 * instead of waiting for one; O_NOCTTY: a terminal named here does
+	 * not become ours. Both only matter until fstat has refused it. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0) {
+		int en = errno;
+		*why = strerror(en);
+		return -en;
+	}
+	if (fstat(fd, &st) != 0) {
+		int en = errno;
+		*why = strerror(en);
+		close(fd);
+		return -en;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*why = bi_ctr_kind(st.st_mode);
+		close(fd);
+		return -EINVAL;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		*why = strerror(errno);
+		close(fd);
+		return -EIO;
+	}
+	*why = NULL;
+	return fd;
+}
+
+int bi_ctr_check_regular(const char *path, const char **why)
+{
+	int fd = bi_ctr_open_regular(path, why);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
 }
 
 int bi_ctr_add_seg(struct bi_ctr *c, const char *name, bool present)

@@ -107,7 +107,8 @@ static void ewf_why(libewf_error_t **e, char *why, size_t len)
 static void tail_type(const char *name, char out[17])
 {
 	out[0] = '\0';
-	int fd = open(name, O_RDONLY | O_CLOEXEC);
+	const char *why;
+	int fd = bi_ctr_open_regular(name, &why); /* a FIFO must not block */
 	struct stat st;
 	if (fd < 0)
 		return;
@@ -225,6 +226,25 @@ static int scan_set(char **names, int n, struct seg_state **out, size_t *count)
 	return 0;
 }
 
+/* Every segment there after the first (the file given) a regular file:
+ * libewf opens them by name, and a FIFO would block it. */
+static int segs_regular(const struct bi_ctr *c, const struct seg_state *s, size_t n, char *err,
+			size_t errlen)
+{
+	for (size_t i = 1; i < n; i++) {
+		const char *why;
+		int rc = s[i].present ? bi_ctr_check_regular(s[i].name, &why) : 0;
+		if (rc < 0) {
+			snprintf(err, errlen,
+				 "EWF image '%s': segment '%s' %s: refused (only a regular file is "
+				 "read)",
+				 c->path, s[i].name, why);
+			return rc;
+		}
+	}
+	return 0;
+}
+
 /* Record the segments in @c (every number, missing ones too). */
 static int record_segments(struct bi_ctr *c, const struct seg_state *s, size_t n)
 {
@@ -305,8 +325,13 @@ static int renum_open(intptr_t *io, int flags, libbfio_error_t **e)
 	struct renum *r = (struct renum *)io;
 	if (flags & LIBBFIO_ACCESS_FLAG_WRITE)
 		return -1;
+	const char *why;
+	/* the first is the file given; the others found by name beside it */
 	if (r->fd < 0)
-		r->fd = open(r->name, O_RDONLY | O_CLOEXEC);
+		r->fd = r->num == 1 ? open(r->name, O_RDONLY | O_CLOEXEC)
+				    : bi_ctr_open_regular(r->name, &why);
+	if (r->fd < 0)
+		r->fd = -1;
 	r->pos = 0;
 	uint8_t sig[8];
 	r->ewf1 = r->fd >= 0 && pread(r->fd, sig, 8, 0) == 8 &&
@@ -703,6 +728,8 @@ static int ewf_open(struct bi_ctr *c, char *err, size_t errlen)
 	struct seg_state *s = NULL;
 	size_t ns = 0, bad = 0;
 	int rc = scan_set(names, n, &s, &ns);
+	if (rc == 0)
+		rc = segs_regular(c, s, ns, err, errlen);
 	if (rc == 0)
 		rc = record_segments(c, s, ns);
 	while (rc == 0 && bad < ns && s[bad].present && s[bad].intact)

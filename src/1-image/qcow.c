@@ -2,19 +2,27 @@
 /*
  * qcow (QEMU copy-on-write, versions 1 to 3; compressed clusters too)
  * through libqcow. An image with a backing file reads the clusters it
- * does not hold from that file, found as QEMU finds it: the name in the
- * header, relative to the image's folder. libqcow reads a backing file
- * only when it is qcow itself; a chain is followed up to QCOW_CHAIN files.
+ * does not hold from that file, found as QEMU finds a relative name: the
+ * name in the header, relative to the image's folder. An absolute name or
+ * one with ".." is not followed out of that folder: its last component is
+ * looked for beside the image (bi_ctr_companion), and both names are
+ * reported. A backing file is read only when it is a regular file, opened
+ * without blocking (a FIFO named there must not hang the open), and
+ * libqcow reads it through that descriptor (bfiofd.h), never by name.
+ * libqcow reads a backing file only when it is qcow itself; a chain is
+ * followed up to QCOW_CHAIN files.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#define HAVE_LIBBFIO 1 /* libqcow.h: declare libqcow_file_open_file_io_handle */
 #include <libqcow.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "1-image/bfiofd.h"
 #include "1-image/container.h"
 #include "1-image/qcheck.h"
 
@@ -24,6 +32,7 @@ struct qcow {
 	libqcow_file_t *f[QCOW_CHAIN];	   /* [0] the image, then its backing files */
 	struct bi_qcheck *chk[QCOW_CHAIN]; /* their bounds (qcheck.h) */
 	int fd[QCOW_CHAIN];
+	libbfio_handle_t *io[QCOW_CHAIN]; /* libqcow reads through fd[i] */
 	int n;
 };
 
@@ -45,6 +54,7 @@ static void qcow_close(struct bi_ctr *c)
 	for (int i = 0; i < q->n; i++) {
 		libqcow_file_close(q->f[i], NULL);
 		libqcow_file_free(&q->f[i], NULL);
+		libbfio_handle_free(&q->io[i], NULL);
 		bi_qcheck_free(q->chk[i]);
 		if (q->fd[i] >= 0)
 			close(q->fd[i]);
@@ -53,36 +63,36 @@ static void qcow_close(struct bi_ctr *c)
 	c->h = NULL;
 }
 
-static int open_one(struct qcow *q, const char *name, char *err, size_t errlen)
+/* Open @name, whose descriptor @fd (taken over) the caller opened (and
+ * checked): libqcow reads through it, never opening @name itself. */
+static int open_one(struct qcow *q, const char *name, int fd, char *err, size_t errlen)
 {
 	libqcow_error_t *e = NULL;
 	libqcow_file_t *f = NULL;
 	char why[512];
-	int fd = open(name, O_RDONLY | O_CLOEXEC);
 	struct bi_qcheck *chk = NULL;
-	if (fd < 0) {
-		int en = errno;
-		snprintf(err, errlen, "qcow image '%s': cannot open: %s", name, strerror(en));
-		return -en;
-	}
 	int rc = bi_qcheck_open(&chk, fd, name, err, errlen);
 	if (rc < 0) {
 		close(fd);
 		return rc;
 	}
-	if (libqcow_file_initialize(&f, &e) != 1) {
+	libbfio_handle_t *io = NULL;
+	if (bi_bfio_fd(&io, fd) < 0 || libqcow_file_initialize(&f, &e) != 1) {
+		libbfio_handle_free(&io, NULL);
 		bi_qcheck_free(chk);
 		close(fd);
 		qcow_why(&e, why, sizeof(why));
-		snprintf(err, errlen, "qcow image '%s': %s", name, why);
+		snprintf(err, errlen, "qcow image '%s': %s", name, why[0] ? why : "out of memory");
 		return -ENOMEM;
 	}
 	q->chk[q->n] = chk;
 	q->fd[q->n] = fd;
+	q->io[q->n] = io;
 	q->f[q->n++] = f;
-	if (libqcow_file_open(f, name, LIBQCOW_OPEN_READ, &e) != 1) {
+	if (libqcow_file_open_file_io_handle(f, io, LIBQCOW_OPEN_READ, &e) != 1) {
 		q->n--;
 		libqcow_file_free(&q->f[q->n], NULL);
+		libbfio_handle_free(&q->io[q->n], NULL);
 		bi_qcheck_free(q->chk[q->n]);
 		close(q->fd[q->n]);
 		qcow_why(&e, why, sizeof(why));
@@ -99,8 +109,10 @@ static int open_one(struct qcow *q, const char *name, char *err, size_t errlen)
 	return 0;
 }
 
-/* The backing file of @f, or NULL (none; *rc < 0 on error). */
-static char *backing(libqcow_file_t *f, const char *name, int *rc)
+/* The backing file of @f, or NULL (none; *rc < 0 on error); its name as
+ * stored to @stored (malloc'd), *@moved when that is not where it is
+ * looked for (bi_ctr_companion). */
+static char *backing(libqcow_file_t *f, const char *name, char **stored, bool *moved, int *rc)
 {
 	size_t sz = 0;
 	*rc = 0;
@@ -116,11 +128,42 @@ static char *backing(libqcow_file_t *f, const char *name, int *rc)
 		*rc = -EIO;
 		return NULL;
 	}
-	char *path = bi_ctr_beside(name, (char *)b);
-	free(b);
+	b[sz - 1] = 0;
+	char *path = bi_ctr_companion(name, (char *)b, moved);
+	*stored = (char *)b;
 	if (!path)
-		*rc = -ENOMEM;
+		*rc = -EUCLEAN;
 	return path;
+}
+
+/* Open the backing file @b of @cur (@stored as the header names it): only
+ * a regular file, only in @cur's folder (bi_ctr_companion); a FIFO or a
+ * device named there is refused, never opened for good. */
+static int open_backing(struct qcow *q, const char *cur, const char *stored, const char *b,
+			bool moved, char *err, size_t errlen)
+{
+	const char *why;
+	char where[4200];
+	where[0] = '\0';
+	if (moved)
+		snprintf(where, sizeof(where),
+			 " (named '%s' in it; only the image's folder is searched)", stored);
+	int fd = bi_ctr_open_regular(b, &why);
+	if (fd == -ENOENT) {
+		snprintf(err, errlen,
+			 "qcow image '%s': its backing file '%s'%s is not there (put it beside "
+			 "the image)",
+			 cur, b, where);
+		return fd;
+	}
+	if (fd < 0) {
+		snprintf(err, errlen,
+			 "qcow image '%s': its backing file '%s'%s %s: refused (only a regular "
+			 "file is read)",
+			 cur, b, where, why);
+		return fd;
+	}
+	return open_one(q, b, fd, err, errlen);
 }
 
 static int qcow_chain(struct bi_ctr *c, struct qcow *q, char *err, size_t errlen)
@@ -128,28 +171,27 @@ static int qcow_chain(struct bi_ctr *c, struct qcow *q, char *err, size_t errlen
 	for (;;) {
 		const char *cur = c->segs[c->nsegs - 1].name;
 		int rc;
-		char *b = backing(q->f[q->n - 1], cur, &rc);
+		char *stored = NULL;
+		bool moved;
+		char *b = backing(q->f[q->n - 1], cur, &stored, &moved, &rc);
 		if (!b) {
 			if (rc < 0)
 				snprintf(err, errlen,
-					 "qcow image '%s': unreadable backing file name", cur);
+					 "qcow image '%s': unreadable backing file name '%s'", cur,
+					 stored ? stored : "");
+			free(stored);
 			return rc;
 		}
 		rc = bi_ctr_add_meta(c, "backing_file", b);
+		if (rc == 0 && moved)
+			rc = bi_ctr_add_meta(c, "backing_file_stored", stored);
 		if (rc == 0 && q->n >= QCOW_CHAIN) {
 			snprintf(err, errlen, "qcow image '%s': more than %d backing files",
 				 c->path, QCOW_CHAIN);
 			rc = -ELOOP;
 		}
-		if (rc == 0 && access(b, R_OK) != 0) {
-			snprintf(err, errlen,
-				 "qcow image '%s': its backing file '%s' is not there (put it "
-				 "beside the image)",
-				 cur, b);
-			rc = -ENOENT;
-		}
 		if (rc == 0)
-			rc = open_one(q, b, err, errlen);
+			rc = open_backing(q, cur, stored, b, moved, err, errlen);
 		if (rc == 0)
 			rc = bi_ctr_add_seg(c, b, true);
 		if (rc == 0 &&
@@ -159,6 +201,7 @@ static int qcow_chain(struct bi_ctr *c, struct qcow *q, char *err, size_t errlen
 			rc = -EIO;
 		}
 		free(b);
+		free(stored);
 		if (rc < 0)
 			return rc;
 	}
@@ -170,7 +213,13 @@ static int qcow_open(struct bi_ctr *c, char *err, size_t errlen)
 	if (!q)
 		return -ENOMEM;
 	c->h = q;
-	int rc = open_one(q, c->path, err, errlen);
+	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int en = errno;
+		snprintf(err, errlen, "qcow image '%s': cannot open: %s", c->path, strerror(en));
+		return -en;
+	}
+	int rc = open_one(q, c->path, fd, err, errlen);
 	if (rc == 0)
 		rc = bi_ctr_add_seg(c, c->path, true);
 	if (rc == 0)

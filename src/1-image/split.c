@@ -44,9 +44,22 @@ static bool seg_exists(const char *name)
 	return stat(name, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A later segment that is there but not a regular file (a FIFO, a device):
+ * refused, not taken for a missing one. */
+static int seg_odd(struct bi_ctr *c, const char *name, char *err, size_t errlen)
+{
+	struct stat st;
+	if (stat(name, &st) != 0 || S_ISREG(st.st_mode))
+		return 0;
+	snprintf(err, errlen,
+		 "split image '%s': segment '%s' %s: refused (only a regular file is read)",
+		 c->path, name, bi_ctr_kind(st.st_mode));
+	return -EINVAL;
+}
+
 /* The names of the set, missing ones included: the run from @path on,
  * then any found within SPLIT_GAP after a gap. */
-static int split_names(struct bi_ctr *c)
+static int split_names(struct bi_ctr *c, char *err, size_t errlen)
 {
 	const char *path = c->path;
 	if (c->ops->format == BTRFSIMG_FORMAT_RAW)
@@ -73,7 +86,9 @@ static int split_names(struct bi_ctr *c)
 	}
 	for (unsigned long k = first; k <= last; k++) {
 		char *s = seg_name(path, at, width, k);
-		int rc = s ? bi_ctr_add_seg(c, s, seg_exists(s)) : -ENOMEM;
+		int rc = !s ? -ENOMEM : k == first ? 0 : seg_odd(c, s, err, errlen);
+		if (rc == 0)
+			rc = bi_ctr_add_seg(c, s, seg_exists(s));
 		free(s);
 		if (rc < 0)
 			return rc;
@@ -102,12 +117,23 @@ static int split_files(struct bi_ctr *c, struct split *s, char *err, size_t errl
 				    c->segs[i].name);
 			continue;
 		}
-		s->fd[i] = open(c->segs[i].name, O_RDONLY | O_CLOEXEC);
+		/* the first is the file given (a device is fine); the others are
+		 * found by name: only regular files, opened without blocking */
+		const char *why = NULL;
+		s->fd[i] = i == 0 ? open(c->segs[i].name, O_RDONLY | O_CLOEXEC)
+				  : bi_ctr_open_regular(c->segs[i].name, &why);
 		struct stat st;
 		if (s->fd[i] < 0 || fstat(s->fd[i], &st) != 0) {
-			int e = errno;
-			snprintf(err, errlen, "split image '%s': cannot open segment '%s': %s",
-				 c->path, c->segs[i].name, strerror(e));
+			int e = s->fd[i] < 0 && why ? -s->fd[i] : errno;
+			if (e == EINVAL && why)
+				snprintf(err, errlen,
+					 "split image '%s': segment '%s' %s: refused (only a "
+					 "regular file is read)",
+					 c->path, c->segs[i].name, why);
+			else
+				snprintf(err, errlen,
+					 "split image '%s': cannot open segment '%s': %s", c->path,
+					 c->segs[i].name, why ? why : strerror(e));
 			return -e;
 		}
 		s->have[i] = (uint64_t)st.st_size;
@@ -122,12 +148,13 @@ static int split_files(struct bi_ctr *c, struct split *s, char *err, size_t errl
 
 static int split_open(struct bi_ctr *c, char *err, size_t errlen)
 {
-	int rc = split_names(c);
-	struct split *s = calloc(1, sizeof(*s));
-	if (rc < 0 || !s) {
-		free(s);
-		snprintf(err, errlen, "split image '%s': out of memory", c->path);
-		return -ENOMEM;
+	err[0] = '\0';
+	int rc = split_names(c, err, errlen);
+	struct split *s = rc < 0 ? NULL : calloc(1, sizeof(*s));
+	if (!s) {
+		if (!err[0])
+			snprintf(err, errlen, "split image '%s': out of memory", c->path);
+		return rc < 0 ? rc : -ENOMEM;
 	}
 	c->h = s;
 	s->n = c->nsegs;

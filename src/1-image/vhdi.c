@@ -4,21 +4,27 @@
  * through libvhdi. A differencing disk reads what it does not hold from
  * its parent, found by the file name stored in it (its last path
  * component, Windows or POSIX, beside the image), up to VHDI_CHAIN files.
+ * A parent is read only when it is a regular file, opened without blocking,
+ * and libvhdi reads it through that descriptor (bfiofd.h), never by name.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#define HAVE_LIBBFIO 1 /* libvhdi.h: declare libvhdi_file_open_file_io_handle */
 #include <libvhdi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "1-image/bfiofd.h"
 #include "1-image/container.h"
 
 #define VHDI_CHAIN 16
 
 struct vhdi {
 	libvhdi_file_t *f[VHDI_CHAIN];
+	libbfio_handle_t *io[VHDI_CHAIN]; /* what libvhdi reads f[i] through */
 	int n;
 };
 
@@ -40,25 +46,35 @@ static void vhdi_close(struct bi_ctr *c)
 	for (int i = 0; i < v->n; i++) {
 		libvhdi_file_close(v->f[i], NULL);
 		libvhdi_file_free(&v->f[i], NULL);
+		libbfio_handle_free(&v->io[i], NULL);
 	}
 	free(v);
 	c->h = NULL;
 }
 
-static int open_one(struct bi_ctr *c, struct vhdi *v, const char *name, char *err, size_t errlen)
+/* Open @name through @fd (closed here), which the caller opened (and, for
+ * a parent, checked): libvhdi reads through it, never opening @name. */
+static int open_one(struct bi_ctr *c, struct vhdi *v, const char *name, int fd, char *err,
+		    size_t errlen)
 {
 	libvhdi_error_t *e = NULL;
 	libvhdi_file_t *f = NULL;
-	char why[512];
-	if (libvhdi_file_initialize(&f, &e) != 1) {
+	libbfio_handle_t *io = NULL;
+	char why[512] = "";
+	int rc = bi_bfio_fd(&io, fd);
+	close(fd);
+	if (rc < 0 || libvhdi_file_initialize(&f, &e) != 1) {
+		libbfio_handle_free(&io, NULL);
 		vhdi_why(&e, why, sizeof(why));
 		snprintf(err, errlen, "%s image '%s': %s", btrfsimg_format_name(c->ops->format),
-			 name, why);
+			 name, why[0] ? why : "out of memory");
 		return -ENOMEM;
 	}
+	v->io[v->n] = io;
 	v->f[v->n++] = f;
-	if (libvhdi_file_open(f, name, LIBVHDI_OPEN_READ, &e) != 1) {
+	if (libvhdi_file_open_file_io_handle(f, io, LIBVHDI_OPEN_READ, &e) != 1) {
 		libvhdi_file_free(&v->f[--v->n], NULL);
+		libbfio_handle_free(&v->io[v->n], NULL);
 		vhdi_why(&e, why, sizeof(why));
 		snprintf(err, errlen, "%s image '%s': cannot open: %s",
 			 btrfsimg_format_name(c->ops->format), name, why);
@@ -96,14 +112,23 @@ static int vhdi_chain(struct bi_ctr *c, struct vhdi *v, char *err, size_t errlen
 				 VHDI_CHAIN);
 			rc = -ELOOP;
 		}
-		if (rc == 0 && access(p, R_OK) != 0) {
+		const char *why;
+		int ck = rc == 0 ? bi_ctr_open_regular(p, &why) : 0;
+		if (ck == -ENOENT) {
 			snprintf(err, errlen,
 				 "image '%s' is a differencing disk; its parent '%s' is not there",
 				 cur, p);
-			rc = -ENOENT;
+			rc = ck;
+		} else if (ck < 0) {
+			/* a FIFO would block, a device is no image */
+			snprintf(err, errlen,
+				 "image '%s' is a differencing disk; its parent '%s' %s: refused "
+				 "(only a regular file is read)",
+				 cur, p, why);
+			rc = ck;
 		}
 		if (rc == 0)
-			rc = open_one(c, v, p, err, errlen);
+			rc = open_one(c, v, p, ck, err, errlen);
 		if (rc == 0 &&
 		    libvhdi_file_set_parent_file(v->f[v->n - 2], v->f[v->n - 1], NULL) != 1) {
 			snprintf(err, errlen, "image '%s': cannot use parent '%s'", cur, p);
@@ -122,7 +147,14 @@ static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 	if (!v)
 		return -ENOMEM;
 	c->h = v;
-	int rc = open_one(c, v, c->path, err, errlen);
+	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int en = errno;
+		snprintf(err, errlen, "%s image '%s': cannot open: %s",
+			 btrfsimg_format_name(c->ops->format), c->path, strerror(en));
+		return -en;
+	}
+	int rc = open_one(c, v, c->path, fd, err, errlen);
 	int ft = 0;
 	if (rc == 0 && libvhdi_file_get_file_type(v->f[0], &ft, NULL) == 1) {
 		int want =

@@ -24,6 +24,14 @@
  * A disk with a parent and a missing extent is refused: what a child does
  * not hold comes from its parent at the child's offsets, which one-extent
  * disks cannot follow.
+ *
+ * An extent file named with a folder ("/vmfs/volumes/ds1/a-flat.vmdk",
+ * "C:\\VMs\\a-flat.vmdk") is read, as VMware and libvmdk look for it, by its
+ * last component beside the descriptor, and that is the file reported.
+ * Such a disk is read extent by extent too, each one-extent descriptor
+ * naming only the last component: libvmdk mangles a name with a folder
+ * (see parts_open). Extent files and parents are read only when they are
+ * regular files (a FIFO would block libvmdk's open).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -169,14 +177,55 @@ static int extent_of(libvmdk_handle_t *h, int i, int *type, uint64_t *size, int6
 	return ok ? 0 : -EIO;
 }
 
+/* The file libvmdk reads for the extent file name @fn of the descriptor
+ * @name: the name's last component ('/' or '\\' before it) in the
+ * descriptor's folder, whatever folder the name gives (libvmdk, with
+ * its extent data files path set, as here, keeps only that component).
+ * *@moved when that is not @fn beside the descriptor. Malloc'd, or NULL. */
+static const char *last_component(const char *fn)
+{
+	const char *base = fn;
+	for (const char *p = fn; *p; p++)
+		if (*p == '/' || *p == '\\')
+			base = p + 1;
+	return base;
+}
+
+static char *extent_path(const char *name, const char *fn, bool *moved)
+{
+	const char *base = last_component(fn);
+	*moved = base != fn;
+	return *base ? bi_ctr_beside(name, base) : NULL;
+}
+
+/* Whether the extent file @path (@fn in the descriptor @name) is there; a
+ * FIFO, a device or anything but a regular file is refused (libvmdk would
+ * open it by name and block, or read a device). */
+static int extent_there(const char *name, const char *fn, const char *path, bool *there, char *err,
+			size_t errlen)
+{
+	const char *why;
+	*there = access(path, F_OK) == 0;
+	if (!*there)
+		return 0;
+	int rc = bi_ctr_check_regular(path, &why);
+	if (rc < 0)
+		snprintf(err, errlen,
+			 "VMDK image '%s': extent file '%s' (named '%s' in it) %s: refused (only "
+			 "a regular file is read)",
+			 name, path, fn, why);
+	return rc;
+}
+
 /* Record the extent files of @h (descriptor @name). Whether each is there
  * goes to *@missing (how many are not); a parent (@top false) must have
  * them all. */
 static int extents(struct bi_ctr *c, libvmdk_handle_t *h, const char *name, bool top,
-		   size_t *missing, char *err, size_t errlen)
+		   size_t *missing, size_t *moved_n, char *err, size_t errlen)
 {
 	int n = 0;
 	*missing = 0;
+	*moved_n = 0;
 	if (libvmdk_handle_get_number_of_extents(h, &n, NULL) != 1 || n < 0 || n > VMDK_EXTENTS) {
 		snprintf(err, errlen, "VMDK image '%s': cannot count its extents", name);
 		return -EIO;
@@ -188,11 +237,26 @@ static int extents(struct bi_ctr *c, libvmdk_handle_t *h, const char *name, bool
 		int64_t off;
 		if (extent_of(h, i, &type, &size, &off, fn, sizeof(fn)) < 0 || !fn[0])
 			continue; /* a ZERO extent has no file */
-		char *path = bi_ctr_beside(name, fn);
-		if (!path)
-			return -ENOMEM;
-		bool there = access(path, R_OK) == 0;
-		int rc = bi_ctr_add_seg(c, path, there);
+		bool moved, there;
+		char *path = extent_path(name, fn, &moved);
+		if (!path) {
+			snprintf(err, errlen, "VMDK image '%s': extent %d names no file ('%s')",
+				 name, i, fn);
+			return -EUCLEAN;
+		}
+		int rc = extent_there(name, fn, path, &there, err, errlen);
+		if (rc == 0 && moved && !top) {
+			snprintf(err, errlen,
+				 "VMDK image '%s': extent file named with a folder ('%s') in a "
+				 "parent disk: not read (only as '%s', beside it, in a child)",
+				 name, fn, path);
+			rc = -EOPNOTSUPP;
+		}
+		if (rc == 0 && moved)
+			rc = bi_ctr_add_meta(c, "extent_file_stored", fn);
+		*moved_n += moved;
+		if (rc == 0)
+			rc = bi_ctr_add_seg(c, path, there);
 		if (rc == 0 && !there && !top) {
 			snprintf(err, errlen, "VMDK image '%s': extent file '%s' is missing", name,
 				 path);
@@ -310,7 +374,11 @@ static int parts_open(struct bi_ctr *c, struct vmdk *v, libvmdk_handle_t *h, con
 				return -ENOMEM;
 			continue;
 		}
-		int rc = part_open(pt, name, disk_type(dt), type, off, fn, err, errlen);
+		/* its last component only: libvmdk (20200926) joins a name that
+		 * has a folder to the extent data files path with a wrong length
+		 * (a mangled name, or a read past the name's buffer) */
+		int rc = part_open(pt, name, disk_type(dt), type, off, last_component(fn), err,
+				   errlen);
 		if (rc < 0)
 			return rc;
 	}
@@ -335,11 +403,11 @@ static int open_one(struct bi_ctr *c, struct vmdk *v, const char *name, char *er
 		snprintf(err, errlen, "VMDK image '%s': cannot open: %s", name, why);
 		return -EIO;
 	}
-	size_t missing = 0;
-	int rc = extents(c, h, name, v->n == 1, &missing, err, errlen);
+	size_t missing = 0, moved = 0;
+	int rc = extents(c, h, name, v->n == 1, &missing, &moved, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (missing)
+	if (missing || moved)
 		return parts_open(c, v, h, name, err, errlen);
 	char dir[4096];
 	folder_of(name, dir, sizeof(dir));
@@ -353,16 +421,46 @@ static int open_one(struct bi_ctr *c, struct vmdk *v, const char *name, char *er
 	return 0;
 }
 
-/* The parent of the last disk opened, or NULL. */
-static char *parent_of(libvmdk_handle_t *h, const char *name)
+/* The parent of the last disk opened (bi_ctr_companion), or NULL; the
+ * name as stored to @stored when it is not the file looked for. */
+static char *parent_of(libvmdk_handle_t *h, const char *name, char stored[4096])
 {
 	size_t sz = 0;
+	bool moved;
+	stored[0] = '\0';
 	if (libvmdk_handle_get_utf8_parent_filename_size(h, &sz, NULL) != 1 || sz <= 1 || sz > 4096)
 		return NULL;
 	uint8_t b[4096];
 	if (libvmdk_handle_get_utf8_parent_filename(h, b, sz, NULL) != 1)
 		return NULL;
-	return bi_ctr_beside(name, (char *)b);
+	b[sz - 1] = 0;
+	char *p = bi_ctr_companion(name, (char *)b, &moved);
+	if (p && moved)
+		snprintf(stored, 4096, "%s", (char *)b);
+	return p;
+}
+
+/* The parent @p of @cur: there, and a regular file (libvmdk opens it by
+ * name: a FIFO would block it). */
+static int parent_check(const char *cur, const char *p, const char *stored, char *err,
+			size_t errlen)
+{
+	const char *why;
+	char where[4200];
+	where[0] = '\0';
+	if (stored[0])
+		snprintf(where, sizeof(where),
+			 " (named '%s' in it; only the image's folder is searched)", stored);
+	int rc = bi_ctr_check_regular(p, &why);
+	if (rc == -ENOENT)
+		snprintf(err, errlen, "VMDK image '%s': its parent '%s'%s is not there", cur, p,
+			 where);
+	else if (rc < 0)
+		snprintf(err, errlen,
+			 "VMDK image '%s': its parent '%s'%s %s: refused (only a regular file is "
+			 "read)",
+			 cur, p, where, why);
+	return rc;
 }
 
 static int vmdk_open(struct bi_ctr *c, char *err, size_t errlen)
@@ -372,28 +470,33 @@ static int vmdk_open(struct bi_ctr *c, char *err, size_t errlen)
 		return -ENOMEM;
 	c->h = v;
 	int rc = open_one(c, v, c->path, err, errlen);
-	char *cur = strdup(c->path), *p = NULL;
+	char *cur = strdup(c->path), *p = NULL, stored[4096];
 	if (!cur)
 		rc = -ENOMEM;
-	while (rc == 0 && (p = parent_of(v->h[v->n - 1], cur)) != NULL) {
+	while (rc == 0 && (p = parent_of(v->h[v->n - 1], cur, stored)) != NULL) {
 		rc = bi_ctr_add_meta(c, "parent_file", p);
-		if (rc == 0 && v->parts) {
+		if (rc == 0 && stored[0])
+			rc = bi_ctr_add_meta(c, "parent_file_stored", stored);
+		if (rc == 0 && v->parts && c->lost) {
 			snprintf(err, errlen,
 				 "VMDK image '%s': extent file '%s' is missing, and the disk has a "
 				 "parent ('%s'): a child with an extent missing is not read",
 				 c->path, c->lost, p);
 			rc = -ENOENT;
+		} else if (rc == 0 && v->parts) {
+			snprintf(err, errlen,
+				 "VMDK image '%s': an extent file is named with a folder, and the "
+				 "disk has a parent ('%s'): such a child is not read",
+				 c->path, p);
+			rc = -EOPNOTSUPP;
 		}
 		if (rc == 0 && v->n >= VMDK_CHAIN) {
 			snprintf(err, errlen, "VMDK image '%s': more than %d parents", c->path,
 				 VMDK_CHAIN);
 			rc = -ELOOP;
 		}
-		if (rc == 0 && access(p, R_OK) != 0) {
-			snprintf(err, errlen, "VMDK image '%s': its parent '%s' is not there", cur,
-				 p);
-			rc = -ENOENT;
-		}
+		if (rc == 0)
+			rc = parent_check(cur, p, stored, err, errlen);
 		if (rc == 0)
 			rc = open_one(c, v, p, err, errlen);
 		if (rc == 0 &&
