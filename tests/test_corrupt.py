@@ -742,6 +742,41 @@ def python_fs():
         return None
 
 
+MOUNT_CHILD = r"""
+import hashlib, json, os, sys
+out = {}
+for e in os.scandir(sys.argv[1]):
+    with open(e.path, "rb") as f:
+        out[e.name] = [e.inode(), e.stat().st_ino, hashlib.sha256(f.read()).hexdigest()]
+print(json.dumps(out))
+"""
+
+
+def mount_view(img, sub):
+    """btrfsimg mount (FUSE): {name: [d_ino, st_ino, sha256]} of the files
+    of directory @sub, read by a child with a timeout; None (reason
+    printed) without root, /dev/fuse or fusermount3."""
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        print("skip: mount checks: need root, /dev/fuse and fusermount3")
+        return None
+    mnt = tempfile.mkdtemp(prefix="btrfsimg-dirs-mnt.")
+    try:
+        rc, _, err = imgtest.run_cli(CLI, ["mount", img, mnt], timeout=TIMEOUT)
+        if rc != 0:
+            check("mount of a damaged directory", False, f"rc {rc} {err[-300:]!r}")
+            return None
+        try:
+            p = subprocess.run([sys.executable, "-c", MOUNT_CHILD, os.path.join(mnt, sub)],
+                               capture_output=True, timeout=TIMEOUT)
+            return __import__("json").loads(p.stdout) if p.returncode == 0 else {}
+        except subprocess.TimeoutExpired:
+            return {}
+        finally:
+            subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True, timeout=60)
+    finally:
+        os.rmdir(mnt)
+
+
 def walk_json(img):
     """{path: record} of walk --hash --json, and the run's (rc, stderr)."""
     rc, out, err = run(["walk", "--hash", "--json"], img)
@@ -823,8 +858,16 @@ def case_dir_disagree(base, work):
           str(recs.get("var/log6"))[:200])
     rc, out, err = run(["cat", "--path", "var/log5"], img)
     check(f"{tag}: cat reads log5's bytes", out == gcat["var/log5"], out[:80])
+    check(f"{tag}: walk's d_ino is the index's (the kernel's readdir), ino the item's",
+          recs["var/log5"]["d_ino"] == good["var/log6"]["ino"], str(recs["var/log5"])[:200])
     extracted(tag, img, "var/log5", gcat["var/log5"])
     python_agrees(tag, img, "var/log5", recs, True)
+    mv = mount_view(img, "var")
+    if mv is not None:
+        sha = __import__("hashlib").sha256(gcat["var/log5"]).hexdigest()
+        check(f"{tag}: mount reads log5's bytes (lookup), d_ino log6's (readdir)",
+              mv.get("log5", [0, 0, ""])[2] == sha and mv["log5"][0] == mv["log6"][1]
+              and mv["log5"][1] != mv["log6"][1], str(mv)[:300])
 
     # log3's index renamed log4
     img = fresh(base, work, "dirs.img")

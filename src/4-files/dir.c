@@ -189,6 +189,8 @@ struct dent {
 	uint64_t block;
 	uint32_t slot;
 	uint32_t item;		/* an index's item entry (same name), or NO_ITEM */
+	uint32_t via;		/* an index's item entry that says where it leads, or
+				   NO_ITEM: where it says itself */
 	size_t name_off;	/* into dlist.names */
 	uint16_t name_len;
 	uint8_t type;
@@ -243,7 +245,7 @@ static int dl_add(struct dlist *dl, int k, const struct bi_item *it, const struc
 		return bi_err(dl->fs, -ENOMEM, "out of memory listing directory %" PRIu64, dl->dir);
 	dl->v[k][dl->n[k]++] = (struct dent){ .key = it->key, .loc = d->location,
 					      .block = it->block, .slot = it->slot,
-					      .item = NO_ITEM, .name_off = dl->names_len,
+					      .item = NO_ITEM, .via = NO_ITEM, .name_off = dl->names_len,
 					      .name_len = d->name_len, .type = d->type };
 	memcpy(dl->names + dl->names_len, d->name, d->name_len);
 	dl->names_len += d->name_len;
@@ -416,8 +418,7 @@ static void dl_match(struct dlist *dl)
 			dl_damage(dl, x, d, "the name is listed already: left out");
 		} else {
 			dl_damage(dl, x, d, "listed leading where the dir item (lookup) leads");
-			x->loc = d->loc;
-			x->type = d->type;
+			x->via = x->item;
 			x->shown = d->taken = true;
 		}
 	}
@@ -435,11 +436,16 @@ static int dl_emit(struct dlist *dl, btrfsimg_dirent_fn fn, void *ctx)
 		const struct dent *x = &dl->v[1][i];
 		if (!x->shown)
 			continue;
+		const struct dent *t = x->via == NO_ITEM ? x : &dl->v[0][x->via];
 		e = (struct btrfsimg_dirent){ .name = dl_name(dl, x), .name_len = x->name_len,
 					      .index = x->key.offset,
-					      .location_objectid = x->loc.objectid,
-					      .location_type = x->loc.type, .file_type = x->type };
+					      .location_objectid = t->loc.objectid,
+					      .location_type = t->loc.type, .file_type = t->type };
 		rc = bi_dir_resolve(dl->fs, dl->subvol, dl->dir, &e);
+		/* readdir's d_ino and d_type stay the index's, as the kernel's */
+		e.location_objectid = x->loc.objectid;
+		e.location_type = x->loc.type;
+		e.file_type = x->type;
 		if (rc == 0)
 			rc = fn(ctx, &e);
 	}
@@ -537,7 +543,7 @@ static void ref_damage(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 			  " INODE_ITEM), its inode ref (%" PRIu64 " INODE_REF %" PRIu64
 			  ") has index %" PRIu64,
 			  subvol, dir, esc(e->name, e->name_len, nb, sizeof(nb)), dir, e->index,
-			  e->location_objectid, e->location_objectid, dir, index);
+			  e->target_objectid, e->target_objectid, dir, index);
 	else
 		bi_damage(fs,
 			  "directory entries disagree: subvolume %" PRIu64 " directory %" PRIu64
@@ -545,13 +551,13 @@ static void ref_damage(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 			  " INODE_ITEM), which has no inode ref or extref to directory %" PRIu64
 			  " by that name",
 			  subvol, dir, esc(e->name, e->name_len, nb, sizeof(nb)), dir, e->index,
-			  e->location_objectid, dir);
+			  e->target_objectid, dir);
 }
 
 int bi_dir_child_inode(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
 		       const struct btrfsimg_dirent *e, struct btrfsimg_inode *out)
 {
-	uint64_t ino = e->location_objectid, index = 0;
+	uint64_t ino = e->target_objectid, index = 0;
 	/* INODE_ITEM (ino, 1, 0) and INODE_REF (ino, 12, dir) are neighbours
 	 * (only refs to lower directories between): one descent reads both. */
 	bi_key min = { ino, KT_INODE_ITEM, 0 }, max = { ino, KT_INODE_REF, dir };
