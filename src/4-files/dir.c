@@ -198,7 +198,7 @@ struct dent {
 	bool shown;		/* an index: listed */
 };
 
-struct dlist {
+struct bi_dlist {
 	struct btrfsimg_fs *fs;
 	uint64_t subvol, dir;
 	struct dent *v[2];	/* [0] DIR_ITEM entries in key order, [1] DIR_INDEX */
@@ -206,9 +206,13 @@ struct dlist {
 	uint8_t *names;
 	size_t names_len, names_cap;
 	uint32_t *slots;	/* open addressing over v[0] by hash: entry + 1 */
-	size_t mask;
+	size_t mask, slots_cap;
 	bool cut;		/* the listing stopped at an error */
+	bool busy;		/* fs->dirs in use (a callback listing again gets its own) */
 };
+
+/* Listings larger than this many entries give their memory back after. */
+#define DL_KEEP 65536
 
 /* *p to at least @need elements of @size bytes (doubling, overflow-checked). */
 static int grow(void **p, size_t *cap, size_t need, size_t size)
@@ -229,15 +233,56 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
-static void dl_free(struct dlist *dl)
+static void dl_free(struct bi_dlist *dl)
 {
+	if (!dl)
+		return;
 	free(dl->v[0]);
 	free(dl->v[1]);
 	free(dl->names);
 	free(dl->slots);
+	free(dl);
 }
 
-static int dl_add(struct dlist *dl, int k, const struct bi_item *it, const struct bi_dir_entry *d)
+void bi_dir_bufs_free(struct btrfsimg_fs *fs)
+{
+	dl_free(fs->dirs);
+	fs->dirs = NULL;
+}
+
+/* The handle's buffers, reused from directory to directory: fresh ones for
+ * each cost a walk a third more time in page faults (freed memory went
+ * back to the system and came back zeroed). NULL: no memory. */
+static struct bi_dlist *dl_take(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir)
+{
+	struct bi_dlist *dl = fs->dirs;
+	if (!dl || dl->busy) {
+		dl = calloc(1, sizeof(*dl));
+		if (!dl)
+			return NULL;
+		if (!fs->dirs)
+			fs->dirs = dl;
+	}
+	dl->fs = fs;
+	dl->subvol = subvol;
+	dl->dir = dir;
+	dl->n[0] = dl->n[1] = dl->names_len = 0;
+	dl->cut = false;
+	dl->busy = true;
+	return dl;
+}
+
+static void dl_give(struct bi_dlist *dl)
+{
+	struct btrfsimg_fs *fs = dl->fs;
+	dl->busy = false;
+	if (dl != fs->dirs)
+		dl_free(dl);
+	else if (dl->cap[0] + dl->cap[1] > DL_KEEP)
+		bi_dir_bufs_free(fs);
+}
+
+static int dl_add(struct bi_dlist *dl, int k, const struct bi_item *it, const struct bi_dir_entry *d)
 {
 	if (dl->n[k] >= NO_ITEM ||
 	    grow((void **)&dl->v[k], &dl->cap[k], dl->n[k] + 1, sizeof(struct dent)) < 0 ||
@@ -252,7 +297,7 @@ static int dl_add(struct dlist *dl, int k, const struct bi_item *it, const struc
 	return 0;
 }
 
-static const uint8_t *dl_name(const struct dlist *dl, const struct dent *e)
+static const uint8_t *dl_name(const struct bi_dlist *dl, const struct dent *e)
 {
 	return dl->names + e->name_off;
 }
@@ -274,32 +319,48 @@ static const char *dent_str(const struct dent *e, char *buf, size_t cap)
 	return buf;
 }
 
-/* A DIR_ITEM: every entry, after the kernel's checks (name hash too). A
- * damaged item is reported and its names left out (their indexes then
- * have no item); it does not end the listing. */
-static int dl_read_item(struct dlist *dl, const struct bi_item *it)
+/* A DIR_ITEM: every entry, after the kernel's checks (bi_dir_item_check's,
+ * in the same pass). A damaged item is reported and its names left out
+ * (their indexes then have no item); it does not end the listing. */
+static int dl_read_item(struct bi_dlist *dl, const struct bi_item *it)
 {
 	char why[192];
 	struct bi_dir_entry d;
 	uint32_t pos = 0;
-	int rc = bi_dir_item_check(it->data, it->size, &it->key, why, sizeof(why));
+	size_t n0 = dl->n[0], names0 = dl->names_len;
+	int rc;
+	while ((rc = bi_dir_item_next(it->data, it->size, KT_DIR_ITEM, &pos, &d, why,
+				      sizeof(why))) > 0) {
+		uint64_t h = bi_name_hash(d.name, d.name_len);
+		if (h != it->key.offset) {
+			rc = bi_why(why, sizeof(why),
+				    "name hash mismatch with key (entry at %u), have 0x%" PRIx64
+				    " expect 0x%" PRIx64,
+				    d.offset, h, it->key.offset);
+			break;
+		}
+		if ((d.location.type == KT_INODE_ITEM || d.location.type == KT_ROOT_ITEM) &&
+		    (rc = dl_add(dl, 0, it, &d)) < 0)
+			return rc;
+	}
+	if (rc == 0 && pos == 0)
+		rc = bi_why(why, sizeof(why), "empty dir item, have %u bytes expect >= %u", it->size,
+			    DI_SIZE);
 	if (rc < 0) {
+		dl->n[0] = n0;
+		dl->names_len = names0;
 		bi_damage(dl->fs,
 			  "corrupt dir item: root=%" PRIu64 " block=%" PRIu64
 			  " slot=%u, %s: its names are left out of directory %" PRIu64,
 			  dl->subvol, it->block, it->slot, why, dl->dir);
-		return 0;
 	}
-	while (rc >= 0 && bi_dir_item_next(it->data, it->size, KT_DIR_ITEM, &pos, &d, NULL, 0) > 0)
-		if (d.location.type == KT_INODE_ITEM || d.location.type == KT_ROOT_ITEM)
-			rc = dl_add(dl, 0, it, &d);
-	return rc < 0 ? rc : 0;
+	return 0;
 }
 
 /* A DIR_INDEX: what bi_dir_item_check does for one (every entry parses,
  * at least one; no name hash to compare), keeping the first entry, the
  * only one btrfs_real_readdir uses. */
-static int dl_read_index(struct dlist *dl, const struct bi_item *it)
+static int dl_read_index(struct bi_dlist *dl, const struct bi_item *it)
 {
 	char why[192];
 	struct bi_dir_entry first, d;
@@ -321,7 +382,7 @@ static int dl_read_index(struct dlist *dl, const struct bi_item *it)
 
 /* Both runs of the directory, in key order: 0, or the first error (what
  * was read before it is kept, dl->cut set). */
-static int dl_read(struct dlist *dl, const struct bi_root *r)
+static int dl_read(struct bi_dlist *dl, const struct bi_root *r)
 {
 	bi_key min = { dl->dir, KT_DIR_ITEM, 0 }, max = { dl->dir, KT_DIR_INDEX, UINT64_MAX };
 	struct bi_iter it;
@@ -340,17 +401,24 @@ static int dl_read(struct dlist *dl, const struct bi_root *r)
 	return rc;
 }
 
-static int dl_hash(struct dlist *dl)
+/* Items by location objectid: an agreeing index finds its item there
+ * without hashing its name. */
+static size_t obj_slot(uint64_t objectid, size_t mask)
+{
+	return (size_t)((objectid * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
+static int dl_hash(struct bi_dlist *dl)
 {
 	size_t want = 16;
 	while (want < 2 * dl->n[0])
 		want *= 2;
-	dl->slots = calloc(want, sizeof(*dl->slots));
-	if (!dl->slots)
+	if (grow((void **)&dl->slots, &dl->slots_cap, want, sizeof(*dl->slots)) < 0)
 		return bi_err(dl->fs, -ENOMEM, "out of memory listing directory %" PRIu64, dl->dir);
+	memset(dl->slots, 0, want * sizeof(*dl->slots));
 	dl->mask = want - 1;
 	for (size_t i = 0; i < dl->n[0]; i++) {
-		size_t s = dl->v[0][i].key.offset & dl->mask;
+		size_t s = obj_slot(dl->v[0][i].loc.objectid, dl->mask);
 		while (dl->slots[s])
 			s = (s + 1) & dl->mask;
 		dl->slots[s] = (uint32_t)i + 1;
@@ -358,19 +426,37 @@ static int dl_hash(struct dlist *dl)
 	return 0;
 }
 
-/* The DIR_ITEM entry named as index @x, or NO_ITEM. */
-static uint32_t dl_find(const struct dlist *dl, const struct dent *x)
+static bool same_name(const struct bi_dlist *dl, const struct dent *a, const struct dent *b)
+{
+	return a->name_len == b->name_len &&
+	       memcmp(dl_name(dl, a), dl_name(dl, b), a->name_len) == 0;
+}
+
+/* The DIR_ITEM entry named as index @x, or NO_ITEM: first among the items
+ * leading where @x does (the usual case), else by name hash, a binary
+ * search (items are in key order: by hash). */
+static uint32_t dl_find(const struct bi_dlist *dl, const struct dent *x)
 {
 	if (!dl->n[0])
 		return NO_ITEM;
-	const uint8_t *name = dl_name(dl, x);
-	uint64_t h = bi_name_hash(name, x->name_len);
-	for (size_t s = h & dl->mask; dl->slots[s]; s = (s + 1) & dl->mask) {
+	for (size_t s = obj_slot(x->loc.objectid, dl->mask); dl->slots[s];
+	     s = (s + 1) & dl->mask) {
 		const struct dent *d = &dl->v[0][dl->slots[s] - 1];
-		if (d->key.offset == h && d->name_len == x->name_len &&
-		    memcmp(dl_name(dl, d), name, x->name_len) == 0)
+		if (d->loc.objectid == x->loc.objectid && same_name(dl, d, x))
 			return dl->slots[s] - 1;
 	}
+	uint64_t h = bi_name_hash(dl_name(dl, x), x->name_len);
+	size_t lo = 0, hi = dl->n[0];
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (dl->v[0][mid].key.offset < h)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < dl->n[0] && dl->v[0][lo].key.offset == h; lo++)
+		if (same_name(dl, &dl->v[0][lo], x))
+			return (uint32_t)lo;
 	return NO_ITEM;
 }
 
@@ -380,7 +466,7 @@ static bool same_target(const struct dent *a, const struct dent *b)
 	       a->type == b->type;
 }
 
-static void dl_damage(struct dlist *dl, const struct dent *x, const struct dent *d,
+static void dl_damage(struct bi_dlist *dl, const struct dent *x, const struct dent *d,
 		      const char *what)
 {
 	char nb[96], xs[160], ds[160];
@@ -397,7 +483,7 @@ static void dl_damage(struct dlist *dl, const struct dent *x, const struct dent 
 /* Which index is listed, and where it leads (see the rule above). Agreeing
  * pairs first, so that a stray index naming a listed name is the one left
  * out whatever the index order. */
-static void dl_match(struct dlist *dl)
+static void dl_match(struct bi_dlist *dl)
 {
 	for (size_t i = 0; i < dl->n[1]; i++) {
 		struct dent *x = &dl->v[1][i];
@@ -428,7 +514,7 @@ static void dl_match(struct dlist *dl)
 				  "no dir index lists it: not listed (lookup finds it)");
 }
 
-static int dl_emit(struct dlist *dl, btrfsimg_dirent_fn fn, void *ctx)
+static int dl_emit(struct bi_dlist *dl, btrfsimg_dirent_fn fn, void *ctx)
 {
 	struct btrfsimg_dirent e;
 	int rc = 0;
@@ -467,18 +553,20 @@ int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, btrfsimg_di
 		return rc; /* a stub directory is empty */
 	if ((rc = need_dir(fs, &r, dir)) < 0)
 		return rc;
-	struct dlist dl = { .fs = fs, .subvol = subvol, .dir = dir };
+	struct bi_dlist *dl = dl_take(fs, subvol, dir);
+	if (!dl)
+		return bi_err(fs, -ENOMEM, "out of memory listing directory %" PRIu64, dir);
 	/* On an error, what was read before it is still listed. */
-	int read_rc = dl_read(&dl, &r);
+	int read_rc = dl_read(dl, &r);
 	if (read_rc == -ENOMEM)
 		rc = read_rc;
 	else
-		rc = dl_hash(&dl);
+		rc = dl_hash(dl);
 	if (rc == 0) {
-		dl_match(&dl);
-		rc = dl_emit(&dl, fn, ctx);
+		dl_match(dl);
+		rc = dl_emit(dl, fn, ctx);
 	}
-	dl_free(&dl);
+	dl_give(dl);
 	return rc != 0 ? rc : read_rc;
 }
 
