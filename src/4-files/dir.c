@@ -627,7 +627,7 @@ static void ref_damage(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 	if (found)
 		bi_damage(fs,
 			  "directory entries disagree: subvolume %" PRIu64 " directory %" PRIu64
-			  " name '%s': dir index (%" PRIu64 " DIR_INDEX %" PRIu64 ") -> (%" PRIu64
+			  " name '%s': dir index (%" PRIu64 " DIR_INDEX %" PRIu64 ") leads to (%" PRIu64
 			  " INODE_ITEM), its inode ref (%" PRIu64 " INODE_REF %" PRIu64
 			  ") has index %" PRIu64,
 			  subvol, dir, esc(e->name, e->name_len, nb, sizeof(nb)), dir, e->index,
@@ -635,7 +635,7 @@ static void ref_damage(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 	else
 		bi_damage(fs,
 			  "directory entries disagree: subvolume %" PRIu64 " directory %" PRIu64
-			  " name '%s': dir index (%" PRIu64 " DIR_INDEX %" PRIu64 ") -> (%" PRIu64
+			  " name '%s': dir index (%" PRIu64 " DIR_INDEX %" PRIu64 ") leads to (%" PRIu64
 			  " INODE_ITEM), which has no inode ref or extref to directory %" PRIu64
 			  " by that name",
 			  subvol, dir, esc(e->name, e->name_len, nb, sizeof(nb)), dir, e->index,
