@@ -319,6 +319,16 @@ static const char *dent_str(const struct dent *e, char *buf, size_t cap)
 	return buf;
 }
 
+/* Does an entry of this item before @d (from v[0][@from]) have its name? */
+static bool dl_seen(const struct bi_dlist *dl, size_t from, const struct bi_dir_entry *d)
+{
+	for (size_t i = from; i < dl->n[0]; i++)
+		if (dl->v[0][i].name_len == d->name_len &&
+		    memcmp(dl_name(dl, &dl->v[0][i]), d->name, d->name_len) == 0)
+			return true;
+	return false;
+}
+
 /* A DIR_ITEM: every entry, after the kernel's checks (bi_dir_item_check's,
  * in the same pass). A damaged item is reported and its names left out
  * (their indexes then have no item); it does not end the listing. */
@@ -339,8 +349,14 @@ static int dl_read_item(struct bi_dlist *dl, const struct bi_item *it)
 				    d.offset, h, it->key.offset);
 			break;
 		}
-		if ((d.location.type == KT_INODE_ITEM || d.location.type == KT_ROOT_ITEM) &&
-		    (rc = dl_add(dl, 0, it, &d)) < 0)
+		if (dl_seen(dl, n0, &d))
+			bi_damage(dl->fs,
+				  "corrupt dir item: root=%" PRIu64 " block=%" PRIu64
+				  " slot=%u, name at %u repeats an earlier entry: lookup finds the "
+				  "first only, this one is left out",
+				  dl->subvol, it->block, it->slot, d.offset);
+		else if ((d.location.type == KT_INODE_ITEM || d.location.type == KT_ROOT_ITEM) &&
+			 (rc = dl_add(dl, 0, it, &d)) < 0)
 			return rc;
 	}
 	if (rc == 0 && pos == 0)
@@ -434,12 +450,15 @@ static bool same_name(const struct bi_dlist *dl, const struct dent *a, const str
 
 /* The DIR_ITEM entry named as index @x, or NO_ITEM: first among the items
  * leading where @x does (the usual case), else by name hash, a binary
- * search (items are in key order: by hash). */
+ * search (items are in key order: by hash). Names are unique among items
+ * (dl_seen), so both ways find the entry lookup finds. */
 static uint32_t dl_find(const struct bi_dlist *dl, const struct dent *x)
 {
 	if (!dl->n[0])
 		return NO_ITEM;
-	for (size_t s = obj_slot(x->loc.objectid, dl->mask); dl->slots[s];
+	/* bounded: a hostile directory can point every entry at one inode */
+	size_t probes = 0;
+	for (size_t s = obj_slot(x->loc.objectid, dl->mask); dl->slots[s] && probes++ < 64;
 	     s = (s + 1) & dl->mask) {
 		const struct dent *d = &dl->v[0][dl->slots[s] - 1];
 		if (d->loc.objectid == x->loc.objectid && same_name(dl, d, x))
