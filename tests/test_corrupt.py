@@ -730,6 +730,9 @@ def python_fs():
     """The build's Python binding (beside the CLI's build tree), or None
     with the reason printed."""
     d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(CLI))), "python")
+    if is_asan():
+        print("skip: Python checks: a sanitizer build's binding needs its runtime preloaded")
+        return None
     if not os.path.isdir(os.path.join(d, "btrfsimg")):
         print(f"skip: Python checks: no binding built at {d}")
         return None
