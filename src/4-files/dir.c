@@ -191,7 +191,7 @@ struct dent {
 	uint32_t item;		/* an index's item entry (same name), or NO_ITEM */
 	uint32_t via;		/* an index's item entry that says where it leads, or
 				   NO_ITEM: where it says itself */
-	size_t name_off;	/* into dlist.names */
+	size_t name_off;	/* into bi_dlist.names */
 	uint16_t name_len;
 	uint8_t type;
 	bool taken;		/* an item: listed by an index */
@@ -205,7 +205,7 @@ struct bi_dlist {
 	size_t n[2], cap[2];
 	uint8_t *names;
 	size_t names_len, names_cap;
-	uint32_t *slots;	/* open addressing over v[0] by hash: entry + 1 */
+	uint32_t *slots;	/* open addressing over v[0] by location objectid: entry + 1 */
 	size_t mask, slots_cap;
 	bool cut;		/* the listing stopped at an error */
 	bool busy;		/* fs->dirs in use (a callback listing again gets its own) */
