@@ -910,6 +910,25 @@ def case_dir_disagree(base, work):
             check(f"{tag}: Python stat etc is the snapshots directory",
                   fs.stat("etc")["ino"] == good["snapshots"]["ino"], "")
 
+    # the top directory's DIR_INDEX of the subvolume entry home renamed hoMe
+    img = fresh(base, work, "dirs.img")
+    b, it = dir_entry_at(img, 5, 256, "DIR_INDEX", "home")
+    d = item_data(it) + 30
+    edit_block(img, b["bytenr"], ns, lambda blk: blk.__setitem__(slice(d, d + 4), b"hoMe"))
+    tag = "subvolume entry's index renamed"
+    recs, rc, err, _ = walk_json(img)
+    expect_error(f"{tag}: walk", rc, err,
+                 ("name 'hoMe'", "(256 DIR_INDEX 3)", "no dir item has the name",
+                  "name 'home'", "(256 ROOT_ITEM)", "no dir index lists it"), codes=(1,))
+    check(f"{tag}: neither home nor hoMe listed",
+          not any(p.split("/")[0] in ("home", "hoMe") for p in recs), sorted(recs)[:8])
+    note = "home/alice/docs/note1.txt"
+    rc, out, err = run(["cat", "--path", note], img)
+    expect_error(f"{tag}: cat", rc, err, ("name 'home'", "(256 DIR_INDEX 3)", "ROOT_ITEM"),
+                 codes=(1,))
+    check(f"{tag}: cat still reads {note}", out == run(["cat", "--path", note], base)[1],
+          out[:80])
+
     # INODE_REF of log8 renamed, of log9 re-indexed
     img = fresh(base, work, "dirs.img")
     for name, off, val in (("log8", 10, b"logX"), ("log9", 0, struct.pack("<Q", 99))):

@@ -697,25 +697,39 @@ int bi_dir_child_inode(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t
 	return rc;
 }
 
-/* A name lookup found (DIR_ITEM) must be listed too: the child's backref
- * gives the index (ROOT_REF's sequence for a subvolume), and DIR_INDEX
- * (dir, 96, index) must hold the same name and location. Reported as
- * damage; the lookup's answer stands (it is the kernel's). */
-static int lookup_check(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
-			const struct btrfsimg_dirent *e, uint64_t item_hash)
+/* The index ROOT_REF (subvol, 156, child) gives a subvolume entry (its
+ * sequence): 1, or 0 without one (bi_dir_resolve made the entry a stub). */
+static int root_ref_index(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t child,
+			  uint64_t *index)
 {
-	uint64_t ino = e->location_objectid, index = 0;
+	bi_key k = { subvol, KT_ROOT_REF, child };
+	struct bi_iter it;
+	struct bi_item item;
+	struct bi_root_ref ref;
+	int rc = bi_iter_start(fs, &it, &fs->root_tree, &k, &k), found = 0;
+	if (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0 &&
+	    bi_root_ref_parse(item.data, item.size, &ref, NULL, 0) == 0) {
+		*index = ref.sequence;
+		found = 1;
+	}
+	bi_iter_end(&it);
+	return rc < 0 ? rc : found;
+}
+
+/* The index the backref of a looked-up entry gives: 1 (*index), 0 none
+ * (reported), or an error. */
+static int lookup_index(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
+			const struct btrfsimg_dirent *e, uint64_t item_hash, uint64_t *index)
+{
+	uint64_t ino = e->location_objectid;
 	char nb[96];
-	int found;
-	if (e->kind != BTRFSIMG_TARGET_INODE)
-		return 0; /* subvolume entries: ROOT_REF was compared by bi_dir_resolve */
+	if (e->kind == BTRFSIMG_TARGET_SUBVOL)
+		return root_ref_index(fs, r->id, ino, index);
 	bi_key k = { ino, KT_INODE_REF, dir };
-	found = ref_find(fs, r, &k, &k, dir, e->name, e->name_len, &index);
+	int found = ref_find(fs, r, &k, &k, dir, e->name, e->name_len, index);
 	if (found == 0)
-		found = extref_find(fs, r, ino, dir, e->name, e->name_len, &index);
-	if (found < 0)
-		return found;
-	if (!found) {
+		found = extref_find(fs, r, ino, dir, e->name, e->name_len, index);
+	if (found == 0)
 		bi_damage(fs,
 			  "directory entries disagree: subvolume %" PRIu64 " directory %" PRIu64
 			  " name '%s': dir item (%" PRIu64 " DIR_ITEM %" PRIu64 ") -> (%" PRIu64
@@ -723,15 +737,29 @@ static int lookup_check(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_
 			  " by that name",
 			  r->id, dir, esc(e->name, e->name_len, nb, sizeof(nb)), dir, item_hash, ino,
 			  dir);
-		return 0;
-	}
+	return found;
+}
+
+/* A name lookup found (DIR_ITEM) must be listed too: the child's backref
+ * gives the index (ROOT_REF's sequence for a subvolume), and DIR_INDEX
+ * (dir, 96, index) must hold the same name and location. Reported as
+ * damage; the lookup's answer stands (it is the kernel's). */
+static int lookup_check(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
+			const struct btrfsimg_dirent *e, uint64_t item_hash)
+{
+	uint64_t index = 0;
+	if (e->kind == BTRFSIMG_TARGET_STUB)
+		return 0; /* no ROOT_REF names it: nothing to compare */
+	int found = lookup_index(fs, r, dir, e, item_hash, &index);
+	if (found <= 0)
+		return found;
 	bi_key ik = { dir, KT_DIR_INDEX, index };
 	struct bi_iter it;
 	struct bi_item item;
 	struct bi_dir_entry d;
 	uint32_t pos = 0;
 	bool same = false, bad = false;
-	char why[192];
+	char why[192], nb[96];
 	int rc = bi_iter_start(fs, &it, r, &ik, &ik);
 	if (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
 		rc = bi_dir_item_next(item.data, item.size, KT_DIR_INDEX, &pos, &d, why, sizeof(why));
@@ -739,8 +767,9 @@ static int lookup_check(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_
 			bi_damage(fs, "corrupt dir index: root=%" PRIu64 " block=%" PRIu64 " slot=%u, %s",
 				  r->id, item.block, item.slot, why);
 		same = rc > 0 && d.name_len == e->name_len &&
-		       memcmp(d.name, e->name, d.name_len) == 0 && d.location.objectid == ino &&
-		       d.location.type == KT_INODE_ITEM && d.type == e->file_type;
+		       memcmp(d.name, e->name, d.name_len) == 0 &&
+		       d.location.objectid == e->location_objectid &&
+		       d.location.type == e->location_type && d.type == e->file_type;
 		rc = 0;
 	}
 	bi_iter_end(&it);
@@ -748,10 +777,10 @@ static int lookup_check(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_
 		bi_damage(fs,
 			  "directory entries disagree: subvolume %" PRIu64 " directory %" PRIu64
 			  " name '%s': dir item (%" PRIu64 " DIR_ITEM %" PRIu64 ") -> (%" PRIu64
-			  " INODE_ITEM), its inode ref gives index %" PRIu64 " but dir index (%" PRIu64
+			  " %s), its backref gives index %" PRIu64 " but dir index (%" PRIu64
 			  " DIR_INDEX %" PRIu64 ") %s",
-			  r->id, dir, esc(e->name, e->name_len, nb, sizeof(nb)), dir, item_hash, ino,
-			  index, dir, index,
+			  r->id, dir, esc(e->name, e->name_len, nb, sizeof(nb)), dir, item_hash,
+			  e->location_objectid, type_name(e->location_type), index, dir, index,
 			  pos ? "holds another name or location: readdir lists that instead"
 			      : "is missing: readdir does not list the name");
 	return rc;
