@@ -691,10 +691,15 @@ typedef int (*btrfsimg_dirent_fn)(void *ctx, const struct btrfsimg_dirent *e);
 /**
  * List directory @p dir of subvolume @p subvol as the kernel's readdir
  * does: DIR_INDEX items from index 2 upwards, the first entry of each, "."
- * and ".." not included. Targets are resolved from the DIR_INDEX location
- * (the DIR_ITEM's on a consistent image). A stub directory (@p dir 2) is
- * empty. -ENOTDIR if @p dir is not a directory; -EUCLEAN (listing stops)
- * at an entry that fails the kernel's checks.
+ * and ".." not included; location, d_type and index are the DIR_INDEX's.
+ * Targets are where the name's DIR_ITEM leads (what stat/open of the
+ * listed path reach, as btrfsimg_lookup()). DIR_ITEM and DIR_INDEX are
+ * cross-checked as btrfs check does, each disagreement reported as damage
+ * (log callback, btrfsimg_damage_count()): an index whose name has no
+ * DIR_ITEM, or repeats a name already listed, is left out; a DIR_ITEM no
+ * index lists is not listed. A stub directory (@p dir 2) is empty.
+ * -ENOTDIR if @p dir is not a directory; -EUCLEAN (listing stops, what
+ * came before it is listed) at an entry that fails the kernel's checks.
  */
 BTRFSIMG_API int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 				  btrfsimg_dirent_fn fn, void *ctx);
@@ -702,7 +707,10 @@ BTRFSIMG_API int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir
 /**
  * Look a name up in a directory through its DIR_ITEM (name hash), as the
  * kernel's lookup does; entries whose names share the hash are compared
- * byte by byte. *out's name points into @p name; its index is 0. -ENOENT
+ * byte by byte. *out's name points into @p name; its index is 0. A name
+ * found whose inode has no INODE_REF/EXTREF by that name, or whose
+ * DIR_INDEX (the ref's index) is missing or differs, is reported as damage
+ * and still returned (it is the kernel's answer). -ENOENT
  * if absent (also for names over 255 bytes, "." and "..", and in a stub
  * directory), -ENOTDIR if @p dir is not a directory, -EINVAL for an empty
  * name.

@@ -719,6 +719,240 @@ def case_dir_loop(base, work):
               rc == 0 and re.search(rb"home/alice/docs +\[stub\]", out) is not None, out[:600])
 
 
+def dir_entry_at(img, tree, parent, typ, name):
+    """(block, item) of @typ (DIR_ITEM, DIR_INDEX) of @name in @parent."""
+    return next((b, it) for b in dump_tree(img, tree) for it in b["items"]
+                if it["key"][0] == parent and it["key"][1] == typ
+                and f"name: {name}\n" in it["text"])
+
+
+def python_fs():
+    """The build's Python binding (beside the CLI's build tree), or None
+    with the reason printed."""
+    d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(CLI))), "python")
+    if is_asan():
+        print("skip: Python checks: a sanitizer build's binding needs its runtime preloaded")
+        return None
+    if not os.path.isdir(os.path.join(d, "btrfsimg")):
+        print(f"skip: Python checks: no binding built at {d}")
+        return None
+    sys.path.insert(0, d)
+    try:
+        import btrfsimg
+        return btrfsimg
+    except ImportError as e:
+        print(f"skip: Python checks: {e}")
+        return None
+
+
+MOUNT_CHILD = r"""
+import hashlib, json, os, sys
+out = {}
+for e in os.scandir(sys.argv[1]):
+    with open(e.path, "rb") as f:
+        out[e.name] = [e.inode(), e.stat().st_ino, hashlib.sha256(f.read()).hexdigest()]
+print(json.dumps(out))
+"""
+
+
+def mount_view(img, sub):
+    """btrfsimg mount (FUSE): {name: [d_ino, st_ino, sha256]} of the files
+    of directory @sub, read by a child with a timeout; None (reason
+    printed) without root, /dev/fuse or fusermount3."""
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        print("skip: mount checks: need root, /dev/fuse and fusermount3")
+        return None
+    mnt = tempfile.mkdtemp(prefix="btrfsimg-dirs-mnt.")
+    try:
+        rc, _, err = imgtest.run_cli(CLI, ["mount", img, mnt], timeout=TIMEOUT)
+        if rc != 0:
+            check("mount of a damaged directory", False, f"rc {rc} {err[-300:]!r}")
+            return None
+        try:
+            p = subprocess.run([sys.executable, "-c", MOUNT_CHILD, os.path.join(mnt, sub)],
+                               capture_output=True, timeout=TIMEOUT)
+            return __import__("json").loads(p.stdout) if p.returncode == 0 else {}
+        except subprocess.TimeoutExpired:
+            return {}
+        finally:
+            subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True, timeout=60)
+    finally:
+        os.rmdir(mnt)
+
+
+def walk_json(img):
+    """{path: record} of walk --hash --json, and the run's (rc, stderr)."""
+    rc, out, err = run(["walk", "--hash", "--json"], img)
+    recs = {}
+    for ln in out.splitlines():
+        r = __import__("json").loads(ln)
+        recs[r["path"]] = r
+    return recs, rc, err, out
+
+
+def case_dir_disagree(base, work):
+    """DIR_ITEM, DIR_INDEX and INODE_REF of one name made to disagree
+    (sample.img; leaf checksums recomputed, so only the cross-check can see
+    it). The rule (man page, DIRECTORY ENTRIES THAT DISAGREE): readdir
+    lists the names DIR_INDEX holds, a name leads where DIR_ITEM (lookup)
+    says, as stat/open on the kernel's mount; every command reports each
+    disagreement with both keys and exits 1, and cat, walk, extract and
+    Python give the same answer:
+    - var/log5's DIR_INDEX (256 DIR_INDEX 6) -> log6's inode 262: listed,
+      holding log5's bytes (its DIR_ITEM's inode 261), as cat says;
+    - var/log3's DIR_INDEX (index 4) renamed 'log4': log4 listed once,
+      log3 not listed (no index) but readable by cat, both reported;
+    - the top directory's DIR_ITEM of 'etc' -> snapshots (259, a
+      directory): etc lists what snapshots holds, etc/motd is gone for
+      cat too (exit 2, the disagreement reported);
+    - var/log8's INODE_REF name changed to 'logX', var/log9's INODE_REF
+      index 10 -> 99: listed and read as before, reported."""
+    ns = int(dump_super(base)["nodesize"])
+    bi = python_fs()
+    good, _, _, _ = walk_json(base)
+    gcat = {p: run(["cat", "--path", p], base)[1] for p in ("var/log3", "var/log5", "var/log8")}
+
+    def same_file(tag, recs, path, want):
+        r = recs.get(path)
+        check(f"{tag}: walk lists {path} as the dir item has it",
+              r is not None and r.get("sha256") == good[want]["sha256"]
+              and r["ino"] == good[want]["ino"], str(r)[:300])
+
+    def python_agrees(tag, img, path, recs, listed):
+        if not bi:
+            return
+        seen = []
+        with bi.open(img, on_damage=seen.append) as fs:
+            st = fs.stat(path)
+            with fs.open(path) as f:
+                body = f.read()
+            names = fs.listdir(os.path.dirname(path))
+        check(f"{tag}: Python stat/open agree with walk and cat",
+              st["ino"] == recs[path]["ino"] and body == gcat[path], str(st)[:200])
+        check(f"{tag}: Python listdir {'lists' if listed else 'leaves out'} {path}",
+              (os.path.basename(path) in names) == listed, str(names))
+        check(f"{tag}: Python reports the damage", bool(seen), "no on_damage call")
+
+    def extracted(tag, img, path, want):
+        dest = os.path.join(work, "x-dirs")
+        shutil.rmtree(dest, ignore_errors=True)
+        rc, out, err = run_limited(["extract", "--path", "var"], [img, dest])
+        got = None
+        p = os.path.join(dest, os.path.basename(path))
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                got = f.read()
+        shutil.rmtree(dest, ignore_errors=True)
+        expect_error(f"{tag}: extract", rc, err, ("disagree",), codes=(1,))
+        check(f"{tag}: extract writes {path} as cat reads it", got == want, repr(got)[:100])
+
+    # log5's index -> log6's inode
+    img = fresh(base, work, "dirs.img")
+    b, it = dir_entry_at(img, 258, 256, "DIR_INDEX", "log5")
+    d = item_data(it)
+    edit_block(img, b["bytenr"], ns, lambda blk: set_u64(blk, d, 262))
+    tag = "dir index to another inode"
+    recs, rc, err, _ = walk_json(img)
+    expect_error(f"{tag}: walk", rc, err,
+                 ("subvolume 258 directory 256 name 'log5'", "(256 DIR_INDEX 6)",
+                  "-> (262 INODE_ITEM)", "DIR_ITEM", "-> (261 INODE_ITEM)"), codes=(1,))
+    same_file(tag, recs, "var/log5", "var/log5")
+    check(f"{tag}: log6 listed as before", recs.get("var/log6") == good["var/log6"],
+          str(recs.get("var/log6"))[:200])
+    rc, out, err = run(["cat", "--path", "var/log5"], img)
+    check(f"{tag}: cat reads log5's bytes", out == gcat["var/log5"], out[:80])
+    check(f"{tag}: walk's d_ino is the index's (the kernel's readdir), ino the item's",
+          recs["var/log5"]["d_ino"] == good["var/log6"]["ino"], str(recs["var/log5"])[:200])
+    extracted(tag, img, "var/log5", gcat["var/log5"])
+    python_agrees(tag, img, "var/log5", recs, True)
+    mv = mount_view(img, "var")
+    if mv is not None:
+        sha = __import__("hashlib").sha256(gcat["var/log5"]).hexdigest()
+        check(f"{tag}: mount reads log5's bytes (lookup), d_ino log6's (readdir)",
+              mv.get("log5", [0, 0, ""])[2] == sha and mv["log5"][0] == mv["log6"][1]
+              and mv["log5"][1] != mv["log6"][1], str(mv)[:300])
+
+    # log3's index renamed log4
+    img = fresh(base, work, "dirs.img")
+    b, it = dir_entry_at(img, 258, 256, "DIR_INDEX", "log3")
+    d = item_data(it) + 30
+    edit_block(img, b["bytenr"], ns, lambda blk: blk.__setitem__(slice(d, d + 4), b"log4"))
+    tag = "dir index renamed"
+    recs, rc, err, out = walk_json(img)
+    expect_error(f"{tag}: walk", rc, err,
+                 ("name 'log4'", "(256 DIR_INDEX 4)", "listed already",
+                  "name 'log3'", "no dir index lists it"), codes=(1,))
+    check(f"{tag}: log4 listed once, log3 not",
+          out.count(b'"path":"var/log4"') == 1 and "var/log3" not in recs, out[-300:])
+    same_file(tag, recs, "var/log4", "var/log4")
+    rc, out, err = run(["cat", "--path", "var/log3"], img)
+    expect_error(f"{tag}: cat", rc, err, ("name 'log3'", "(256 DIR_INDEX 4)"), codes=(1,))
+    check(f"{tag}: cat still reads log3", out == gcat["var/log3"], out[:80])
+    python_agrees(tag, img, "var/log3", {"var/log3": good["var/log3"]}, False)
+
+    # the top directory's DIR_ITEM of etc -> the snapshots directory
+    img = fresh(base, work, "dirs.img")
+    b, it = dir_entry_at(img, 5, 256, "DIR_ITEM", "etc")
+    d = item_data(it)
+    edit_block(img, b["bytenr"], ns, lambda blk: set_u64(blk, d, 259))
+    tag = "dir item to a directory"
+    recs, rc, err, _ = walk_json(img)
+    expect_error(f"{tag}: walk", rc, err,
+                 ("subvolume 5 directory 256 name 'etc'", "(256 DIR_INDEX 2)",
+                  "-> (257 INODE_ITEM)", "-> (259 INODE_ITEM)"), codes=(1,))
+    check(f"{tag}: etc lists what the dir item's directory holds",
+          "etc/motd" not in recs and "etc/home-1" in recs and "snapshots/home-1" in recs
+          and recs["etc"]["ino"] == good["snapshots"]["ino"], sorted(recs)[:12])
+    rc, out, err = run(["cat", "--path", "etc/motd"], img)
+    expect_error(f"{tag}: cat etc/motd", rc, err, ("no entry", "name 'etc'"), codes=(2,))
+    if bi:
+        with bi.open(img, on_damage=lambda m: None) as fs:
+            check(f"{tag}: Python stat etc is the snapshots directory",
+                  fs.stat("etc")["ino"] == good["snapshots"]["ino"], "")
+
+    # the top directory's DIR_INDEX of the subvolume entry home renamed hoMe
+    img = fresh(base, work, "dirs.img")
+    b, it = dir_entry_at(img, 5, 256, "DIR_INDEX", "home")
+    d = item_data(it) + 30
+    edit_block(img, b["bytenr"], ns, lambda blk: blk.__setitem__(slice(d, d + 4), b"hoMe"))
+    tag = "subvolume entry's index renamed"
+    recs, rc, err, _ = walk_json(img)
+    expect_error(f"{tag}: walk", rc, err,
+                 ("name 'hoMe'", "(256 DIR_INDEX 3)", "no dir item has the name",
+                  "name 'home'", "(256 ROOT_ITEM)", "no dir index lists it"), codes=(1,))
+    check(f"{tag}: neither home nor hoMe listed",
+          not any(p.split("/")[0] in ("home", "hoMe") for p in recs), sorted(recs)[:8])
+    note = "home/alice/docs/note1.txt"
+    rc, out, err = run(["cat", "--path", note], img)
+    expect_error(f"{tag}: cat", rc, err, ("name 'home'", "(256 DIR_INDEX 3)", "ROOT_ITEM"),
+                 codes=(1,))
+    check(f"{tag}: cat still reads {note}", out == run(["cat", "--path", note], base)[1],
+          out[:80])
+
+    # INODE_REF of log8 renamed, of log9 re-indexed
+    img = fresh(base, work, "dirs.img")
+    for name, off, val in (("log8", 10, b"logX"), ("log9", 0, struct.pack("<Q", 99))):
+        ino = good[f"var/{name}"]["ino"]
+        b, it = find_item(dump_tree(img, 258), ino, "INODE_REF", 256)
+        d = item_data(it) + off
+        edit_block(img, b["bytenr"], ns,
+                   lambda blk: blk.__setitem__(slice(d, d + len(val)), val))
+    tag = "inode ref disagrees"
+    recs, rc, err, _ = walk_json(img)
+    expect_error(f"{tag}: walk", rc, err,
+                 ("name 'log8'", "no inode ref or extref", "name 'log9'",
+                  "(256 DIR_INDEX 10)", "has index 99"), codes=(1,))
+    check(f"{tag}: log8 and log9 listed as before",
+          all(recs.get(p) == good[p] for p in ("var/log8", "var/log9")), "")
+    rc, out, err = run(["cat", "--path", "var/log8"], img)
+    expect_error(f"{tag}: cat", rc, err, ("name 'log8'", "no inode ref"), codes=(1,))
+    check(f"{tag}: cat reads log8", out == gcat["var/log8"], out[:80])
+
+    # the undamaged image: no report, exit 0
+    rc, out, err = run(["walk"], base)
+    check("dir cross-check: undamaged image walks clean", rc == 0 and not err, err[-300:])
+
+
 # ------------------------------------------------------- data and csums
 
 def big_txt(img):
@@ -1090,6 +1324,8 @@ def main():
             case_inode_size(base, work)
             case_dir_name_len(base, work)
             case_dir_loop(base, work)
+        if want("dirs"):
+            case_dir_disagree(base, work)
         if want("zero"):
             case_zeroed(base, work)
         if want("random"):

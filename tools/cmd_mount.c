@@ -513,8 +513,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct mount_node k = key_of(m, dir, &de->e);
 			uint64_t d_ino =
 				mount_d_ino(&m->scheme, dir->subvol, de->e.location_objectid);
-			/* attributes only where d_ino is the target's st_ino */
-			bool attrs = de->e.kind == BTRFSIMG_TARGET_INODE;
+			/* attributes only where d_ino is the target's st_ino (not
+			 * where DIR_INDEX and DIR_ITEM disagree: lookup decides) */
+			bool attrs = de->e.kind == BTRFSIMG_TARGET_INODE &&
+				     de->e.location_objectid == de->e.target_objectid;
 			ok = rd_add(&r, d->names + de->name_off, d_ino, mode_of_ft(de->file_type),
 				    attrs ? &k : NULL, (off_t)pos + 1, &err);
 		}

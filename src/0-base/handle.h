@@ -72,6 +72,7 @@ struct btrfsimg_fs {
 	struct bi_devitem *devitems;		/* the chunk tree's DEV_ITEMs, devid order */
 	size_t ndevitems;
 	struct bi_vols *vols;	/* LUKS/LVM layers, keys, layer rows (2-volume/vol.c) */
+	struct bi_dlist *dirs;	/* readdir's buffers, reused (4-files/dir.c) */
 };
 
 #endif

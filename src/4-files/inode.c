@@ -49,21 +49,26 @@ int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t obje
 	bi_key k = { objectid, KT_INODE_ITEM, 0 };
 	struct bi_iter it;
 	struct bi_item item;
-	char why[192];
 	int rc = bi_iter_start(fs, &it, r, &k, &k);
 	if (rc == 0)
 		rc = bi_iter_next(&it, &item);
 	if (rc == 0)
 		rc = bi_err(fs, -ENOENT, "no inode %" PRIu64 " in subvolume %" PRIu64, objectid,
 			    r->id);
-	if (rc > 0) {
-		rc = bi_inode_parse(item.data, item.size, r->id, objectid,
-				    fs->sb.info.generation + 1, out, why, sizeof(why));
-		if (rc < 0)
-			rc = bi_item_err(fs, rc, "inode item", r->id, item.block, item.slot, "%s",
-					 why);
-	}
+	if (rc > 0)
+		rc = bi_inode_item(fs, r, &item, out);
 	bi_iter_end(&it);
+	return rc;
+}
+
+int bi_inode_item(struct btrfsimg_fs *fs, const struct bi_root *r, const struct bi_item *item,
+		  struct btrfsimg_inode *out)
+{
+	char why[192];
+	int rc = bi_inode_parse(item->data, item->size, r->id, item->key.objectid,
+				fs->sb.info.generation + 1, out, why, sizeof(why));
+	if (rc < 0)
+		rc = bi_item_err(fs, rc, "inode item", r->id, item->block, item->slot, "%s", why);
 	return rc;
 }
 

@@ -16,4 +16,9 @@
 int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t objectid,
 		  struct btrfsimg_inode *out);
 
+struct bi_item;
+/* The INODE_ITEM @item of @r parsed into *out: 0 or -EUCLEAN (message). */
+int bi_inode_item(struct btrfsimg_fs *fs, const struct bi_root *r, const struct bi_item *item,
+		  struct btrfsimg_inode *out);
+
 #endif

@@ -22,6 +22,7 @@
 #include "0-base/handle.h"
 #include "0-base/ondisk.h"
 #include "3-btrfs/root.h"
+#include "4-files/dir.h"
 #include "4-files/inode.h"
 
 struct frame {
@@ -181,11 +182,8 @@ static int descend(struct btrfsimg_walk *w)
 /* btrfsimg_inode_get, keeping the subvolume's root across calls (a root
  * tree lookup per path was a sixth of a walk's lookups' time). Objectid 2
  * goes through btrfsimg_inode_get for its message. */
-static int inode_of(struct btrfsimg_walk *w, uint64_t subvol, uint64_t objectid,
-		    struct btrfsimg_inode *out)
+static int root_of(struct btrfsimg_walk *w, uint64_t subvol)
 {
-	if (objectid == OBJ_EMPTY_SUBVOL_DIR)
-		return btrfsimg_inode_get(w->fs, subvol, objectid, out);
 	if (!w->have_root || w->root.id != subvol) {
 		w->have_root = false;
 		int rc = bi_root_find(w->fs, subvol, &w->root);
@@ -193,7 +191,27 @@ static int inode_of(struct btrfsimg_walk *w, uint64_t subvol, uint64_t objectid,
 			return rc;
 		w->have_root = true;
 	}
-	return bi_inode_read(w->fs, &w->root, objectid, out);
+	return 0;
+}
+
+static int inode_of(struct btrfsimg_walk *w, uint64_t subvol, uint64_t objectid,
+		    struct btrfsimg_inode *out)
+{
+	if (objectid == OBJ_EMPTY_SUBVOL_DIR)
+		return btrfsimg_inode_get(w->fs, subvol, objectid, out);
+	int rc = root_of(w, subvol);
+	return rc < 0 ? rc : bi_inode_read(w->fs, &w->root, objectid, out);
+}
+
+/* An entry of directory @dir leading to an inode of the same subvolume:
+ * its inode, with its backref to @dir checked in the same descent. */
+static int child_of(struct btrfsimg_walk *w, uint64_t dir, const struct btrfsimg_dirent *d,
+		    struct btrfsimg_inode *out)
+{
+	if (d->target_objectid == OBJ_EMPTY_SUBVOL_DIR)
+		return btrfsimg_inode_get(w->fs, d->target_subvol, d->target_objectid, out);
+	int rc = root_of(w, d->target_subvol);
+	return rc < 0 ? rc : bi_dir_child_inode(w->fs, &w->root, dir, d, out);
 }
 
 static int start(struct btrfsimg_walk *w, const struct btrfsimg_walk_opts *o)
@@ -324,6 +342,8 @@ int btrfsimg_walk_next(btrfsimg_walk *w, const struct btrfsimg_walk_entry **out)
 		if (n->stub)
 			rc = btrfsimg_stub_inode(w->fs, f->self.subvol, f->self.objectid,
 						 &n->inode);
+		else if (d->kind == BTRFSIMG_TARGET_INODE)
+			rc = child_of(w, f->self.objectid, d, &n->inode);
 		else
 			rc = inode_of(w, n->subvol, n->objectid, &n->inode);
 		if (rc == -ENOMEM)
