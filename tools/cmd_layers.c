@@ -564,8 +564,9 @@ const struct cmd_struct cmd_struct_layers = {
 		 "inside once a passphrase or volume key is given), LVM physical volumes,\n"
 		 "volume groups and logical volumes (type, segments, or why unreadable), and\n"
 		 "btrfs (fsid, label). Keys are never printed. No filesystem is opened.\n"
-		 "Exit status 1\n"
-		 "when a segment is missing or truncated.",
+		 "Every partition is listed and probed. Exit status 1 when a segment is\n"
+		 "missing or truncated, or damage in a layer was worked around (the backup\n"
+		 "GPT header used, an older LVM metadata copy; said on stderr).",
 	.examples = "btrfsimg layers disk.E01\n"
 		    "btrfsimg layers --json disk.qcow2\n"
 		    "btrfsimg layers --format split disk.img.001\n"
