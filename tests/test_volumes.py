@@ -478,6 +478,41 @@ def many_partitions(env, t, name, disk, kind, count=140):
     os.unlink(many)
 
 
+def mda_budget(env, t, img, count=140):
+    """@count GPT entries all holding the PV of gpt-lvm, whose label states a
+    64 MiB metadata area (label CRC recomputed): 8.75 GiB of areas that a
+    damaged text would make be read in whole. The scan reads at most 1 GiB
+    of them: the PVs past it are listed with their metadata unread, a
+    "stopped" layer and stderr say why, exit 1, in bounded time."""
+    def lvm_crc(b):
+        return zlib.crc32(b, 0xf597a6cf ^ 0xffffffff) ^ 0xffffffff
+    big = os.path.join(env.tmp, "mda-big.img")
+    gpt_many(img, big, count)
+    with open(big, "r+b") as f:
+        f.seek(MB + 512)
+        lab = bytearray(f.read(512))
+        ok = lab[:8] == b"LABELONE" and lvm_crc(bytes(lab[20:])) == struct.unpack_from("<I", lab, 16)[0]
+        at = struct.unpack_from("<I", lab, 20)[0] + 40  # after uuid and device size
+        while struct.unpack_from("<Q", lab, at)[0]:  # data areas, then a zero pair
+            at += 16
+        at += 16
+        ok = ok and struct.unpack_from("<Q", lab, at)[0] == 4096
+        struct.pack_into("<Q", lab, at + 8, 64 * MB)
+        struct.pack_into("<I", lab, 16, lvm_crc(bytes(lab[20:])))
+        f.seek(MB + 512)
+        f.write(lab)
+    rc, rows, text = layers(env, [big])
+    pvs = [r for r in rows if r["layer"] == "lvm-pv"]
+    unread = [r for r in pvs if "not read" in r.get("detail", "")]
+    stop = [r for r in rows if r["layer"] == "stopped"]
+    t.check("%d PVs of 64 MiB metadata areas: 1 GiB read, the rest said unread, exit 1" % count,
+            ok and rc == 1 and len(pvs) == count and 0 < len(unread) < count and
+            len(stop) == 1 and b"probing stopped" in text,
+            "label as expected %s, exit %s, %d PVs, %d unread, %d stopped rows: %s" % (
+                ok, rc, len(pvs), len(unread), len(stop), text[-300:]))
+    os.unlink(big)
+
+
 def lvm_counts(env, t, img):
     """LV vgd/root's segment_count (2, two segments listed) rewritten in the
     current metadata text of gpt-lvm, its CRC and the mda header's CRC
@@ -570,6 +605,7 @@ def lvm_tests(env, t):
     gpt_backup_said(env, t, "GPT + LVM", img["gpt-lvm"], [])
     many_partitions(env, t, "GPT + LVM", img["gpt-lvm"], "lvm-pv")
     lvm_counts(env, t, img["gpt-lvm"])
+    mda_budget(env, t, img["gpt-lvm"])
     env.walk(t, "two PVs: vgm/data", ["--partition", "vgm/data", a, b])
     env.walk(t, "two PVs, other order: vgm/data", ["--partition", "vgm/data", b, a])
     env.walk(t, "two PVs: vgm/strip (striped)", ["--partition", "vgm/strip", b, a])

@@ -40,7 +40,7 @@
 #define SECTOR	     512u
 #define LVM_CRC_INIT 0xf597a6cfu
 #define MDA_MAGIC    " LVM2 x[5A%r0N*>"
-#define TEXT_MAX     (64u << 20)
+#define TEXT_MAX     BI_LVM_TEXT_MAX
 #define DEPTH_MAX    8
 #define ITEMS_MAX    100000
 #define AREAS_MAX    256
@@ -179,6 +179,14 @@ int bi_lvm_mda_scan(bi_read_at_fn rd, void *ctx, uint64_t size, const struct bi_
 	const char *pick = NULL;
 	size_t picklen = 0;
 	for (size_t at = SECTOR; at < ms;) {
+		if (!ring[at]) { /* the zeros between copies: 8 bytes at a time */
+			uint64_t w = 0;
+			while (at + 8 <= ms && (memcpy(&w, ring + at, 8), w == 0))
+				at += 8;
+			while (at < ms && !ring[at])
+				at++;
+			continue;
+		}
 		size_t n = strlen(ring + at);
 		uint64_t seq;
 		if (n && at != damaged && parse_seqno(ring + at, n, &seq) == 0 &&

@@ -39,6 +39,12 @@
 #define MAGIC_AT (SB_PRIMARY_OFFSET + SB_MAGIC_OFF)
 #define PASS_MAX 8192
 #define ROWS_MAX 100000
+/* LVM metadata areas read in one scan, bytes. Partitions may overlap: a
+ * table of 8192 entries each holding a PV whose area is 64 MiB (read in
+ * whole when its text is damaged) would be 512 GiB of work for one
+ * image. A real disk holds a few PVs of 1 MiB areas; past this budget the
+ * remaining PVs are listed with their metadata unread, and that is said. */
+#define MDA_BUDGET (1ull << 30)
 
 enum vkind { V_IMAGE, V_LUKS, V_LV };
 
@@ -97,6 +103,8 @@ struct bi_vols {
 	bool strict;  /* opening: a wrong key is fatal */
 	bool scanned;
 	bool rows_full; /* ROWS_MAX reached: the "stopped" row was added */
+	uint64_t mda_read;  /* LVM metadata area bytes this scan may have read */
+	int mda_skipped;    /* PVs whose metadata the budget left unread */
 	char locked[300];	    /* the first LUKS volume left locked */
 	struct btrfsimg_layer sink; /* written instead of a row out of memory */
 	char broken[300];	    /* the first LUKS header that did not parse */
@@ -146,6 +154,8 @@ static void scan_free(struct bi_vols *V)
 	V->rows = NULL;
 	V->nv = V->npv = V->nvg = V->nbtrfs = V->nrows = V->rows_cap = 0;
 	V->layered = V->scanned = V->rows_full = false;
+	V->mda_read = 0;
+	V->mda_skipped = 0;
 	V->locked[0] = V->broken[0] = '\0';
 }
 
@@ -561,6 +571,18 @@ static int probe_pv(struct btrfsimg_fs *fs, struct bi_vol *v, int parent,
 	for (int i = 0; i < lb->nmda; i++) {
 		char *t = NULL;
 		struct bi_lvm_vg g;
+		/* charged before the work: the text, or the ring searched */
+		uint64_t cost = lb->mda_size[i] < BI_LVM_TEXT_MAX ? lb->mda_size[i]
+								  : BI_LVM_TEXT_MAX;
+		if (V->mda_read > MDA_BUDGET - cost) {
+			snprintf(err, sizeof(err),
+				 "not read: the scan read %" PRIu64 " MiB of LVM metadata areas "
+				 "already (at most %llu MiB)",
+				 V->mda_read >> 20, MDA_BUDGET >> 20);
+			V->mda_skipped += !e.text && i == lb->nmda - 1;
+			continue;
+		}
+		V->mda_read += cost;
 		int rc = bi_lvm_mda_text(vrd_read, &c, v->size, lb, i, &t, err, sizeof(err));
 		if (rc == -EUCLEAN && bi_lvm_mda_scan(vrd_read, &c, v->size, lb, i, &t) == 0) {
 			bi_damage(fs, "%s: %s; using the newest older copy in its ring buffer",
@@ -840,6 +862,16 @@ static int scan(struct btrfsimg_fs *fs, bool strict)
 	if (V->rows_full)
 		bi_damage(fs, "volume layers: listing stopped after %d layers; the rest of the "
 			      "images' layers are not listed", ROWS_MAX - 1);
+	if (V->mda_skipped) {
+		int r = add_row(V, -1, "stopped", "", 0, 0);
+		char d[300];
+		snprintf(d, sizeof(d),
+			 "probing stopped: the LVM metadata of %d PVs not read, past %llu MiB "
+			 "of metadata areas read in this scan (overlapping partitions?)",
+			 V->mda_skipped, MDA_BUDGET >> 20);
+		row_note(V, r, "%s", d);
+		bi_damage(fs, "volume layers: %s", d);
+	}
 	return rc;
 }
 
