@@ -480,10 +480,12 @@ def many_partitions(env, t, name, disk, kind, count=140):
 
 def mda_budget(env, t, img, count=140):
     """@count GPT entries all holding the PV of gpt-lvm, whose label states a
-    64 MiB metadata area (label CRC recomputed): 8.75 GiB of areas that a
-    damaged text would make be read in whole. The scan reads at most 1 GiB
-    of them: the PVs past it are listed with their metadata unread, a
-    "stopped" layer and stderr say why, exit 1, in bounded time."""
+    64 MiB metadata area (label CRC recomputed) and whose current text is
+    damaged (one byte: its CRC fails), so that each PV's whole ring is
+    searched for an older copy: 8.75 GiB of reads (4.5 minutes before the
+    bound). The scan reads about 1 GiB: the PVs past it are listed with
+    their metadata unread, a "stopped" layer and stderr say why, exit 1,
+    within the 120 s timeout."""
     def lvm_crc(b):
         return zlib.crc32(b, 0xf597a6cf ^ 0xffffffff) ^ 0xffffffff
     big = os.path.join(env.tmp, "mda-big.img")
@@ -501,6 +503,12 @@ def mda_budget(env, t, img, count=140):
         struct.pack_into("<I", lab, 16, lvm_crc(bytes(lab[20:])))
         f.seek(MB + 512)
         f.write(lab)
+        f.seek(MB + 4096 + 40)
+        off = struct.unpack("<Q", f.read(8))[0]
+        f.seek(MB + 4096 + off + 20)
+        c = f.read(1)
+        f.seek(-1, 1)
+        f.write(b"#" if c != b"#" else b"%")
     rc, rows, text = layers(env, [big])
     pvs = [r for r in rows if r["layer"] == "lvm-pv"]
     unread = [r for r in pvs if "not read" in r.get("detail", "")]

@@ -39,11 +39,11 @@
 #define MAGIC_AT (SB_PRIMARY_OFFSET + SB_MAGIC_OFF)
 #define PASS_MAX 8192
 #define ROWS_MAX 100000
-/* LVM metadata areas read in one scan, bytes. Partitions may overlap: a
- * table of 8192 entries each holding a PV whose area is 64 MiB (read in
- * whole when its text is damaged) would be 512 GiB of work for one
- * image. A real disk holds a few PVs of 1 MiB areas; past this budget the
- * remaining PVs are listed with their metadata unread, and that is said. */
+/* LVM metadata read in one scan, bytes. Partitions may overlap: a table
+ * of 8192 entries each holding a PV whose area is 64 MiB (read in whole
+ * when its text is damaged) would be 512 GiB of work for one image. A
+ * real PV's text is a few KiB; past this budget the remaining PVs are
+ * listed with their metadata unread, and that is said. */
 #define MDA_BUDGET (1ull << 30)
 
 enum vkind { V_IMAGE, V_LUKS, V_LV };
@@ -571,10 +571,10 @@ static int probe_pv(struct btrfsimg_fs *fs, struct bi_vol *v, int parent,
 	for (int i = 0; i < lb->nmda; i++) {
 		char *t = NULL;
 		struct bi_lvm_vg g;
-		/* charged before the work: the text, or the ring searched */
-		uint64_t cost = lb->mda_size[i] < BI_LVM_TEXT_MAX ? lb->mda_size[i]
-								  : BI_LVM_TEXT_MAX;
-		if (V->mda_read > MDA_BUDGET - cost) {
+		/* Checked before each area, charged what it cost: its text (a
+		 * few KiB on a real PV), or the whole ring searched when the
+		 * text is damaged. One PV overshoots by at most two areas. */
+		if (V->mda_read >= MDA_BUDGET) {
 			snprintf(err, sizeof(err),
 				 "not read: the scan read %" PRIu64 " MiB of LVM metadata areas "
 				 "already (at most %llu MiB)",
@@ -582,12 +582,17 @@ static int probe_pv(struct btrfsimg_fs *fs, struct bi_vol *v, int parent,
 			V->mda_skipped += !e.text && i == lb->nmda - 1;
 			continue;
 		}
-		V->mda_read += cost;
+		uint64_t area = lb->mda_size[i] < BI_LVM_TEXT_MAX ? lb->mda_size[i]
+								  : BI_LVM_TEXT_MAX;
 		int rc = bi_lvm_mda_text(vrd_read, &c, v->size, lb, i, &t, err, sizeof(err));
-		if (rc == -EUCLEAN && bi_lvm_mda_scan(vrd_read, &c, v->size, lb, i, &t) == 0) {
-			bi_damage(fs, "%s: %s; using the newest older copy in its ring buffer",
-				  v->name, err);
-			rc = 0;
+		V->mda_read += t ? strlen(t) : area; /* a text read, then its crc failed */
+		if (rc == -EUCLEAN) {
+			V->mda_read += area;
+			if (bi_lvm_mda_scan(vrd_read, &c, v->size, lb, i, &t) == 0) {
+				bi_damage(fs, "%s: %s; using the newest older copy in its ring buffer",
+					  v->name, err);
+				rc = 0;
+			}
 		}
 		if (rc == 0)
 			rc = bi_lvm_parse(t, strlen(t), &g, err, sizeof(err));
