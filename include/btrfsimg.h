@@ -243,7 +243,8 @@ struct btrfsimg_layer {
 	int parent;		/**< index of the row it lies in; -1: top */
 	unsigned depth;		/**< 0 for images (and multi-PV volume groups) */
 	char kind[16];		/**< "image", "partition", "luks1", "luks2",
-				 *   "lvm-pv", "lvm-vg", "lvm-lv", "btrfs" */
+				 *   "lvm-pv", "lvm-vg", "lvm-lv", "btrfs";
+				 *   "stopped": probing stopped, detail says why */
 	char name[128];		/**< image path, partition number, VG name,
 				 *   "VG/LV", LUKS or btrfs label */
 	uint64_t offset;	/**< byte offset inside its parent */
