@@ -32,6 +32,12 @@ python3 - "$tmp/lvm.img" <<'PY'
 import struct, sys
 d = open(sys.argv[1], "rb").read()[1 << 20:(1 << 20) + (1 << 20)]
 off, size = struct.unpack_from("<QQ", d, 4096 + 40)
-open("corpus/lvm/text", "wb").write(d[4096 + off:4096 + off + size])
+t = d[4096 + off:4096 + off + size]
+open("corpus/lvm/text", "wb").write(t)
+# the counts the text states about itself, negative and past 32 bits
+# (refused): the fuzzer starts from both sides of those checks
+open("corpus/lvm/text-counts", "wb").write(
+    t.replace(b"segment_count = 2", b"segment_count = -1", 1)
+     .replace(b"extent_count = ", b"extent_count = 99999999999", 1))
 PY
 cp ../tests/lvm-raid1.txt corpus/lvm/raid1-text

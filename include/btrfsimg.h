@@ -194,7 +194,8 @@ struct btrfsimg_partition {
  * List the partitions of an image file (MBR or GPT). Writes up to @p max
  * entries to @p out and returns how many partitions exist (may exceed
  * @p max), 0 if there is no partition table, or a negative errno. @p err
- * (may be NULL) receives a message on failure.
+ * (may be NULL) receives a message on failure; on success it is empty, or
+ * notes damage worked around (the backup GPT header used, and why).
  */
 BTRFSIMG_API int btrfsimg_list_partitions(const char *path, struct btrfsimg_partition *out,
 					  size_t max, char *err, size_t errlen);
@@ -254,7 +255,8 @@ struct btrfsimg_layer {
 	int parent;		/**< index of the row it lies in; -1: top */
 	unsigned depth;		/**< 0 for images (and multi-PV volume groups) */
 	char kind[16];		/**< "image", "partition", "luks1", "luks2",
-				 *   "lvm-pv", "lvm-vg", "lvm-lv", "btrfs" */
+				 *   "lvm-pv", "lvm-vg", "lvm-lv", "btrfs";
+				 *   "stopped": probing stopped, detail says why */
 	char name[128];		/**< image path, partition number, VG name,
 				 *   "VG/LV", LUKS or btrfs label */
 	uint64_t offset;	/**< byte offset inside its parent */

@@ -492,14 +492,16 @@ static void test_lvm_bad_text(void **state)
 	static const char *bad[] = {
 		"vg { id = \"x\" seqno = 1 extent_size = 8 physical_volumes { pv0 { id = \"a\" "
 		"pe_start = 8 pe_count = 4 } } logical_volumes { l { status = [\"VISIBLE\"] "
-		"segment1 { start_extent = 0 extent_count = 9 type = \"striped\" stripe_count = 1 "
+		"segment_count = 1 segment1 { start_extent = 0 extent_count = 9 type = \"striped\" stripe_count = 1 "
 		"stripes = [\"pv0\", 0] } } } }", /* extents past the PV */
 		"vg { id = \"x\" seqno = 1 extent_size = 8 physical_volumes { } ", /* no '}' */
 		"vg { id = \"x\" seqno = 1 extent_size = 8 physical_volumes { pv0 { id = \"a\" "
-		"pe_start = 8 pe_count = 4 } } logical_volumes { l { segment1 { start_extent = 1 "
+		"pe_start = 8 pe_count = 4 } } logical_volumes { l { segment_count = 1 "
+		"segment1 { start_extent = 1 "
 		"extent_count = 1 type = \"striped\" stripe_count = 1 stripes = [\"pv0\", 0] } } } }",
 		"vg { id = \"x\" seqno = 1 extent_size = 8 physical_volumes { pv0 { id = \"a\" "
-		"pe_start = 8 pe_count = 4 } } logical_volumes { l { segment1 { start_extent = 0 "
+		"pe_start = 8 pe_count = 4 } } logical_volumes { l { segment_count = 1 "
+		"segment1 { start_extent = 0 "
 		"extent_count = 1 type = \"striped\" stripe_count = 1 stripes = [\"pv9\", 0] } } } }",
 		"vg { id = \"unterminated }",
 		"vg { seqno = 99999999999999999999999 }",
@@ -513,6 +515,56 @@ static void test_lvm_bad_text(void **state)
 	}
 }
 
+/* A count the text states about itself that disagrees with what it lists,
+ * or is negative or past 32 bits: refused, naming the LV (or PV), the
+ * field, have and expect. The same text with the count as it was parses. */
+static void test_lvm_counts(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *from, *to, *words;
+	} cases[] = {
+		{ "segment_count = 1\n\nsegment1 {\nstart_extent = 0\nextent_count = 4\ntype = \"raid1\"",
+		  "segment_count = 0\n\nsegment1 {\nstart_extent = 0\nextent_count = 4\ntype = \"raid1\"",
+		  "LV 'r1': segment_count have 0 expect 1" },
+		{ "segment_count = 1\n\nsegment1 {\nstart_extent = 0\nextent_count = 4\ntype = \"raid1\"",
+		  "segment_count = -1\n\nsegment1 {\nstart_extent = 0\nextent_count = 4\ntype = \"raid1\"",
+		  "LV 'r1': segment_count have -1 expect 0..4294967295" },
+		{ "device_count = 2", "device_count = 3", "device_count have 3 expect 2" },
+		{ "mirror_count = 2", "mirror_count = 99999999999", "mirror_count have 99999999999" },
+		{ "extent_count = 4 type = \"striped\" stripe_count = 1 stripes = [\"pv0\", 1]",
+		  "extent_count = -4 type = \"striped\" stripe_count = 1 stripes = [\"pv0\", 1]",
+		  "extent_count have -4 expect 1..4294967295" },
+		{ "stripe_count = 1 stripes = [\"pv0\", 1]", "stripe_count = 2 stripes = [\"pv0\", 1]",
+		  "LV 'r1_rimage_0' segment1: no stripe_size" },
+		{ "stripe_count = 1 stripes = [\"pv0\", 1]", "stripe_count = 2 stripe_size = 8 stripes = [\"pv0\", 1]",
+		  "stripe_count have 2 expect 1 (the stripes listed)" },
+		{ "pe_count = 60", "pe_count = -60", "PV 'pv0': pe_count have -60" },
+	};
+	size_t len;
+	const char *t = load_text(&len);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		const char *at = strstr(t, cases[i].from);
+		assert_non_null(at);
+		size_t pre = (size_t)(at - t), fl = strlen(cases[i].from), tl = strlen(cases[i].to);
+		char *m = malloc(len - fl + tl + 1);
+		assert_non_null(m);
+		memcpy(m, t, pre);
+		memcpy(m + pre, cases[i].to, tl);
+		memcpy(m + pre + tl, at + fl, len - pre - fl + 1);
+		struct bi_lvm_vg vg;
+		char err[300] = "";
+		assert_int_equal(bi_lvm_parse(m, strlen(m), &vg, err, sizeof(err)), -EUCLEAN);
+		if (!strstr(err, cases[i].words))
+			fail_msg("case %zu: \"%s\" not in \"%s\"", i, cases[i].words, err);
+		free(m);
+	}
+	struct bi_lvm_vg vg;
+	char err[300] = "";
+	assert_int_equal(bi_lvm_parse(t, len, &vg, err, sizeof(err)), 0);
+	bi_lvm_vg_free(&vg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -520,7 +572,7 @@ int main(void)
 		cmocka_unit_test(test_xts_vectors),    cmocka_unit_test(test_xts_large_sectors),
 		cmocka_unit_test(test_essiv),	       cmocka_unit_test(test_af_merge),
 		cmocka_unit_test(test_lvm_legs),       cmocka_unit_test(test_lvm_striped),
-		cmocka_unit_test(test_lvm_bad_text),
+		cmocka_unit_test(test_lvm_bad_text),   cmocka_unit_test(test_lvm_counts),
 		cmocka_unit_test(test_kdf_refused),
 		cmocka_unit_test(test_kdf_limit_and_total),
 	};

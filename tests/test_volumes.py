@@ -55,6 +55,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -302,7 +303,7 @@ def absurd_kdf(env, t, disk):
 
 def layers(env, args):
     rc, out, err = imgtest.run_cli(env.cli, ["layers", "--json"] + args, 120)
-    rows = [json.loads(x) for x in out.splitlines() if x.strip()] if rc == 0 else []
+    rows = [json.loads(x) for x in out.splitlines() if x.strip()] if rc in (0, 1) else []
     return rc, rows, out + err
 
 
@@ -372,13 +373,193 @@ def lvm_older_copy(env, t, img):
     rc, rows, text = layers(env, [dmg])
     pv = [r for r in rows if r["layer"] == "lvm-pv"]
     root = [r for r in rows if r.get("name") == "vgd/root"]
-    t.check("damaged current LVM metadata: the older copy (layers)",
-            rc == 0 and pv and "seqno 3" in pv[0].get("detail", "") and root and
+    t.check("damaged current LVM metadata: the older copy (layers, exit 1, said)",
+            rc == 1 and b"using the newest older copy" in text and pv and "seqno 3" in pv[0].get("detail", "") and root and
             "1 segment" in root[0].get("detail", ""), text[-400:])
     rc, out, err = imgtest.run_cli(env.cli, ["super", dmg], 120)
     t.check("damaged current LVM metadata: said, exit 1", rc == 1 and
             b"text crc mismatch; using the newest older copy" in err, (rc, err[-300:]))
     os.unlink(dmg)
+
+
+def gpt_damage(path, where):
+    """Damage the primary GPT of @path (512-byte sectors): "header" one byte
+    of the disk GUID (its CRC no longer matches), "entries" one byte of an
+    unused entry's name (the array's CRC no longer matches), "ecrc" the
+    array CRC the header states (the header CRC recomputed: a valid header
+    whose entries do not match). The backup at the last LBA is intact."""
+    with open(path, "r+b") as f:
+        f.seek(512)
+        hdr = bytearray(f.read(92))
+        num, esize = struct.unpack_from("<II", hdr, 80)
+        if where == "header":
+            f.seek(512 + 56)
+            f.write(bytes([hdr[56] ^ 0xff]))
+        elif where == "entries":
+            f.seek(1024 + (num - 1) * esize + 56)
+            f.write(b"X")
+        else:
+            struct.pack_into("<I", hdr, 88, struct.unpack_from("<I", hdr, 88)[0] ^ 1)
+            struct.pack_into("<I", hdr, 16, 0)
+            struct.pack_into("<I", hdr, 16, zlib.crc32(bytes(hdr)))
+            f.seek(512)
+            f.write(hdr)
+
+
+def gpt_backup_said(env, t, name, disk, args):
+    """The primary GPT header damaged three ways: the backup is used and said
+    on stderr with why, exit 1, by walk (which still gives the kernel's
+    view), layers and partitions, whatever lies inside (LVM, LUKS)."""
+    why = {"header": b"bad CRC32", "entries": b"entry array at byte 1024: bad CRC32",
+           "ecrc": b"entry array at byte 1024: bad CRC32"}
+    for where, word in why.items():
+        dmg = os.path.join(env.tmp, "gpt-dmg.img")
+        shutil.copyfile(disk, dmg)
+        gpt_damage(dmg, where)
+        note = [b"primary GPT header invalid", word, b"used the backup"]
+        rc, out, err = imgtest.run_cli(env.cli, ["walk", "--json", "--hash"] + args + [dmg], 600)
+        got, errs = test_files.parse_jsonl(out)
+        probs = errs + test_files.compare_records(env.kv, env.view, got, 5)
+        if rc != 1 or not all(w in err for w in note):
+            probs.append("walk: exit %s, expect 1 saying %s: %s" % (rc, note, err[-300:]))
+        rc, rows, text = layers(env, args + [dmg])
+        if rc != 1 or not all(w in text for w in note) or \
+                not [r for r in rows if r["layer"] in ("lvm-pv", "luks2")]:
+            probs.append("layers: exit %s, expect 1 saying %s: %s" % (rc, note, text[-300:]))
+        rc, out, err = imgtest.run_cli(env.cli, ["partitions", dmg], 120)
+        if rc != 1 or not all(w in err for w in note):
+            probs.append("partitions: exit %s, expect 1 saying it: %s" % (rc, err[-300:]))
+        t.problems("%s, primary GPT %s damaged: the backup used, said, exit 1" % (name, where),
+                   probs)
+        os.unlink(dmg)
+
+
+def gpt_many(src, dst, count):
+    """@src's GPT with @count entries, every one a copy of partition 1 (the
+    array grows into the gap before it, at 1 MiB; CRCs recomputed)."""
+    shutil.copyfile(src, dst)
+    with open(dst, "r+b") as f:
+        f.seek(512)
+        hdr = bytearray(f.read(92))
+        elba, num, esize = struct.unpack_from("<QII", hdr, 72)
+        f.seek(elba * 512)
+        first = f.read(esize)
+        arr = b"".join(first[:16] + struct.pack("<QQ", 7, i) + first[32:]
+                       for i in range(count))
+        assert elba * 512 + len(arr) <= MB
+        f.seek(elba * 512)
+        f.write(arr)
+        struct.pack_into("<I", hdr, 80, count)
+        struct.pack_into("<I", hdr, 88, zlib.crc32(arr))
+        struct.pack_into("<I", hdr, 16, 0)
+        struct.pack_into("<I", hdr, 16, zlib.crc32(bytes(hdr)))
+        f.seek(512)
+        f.write(hdr)
+
+
+def many_partitions(env, t, name, disk, kind, count=140):
+    """A GPT of @count entries, all the partition holding @kind: layers lists
+    every partition and every @kind under it (it stopped at 128 partitions
+    and about 75 PVs or 39 LUKS volumes, saying nothing), exit 0; under
+    LVM, walk --partition vgd/root reads the kernel's view."""
+    many = os.path.join(env.tmp, "gpt-many.img")
+    gpt_many(disk, many, count)
+    rc, rows, text = layers(env, [many])
+    parts = [r for r in rows if r["layer"] == "partition"]
+    under = [r for r in rows if r["layer"] == kind]
+    t.check("%s, %d GPT entries: layers lists every partition and %s" % (name, count, kind),
+            rc == 0 and len(parts) == count and len(under) == count and
+            [r["number"] for r in parts] == list(range(1, count + 1)),
+            "exit %s, %d partitions, %d %s: %s" % (rc, len(parts), len(under), kind,
+                                                   text[-300:]))
+    if kind == "lvm-pv":
+        env.walk(t, "%s, %d GPT entries: walk --partition vgd/root" % (name, count),
+                 ["--partition", "vgd/root", many])
+    os.unlink(many)
+
+
+def mda_budget(env, t, img, count=140):
+    """@count GPT entries all holding the PV of gpt-lvm, whose label states a
+    64 MiB metadata area (label CRC recomputed) and whose current text is
+    damaged (one byte: its CRC fails), so that each PV's whole ring is
+    searched for an older copy: 8.75 GiB of reads (4.5 minutes before the
+    bound). The scan reads about 1 GiB: the PVs past it are listed with
+    their metadata unread, a "stopped" layer and stderr say why, exit 1,
+    within the 120 s timeout."""
+    def lvm_crc(b):
+        return zlib.crc32(b, 0xf597a6cf ^ 0xffffffff) ^ 0xffffffff
+    big = os.path.join(env.tmp, "mda-big.img")
+    gpt_many(img, big, count)
+    with open(big, "r+b") as f:
+        f.seek(MB + 512)
+        lab = bytearray(f.read(512))
+        ok = lab[:8] == b"LABELONE" and lvm_crc(bytes(lab[20:])) == struct.unpack_from("<I", lab, 16)[0]
+        at = struct.unpack_from("<I", lab, 20)[0] + 40  # after uuid and device size
+        while struct.unpack_from("<Q", lab, at)[0]:  # data areas, then a zero pair
+            at += 16
+        at += 16
+        ok = ok and struct.unpack_from("<Q", lab, at)[0] == 4096
+        struct.pack_into("<Q", lab, at + 8, 64 * MB)
+        struct.pack_into("<I", lab, 16, lvm_crc(bytes(lab[20:])))
+        f.seek(MB + 512)
+        f.write(lab)
+        f.seek(MB + 4096 + 40)
+        off = struct.unpack("<Q", f.read(8))[0]
+        f.seek(MB + 4096 + off + 20)
+        c = f.read(1)
+        f.seek(-1, 1)
+        f.write(b"#" if c != b"#" else b"%")
+    rc, rows, text = layers(env, [big])
+    pvs = [r for r in rows if r["layer"] == "lvm-pv"]
+    unread = [r for r in pvs if "not read" in r.get("detail", "")]
+    stop = [r for r in rows if r["layer"] == "stopped"]
+    t.check("%d PVs of 64 MiB metadata areas: 1 GiB read, the rest said unread, exit 1" % count,
+            ok and rc == 1 and len(pvs) == count and 0 < len(unread) < count and
+            len(stop) == 1 and b"probing stopped" in text,
+            "label as expected %s, exit %s, %d PVs, %d unread, %d stopped rows: %s" % (
+                ok, rc, len(pvs), len(unread), len(stop), text[-300:]))
+    os.unlink(big)
+
+
+def lvm_counts(env, t, img):
+    """LV vgd/root's segment_count (2, two segments listed) rewritten in the
+    current metadata text of gpt-lvm, its CRC and the mda header's CRC
+    recomputed: 2 reads as before; 0, -1, 3 and 99999999999 are refused
+    naming the LV, the field, have and expect (the metadata area is said
+    unusable and no LV is read: exit 2). lvm2 itself refuses all four."""
+    def lvm_crc(b):
+        return zlib.crc32(b, 0xf597a6cf ^ 0xffffffff) ^ 0xffffffff
+    for val, want in ((b"2", None), (b"0", b"have 0 expect 2"), (b"-1", b"have -1 expect"),
+                      (b"3", b"have 3 expect 2"), (b"99999999999", b"have 99999999999 expect")):
+        dmg = os.path.join(env.tmp, "lvm-count.img")
+        shutil.copyfile(img, dmg)
+        with open(dmg, "r+b") as f:
+            at = MB + 4096  # the metadata area of the PV in partition 1
+            f.seek(at)
+            hdr = bytearray(f.read(512))
+            msize = struct.unpack_from("<Q", hdr, 32)[0]
+            off, size, crc = struct.unpack_from("<QQI", hdr, 40)
+            f.seek(at + off)
+            text = f.read(size)
+            new = text.replace(b"segment_count = 2\n", b"segment_count = " + val + b"\n")
+            ok = lvm_crc(bytes(hdr[4:])) == struct.unpack_from("<I", hdr, 0)[0] and \
+                lvm_crc(text) == crc and text.count(b"segment_count = 2\n") == 1 and \
+                off + len(new) <= msize
+            f.seek(at + off)
+            f.write(new)
+            struct.pack_into("<QQI", hdr, 40, off, len(new), lvm_crc(new))
+            struct.pack_into("<I", hdr, 0, lvm_crc(bytes(hdr[4:])))
+            f.seek(at)
+            f.write(hdr)
+        if not ok:
+            t.check("LVM segment_count %s: the metadata text as expected" % val.decode(), False,
+                    "CRCs or text of gpt-lvm not as expected")
+        elif want is None:
+            env.walk(t, "LVM segment_count rewritten as it was: read", [dmg])
+        else:
+            env.fails(t, "LVM segment_count %s: refused, named" % val.decode(), [dmg],
+                      ["LV 'root'", "segment_count " + want.decode()])
+        os.unlink(dmg)
 
 
 def prompt_test(env, t, disk):
@@ -429,6 +610,10 @@ def lvm_tests(env, t):
               ["--partition", "vgd/swap", img["gpt-lvm"]], ["vgd/swap"])
     a, b = img["pv-a"], img["pv-b"]
     lvm_older_copy(env, t, img["gpt-lvm"])
+    gpt_backup_said(env, t, "GPT + LVM", img["gpt-lvm"], [])
+    many_partitions(env, t, "GPT + LVM", img["gpt-lvm"], "lvm-pv")
+    lvm_counts(env, t, img["gpt-lvm"])
+    mda_budget(env, t, img["gpt-lvm"])
     env.walk(t, "two PVs: vgm/data", ["--partition", "vgm/data", a, b])
     env.walk(t, "two PVs, other order: vgm/data", ["--partition", "vgm/data", b, a])
     env.walk(t, "two PVs: vgm/strip (striped)", ["--partition", "vgm/strip", b, a])
@@ -536,6 +721,8 @@ def stack_test(env, t, img):
     env.walk(t, "GPT + LUKS2 + LVM", ["--passphrase-file", env.passfile, disk])
     env.walk(t, "GPT + LUKS2 + LVM --partition vgd/root",
              ["--partition", "vgd/root", "--volume-key-file", key, disk])
+    gpt_backup_said(env, t, "GPT + LUKS2", disk, ["--passphrase-file", env.passfile])
+    many_partitions(env, t, "GPT + LUKS2 (locked)", disk, "luks2")
     os.unlink(disk)
 
 

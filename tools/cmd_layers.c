@@ -20,9 +20,10 @@
 #include "json.h"
 #include "keys.h"
 
-#define PART_MAX  128
-#define LAYER_MAX (PART_MAX + 80)
-#define ATTR_MAX  48
+/* Every partition and every row the library lists is printed: the lists
+ * grow as needed (the library bounds both: BI_PART_MAX partitions, and a
+ * "stopped" row when its own listing is full). */
+#define ATTR_MAX 48
 
 /* One key of a layer: a string, a number, or a bool; keys given twice
  * make a JSON array (segments). */
@@ -37,32 +38,55 @@ struct layer {
 	int depth;
 	const char *kind; /* "ewf", "raw", "gpt", "mbr", "partition", ... */
 	char *title;	  /* text: the rest of the layer's first line */
-	struct attr attrs[ATTR_MAX];
-	int nattrs;
+	struct attr *attrs;
+	int nattrs, cap;
+	int anchor; /* a volume row: the index in l of its partition, or -1 */
 };
 
+/* l: the container, the table and its partitions, in order; v: the rows
+ * below them (LUKS, LVM, btrfs), each printed after its partition. */
 struct layers {
 	const char *image;
-	struct layer l[LAYER_MAX];
-	int n;
+	struct layer *l, *v;
+	int n, cap, nv, vcap;
 	int status;
 };
 
-static struct layer *layer_add(struct layers *L, int depth, const char *kind)
+static struct layer *grow_add(struct layer **a, int *n, int *cap, int depth, const char *kind)
 {
-	if (L->n >= LAYER_MAX)
-		return NULL;
-	struct layer *l = &L->l[L->n++];
+	if (*n == *cap) {
+		int c = *cap ? 2 * *cap : 16;
+		struct layer *g = *cap < INT32_MAX / 4 ? realloc(*a, (size_t)c * sizeof(**a)) : NULL;
+		if (!g)
+			return NULL;
+		*a = g;
+		*cap = c;
+	}
+	struct layer *l = &(*a)[(*n)++];
 	memset(l, 0, sizeof(*l));
 	l->depth = depth;
 	l->kind = kind;
+	l->anchor = -1;
 	return l;
+}
+
+static struct layer *layer_add(struct layers *L, int depth, const char *kind)
+{
+	return grow_add(&L->l, &L->n, &L->cap, depth, kind);
 }
 
 static struct attr *attr_add(struct layer *l, const char *key)
 {
 	if (!l || l->nattrs >= ATTR_MAX)
 		return NULL;
+	if (l->nattrs == l->cap) {
+		int c = l->cap ? 2 * l->cap : 8;
+		struct attr *g = realloc(l->attrs, (size_t)c * sizeof(*g));
+		if (!g)
+			return NULL;
+		l->attrs = g;
+		l->cap = c;
+	}
 	struct attr *a = &l->attrs[l->nattrs++];
 	memset(a, 0, sizeof(*a));
 	a->key = strdup(key);
@@ -158,18 +182,32 @@ static int container_layer(struct layers *L, const char *image, int format)
 /* Depth 1 and 2: the partition table and its partitions. */
 static int partition_layers(struct layers *L, const char *image, int format, bool rows_only)
 {
-	struct btrfsimg_partition p[PART_MAX];
 	char err[512] = "";
-	int n = btrfsimg_list_partitions_format(image, format, p, PART_MAX, err, sizeof(err));
+	int n = btrfsimg_list_partitions_format(image, format, NULL, 0, err, sizeof(err));
+	struct btrfsimg_partition *p = n > 0 ? calloc((size_t)n, sizeof(*p)) : NULL;
+	if (n > 0 && !p)
+		n = -ENOMEM;
+	if (p) {
+		int again = btrfsimg_list_partitions_format(image, format, p, (size_t)n, err,
+							    sizeof(err));
+		n = again < n ? again : n;
+	}
 	if (n < 0) {
 		cli_warn("%s: %s", image, *err ? err : strerror(-n));
+		free(p);
 		return n;
+	}
+	/* damage the table parser worked around (the backup GPT used);
+	 * 'layers' hears it from btrfsimg_probe(), with the other layers' */
+	if (*err && rows_only) {
+		cli_warn("warning: %s: %s", image, err);
+		L->status = EXIT_DAMAGED;
 	}
 	if (n > 0 && !rows_only) {
 		struct layer *t = layer_add(L, 1, p[0].gpt ? "gpt" : "mbr");
 		attr_num(t, "partitions", (uint64_t)n);
 	}
-	for (int k = 0; k < n && k < PART_MAX; k++) {
+	for (int k = 0; k < n; k++) {
 		struct layer *l = layer_add(L, rows_only ? 0 : 2, "partition");
 		attr_num(l, "number", (uint64_t)p[k].number);
 		attr_num(l, "offset", p[k].offset);
@@ -179,6 +217,7 @@ static int partition_layers(struct layers *L, const char *image, int format, boo
 	}
 	if (n == 0 && !rows_only)
 		layer_add(L, 1, "no partition table"); /* text only */
+	free(p);
 	return 0;
 }
 
@@ -194,32 +233,42 @@ static int part_number(const struct btrfsimg_layer *r, size_t i)
 	return 0;
 }
 
-static int insert_after(const struct layers *L, int number)
+/* The index in L->l of partition @number, or -1 (and for 0: none). */
+static int anchor_of(const struct layers *L, const int *by_number, int maxnum, int number)
 {
-	for (int i = 0; number && i < L->n; i++) {
-		if (strcmp(L->l[i].kind, "partition"))
-			continue;
-		for (int a = 0; a < L->l[i].nattrs; a++)
-			if (!strcmp(L->l[i].attrs[a].key, "number") &&
-			    L->l[i].attrs[a].num == (uint64_t)number) {
-				int j = i + 1;
-				while (j < L->n && L->l[j].depth > L->l[i].depth)
-					j++;
-				return j;
-			}
-	}
-	return L->n;
+	return number > 0 && number <= maxnum ? by_number[number] : -1;
 }
 
-static void volume_row(struct layers *L, const struct btrfsimg_layer *r, int at, int depth)
+/* by_number[N]: the index in L->l of the first partition numbered N. */
+static int *partition_index(const struct layers *L, int *maxnum)
 {
-	if (L->n >= LAYER_MAX || !layer_add(L, 0, ""))
-		return;
-	memmove(&L->l[at + 1], &L->l[at], (size_t)(L->n - 1 - at) * sizeof(L->l[0]));
-	struct layer *l = &L->l[at];
-	memset(l, 0, sizeof(*l));
-	l->depth = depth;
-	l->kind = r->kind; /* points into the rows kept until output */
+	*maxnum = 0;
+	for (int i = 0; i < L->n; i++)
+		for (int a = 0; !strcmp(L->l[i].kind, "partition") && a < L->l[i].nattrs; a++)
+			if (!strcmp(L->l[i].attrs[a].key, "number") &&
+			    L->l[i].attrs[a].num > (uint64_t)*maxnum &&
+			    L->l[i].attrs[a].num < INT32_MAX)
+				*maxnum = (int)L->l[i].attrs[a].num;
+	int *m = malloc(((size_t)*maxnum + 1) * sizeof(*m));
+	for (int i = 0; m && i <= *maxnum; i++)
+		m[i] = -1;
+	for (int i = 0; m && i < L->n; i++)
+		for (int a = 0; !strcmp(L->l[i].kind, "partition") && a < L->l[i].nattrs; a++) {
+			uint64_t num = L->l[i].attrs[a].num;
+			if (!strcmp(L->l[i].attrs[a].key, "number") && num >= 1 &&
+			    num <= (uint64_t)*maxnum && m[num] < 0)
+				m[num] = i;
+		}
+	return m;
+}
+
+static int volume_row(struct layers *L, const struct btrfsimg_layer *r, int anchor, int depth)
+{
+	/* kind points into the rows kept until output */
+	struct layer *l = grow_add(&L->v, &L->nv, &L->vcap, depth, r->kind);
+	if (!l)
+		return -ENOMEM;
+	l->anchor = anchor;
 	if (r->name[0])
 		attr_str(l,
 			 !strcmp(r->kind, "btrfs") || !strncmp(r->kind, "luks", 4) ? "label"
@@ -239,6 +288,23 @@ static void volume_row(struct layers *L, const struct btrfsimg_layer *r, int at,
 	}
 	if (r->detail[0])
 		attr_str(l, "detail", r->detail);
+	return 0;
+}
+
+struct probe_log {
+	const struct cli *c;
+	bool say; /* every image is probed for each: its damage said once */
+	uint64_t damage;
+};
+
+/* Damage the probe worked around (the backup GPT header used, a damaged
+ * PV label or metadata copy, a LUKS header read from its second copy). */
+static void probe_damage(void *ctx, bool damage, const char *msg)
+{
+	struct probe_log *g = ctx;
+	g->damage += damage;
+	if (g->say && (g->c->verbose || (damage && !g->c->quiet)))
+		fprintf(stderr, "btrfsimg: %s%s\n", damage ? "warning: " : "", msg);
 }
 
 /* A LUKS row: opened, or left locked although a key was given (said). */
@@ -259,7 +325,10 @@ static int volume_layers(struct layers *L, struct cli *c, const char *image,
 	btrfsimg_fs *fs;
 	size_t n = 0;
 	int opened = 0, locked = 0;
+	struct probe_log g = { c, image == c->images[0], 0 };
 	int rc = btrfsimg_fs_new(&fs, NULL);
+	if (rc == 0)
+		btrfsimg_set_log(fs, probe_damage, &g);
 	if (rc == 0 && cli_volume_setup(c, fs) != EXIT_OK)
 		rc = -EINVAL;
 	/* every image: the PVs of a volume group may lie in several */
@@ -275,7 +344,12 @@ static int volume_layers(struct layers *L, struct cli *c, const char *image,
 	if (rc < 0 && rc != -EINVAL)
 		cli_warn("%s: %s", image, fs ? btrfsimg_errmsg(fs) : strerror(-rc));
 	btrfsimg_fs_free(fs);
-	for (size_t i = 0; *rows && i < n; i++) {
+	if (g.say && g.damage && L->status < EXIT_DAMAGED)
+		L->status = EXIT_DAMAGED;
+	int maxnum, *by_number = partition_index(L, &maxnum);
+	if (!by_number && rc == 0)
+		rc = -ENOMEM;
+	for (size_t i = 0; by_number && *rows && i < n && rc == 0; i++) {
 		const struct btrfsimg_layer *r = &(*rows)[i];
 		int top = (int)i;
 		for (int hops = 0; (*rows)[top].parent >= 0 && hops < 64; hops++)
@@ -287,10 +361,14 @@ static int volume_layers(struct layers *L, struct cli *c, const char *image,
 			continue;
 		int num = part_number(*rows, i);
 		int under = r->depth > 0 && num ? 1 : 0;
-		volume_row(L, r, insert_after(L, num), (int)r->depth + under);
+		rc = volume_row(L, r, anchor_of(L, by_number, maxnum, num),
+				(int)r->depth + under);
 		if (!strncmp(r->kind, "luks", 4))
 			luks_status(c, image, r, &opened, &locked);
 	}
+	free(by_number);
+	if (rc == -ENOMEM)
+		cli_warn("%s: out of memory listing %zu layers", image, n);
 	/* a key was given: a volume it did not open is not a result */
 	if (locked && L->status < (opened ? EXIT_DAMAGED : EXIT_FAILED))
 		L->status = opened ? EXIT_DAMAGED : EXIT_FAILED;
@@ -367,25 +445,78 @@ static void put_text(const struct layer *l, bool rows_only)
 	}
 }
 
+static void put_layer(const struct cli *c, const struct layers *L, const struct layer *l,
+		      bool rows_only)
+{
+	if (c->json && !strcmp(l->kind, "no partition table"))
+		return;
+	if (c->json)
+		put_json(L, l, rows_only);
+	else
+		put_text(l, rows_only);
+}
+
+/* Each layer of L->l, the volume rows of a partition right after it (in
+ * the library's order: a stable counting sort by anchor), then the rows
+ * in no partition. */
+static void put_all(const struct cli *c, const struct layers *L, bool rows_only)
+{
+	int *at = calloc((size_t)L->n + 2, sizeof(int));
+	int *ord = malloc(((size_t)L->nv + 1) * sizeof(int));
+	if (!at || !ord) { /* no room to sort: every row still printed */
+		for (int i = 0; i < L->n; i++)
+			put_layer(c, L, &L->l[i], rows_only);
+		for (int i = 0; i < L->nv; i++)
+			put_layer(c, L, &L->v[i], rows_only);
+		goto out;
+	}
+	for (int k = 0; k < L->nv; k++)
+		at[(L->v[k].anchor < 0 ? L->n : L->v[k].anchor) + 1]++;
+	for (int i = 0; i <= L->n; i++)
+		at[i + 1] += at[i];
+	for (int k = 0; k < L->nv; k++) /* at[a] moves to the end of bucket a */
+		ord[at[L->v[k].anchor < 0 ? L->n : L->v[k].anchor]++] = k;
+	for (int i = 0, k = 0; i <= L->n; i++) { /* now bucket i ends at at[i] */
+		if (i < L->n)
+			put_layer(c, L, &L->l[i], rows_only);
+		for (; k < at[i]; k++)
+			put_layer(c, L, &L->v[ord[k]], rows_only);
+	}
+out:
+	free(at);
+	free(ord);
+}
+
+static void layer_free(struct layer *l)
+{
+	for (int j = 0; j < l->nattrs; j++) {
+		free(l->attrs[j].str);
+		free(l->attrs[j].key);
+	}
+	free(l->attrs);
+}
+
 static void layers_free(struct layers *L)
 {
 	for (int i = 0; i < L->n; i++)
-		for (int j = 0; j < L->l[i].nattrs; j++) {
-			free(L->l[i].attrs[j].str);
-			free(L->l[i].attrs[j].key);
-		}
-	L->n = 0;
+		layer_free(&L->l[i]);
+	for (int i = 0; i < L->nv; i++)
+		layer_free(&L->v[i]);
+	free(L->l);
+	free(L->v);
+	memset(L, 0, sizeof(*L));
 }
 
 /* One image; EXIT_OK, EXIT_DAMAGED or EXIT_FAILED (said). */
 static int layers_one(struct cli *c, const char *image, bool rows_only)
 {
-	static struct layers L;
-	memset(&L, 0, sizeof(L));
+	struct layers L = { 0 };
 	L.image = image;
 	L.status = EXIT_OK;
-	if (!rows_only && container_layer(&L, image, c->format) < 0)
+	if (!rows_only && container_layer(&L, image, c->format) < 0) {
+		layers_free(&L);
 		return EXIT_FAILED;
+	}
 	int rc = partition_layers(&L, image, c->format, rows_only);
 	struct btrfsimg_layer *rows = NULL;
 	if (rc == 0 && !rows_only && volume_layers(&L, c, image, &rows) < 0)
@@ -394,14 +525,7 @@ static int layers_one(struct cli *c, const char *image, bool rows_only)
 		printf("%s: %s\n", image, L.n ? "" : "no partition table");
 	else if (!c->json)
 		printf("%s\n", image);
-	for (int i = 0; i < L.n; i++) {
-		if (c->json && !strcmp(L.l[i].kind, "no partition table"))
-			continue;
-		if (c->json)
-			put_json(&L, &L.l[i], rows_only);
-		else
-			put_text(&L.l[i], rows_only);
-	}
+	put_all(c, &L, rows_only);
 	int status = rc < 0 ? EXIT_FAILED : L.status;
 	layers_free(&L);
 	free(rows);
@@ -459,10 +583,11 @@ const struct cmd_struct cmd_struct_layers = {
 		 "inside once a passphrase or volume key is given), LVM physical volumes,\n"
 		 "volume groups and logical volumes (type, segments, or why unreadable), and\n"
 		 "btrfs (fsid, label). Keys are never printed. No filesystem is opened.\n"
-		 "Exit status 1\n"
-		 "when a segment is missing or truncated. With a key given, a LUKS volume left\n"
-		 "locked is named on stderr with its reason: exit status 2 if none opened,\n"
-		 "else 1.",
+		 "Every partition is listed and probed. Exit status 1 when a segment is\n"
+		 "missing or truncated, or damage in a layer was worked around (the backup\n"
+		 "GPT header used, an older LVM metadata copy; said on stderr). With a key\n"
+		 "given, a LUKS volume left locked is named on stderr with its reason: exit\n"
+		 "status 2 if none opened, else 1.",
 	.examples = "btrfsimg layers disk.E01\n"
 		    "btrfsimg layers --json disk.qcow2\n"
 		    "btrfsimg layers --format split disk.img.001\n"

@@ -40,7 +40,7 @@
 #define SECTOR	     512u
 #define LVM_CRC_INIT 0xf597a6cfu
 #define MDA_MAGIC    " LVM2 x[5A%r0N*>"
-#define TEXT_MAX     (64u << 20)
+#define TEXT_MAX     BI_LVM_TEXT_MAX
 #define DEPTH_MAX    8
 #define ITEMS_MAX    100000
 #define AREAS_MAX    256
@@ -179,6 +179,14 @@ int bi_lvm_mda_scan(bi_read_at_fn rd, void *ctx, uint64_t size, const struct bi_
 	const char *pick = NULL;
 	size_t picklen = 0;
 	for (size_t at = SECTOR; at < ms;) {
+		if (!ring[at]) { /* the zeros between copies: 8 bytes at a time */
+			uint64_t w = 0;
+			while (at + 8 <= ms && (memcpy(&w, ring + at, 8), w == 0))
+				at += 8;
+			while (at < ms && !ring[at])
+				at++;
+			continue;
+		}
 		size_t n = strlen(ring + at);
 		uint64_t seq;
 		if (n && at != damaged && parse_seqno(ring + at, n, &seq) == 0 &&
@@ -443,6 +451,47 @@ static bool get_u64(const struct tnode *s, const char *name, uint64_t *out)
 	return true;
 }
 
+/*
+ * A count the metadata states about itself (segment_count, stripe_count,
+ * mirror_count, device_count, extent_count ...): 1 with @out in
+ * [@lo, @hi], or -EUCLEAN naming @who, the field, have and expect. lvm2
+ * reads these as unsigned 32-bit numbers and refuses a VG whose counts
+ * disagree with what it lists (import_vsn1.c); a negative value or one
+ * past 32 bits is refused here before it can size or drive any work.
+ */
+static int get_count(const struct tnode *s, const char *field, uint64_t lo, uint64_t hi,
+		     const char *who, uint64_t *out, char *err, size_t errlen)
+{
+	struct tnode *n = child(s, field);
+	if (!n)
+		return bi_msg(err, errlen, -EUCLEAN, "LVM metadata: %s: no %s", who, field);
+	if (n->kind != T_INT)
+		return bi_msg(err, errlen, -EUCLEAN, "LVM metadata: %s: %s is not a number", who,
+			      field);
+	if (n->num < 0 || (uint64_t)n->num < lo || (uint64_t)n->num > hi)
+		return bi_msg(err, errlen, -EUCLEAN,
+			      "LVM metadata: %s: %s have %" PRId64 " expect %" PRIu64 "..%" PRIu64,
+			      who, field, n->num, lo, hi);
+	*out = (uint64_t)n->num;
+	return 1;
+}
+
+/* @field of @s, which must equal @listed (what the text lists). */
+static int check_count(const struct tnode *s, const char *field, uint64_t listed, const char *who,
+		       const char *what, char *err, size_t errlen)
+{
+	uint64_t have;
+	int rc = get_count(s, field, 0, UINT32_MAX, who, &have, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (have != listed)
+		return bi_msg(err, errlen, -EUCLEAN,
+			      "LVM metadata: %s: %s have %" PRIu64 " expect %" PRIu64 " (the %s "
+			      "listed)",
+			      who, field, have, listed, what);
+	return 0;
+}
+
 static const char *get_str(const struct tnode *s, const char *name)
 {
 	struct tnode *n = child(s, name);
@@ -496,13 +545,17 @@ static int load_pvs(struct bi_lvm_vg *vg, const struct tnode *s, char *err, size
 		struct bi_lvm_pv *p = &vg->pvs[vg->npv];
 		const char *id = get_str(k, "id");
 		uint64_t pe_start;
-		if (!id || strlen(id) >= sizeof(p->id) || strlen(k->name) >= sizeof(p->name) ||
-		    !get_u64(k, "pe_start", &pe_start) || !get_u64(k, "pe_count", &p->pe_count) ||
-		    pe_start > (UINT64_MAX >> 10))
+		char who[300];
+		snprintf(who, sizeof(who), "PV '%s'", k->name);
+		if (!id || strlen(id) >= sizeof(p->id) || strlen(k->name) >= sizeof(p->name))
 			return bi_msg(err, errlen, -EUCLEAN,
-				      "LVM metadata: physical volume '%s' lacks id, pe_start or "
-				      "pe_count",
+				      "LVM metadata: physical volume '%s' lacks a valid id",
 				      k->name);
+		int rc = get_count(k, "pe_start", 0, UINT64_MAX >> 10, who, &pe_start, err, errlen);
+		if (rc > 0)
+			rc = get_count(k, "pe_count", 0, UINT32_MAX, who, &p->pe_count, err, errlen);
+		if (rc < 0)
+			return rc;
 		snprintf(p->name, sizeof(p->name), "%s", k->name);
 		snprintf(p->id, sizeof(p->id), "%s", id);
 		p->pe_start = pe_start * SECTOR;
@@ -557,12 +610,15 @@ static int load_seg(struct bi_lvm_vg *vg, struct bi_lvm_lv *lv, struct bi_lvm_se
 		    const struct tnode *s, char *err, size_t errlen)
 {
 	const char *type = get_str(s, "type");
-	if (!type || !get_u64(s, "start_extent", &g->start) ||
-	    !get_u64(s, "extent_count", &g->count) || g->count == 0)
-		return bi_msg(err, errlen, -EUCLEAN,
-			      "LVM metadata: LV '%s' segment '%s': no type, start_extent or "
-			      "extent_count",
-			      lv->name, s->name);
+	char who[300];
+	snprintf(who, sizeof(who), "LV '%s' %s", lv->name, s->name);
+	if (!type)
+		return bi_msg(err, errlen, -EUCLEAN, "LVM metadata: %s: no type", who);
+	int rc = get_count(s, "start_extent", 0, UINT32_MAX, who, &g->start, err, errlen);
+	if (rc > 0)
+		rc = get_count(s, "extent_count", 1, UINT32_MAX, who, &g->count, err, errlen);
+	if (rc < 0)
+		return rc;
 	snprintf(g->type, sizeof(g->type), "%s", type);
 	for (int i = 0; refused_types[i]; i++)
 		if (strcmp(type, refused_types[i]) == 0) {
@@ -572,28 +628,34 @@ static int load_seg(struct bi_lvm_vg *vg, struct bi_lvm_lv *lv, struct bi_lvm_se
 	if (strcmp(type, "striped") == 0) {
 		uint64_t stripes = 0, ss = 0;
 		g->kind = BI_LVM_STRIPED;
-		if (!get_u64(s, "stripe_count", &stripes) || stripes == 0 || stripes > AREAS_MAX ||
-		    (stripes > 1 && (!get_u64(s, "stripe_size", &ss) || ss == 0 ||
-				     ss > (1u << 22) || g->count % stripes)))
-			return bi_msg(
-				err, errlen, -EUCLEAN,
-				"LVM metadata: LV '%s': striped segment with stripe_count %" PRIu64
-				", stripe_size %" PRIu64 " sectors",
-				lv->name, stripes, ss);
+		rc = get_count(s, "stripe_count", 1, AREAS_MAX, who, &stripes, err, errlen);
+		if (rc > 0 && stripes > 1)
+			rc = get_count(s, "stripe_size", 1, 1u << 22, who, &ss, err, errlen);
+		if (rc < 0)
+			return rc;
+		if (g->count % stripes)
+			return bi_msg(err, errlen, -EUCLEAN,
+				      "LVM metadata: %s: extent_count %" PRIu64
+				      " is not a multiple of stripe_count %" PRIu64,
+				      who, g->count, stripes);
 		g->stripe_bytes = ss * SECTOR;
-		int rc = seg_areas(vg, lv, g, child(s, "stripes"), false, err, errlen);
+		rc = seg_areas(vg, lv, g, child(s, "stripes"), false, err, errlen);
 		if (rc == 0 && (uint64_t)g->narea != stripes)
-			rc = bi_msg(
-				err, errlen, -EUCLEAN,
-				"LVM metadata: LV '%s': %d stripes listed, stripe_count %" PRIu64,
-				lv->name, g->narea, stripes);
+			rc = bi_msg(err, errlen, -EUCLEAN,
+				    "LVM metadata: %s: stripe_count have %" PRIu64
+				    " expect %d (the stripes listed)",
+				    who, stripes, g->narea);
 		return rc;
 	}
 	if (strcmp(type, "mirror") == 0 || strcmp(type, "raid1") == 0) {
 		bool raid = type[0] == 'r';
 		g->kind = BI_LVM_MIRROR;
-		return seg_areas(vg, lv, g, child(s, raid ? "raids" : "mirrors"), raid, err,
-				 errlen);
+		rc = seg_areas(vg, lv, g, child(s, raid ? "raids" : "mirrors"), raid, err, errlen);
+		if (rc == 0) /* lvm2 reads the leg count first and sizes the list by it */
+			rc = check_count(s, raid ? "device_count" : "mirror_count",
+					 (uint64_t)g->narea, who, raid ? "rmeta/rimage pairs" : "legs",
+					 err, errlen);
+		return rc;
 	}
 	snprintf(lv->refused, sizeof(lv->refused), "%s", type);
 	return 0;
@@ -609,13 +671,18 @@ static int load_lv(struct bi_lvm_vg *vg, struct bi_lvm_lv *lv, const struct tnod
 	int n = 0;
 	for (struct tnode *k = s->kids; k; k = k->next)
 		n += k->kind == T_SECTION && strncmp(k->name, "segment", 7) == 0 && k->kids;
+	char who[300];
+	snprintf(who, sizeof(who), "LV '%s'", lv->name);
+	int rc = check_count(s, "segment_count", (uint64_t)n, who, "segments", err, errlen);
+	if (rc < 0)
+		return rc;
 	lv->segs = calloc((size_t)n + 1, sizeof(*lv->segs));
 	if (!lv->segs)
 		return -ENOMEM;
 	for (struct tnode *k = s->kids; k; k = k->next) {
 		if (k->kind != T_SECTION || strncmp(k->name, "segment", 7) != 0 || !k->kids)
 			continue;
-		int rc = load_seg(vg, lv, &lv->segs[lv->nseg++], k, err, errlen);
+		rc = load_seg(vg, lv, &lv->segs[lv->nseg++], k, err, errlen);
 		if (rc < 0)
 			return rc;
 	}

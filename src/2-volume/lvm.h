@@ -14,6 +14,9 @@
 #include "2-volume/part.h"
 
 #define BI_LVM_MDAS 2
+/* A metadata text, or the ring searched for an older copy, is never
+ * longer: reading one metadata area costs at most this. */
+#define BI_LVM_TEXT_MAX (64u << 20)
 
 /* What the label of a physical volume says. */
 struct bi_lvm_label {

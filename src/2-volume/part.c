@@ -608,12 +608,14 @@ int btrfsimg_list_partitions_format(const char *path, int format,
 	if (!fs)
 		return -ENOMEM;
 	struct btrfsimg_partition *p = NULL;
-	char note[512];
+	char note[512] = "";
 	int n = btrfsimg_add_device_file_format(fs, path, format);
 	if (n == 0)
 		n = parts_load(fs, &fs->devs[0], &p, note, sizeof(note));
 	if (n < 0 && err && errlen)
 		snprintf(err, errlen, "%s", fs->err);
+	else if (n >= 0 && err && errlen) /* damage worked around: the caller says it */
+		snprintf(err, errlen, "%s", n ? note : "");
 	for (int i = 0; i < n && (size_t)i < max; i++)
 		out[i] = p[i];
 	free(p);

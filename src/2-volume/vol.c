@@ -39,6 +39,12 @@
 #define MAGIC_AT (SB_PRIMARY_OFFSET + SB_MAGIC_OFF)
 #define PASS_MAX 8192
 #define ROWS_MAX 100000
+/* LVM metadata read in one scan, bytes. Partitions may overlap: a table
+ * of 8192 entries each holding a PV whose area is 64 MiB (read in whole
+ * when its text is damaged) would be 512 GiB of work for one image. A
+ * real PV's text is a few KiB; past this budget the remaining PVs are
+ * listed with their metadata unread, and that is said. */
+#define MDA_BUDGET (1ull << 30)
 
 enum vkind { V_IMAGE, V_LUKS, V_LV };
 
@@ -57,6 +63,7 @@ struct bi_vol {
 	int row;
 	char lvname[260]; /* "vg/lv" of the LV on its path, or "" */
 	bool leg_noted;	  /* V_LV: a failed mirror leg was reported */
+	char *pnote;	  /* V_IMAGE: damage its partition table parser worked around */
 };
 
 struct pv_ent {
@@ -107,10 +114,13 @@ struct bi_vols {
 	struct bi_vol **btrfs;
 	size_t nbtrfs;
 	struct btrfsimg_layer *rows;
-	size_t nrows;
+	size_t nrows, rows_cap;
 	bool layered; /* a LUKS or LVM layer was found */
 	bool strict;  /* opening: a wrong key is fatal */
 	bool scanned;
+	bool rows_full; /* ROWS_MAX reached: the "stopped" row was added */
+	uint64_t mda_read;  /* LVM metadata area bytes this scan may have read */
+	int mda_skipped;    /* PVs whose metadata the budget left unread */
 	char locked[300];	    /* the first LUKS volume left locked */
 	struct btrfsimg_layer sink; /* written instead of a row out of memory */
 	char broken[300];	    /* the first LUKS header that did not parse */
@@ -139,6 +149,7 @@ static void scan_free(struct bi_vols *V)
 	for (size_t i = 0; i < V->nv; i++) {
 		bi_cipher_free(V->v[i]->cipher);
 		free(V->v[i]->luks);
+		free(V->v[i]->pnote);
 		free(V->v[i]);
 	}
 	if (V->seen)
@@ -162,8 +173,10 @@ static void scan_free(struct bi_vols *V)
 	V->vg = NULL;
 	V->btrfs = NULL;
 	V->rows = NULL;
-	V->nv = V->npv = V->nvg = V->nbtrfs = V->nrows = 0;
-	V->layered = V->scanned = false;
+	V->nv = V->npv = V->nvg = V->nbtrfs = V->nrows = V->rows_cap = 0;
+	V->layered = V->scanned = V->rows_full = false;
+	V->mda_read = 0;
+	V->mda_skipped = 0;
 	V->locked[0] = V->broken[0] = '\0';
 }
 
@@ -338,16 +351,30 @@ static int vol_dev_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t
 /* ---------------------------------------------------------------- */
 /* Layer rows */
 
+/* One more row, or -1 (out of memory, or the listing full). The last
+ * row ROWS_MAX leaves says that rows were left out; scan() reports it. */
 static int add_row(struct bi_vols *V, int parent, const char *kind, const char *name, uint64_t off,
 		   uint64_t size)
 {
-	if (V->nrows >= ROWS_MAX)
+	if (V->rows_full)
 		return -1;
-	struct btrfsimg_layer *r = realloc(V->rows, (V->nrows + 1) * sizeof(*r));
-	if (!r)
-		return -1;
-	V->rows = r;
-	r = &V->rows[V->nrows];
+	if (V->nrows == V->rows_cap) {
+		size_t cap = V->rows_cap ? 2 * V->rows_cap : 64;
+		cap = cap > ROWS_MAX ? ROWS_MAX : cap;
+		struct btrfsimg_layer *r = realloc(V->rows, cap * sizeof(*r));
+		if (!r)
+			return -1;
+		V->rows = r;
+		V->rows_cap = cap;
+	}
+	if (V->nrows == ROWS_MAX - 1) {
+		V->rows_full = true;
+		parent = -1;
+		kind = "stopped";
+		name = "";
+		off = size = 0;
+	}
+	struct btrfsimg_layer *r = &V->rows[V->nrows];
 	memset(r, 0, sizeof(*r));
 	r->parent = parent;
 	r->depth = parent >= 0 ? V->rows[parent].depth + 1 : 0;
@@ -355,6 +382,13 @@ static int add_row(struct bi_vols *V, int parent, const char *kind, const char *
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	r->offset = off;
 	r->size = size;
+	if (V->rows_full) {
+		snprintf(r->detail, sizeof(r->detail),
+			 "listing stopped: more than %d layers; the rest are not listed",
+			 ROWS_MAX - 1);
+		V->nrows++;
+		return -1;
+	}
 	return (int)V->nrows++;
 }
 
@@ -628,11 +662,28 @@ static int probe_pv(struct btrfsimg_fs *fs, struct bi_vol *v, int parent,
 	for (int i = 0; i < lb->nmda; i++) {
 		char *t = NULL;
 		struct bi_lvm_vg g;
+		/* Checked before each area, charged what it cost: its text (a
+		 * few KiB on a real PV), or the whole ring searched when the
+		 * text is damaged. One PV overshoots by at most two areas. */
+		if (V->mda_read >= MDA_BUDGET) {
+			snprintf(err, sizeof(err),
+				 "not read: the scan read %" PRIu64 " MiB of LVM metadata areas "
+				 "already (at most %llu MiB)",
+				 V->mda_read >> 20, MDA_BUDGET >> 20);
+			V->mda_skipped += !e.text && i == lb->nmda - 1;
+			continue;
+		}
+		uint64_t area = lb->mda_size[i] < BI_LVM_TEXT_MAX ? lb->mda_size[i]
+								  : BI_LVM_TEXT_MAX;
 		int rc = bi_lvm_mda_text(vrd_read, &c, v->size, lb, i, &t, err, sizeof(err));
-		if (rc == -EUCLEAN && bi_lvm_mda_scan(vrd_read, &c, v->size, lb, i, &t) == 0) {
-			bi_damage(fs, "%s: %s; using the newest older copy in its ring buffer",
-				  v->name, err);
-			rc = 0;
+		V->mda_read += t ? strlen(t) : area; /* a text read, then its crc failed */
+		if (rc == -EUCLEAN) {
+			V->mda_read += area;
+			if (bi_lvm_mda_scan(vrd_read, &c, v->size, lb, i, &t) == 0) {
+				bi_damage(fs, "%s: %s; using the newest older copy in its ring buffer",
+					  v->name, err);
+				rc = 0;
+			}
 		}
 		if (rc == 0)
 			rc = bi_lvm_parse(t, strlen(t), &g, err, sizeof(err));
@@ -720,6 +771,10 @@ static int probe_image(struct btrfsimg_fs *fs, int k)
 	if (n > 0 && p)
 		n = bi_part_parse(vrd_read, &(struct vrd){ fs, v }, v->size, p, (size_t)n, note,
 				  sizeof(note));
+	if (n > 0 && note[0]) { /* said by scan(): once, whichever layer lies inside */
+		v->pnote = strdup(note);
+		row_note(V, r, "partition table: %s", note);
+	}
 	for (int i = 0; p && i < n && rc == 0; i++) {
 		char name[200], num[16];
 		snprintf(num, sizeof(num), "%d", p[i].number);
@@ -895,7 +950,26 @@ static int scan(struct btrfsimg_fs *fs, bool strict)
 		if (rc < 0)
 			return rc;
 	}
-	return assemble_vgs(fs);
+	int rc = assemble_vgs(fs);
+	/* Opening an image without LUKS or LVM locates btrfs with
+	 * bi_dev_locate(), which says the partition table's notes itself. */
+	for (size_t i = 0; rc == 0 && (!strict || V->layered) && i < V->nv; i++)
+		if (V->v[i]->pnote)
+			bi_damage(fs, "image '%s': %s", V->v[i]->img->name, V->v[i]->pnote);
+	if (V->rows_full)
+		bi_damage(fs, "volume layers: listing stopped after %d layers; the rest of the "
+			      "images' layers are not listed", ROWS_MAX - 1);
+	if (V->mda_skipped) {
+		int r = add_row(V, -1, "stopped", "", 0, 0);
+		char d[300];
+		snprintf(d, sizeof(d),
+			 "probing stopped: the LVM metadata of %d PVs not read, past %llu MiB "
+			 "of metadata areas read in this scan (overlapping partitions?)",
+			 V->mda_skipped, MDA_BUDGET >> 20);
+		row_note(V, r, "%s", d);
+		bi_damage(fs, "volume layers: %s", d);
+	}
+	return rc;
 }
 
 int btrfsimg_probe(btrfsimg_fs *fs)
@@ -1085,21 +1159,27 @@ int bi_vol_assemble(struct btrfsimg_fs *fs)
 /* ---------------------------------------------------------------- */
 /* Listing */
 
-static void dfs(const struct bi_vols *V, int parent, struct btrfsimg_layer *out, size_t max,
-		size_t *n, int out_parent, unsigned depth)
+/* Children in row order: kid[i] the first child of row i, sib[i] the next
+ * one after it (-1: none); roots hang off kid[nrows]. Built in one pass so
+ * a listing of many rows costs rows, not rows squared. */
+struct tree {
+	const struct bi_vols *V;
+	int *kid, *sib;
+	struct btrfsimg_layer *out;
+	size_t max, n;
+};
+
+static void dfs(struct tree *T, int first, int out_parent, unsigned depth)
 {
-	for (size_t i = 0; i < V->nrows; i++) {
-		if (V->rows[i].parent != parent)
-			continue;
-		size_t me = *n;
-		if (me < max) {
-			out[me] = V->rows[i];
-			out[me].parent = out_parent;
-			out[me].depth = depth;
+	for (int i = first; i >= 0; i = T->sib[i]) {
+		size_t me = T->n++;
+		if (me < T->max) {
+			T->out[me] = T->V->rows[i];
+			T->out[me].parent = out_parent;
+			T->out[me].depth = depth;
 		}
-		(*n)++;
 		if (depth < 32)
-			dfs(V, (int)i, out, max, n, (int)me, depth + 1);
+			dfs(T, T->kid[i], (int)me, depth + 1);
 	}
 }
 
@@ -1112,6 +1192,26 @@ int btrfsimg_layers(btrfsimg_fs *fs, struct btrfsimg_layer *out, size_t max, siz
 		return bi_err(fs, -EINVAL,
 			      "btrfsimg_layers: call btrfsimg_probe() or "
 			      "btrfsimg_open() first");
-	dfs(fs->vols, -1, out, max, n, -1, 0);
+	const struct bi_vols *V = fs->vols;
+	struct tree T = { V, malloc((V->nrows + 1) * sizeof(int)),
+			  malloc((V->nrows + 1) * sizeof(int)), out, max, 0 };
+	if (!T.kid || !T.sib) {
+		free(T.kid);
+		free(T.sib);
+		return bi_err(fs, -ENOMEM, "btrfsimg_layers: out of memory for %zu rows",
+			      V->nrows);
+	}
+	for (size_t i = 0; i <= V->nrows; i++)
+		T.kid[i] = -1;
+	for (size_t i = V->nrows; i-- > 0;) { /* prepend: children end up in row order */
+		int p = V->rows[i].parent;
+		size_t at = p >= 0 && (size_t)p < i ? (size_t)p : V->nrows;
+		T.sib[i] = T.kid[at];
+		T.kid[at] = (int)i;
+	}
+	dfs(&T, T.kid[V->nrows], -1, 0);
+	*n = T.n;
+	free(T.kid);
+	free(T.sib);
 	return 0;
 }
