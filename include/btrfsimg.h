@@ -826,6 +826,27 @@ BTRFSIMG_API int btrfsimg_file_read(btrfsimg_fs *fs, uint64_t subvol, uint64_t o
 				    uint64_t offset, void *buf, size_t len, size_t *got);
 
 /**
+ * Where a regular file's next bytes from extents lie, as lseek(2)
+ * SEEK_DATA then SEEK_HOLE: the first range [*start, *end) at or after
+ * @p offset, inside i_size, that regular, compressed or inline data gives
+ * (holes, prealloc and bytes past the last extent are not data: they read
+ * as zeros). 0, -ENXIO when no data is left, or a negative errno. One
+ * tree search per call: walking a file's data costs one call per extent,
+ * whatever its size claims.
+ */
+BTRFSIMG_API int btrfsimg_file_data(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				    uint64_t offset, uint64_t *start, uint64_t *end);
+
+/**
+ * How far a file's holes are followed: 16 bytes for every byte of the
+ * devices, at least 1 GiB. A size beyond it is reported as possibly forged
+ * instead of being hashed or written out as zeros (btrfsimg_file_digest's
+ * -EFBIG; extract and cat stop at the end of the file's data). 0 on a
+ * handle not open.
+ */
+BTRFSIMG_API uint64_t btrfsimg_file_size_bound(btrfsimg_fs *fs);
+
+/**
  * Digest of the first @p len bytes of a regular file (UINT64_MAX: all of
  * it), read as btrfsimg_file_read() does, as lowercase hex into @p hex
  * (@p hexlen >= 2 * digest size + 1; 129 fits every algorithm). @p alg is

@@ -12,23 +12,9 @@
 #include "0-base/err.h"
 #include "0-base/handle.h"
 #include "1-image/dev.h"
+#include "4-files/extent.h"
 
 #define CHUNK (1u << 20)
-
-/* Zeros hashed per file before giving up: 16 bytes for every byte of the
- * devices (at least 1 GiB). An inode's size is only a claim: a forged 2^63
- * over no extents would be years of SHA-256 over holes, while a real sparse
- * file is rarely that much larger than the disk holding it. The bound grows
- * with what was given, so the work stays in proportion to the image. */
-static uint64_t max_zeros(const struct btrfsimg_fs *fs)
-{
-	uint64_t bytes = 0;
-	for (size_t i = 0; i < fs->ndevs; i++)
-		bytes += fs->devs[i].size;
-	return bytes > (UINT64_MAX >> 4) ? UINT64_MAX
-	       : bytes < (1ull << 22)	 ? 1ull << 30
-					 : bytes << 4;
-}
 
 static bool all_zero(const uint8_t *p, size_t n)
 {
@@ -46,7 +32,7 @@ int btrfsimg_file_digest(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, ui
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	uint8_t *buf = malloc(CHUNK);
 	int rc = (ctx && buf) ? 0 : -ENOMEM;
-	uint64_t zeros = 0, zeros_max = max_zeros(fs);
+	uint64_t zeros = 0, zeros_max = bi_size_bound(fs); /* extent.h: why */
 	if (rc == 0 && !EVP_DigestInit_ex(ctx, md, NULL))
 		rc = -EINVAL;
 	for (uint64_t off = 0; rc == 0 && off < len;) {

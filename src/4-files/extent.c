@@ -56,6 +56,7 @@
 #include "0-base/handle.h"
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
+#include "1-image/dev.h"
 #include "3-btrfs/check.h"
 #include "3-btrfs/chunk.h"
 #include "3-btrfs/root.h"
@@ -772,6 +773,71 @@ int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64
 		pos += n;
 	}
 	free(buf);
+	bi_file_close(f);
+	return rc;
+}
+
+/* Like read_range, but only finds where the next bytes an extent gives
+ * lie: pieces that read as zeros (holes, prealloc, an inline tail, the
+ * span past the last item) are stepped over whole, one per extent item, so
+ * the cost follows the items, never i_size. */
+int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t *end)
+{
+	const uint64_t stop = f->isize;
+	int rc = 0;
+	if (pos >= stop)
+		return -ENXIO;
+	if (!f->live || pos < f->from || (f->have_nxt && pos > f->nxt.end))
+		rc = cursor_seek(f, pos);
+	while (rc == 0 && f->have_cur && pos < stop) {
+		uint64_t next = f->have_nxt ? f->nxt.file_offset : UINT64_MAX;
+		struct bi_piece p[3];
+		size_t n = bi_extent_pieces(&f->cur, next, pos, stop, p);
+		for (size_t i = 0; i < n; i++) {
+			if (p[i].kind != BI_EXT_ZERO) {
+				*start = p[i].pos;
+				*end = p[i].pos + p[i].len;
+				return 0;
+			}
+			pos = p[i].pos + p[i].len;
+		}
+		if (pos < stop)
+			rc = cursor_advance(f);
+	}
+	if (rc < 0) {
+		cursor_drop(f);
+		return rc;
+	}
+	return -ENXIO;
+}
+
+uint64_t bi_size_bound(const struct btrfsimg_fs *fs)
+{
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < fs->ndevs; i++)
+		bytes += fs->devs[i].size;
+	return bytes > (UINT64_MAX >> 4) ? UINT64_MAX
+	       : bytes < (1ull << 26)	 ? 1ull << 30
+					 : bytes << 4;
+}
+
+uint64_t btrfsimg_file_size_bound(btrfsimg_fs *fs)
+{
+	return fs && bi_opened(fs, __func__) ? bi_size_bound(fs) : 0;
+}
+
+int btrfsimg_file_data(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t offset,
+		       uint64_t *start, uint64_t *end)
+{
+	if (!fs || !start || !end)
+		return -EINVAL;
+	if (!bi_opened(fs, __func__))
+		return -EINVAL;
+	struct bi_file *f;
+	int rc = bi_file_open(fs, subvol, objectid, &f);
+	if (rc < 0)
+		return rc;
+	rc = bi_file_next_data(f, offset, start, end);
 	bi_file_close(f);
 	return rc;
 }
