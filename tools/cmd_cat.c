@@ -58,8 +58,8 @@ static int data_end(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t *end)
 
 /* The bytes cat writes: all of them, unless the size is past the bound
  * (16 bytes per byte of the devices, btrfsimg_file_size_bound): then up to
- * the end of the file's data, and the cut is said, as the zeros after it
- * stand on a size that may be forged (years of them for 2^62). */
+ * the end of the file's data, at most the bound, and the cut is said, as
+ * the zeros stand on a size that may be forged (years of them for 2^62). */
 static int cat_length(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t size,
 		      uint64_t *len)
 {
@@ -67,14 +67,16 @@ static int cat_length(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t siz
 	*len = size;
 	if (size <= bound)
 		return 0;
-	int rc = data_end(c, subvol, obj, len);
+	uint64_t end = 0;
+	int rc = data_end(c, subvol, obj, &end);
 	if (rc < 0)
 		return rc;
+	*len = end < bound ? end : bound; /* data at 2^62: as many zeros before it */
 	cli_warn("cat: subvol=%" PRIu64 " inode=%" PRIu64 " size=%" PRIu64 " is more than %"
 		 PRIu64 " (16 bytes per byte of the devices) and its data ends at byte %" PRIu64
-		 ": written up to there; the holes past it, under a size that may be forged,"
+		 ": written up to byte %" PRIu64 "; the rest, under a size that may be forged,"
 		 " left out",
-		 subvol, obj, size, bound, *len);
+		 subvol, obj, size, bound, end, *len);
 	c->errors++;
 	return 0;
 }

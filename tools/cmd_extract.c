@@ -130,34 +130,36 @@ static int write_range(struct ex_ctx *x, int fd, const struct visit_node *n, uin
  * read, each is stepped over at once, and ftruncate sets the length, so a
  * sparse file costs its data, not its size. A size past the bound (16
  * bytes per byte of the devices, btrfsimg_file_size_bound) is cut at the
- * end of the data and reported: an inode claiming 2^62 bytes over a
- * 5-byte inline extent is not made a 4 EiB file of holes. *length is the
+ * end of the data, at most the bound, and reported: an inode claiming
+ * 2^62 bytes over a 5-byte inline extent is not made a 4 EiB file. *length is the
  * length given to the file.
  */
 static int write_contents(struct ex_ctx *x, int fd, const struct visit_node *n,
 			  uint64_t *length)
 {
-	uint64_t size = n->inode.size, off = 0, start, end;
+	uint64_t size = n->inode.size, bound = btrfsimg_file_size_bound(x->c->fs);
+	uint64_t stop = size > bound ? bound : size, off = 0, start, end;
 	int rc;
 	while ((rc = btrfsimg_file_data(x->c->fs, n->subvol, n->objectid, off, &start, &end)) ==
 	       0) {
-		if ((rc = write_range(x, fd, n, start, end)) < 0)
-			return rc;
 		off = end;
+		if (start >= stop)
+			continue; /* past the bound: only where the data ends is wanted */
+		if ((rc = write_range(x, fd, n, start, end < stop ? end : stop)) < 0)
+			return rc;
 	}
 	if (rc != -ENXIO)
 		return rc;
-	uint64_t bound = btrfsimg_file_size_bound(x->c->fs);
 	*length = size;
 	if (size > bound) {
-		*length = off;
+		*length = off < bound ? off : bound;
 		cli_warn("extract: %.*s: subvol=%" PRIu64 " inode=%" PRIu64 " size=%" PRIu64
 			 " is more than %" PRIu64 " (16 bytes per byte of the devices) and its"
-			 " data ends at byte %" PRIu64 ": written up to there; the holes past it,"
-			 " under a size that may be forged, left out",
+			 " data ends at byte %" PRIu64 ": written up to byte %" PRIu64 "; the"
+			 " rest, under a size that may be forged, left out",
 			 (int)(n->depth ? n->path_len : strlen(x->start_name)),
 			 n->depth ? (const char *)n->path : x->start_name, n->subvol, n->objectid,
-			 size, bound, off);
+			 size, bound, off, *length);
 		x->c->errors++;
 	}
 	return ftruncate(fd, (off_t)*length) < 0 ? -errno : 0;

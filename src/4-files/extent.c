@@ -811,11 +811,17 @@ int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t
 	return -ENXIO;
 }
 
-uint64_t bi_size_bound(const struct btrfsimg_fs *fs)
+uint64_t bi_devices_bytes(const struct btrfsimg_fs *fs)
 {
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < fs->ndevs; i++)
-		bytes += fs->devs[i].size;
+		bytes = fs->devs[i].size > UINT64_MAX - bytes ? UINT64_MAX : bytes + fs->devs[i].size;
+	return bytes;
+}
+
+uint64_t bi_size_bound(const struct btrfsimg_fs *fs)
+{
+	uint64_t bytes = bi_devices_bytes(fs);
 	return bytes > (UINT64_MAX >> 4) ? UINT64_MAX
 	       : bytes < (1ull << 26)	 ? 1ull << 30
 					 : bytes << 4;

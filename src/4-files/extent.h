@@ -57,6 +57,8 @@ int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t
  * work (hashing, cat, extract, recovered versions) stops at this bound
  * and says so, so the work stays in proportion to the image. */
 uint64_t bi_size_bound(const struct btrfsimg_fs *fs);
+/* The bytes of all the devices (saturating). */
+uint64_t bi_devices_bytes(const struct btrfsimg_fs *fs);
 
 /* Called with consecutive chunks (at most 1 MiB each) of a file; @offset is
  * the file offset of @data. Return 0 to go on, > 0 to stop, < 0 to fail. */

@@ -477,32 +477,42 @@ uint64_t bi_fx_nbytes(const struct fx_version *v)
 	return n;
 }
 
+struct data_end {
+	const struct fx_version *v;
+	uint64_t end;
+};
+
+/* Pieces of bad extents are produced as zeros: holes, for this purpose. */
 static int data_end_piece(void *ctx, const struct bi_piece *p, size_t ext)
 {
-	(void)ext;
-	if (p->kind != BI_EXT_ZERO)
-		*(uint64_t *)ctx = p->pos + p->len;
+	struct data_end *d = ctx;
+	if (p->kind != BI_EXT_ZERO && ext < d->v->next && d->v->state[ext] != EXT_BAD)
+		d->end = p->pos + p->len;
 	return 0;
 }
 
-static const char forged_why[] = "holes past the data under a size beyond 16 bytes per byte "
-				 "of the devices (a size that may be forged): not produced";
+static const char forged_why[] = "past the data's end (or the bound) under a size beyond 16 "
+				 "bytes per byte of the devices (a size that may be forged): "
+				 "not produced";
 
 /*
  * A size past bi_size_bound (extent.h: 16 bytes per byte of the devices)
- * is believed only as far as the version's data goes: the rest, nothing
- * but holes, becomes one bad range that is never produced (v->out_end),
- * and the damage is said, so no reader hashes or writes years of zeros
- * because a stale leaf claims 6e18 bytes. Bad ranges past the data's end
- * are folded into it. One walk over the pieces: as many as the items.
+ * is believed only as far as the version's data goes, and never past the
+ * bound (data placed at 2^62 would make as many zeros before it): the
+ * rest becomes one bad range that is never produced (v->out_end), and the
+ * damage is said, so no reader hashes or writes years of zeros because a
+ * stale leaf claims 6e18 bytes. Bad ranges past out_end are folded into
+ * it. One walk over the pieces: as many as the items.
  */
 static int bound_size(struct btrfsimg_forensic *f, struct fx_version *v)
 {
-	uint64_t size = v->inode.size, bound = bi_size_bound(f->fs), end = 0;
+	uint64_t size = v->inode.size, bound = bi_size_bound(f->fs);
 	v->out_end = size;
 	if (size <= bound)
 		return 0;
-	walk_pieces(v, data_end_piece, &end);
+	struct data_end d = { v, 0 };
+	walk_pieces(v, data_end_piece, &d);
+	uint64_t end = d.end < bound ? d.end : bound;
 	size_t keep = 0;
 	for (size_t i = 0; i < v->nbad; i++) {
 		struct btrfsimg_bad_range *b = &v->bad[i];
@@ -518,8 +528,9 @@ static int bound_size(struct btrfsimg_forensic *f, struct fx_version *v)
 		  "recovered version: subvol=%" PRIu64 " inode=%" PRIu64 " (leaf generation %"
 		  PRIu64 ") size=%" PRIu64 " is more than %" PRIu64
 		  " (16 bytes per byte of the devices) and its data ends at byte %" PRIu64
-		  ": the rest is a bad range, never produced (the size may be forged)",
-		  v->subvol, v->ino, v->leaf_gen, size, bound, end);
+		  ": bytes from %" PRIu64 " on are a bad range, never produced (the size may"
+		  " be forged)",
+		  v->subvol, v->ino, v->leaf_gen, size, bound, d.end, end);
 	return add_bad(v, end, size - end, forged_why);
 }
 
@@ -546,6 +557,13 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 		if (e->kind < BI_EXT_DISK)
 			continue;
 		disk++;
+		/* Larger than every device together: forged, and checking it
+		 * sector by sector would take as long as its size claims. */
+		if (e->disk_num_bytes > bi_devices_bytes(f->fs)) {
+			v->state[i] = EXT_BAD;
+			whys[i] = "extent larger than the devices";
+			continue;
+		}
 		v->state[i] = (uint8_t)eval_extent(f, v, i, e, buf, &whys[i]);
 		verified += v->state[i] == EXT_VERIFIED;
 	}
