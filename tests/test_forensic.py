@@ -368,6 +368,21 @@ def check_forged_size(t, cli, img, recs, tmp):
     for p in (dest + ".manifest.jsonl", forged):
         if os.path.exists(p):
             os.unlink(p)
+    # 1 GiB, under the bound (16 bytes per byte of the 160 MiB image): a
+    # size believed, whose holes extract --deleted leaves as holes.
+    n = forge_size(img, forged, fsid, r0["objectid"], 1 << 30)
+    rc, out, err = imgtest.run_cli(cli, ["extract", "--deleted", forged, dest],
+                                   timeout=HANG_TIMEOUT)
+    files = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs
+             if f == leaf or f.startswith(leaf + ".~")]
+    big = [p for p in files if os.path.getsize(p) == 1 << 30]
+    t.check("size 1 GiB: extract --deleted writes it sparse (its data, not its holes)",
+            rc in (0, 1) and big and all(os.stat(p).st_blocks * 512 <= 1 << 20 for p in big),
+            (rc, [(os.path.getsize(p), os.stat(p).st_blocks) for p in files], err[-300:]))
+    shutil.rmtree(dest, ignore_errors=True)
+    for p in (dest + ".manifest.jsonl", forged):
+        if os.path.exists(p):
+            os.unlink(p)
 
 
 def check_dirs(t, cli, img, recs, truth, tmp, name):
