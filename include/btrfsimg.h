@@ -828,11 +828,11 @@ BTRFSIMG_API int btrfsimg_file_read(btrfsimg_fs *fs, uint64_t subvol, uint64_t o
 /**
  * Where a regular file's next bytes from extents lie, as lseek(2)
  * SEEK_DATA then SEEK_HOLE: the first range [*start, *end) at or after
- * @p offset, inside i_size, that regular, compressed or inline data gives
- * (holes, prealloc and bytes past the last extent are not data: they read
- * as zeros). 0, -ENXIO when no data is left, or a negative errno. One
- * tree search per call: walking a file's data costs one call per extent,
- * whatever its size claims.
+ * @p offset, inside i_size, that regular, compressed or inline data gives,
+ * adjacent extents joined (holes, prealloc and bytes past the last extent
+ * are not data: they read as zeros). 0, -ENXIO when no data is left, or a
+ * negative errno. One tree search per call, then one step per extent
+ * item: walking a file's data costs its items, whatever its size claims.
  */
 BTRFSIMG_API int btrfsimg_file_data(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				    uint64_t offset, uint64_t *start, uint64_t *end);

@@ -777,10 +777,11 @@ int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64
 	return rc;
 }
 
-/* Like read_range, but only finds where the next bytes an extent gives
- * lie: pieces that read as zeros (holes, prealloc, an inline tail, the
- * span past the last item) are stepped over whole, one per extent item, so
- * the cost follows the items, never i_size. */
+/* Like read_range, but only finds where the next bytes extents give lie:
+ * pieces that read as zeros (holes, prealloc, an inline tail, the span
+ * past the last item) are stepped over whole, one per extent item, and
+ * adjacent data pieces are one run, so the cost follows the items, never
+ * i_size, and a dense file of small extents is one range. */
 int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t *end)
 {
 	const uint64_t stop = f->isize;
@@ -789,15 +790,18 @@ int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t
 		return -ENXIO;
 	if (!f->live || pos < f->from || (f->have_nxt && pos > f->nxt.end))
 		rc = cursor_seek(f, pos);
+	bool in = false; /* inside a run of data pieces: [*start, *end) */
 	while (rc == 0 && f->have_cur && pos < stop) {
 		uint64_t next = f->have_nxt ? f->nxt.file_offset : UINT64_MAX;
 		struct bi_piece p[3];
 		size_t n = bi_extent_pieces(&f->cur, next, pos, stop, p);
 		for (size_t i = 0; i < n; i++) {
+			if (p[i].kind == BI_EXT_ZERO && in)
+				return 0; /* adjacent extents make one run, as SEEK_HOLE */
 			if (p[i].kind != BI_EXT_ZERO) {
-				*start = p[i].pos;
+				*start = in ? *start : p[i].pos;
 				*end = p[i].pos + p[i].len;
-				return 0;
+				in = true;
 			}
 			pos = p[i].pos + p[i].len;
 		}
@@ -808,7 +812,7 @@ int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t
 		cursor_drop(f);
 		return rc;
 	}
-	return -ENXIO;
+	return in ? 0 : -ENXIO;
 }
 
 uint64_t bi_devices_bytes(const struct btrfsimg_fs *fs)

@@ -43,10 +43,11 @@ uint64_t bi_file_size(const struct bi_file *f);
 /* Read like btrfsimg_file_read: *got < len only at end of file. */
 int bi_file_pread(struct bi_file *f, uint64_t offset, void *buf, size_t len, size_t *got);
 
-/* The first range at or after @pos that an extent gives bytes (regular,
+/* The first run at or after @pos of bytes extents give (regular,
  * compressed or inline data; not holes, prealloc or the span past the last
- * item), cut at i_size: [*start, *end). 0, -ENXIO when none is left, or a
- * negative errno. One step per extent item, whatever the sizes. */
+ * item), adjacent extents joined, cut at i_size: [*start, *end). 0, -ENXIO
+ * when none is left, or a negative errno. One step per extent item,
+ * whatever the sizes. */
 int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t *end);
 
 /* How large a file's size is believed when nothing but holes backs it: 16
