@@ -841,10 +841,22 @@ BTRFSIMG_API int btrfsimg_file_data(btrfsimg_fs *fs, uint64_t subvol, uint64_t o
  * How far a file's holes are followed: 16 bytes for every byte of the
  * devices, at least 1 GiB. A size beyond it is reported as possibly forged
  * instead of being hashed or written out as zeros (btrfsimg_file_digest's
- * -EFBIG; extract and cat stop at the end of the file's data). 0 on a
- * handle not open.
+ * -EFBIG; btrfsimg_file_length's cut, which extract and cat keep to; a
+ * recovered version's bad range). 0 on a handle not open.
  */
 BTRFSIMG_API uint64_t btrfsimg_file_size_bound(btrfsimg_fs *fs);
+
+/**
+ * How many bytes of a regular file a reader should produce: *len = i_size,
+ * unless that is past btrfsimg_file_size_bound(); then *len is where its
+ * data ends (btrfsimg_file_data), at most the bound (data placed at 2^62
+ * would make as many zeros before it), and *data_end that end. 0 (the
+ * size stands), 1 (cut: the size may be forged, and the reader says so,
+ * naming the inode, its size and the bound), or a negative errno. One
+ * step per extent item.
+ */
+BTRFSIMG_API int btrfsimg_file_length(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				      uint64_t *len, uint64_t *data_end);
 
 /**
  * Digest of the first @p len bytes of a regular file (UINT64_MAX: all of

@@ -45,17 +45,6 @@ static uint64_t salvage(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t o
 	return done;
 }
 
-/* Where the file's data ends (0 if it has none): one step per extent. */
-static int data_end(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t *end)
-{
-	uint64_t start, stop;
-	int rc;
-	*end = 0;
-	while ((rc = btrfsimg_file_data(c->fs, subvol, obj, *end, &start, &stop)) == 0)
-		*end = stop;
-	return rc == -ENXIO ? 0 : rc;
-}
-
 /* The bytes cat writes: all of them, unless the size is past the bound
  * (16 bytes per byte of the devices, btrfsimg_file_size_bound): then up to
  * the end of the file's data, at most the bound, and the cut is said, as
@@ -63,20 +52,15 @@ static int data_end(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t *end)
 static int cat_length(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t size,
 		      uint64_t *len)
 {
-	uint64_t bound = btrfsimg_file_size_bound(c->fs);
-	*len = size;
-	if (size <= bound)
-		return 0;
-	uint64_t end = 0;
-	int rc = data_end(c, subvol, obj, &end);
-	if (rc < 0)
+	uint64_t end;
+	int rc = btrfsimg_file_length(c->fs, subvol, obj, len, &end);
+	if (rc != 1)
 		return rc;
-	*len = end < bound ? end : bound; /* data at 2^62: as many zeros before it */
 	cli_warn("cat: subvol=%" PRIu64 " inode=%" PRIu64 " size=%" PRIu64 " is more than %"
 		 PRIu64 " (16 bytes per byte of the devices) and its data ends at byte %" PRIu64
 		 ": written up to byte %" PRIu64 "; the rest, under a size that may be forged,"
 		 " left out",
-		 subvol, obj, size, bound, end, *len);
+		 subvol, obj, size, btrfsimg_file_size_bound(c->fs), end, *len);
 	c->errors++;
 	return 0;
 }

@@ -137,31 +137,29 @@ static int write_range(struct ex_ctx *x, int fd, const struct visit_node *n, uin
 static int write_contents(struct ex_ctx *x, int fd, const struct visit_node *n,
 			  uint64_t *length)
 {
-	uint64_t size = n->inode.size, bound = btrfsimg_file_size_bound(x->c->fs);
-	uint64_t stop = size > bound ? bound : size, off = 0, start, end;
-	int rc;
-	while ((rc = btrfsimg_file_data(x->c->fs, n->subvol, n->objectid, off, &start, &end)) ==
-	       0) {
-		off = end;
-		if (start >= stop)
-			continue; /* past the bound: only where the data ends is wanted */
-		if ((rc = write_range(x, fd, n, start, end < stop ? end : stop)) < 0)
-			return rc;
-	}
-	if (rc != -ENXIO)
+	uint64_t stop, data_end, off = 0, start, end;
+	int rc = btrfsimg_file_length(x->c->fs, n->subvol, n->objectid, &stop, &data_end);
+	if (rc < 0)
 		return rc;
-	*length = size;
-	if (size > bound) {
-		*length = off < bound ? off : bound;
+	if (rc == 1) {
 		cli_warn("extract: %.*s: subvol=%" PRIu64 " inode=%" PRIu64 " size=%" PRIu64
 			 " is more than %" PRIu64 " (16 bytes per byte of the devices) and its"
 			 " data ends at byte %" PRIu64 ": written up to byte %" PRIu64 "; the"
 			 " rest, under a size that may be forged, left out",
 			 (int)(n->depth ? n->path_len : strlen(x->start_name)),
 			 n->depth ? (const char *)n->path : x->start_name, n->subvol, n->objectid,
-			 size, bound, off, *length);
+			 n->inode.size, btrfsimg_file_size_bound(x->c->fs), data_end, stop);
 		x->c->errors++;
 	}
+	while (off < stop && (rc = btrfsimg_file_data(x->c->fs, n->subvol, n->objectid, off,
+						      &start, &end)) == 0 && start < stop) {
+		if ((rc = write_range(x, fd, n, start, end < stop ? end : stop)) < 0)
+			return rc;
+		off = end;
+	}
+	if (rc < 0 && rc != -ENXIO)
+		return rc;
+	*length = stop;
 	return ftruncate(fd, (off_t)*length) < 0 ? -errno : 0;
 }
 

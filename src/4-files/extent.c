@@ -836,6 +836,30 @@ uint64_t btrfsimg_file_size_bound(btrfsimg_fs *fs)
 	return fs && bi_opened(fs, __func__) ? bi_size_bound(fs) : 0;
 }
 
+int btrfsimg_file_length(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t *len,
+			 uint64_t *data_end)
+{
+	if (!fs || !len || !data_end)
+		return -EINVAL;
+	if (!bi_opened(fs, __func__))
+		return -EINVAL;
+	struct bi_file *f;
+	int rc = bi_file_open(fs, subvol, objectid, &f);
+	if (rc < 0)
+		return rc;
+	uint64_t bound = bi_size_bound(fs), start;
+	*len = *data_end = f->isize;
+	if (f->isize > bound) {
+		*data_end = 0;
+		while ((rc = bi_file_next_data(f, *data_end, &start, data_end)) == 0)
+			;
+		*len = *data_end < bound ? *data_end : bound;
+		rc = rc == -ENXIO ? 1 : rc;
+	}
+	bi_file_close(f);
+	return rc;
+}
+
 int btrfsimg_file_data(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t offset,
 		       uint64_t *start, uint64_t *end)
 {
