@@ -10,8 +10,10 @@
  * range ordered; generations strictly increase; every record has an id,
  * a path, known kind and status names, bad ranges inside the file and
  * not overlapping; reading a record gives exactly its size in bytes, in
- * order, and 0 only for an intact one; the handle has a message after
- * every failure.
+ * order, and 0 only for an intact one (a size past
+ * btrfsimg_file_size_bound: partial, its bytes up to where the last bad
+ * range, the holes, begins, read in bounded time); the handle has a
+ * message after every failure.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +86,7 @@ static int on_data(void *ctx, uint64_t off, const void *data, size_t len)
 
 struct recs {
 	btrfsimg_forensic *f;
+	uint64_t bound; /* btrfsimg_file_size_bound */
 	unsigned reads;
 };
 
@@ -100,12 +103,15 @@ static int on_rec(void *ctx, const struct btrfsimg_recovered *r)
 		CHECK(r->bad[i].offset + r->bad[i].length <= r->inode.size);
 		end = r->bad[i].offset + r->bad[i].length;
 	}
-	if (x->reads++ < MAX_READS && r->inode.size <= (64u << 20)) {
+	bool forged = r->inode.size > x->bound;
+	CHECK(!forged || (r->status != BTRFSIMG_REC_INTACT && r->nbad &&
+			  r->bad[r->nbad - 1].offset + r->bad[r->nbad - 1].length == r->inode.size));
+	if (x->reads++ < MAX_READS && (r->inode.size <= (64u << 20) || forged)) {
 		struct reading rd = { 0 };
 		int rc = btrfsimg_forensic_read(x->f, r->id, on_data, &rd);
 		CHECK(rc == 0 || rc == 1 || rc < 0);
 		if (rc >= 0)
-			CHECK(rd.next == r->inode.size &&
+			CHECK(rd.next == (forged ? r->bad[r->nbad - 1].offset : r->inode.size) &&
 			      (rc == 0) == (r->status == BTRFSIMG_REC_INTACT));
 	}
 	return 0;
@@ -140,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o = (struct order){ 0 };
 	int rc = btrfsimg_forensic_history(f, on_gen, &o);
 	CHECK(rc == 0 || (rc < 0 && *btrfsimg_errmsg(fs)));
-	struct recs x = { f, 0 };
+	struct recs x = { f, btrfsimg_file_size_bound(fs), 0 };
 	rc = btrfsimg_forensic_recovered(f, on_rec, &x);
 	CHECK(rc == 0 || (rc < 0 && *btrfsimg_errmsg(fs)));
 out:

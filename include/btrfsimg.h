@@ -848,6 +848,39 @@ BTRFSIMG_API int btrfsimg_file_read(btrfsimg_fs *fs, uint64_t subvol, uint64_t o
 				    uint64_t offset, void *buf, size_t len, size_t *got);
 
 /**
+ * Where a regular file's next bytes from extents lie, as lseek(2)
+ * SEEK_DATA then SEEK_HOLE: the first range [*start, *end) at or after
+ * @p offset, inside i_size, that regular, compressed or inline data gives,
+ * adjacent extents joined (holes, prealloc and bytes past the last extent
+ * are not data: they read as zeros). 0, -ENXIO when no data is left, or a
+ * negative errno. One tree search per call, then one step per extent
+ * item: walking a file's data costs its items, whatever its size claims.
+ */
+BTRFSIMG_API int btrfsimg_file_data(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				    uint64_t offset, uint64_t *start, uint64_t *end);
+
+/**
+ * How far a file's holes are followed: 16 bytes for every byte of the
+ * devices, at least 1 GiB. A size beyond it is reported as possibly forged
+ * instead of being hashed or written out as zeros (btrfsimg_file_digest's
+ * -EFBIG; btrfsimg_file_length's cut, which extract and cat keep to; a
+ * recovered version's bad range). 0 on a handle not open.
+ */
+BTRFSIMG_API uint64_t btrfsimg_file_size_bound(btrfsimg_fs *fs);
+
+/**
+ * How many bytes of a regular file a reader should produce: *len = i_size,
+ * unless that is past btrfsimg_file_size_bound(); then *len is where its
+ * data ends (btrfsimg_file_data), at most the bound (data placed at 2^62
+ * would make as many zeros before it), and *data_end that end. 0 (the
+ * size stands), 1 (cut: the size may be forged, and the reader says so,
+ * naming the inode, its size and the bound), or a negative errno. One
+ * step per extent item.
+ */
+BTRFSIMG_API int btrfsimg_file_length(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				      uint64_t *len, uint64_t *data_end);
+
+/**
  * Digest of the first @p len bytes of a regular file (UINT64_MAX: all of
  * it), read as btrfsimg_file_read() does, as lowercase hex into @p hex
  * (@p hexlen >= 2 * digest size + 1; 129 fits every algorithm). @p alg is

@@ -400,6 +400,95 @@ def check_hostile(t, cli, img, recs, truth, tmp):
     claims(t, "flipped stale blocks", got, truth)
 
 
+HANG_TIMEOUT = 30   # seconds: the image is scanned in well under one
+
+
+def forge_size(img, out, fsid, ino, size):
+    """A copy of @img where every fs-tree leaf (live and stale) holding the
+    INODE_ITEM of @ino claims i_size @size (item data + 16), crc32c
+    recomputed: the size survives every check but the bound. Returns how
+    many leaves changed."""
+    offs, data = fs_leaf_offsets(img, fsid)
+    data = bytearray(data)
+    n = 0
+    for o in offs:
+        for slot in range(struct.unpack_from("<I", data, o + 96)[0]):
+            it = o + 101 + 25 * slot
+            obj, typ, _, ioff = struct.unpack_from("<QBQI", data, it)
+            if obj == ino and typ == 1:     # INODE_ITEM
+                struct.pack_into("<Q", data, o + 101 + ioff + 16, size)
+                struct.pack_into("<I", data, o, imgtest.crc32c(bytes(data[o + 32:o + 16384])))
+                n += 1
+    with open(out, "wb") as f:
+        f.write(data)
+    return n
+
+
+def check_forged_size(t, cli, img, recs, tmp):
+    """Stale leaves whose inode of a deleted file (intact, inline) claims
+    ~6e18 bytes: deleted used to hash every hole byte to merge identical
+    versions (years), extract --deleted and cat --deleted to write them.
+    Now the size, past 16 bytes per byte of the devices, is damage: the
+    version is partial, its bytes past the end of its data a bad range
+    never produced, the inode and the size named, exit 1, all in seconds."""
+    want = [r for r in recs if r["kind"] == "deleted" and r["inline"] and
+            r["status"] == "intact" and not is_dir(r)]
+    t.check("forged size: an intact inline deleted file to forge", want, len(recs))
+    if not want:
+        return
+    r0, size = want[0], 6 << 60
+    with open(img, "rb") as f:
+        f.seek(0x10000 + 0x20)
+        fsid = f.read(16)
+    forged = os.path.join(tmp, "forged-size.img")
+    n = forge_size(img, forged, fsid, r0["objectid"], size)
+    t.check("forged size: leaves holding the inode changed", n > 0, n)
+    words = (b"inode=%d" % r0["objectid"], b"size=%d" % size, b"more than")
+    rc, out, err = imgtest.run_cli(cli, ["deleted", "--json", forged], timeout=HANG_TIMEOUT)
+    got = [json.loads(line) for line in out.splitlines() if line.strip()] if rc else []
+    t.check("forged size: deleted ends, exit 1, naming the inode, its size and the bound",
+            rc == 1 and all(w in err for w in words), (rc, err[-400:]))
+    num = imgtest.json_int   # past 2^53 a string
+    mine = [r for r in got if r["objectid"] == r0["objectid"] and num(r["size"]) == size]
+    t.check("forged size: the version is partial, the bytes past its data a bad range",
+            mine and all(r["status"] == "partial" and r["bad_ranges"][-1]["offset"] <=
+                         4096 and sum(num(b["length"]) for b in r["bad_ranges"]) >= size - 4096
+                         for r in mine), mine)
+    if not mine:
+        return
+    rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", mine[0]["id"], forged],
+                                   timeout=HANG_TIMEOUT)
+    t.check("forged size: cat --deleted ends, exit 1, its data only",
+            rc == 1 and 0 < len(out) <= 4096, (rc, len(out), err[-300:]))
+    dest = os.path.join(tmp, "x-forged")
+    rc, out, err = imgtest.run_cli(cli, ["extract", "--deleted", forged, dest],
+                                   timeout=HANG_TIMEOUT)
+    leaf = os.path.basename(r0["path"])
+    sizes = [os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(dest) for f in fs
+             if f == leaf or f.startswith(leaf + ".~")]
+    t.check("forged size: extract --deleted ends, exit 1, the file its data only",
+            rc == 1 and sizes and max(sizes) <= 4096, (rc, sizes, err[-300:]))
+    shutil.rmtree(dest, ignore_errors=True)
+    for p in (dest + ".manifest.jsonl", forged):
+        if os.path.exists(p):
+            os.unlink(p)
+    # 1 GiB, under the bound (16 bytes per byte of the 160 MiB image): a
+    # size believed, whose holes extract --deleted leaves as holes.
+    n = forge_size(img, forged, fsid, r0["objectid"], 1 << 30)
+    rc, out, err = imgtest.run_cli(cli, ["extract", "--deleted", forged, dest],
+                                   timeout=HANG_TIMEOUT)
+    files = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs
+             if f == leaf or f.startswith(leaf + ".~")]
+    big = [p for p in files if os.path.getsize(p) == 1 << 30]
+    t.check("size 1 GiB: extract --deleted writes it sparse (its data, not its holes)",
+            rc in (0, 1) and big and all(os.stat(p).st_blocks * 512 <= 1 << 20 for p in big),
+            (rc, [(os.path.getsize(p), os.stat(p).st_blocks) for p in files], err[-300:]))
+    shutil.rmtree(dest, ignore_errors=True)
+    for p in (dest + ".manifest.jsonl", forged):
+        if os.path.exists(p):
+            os.unlink(p)
+
+
 def check_dirs(t, cli, img, recs, truth, tmp, name):
     """Deleted directories against the generator's notes."""
     # a directory whose INODE_ITEM is gone, known from names only, has
@@ -522,6 +611,7 @@ def main():
         os.unlink(disk)
 
         check_hostile(t, cli, img, recs, truth, tmp)
+        check_forged_size(t, cli, img, recs, tmp)
 
         orphan = imgtest.private_copy(os.path.join(src, "orphan.img.zst"), tmp)
         want = imgtest.load_json(os.path.join(src, "orphan.truth.json"))["orphan"]

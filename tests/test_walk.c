@@ -11,7 +11,8 @@
  * skipping directories (their subtrees left out, nothing else) and
  * directories reported again after their children (POST_DIRS). And
  * btrfsimg_file_digest of every regular file equals the view's sha256 of
- * the kernel's bytes; unknown digests and short buffers are refused.
+ * the kernel's bytes, and its btrfsimg_file_data ranges leave out only
+ * bytes that read as zeros; unknown digests and short buffers are refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -207,6 +208,40 @@ static size_t slashes(const uint8_t *p, size_t n)
 	return k;
 }
 
+/* btrfsimg_file_data's ranges of a file: in order, apart (adjacent ones
+ * joined), inside i_size, and every byte outside them reads as zero;
+ * btrfsimg_file_length keeps the size (no size in these images is past
+ * the bound). Returns the bytes in holes. */
+static uint64_t check_ranges(btrfsimg_fs *fs, const struct btrfsimg_walk_entry *e)
+{
+	static uint8_t buf[1 << 16];
+	uint64_t size = e->inode.size, pos = 0, s, t, len, dend, holes = 0;
+	assert_int_equal(btrfsimg_file_length(fs, e->subvol, e->objectid, &len, &dend), 0);
+	assert_true(len == size && dend == size);
+	for (;;) {
+		int rc = btrfsimg_file_data(fs, e->subvol, e->objectid, pos, &s, &t);
+		if (rc == -ENXIO) {
+			s = t = size;
+		} else {
+			assert_int_equal(rc, 0);
+			assert_true(s >= pos && s < t && t <= size && (pos == 0 || s > pos));
+		}
+		for (uint64_t o = pos; o < s;) { /* the hole before: zeros */
+			size_t got = 0, want = s - o < sizeof(buf) ? (size_t)(s - o) : sizeof(buf);
+			assert_int_equal(btrfsimg_file_read(fs, e->subvol, e->objectid, o, buf, want,
+							    &got), 0);
+			assert_int_equal(got, want);
+			for (size_t k = 0; k < got; k++)
+				assert_int_equal(buf[k], 0);
+			o += got;
+		}
+		holes += s - pos;
+		if (rc == -ENXIO)
+			return holes;
+		pos = t;
+	}
+}
+
 /* Every path of the view, in order, nothing else. */
 static void whole(const char *name)
 {
@@ -216,6 +251,7 @@ static void whole(const char *name)
 	assert_int_equal(btrfsimg_walk_open(w->fs, &o, &it), 0);
 	const struct btrfsimg_walk_entry *e;
 	size_t i = 0, digests = 0;
+	uint64_t holes = 0;
 	int rc;
 	while ((rc = btrfsimg_walk_next(it, &e)) > 0) {
 		if (i >= w->n)
@@ -232,12 +268,14 @@ static void whole(const char *name)
 				fail_msg("%s: %s", w->v[i].path, btrfsimg_errmsg(w->fs));
 			assert_string_equal(hex, w->v[i].sha256);
 			digests++;
+			holes += check_ranges(w->fs, e);
 		}
 		i++;
 	}
 	assert_int_equal(rc, 0);
 	assert_int_equal(i, w->n);
 	assert_true(digests > 0);
+	assert_true(holes > 0 || strcmp(name, "extents") != 0);
 	assert_int_equal(btrfsimg_walk_next(it, &e), 0); /* stays at the end */
 	btrfsimg_walk_close(it);
 	view_free(w);
@@ -259,6 +297,13 @@ static void test_view_special(void **state)
 {
 	(void)state;
 	whole("special");
+}
+
+/* Sparse files, prealloc, punched holes, reflinks: the data ranges. */
+static void test_view_extents(void **state)
+{
+	(void)state;
+	whole("extents");
 }
 
 /* Start at "sv1/nested" of the top level: the view's lines below it. */
@@ -440,7 +485,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_view_subvols), cmocka_unit_test(test_view_names),
-		cmocka_unit_test(test_view_special), cmocka_unit_test(test_start_path),
+		cmocka_unit_test(test_view_special), cmocka_unit_test(test_view_extents),
+		cmocka_unit_test(test_start_path),
 		cmocka_unit_test(test_depth_limit),  cmocka_unit_test(test_skip_and_post),
 		cmocka_unit_test(test_digest_args),
 	};

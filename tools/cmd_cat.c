@@ -36,13 +36,33 @@ static uint64_t salvage(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t o
 {
 	uint64_t done = 0;
 	while (off + done < size && done < CHUNK) {
-		size_t got = 0;
-		if (btrfsimg_file_read(c->fs, subvol, obj, off + done, buf, 4096, &got) < 0 ||
+		size_t got = 0, want = size - off - done < 4096 ? (size_t)(size - off - done) : 4096;
+		if (btrfsimg_file_read(c->fs, subvol, obj, off + done, buf, want, &got) < 0 ||
 		    got == 0 || fwrite(buf, 1, got, stdout) != got)
 			break;
 		done += got;
 	}
 	return done;
+}
+
+/* The bytes cat writes: all of them, unless the size is past the bound
+ * (16 bytes per byte of the devices, btrfsimg_file_size_bound): then up to
+ * the end of the file's data, at most the bound, and the cut is said, as
+ * the zeros stand on a size that may be forged (years of them for 2^62). */
+static int cat_length(struct cli *c, uint64_t subvol, uint64_t obj, uint64_t size,
+		      uint64_t *len)
+{
+	uint64_t end;
+	int rc = btrfsimg_file_length(c->fs, subvol, obj, len, &end);
+	if (rc != 1)
+		return rc;
+	cli_warn("cat: subvol=%" PRIu64 " inode=%" PRIu64 " size=%" PRIu64 " is more than %"
+		 PRIu64 " (16 bytes per byte of the devices) and its data ends at byte %" PRIu64
+		 ": written up to byte %" PRIu64 "; the rest, under a size that may be forged,"
+		 " left out",
+		 subvol, obj, size, btrfsimg_file_size_bound(c->fs), end, *len);
+	c->errors++;
+	return 0;
 }
 
 static int cmd_cat(struct cli *c)
@@ -61,20 +81,24 @@ static int cmd_cat(struct cli *c)
 			 obj, ino.mode);
 		return EXIT_FAILED;
 	}
+	uint64_t size = 0;
+	if ((rc = cat_length(c, subvol, obj, ino.size, &size)) < 0)
+		return cli_fail(c, rc, "cat");
 	uint8_t *buf = malloc(CHUNK);
 	if (!buf)
 		return cli_fail(c, -ENOMEM, "cat");
 	uint64_t off = 0;
-	while (off < ino.size) {
+	while (off < size) {
 		size_t got = 0;
-		rc = btrfsimg_file_read(c->fs, subvol, obj, off, buf, CHUNK, &got);
+		size_t want = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
+		rc = btrfsimg_file_read(c->fs, subvol, obj, off, buf, want, &got);
 		if (rc < 0) {
 			char err[512];
 			snprintf(err, sizeof(err), "%s", btrfsimg_errmsg(c->fs));
-			off += salvage(c, subvol, obj, off, ino.size, buf);
+			off += salvage(c, subvol, obj, off, size, buf);
 			if (off)
 				cli_warn("cat: stopped at byte %" PRIu64 " of %" PRIu64 ": %s", off,
-					 ino.size, err);
+					 size, err);
 			break;
 		}
 		if (got == 0)

@@ -12,8 +12,8 @@
  * nothing is ever written outside DESTDIR, whatever the image says or
  * DESTDIR held before, and an existing file is never overwritten.
  *
- * Contents are written with holes where the file reads zeros (whole 4 KiB
- * blocks), hard links become hard links, and modes, owners (as root),
+ * Contents are written extent by extent with holes where the file has
+ * none or reads zeros (whole 4 KiB blocks), hard links become hard links, and modes, owners (as root),
  * xattrs and times are applied after the contents (directories' after
  * their children, so creating children does not disturb their mtime).
  */
@@ -105,12 +105,15 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
 }
 
-static int write_contents(struct ex_ctx *x, int fd, const struct visit_node *n)
+/* File bytes [start, end), which extents give, 1 MiB at a time; whole
+ * 4 KiB blocks of zeros among them are left as holes. */
+static int write_range(struct ex_ctx *x, int fd, const struct visit_node *n, uint64_t start,
+		       uint64_t end)
 {
-	uint64_t size = n->inode.size;
-	for (uint64_t off = 0; off < size;) {
-		size_t got = 0;
-		int rc = btrfsimg_file_read(x->c->fs, n->subvol, n->objectid, off, x->buf, CHUNK, &got);
+	for (uint64_t off = start; off < end;) {
+		size_t got = 0, want = end - off < CHUNK ? (size_t)(end - off) : CHUNK;
+		int rc = btrfsimg_file_read(x->c->fs, n->subvol, n->objectid, off, x->buf, want,
+					    &got);
 		if (rc < 0)
 			return rc;
 		if (got == 0)
@@ -124,7 +127,45 @@ static int write_contents(struct ex_ctx *x, int fd, const struct visit_node *n)
 		}
 		off += got;
 	}
-	return ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
+	return 0;
+}
+
+/*
+ * Contents extent by extent, as SEEK_DATA would find them: holes are never
+ * read, each is stepped over at once, and ftruncate sets the length, so a
+ * sparse file costs its data, not its size. A size past the bound (16
+ * bytes per byte of the devices, btrfsimg_file_size_bound) is cut at the
+ * end of the data, at most the bound, and reported: an inode claiming
+ * 2^62 bytes over a 5-byte inline extent is not made a 4 EiB file. *length is the
+ * length given to the file.
+ */
+static int write_contents(struct ex_ctx *x, int fd, const struct visit_node *n,
+			  uint64_t *length)
+{
+	uint64_t stop, data_end, off = 0, start, end;
+	int rc = btrfsimg_file_length(x->c->fs, n->subvol, n->objectid, &stop, &data_end);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		cli_warn("extract: %.*s: subvol=%" PRIu64 " inode=%" PRIu64 " size=%" PRIu64
+			 " is more than %" PRIu64 " (16 bytes per byte of the devices) and its"
+			 " data ends at byte %" PRIu64 ": written up to byte %" PRIu64 "; the"
+			 " rest, under a size that may be forged, left out",
+			 (int)(n->depth ? n->path_len : strlen(x->start_name)),
+			 n->depth ? (const char *)n->path : x->start_name, n->subvol, n->objectid,
+			 n->inode.size, btrfsimg_file_size_bound(x->c->fs), data_end, stop);
+		x->c->errors++;
+	}
+	while (off < stop && (rc = btrfsimg_file_data(x->c->fs, n->subvol, n->objectid, off,
+						      &start, &end)) == 0 && start < stop) {
+		if ((rc = write_range(x, fd, n, start, end < stop ? end : stop)) < 0)
+			return rc;
+		off = end;
+	}
+	if (rc < 0 && rc != -ENXIO)
+		return rc;
+	*length = stop;
+	return ftruncate(fd, (off_t)*length) < 0 ? -errno : 0;
 }
 
 static const struct link_rec *find_link(struct ex_ctx *x, uint64_t subvol, uint64_t obj)
@@ -170,13 +211,14 @@ static int make_file(struct ex_ctx *x, const struct visit_node *n, int dirfd, co
 		return 0;
 	}
 	x->entries++;
-	int rc = write_contents(x, fd, n);
+	uint64_t length = 0;
+	int rc = write_contents(x, fd, n, &length);
 	if (rc < 0) {
 		cli_warn("extract: %.*s: %s", (int)(n->depth ? n->path_len : strlen(x->start_name)),
 			 n->depth ? (const char *)n->path : x->start_name, btrfsimg_errmsg(x->c->fs));
 		x->c->errors++;
 	} else {
-		x->bytes += n->inode.size;
+		x->bytes += length;
 	}
 	apply_meta(x, fd, &n->inode, true, n->subvol, n->objectid);
 	close(fd);

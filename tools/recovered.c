@@ -103,9 +103,51 @@ static int write_piece(void *ctx, uint64_t off, const void *data, size_t len)
 	return fwrite(data, 1, len, ctx) == len ? 0 : -EIO;
 }
 
+/* A regular file written through: whole 4 KiB blocks of zeros (holes,
+ * untrusted ranges) are skipped and left as holes, the length set at the
+ * end, so a version's holes cost no disk. Offsets count from where the
+ * file stood (@base). */
+struct sparse_out {
+	FILE *fp;
+	off_t base;
+	uint64_t end;
+};
+
+static bool zero_block(const uint8_t *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+static int sparse_piece(void *ctx, uint64_t off, const void *data, size_t len)
+{
+	struct sparse_out *s = ctx;
+	const uint8_t *p = data;
+	for (size_t b = 0; b < len; b += 4096) {
+		size_t n = len - b < 4096 ? len - b : 4096;
+		if (zero_block(p + b, n))
+			continue;
+		if (fseeko(s->fp, s->base + (off_t)(off + b), SEEK_SET) < 0 ||
+		    fwrite(p + b, 1, n, s->fp) != n)
+			return -EIO;
+	}
+	s->end = off + len;
+	return 0;
+}
+
+/* Sparse into a regular file opened without O_APPEND (extract --deleted,
+ * or cat --deleted redirected to one), else byte by byte (a pipe). */
 int rec_write(btrfsimg_forensic *f, const char *id, FILE *out)
 {
-	return btrfsimg_forensic_read(f, id, write_piece, out);
+	struct stat st;
+	int fd = fileno(out), fl = fcntl(fd, F_GETFL);
+	struct sparse_out s = { out, ftello(out), 0 };
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || fl < 0 || (fl & O_APPEND) || s.base < 0)
+		return btrfsimg_forensic_read(f, id, write_piece, out);
+	int rc = btrfsimg_forensic_read(f, id, sparse_piece, &s);
+	if (rc >= 0 && (fflush(out) != 0 || ftruncate(fd, s.base + (off_t)s.end) < 0 ||
+			fseeko(out, s.base + (off_t)s.end, SEEK_SET) < 0))
+		rc = -EIO;
+	return rc;
 }
 
 void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha256)

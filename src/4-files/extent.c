@@ -56,6 +56,7 @@
 #include "0-base/handle.h"
 #include "0-base/key.h"
 #include "0-base/ondisk.h"
+#include "1-image/dev.h"
 #include "3-btrfs/check.h"
 #include "3-btrfs/chunk.h"
 #include "3-btrfs/root.h"
@@ -772,6 +773,105 @@ int bi_file_stream(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, uint64
 		pos += n;
 	}
 	free(buf);
+	bi_file_close(f);
+	return rc;
+}
+
+/* Like read_range, but only finds where the next bytes extents give lie:
+ * pieces that read as zeros (holes, prealloc, an inline tail, the span
+ * past the last item) are stepped over whole, one per extent item, and
+ * adjacent data pieces are one run, so the cost follows the items, never
+ * i_size, and a dense file of small extents is one range. */
+int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t *end)
+{
+	const uint64_t stop = f->isize;
+	int rc = 0;
+	if (pos >= stop)
+		return -ENXIO;
+	if (!f->live || pos < f->from || (f->have_nxt && pos > f->nxt.end))
+		rc = cursor_seek(f, pos);
+	bool in = false; /* inside a run of data pieces: [*start, *end) */
+	while (rc == 0 && f->have_cur && pos < stop) {
+		uint64_t next = f->have_nxt ? f->nxt.file_offset : UINT64_MAX;
+		struct bi_piece p[3];
+		size_t n = bi_extent_pieces(&f->cur, next, pos, stop, p);
+		for (size_t i = 0; i < n; i++) {
+			if (p[i].kind == BI_EXT_ZERO && in)
+				return 0; /* adjacent extents make one run, as SEEK_HOLE */
+			if (p[i].kind != BI_EXT_ZERO) {
+				*start = in ? *start : p[i].pos;
+				*end = p[i].pos + p[i].len;
+				in = true;
+			}
+			pos = p[i].pos + p[i].len;
+		}
+		if (pos < stop)
+			rc = cursor_advance(f);
+	}
+	if (rc < 0) {
+		cursor_drop(f);
+		return rc;
+	}
+	return in ? 0 : -ENXIO;
+}
+
+uint64_t bi_devices_bytes(const struct btrfsimg_fs *fs)
+{
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < fs->ndevs; i++)
+		bytes = fs->devs[i].size > UINT64_MAX - bytes ? UINT64_MAX : bytes + fs->devs[i].size;
+	return bytes;
+}
+
+uint64_t bi_size_bound(const struct btrfsimg_fs *fs)
+{
+	uint64_t bytes = bi_devices_bytes(fs);
+	return bytes > (UINT64_MAX >> 4) ? UINT64_MAX
+	       : bytes < (1ull << 26)	 ? 1ull << 30
+					 : bytes << 4;
+}
+
+uint64_t btrfsimg_file_size_bound(btrfsimg_fs *fs)
+{
+	return fs && bi_opened(fs, __func__) ? bi_size_bound(fs) : 0;
+}
+
+int btrfsimg_file_length(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t *len,
+			 uint64_t *data_end)
+{
+	if (!fs || !len || !data_end)
+		return -EINVAL;
+	if (!bi_opened(fs, __func__))
+		return -EINVAL;
+	struct bi_file *f;
+	int rc = bi_file_open(fs, subvol, objectid, &f);
+	if (rc < 0)
+		return rc;
+	uint64_t bound = bi_size_bound(fs), start;
+	*len = *data_end = f->isize;
+	if (f->isize > bound) {
+		*data_end = 0;
+		while ((rc = bi_file_next_data(f, *data_end, &start, data_end)) == 0)
+			;
+		*len = *data_end < bound ? *data_end : bound;
+		rc = rc == -ENXIO ? 1 : rc;
+	}
+	bi_file_close(f);
+	return rc;
+}
+
+int btrfsimg_file_data(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t offset,
+		       uint64_t *start, uint64_t *end)
+{
+	if (!fs || !start || !end)
+		return -EINVAL;
+	if (!bi_opened(fs, __func__))
+		return -EINVAL;
+	struct bi_file *f;
+	int rc = bi_file_open(fs, subvol, objectid, &f);
+	if (rc < 0)
+		return rc;
+	rc = bi_file_next_data(f, offset, start, end);
 	bi_file_close(f);
 	return rc;
 }

@@ -43,6 +43,24 @@ uint64_t bi_file_size(const struct bi_file *f);
 /* Read like btrfsimg_file_read: *got < len only at end of file. */
 int bi_file_pread(struct bi_file *f, uint64_t offset, void *buf, size_t len, size_t *got);
 
+/* The first run at or after @pos of bytes extents give (regular,
+ * compressed or inline data; not holes, prealloc or the span past the last
+ * item), adjacent extents joined, cut at i_size: [*start, *end). 0, -ENXIO
+ * when none is left, or a negative errno. One step per extent item,
+ * whatever the sizes. */
+int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t *end);
+
+/* How large a file's size is believed when nothing but holes backs it: 16
+ * bytes for every byte of the devices, at least 1 GiB. An inode's size is
+ * only a claim: a real sparse file is rarely that much larger than the
+ * disk holding it, while a forged 2^62 over one inline extent would be
+ * years of zeros written or hashed. Every reader that turns holes into
+ * work (hashing, cat, extract, recovered versions) stops at this bound
+ * and says so, so the work stays in proportion to the image. */
+uint64_t bi_size_bound(const struct btrfsimg_fs *fs);
+/* The bytes of all the devices (saturating). */
+uint64_t bi_devices_bytes(const struct btrfsimg_fs *fs);
+
 /* Called with consecutive chunks (at most 1 MiB each) of a file; @offset is
  * the file offset of @data. Return 0 to go on, > 0 to stop, < 0 to fail. */
 typedef int (*bi_data_fn)(void *ctx, uint64_t offset, const uint8_t *data, size_t len);

@@ -364,9 +364,9 @@ typedef int (*piece_fn)(void *ctx, const struct bi_piece *p, size_t ext);
 
 /* The pieces of [0, size) in order; bytes past the last extent of an
  * incomplete version come as one piece with ext == SIZE_MAX. */
-static int walk_pieces(const struct fx_version *v, piece_fn fn, void *ctx)
+static int walk_pieces_to(const struct fx_version *v, uint64_t size, piece_fn fn, void *ctx)
 {
-	uint64_t pos = 0, size = v->inode.size;
+	uint64_t pos = 0;
 	for (size_t i = 0; i < v->next && pos < size; i++) {
 		uint64_t next = i + 1 < v->next ? v->ext[i + 1].file_offset : UINT64_MAX;
 		if (v->ext[i].end <= pos)
@@ -385,6 +385,11 @@ static int walk_pieces(const struct fx_version *v, piece_fn fn, void *ctx)
 		return fn(ctx, &tail, v->complete ? SIZE_MAX - 1 : SIZE_MAX);
 	}
 	return 0;
+}
+
+static int walk_pieces(const struct fx_version *v, piece_fn fn, void *ctx)
+{
+	return walk_pieces_to(v, v->inode.size, fn, ctx);
 }
 
 static int add_bad(struct fx_version *v, uint64_t off, uint64_t len, const char *why)
@@ -472,6 +477,63 @@ uint64_t bi_fx_nbytes(const struct fx_version *v)
 	return n;
 }
 
+struct data_end {
+	const struct fx_version *v;
+	uint64_t end;
+};
+
+/* Pieces of bad extents are produced as zeros: holes, for this purpose. */
+static int data_end_piece(void *ctx, const struct bi_piece *p, size_t ext)
+{
+	struct data_end *d = ctx;
+	if (p->kind != BI_EXT_ZERO && ext < d->v->next && d->v->state[ext] != EXT_BAD)
+		d->end = p->pos + p->len;
+	return 0;
+}
+
+static const char forged_why[] = "past the data's end (or the bound) under a size beyond 16 "
+				 "bytes per byte of the devices (a size that may be forged): "
+				 "not produced";
+
+/*
+ * A size past bi_size_bound (extent.h: 16 bytes per byte of the devices)
+ * is believed only as far as the version's data goes, and never past the
+ * bound (data placed at 2^62 would make as many zeros before it): the
+ * rest becomes one bad range that is never produced (v->out_end), and the
+ * damage is said, so no reader hashes or writes years of zeros because a
+ * stale leaf claims 6e18 bytes. Bad ranges past out_end are folded into
+ * it. One walk over the pieces: as many as the items.
+ */
+static int bound_size(struct btrfsimg_forensic *f, struct fx_version *v)
+{
+	uint64_t size = v->inode.size, bound = bi_size_bound(f->fs);
+	v->out_end = size;
+	if (size <= bound)
+		return 0;
+	struct data_end d = { v, 0 };
+	walk_pieces(v, data_end_piece, &d);
+	uint64_t end = d.end < bound ? d.end : bound;
+	size_t keep = 0;
+	for (size_t i = 0; i < v->nbad; i++) {
+		struct btrfsimg_bad_range *b = &v->bad[i];
+		if (b->offset >= end)
+			continue;
+		if (b->length > end - b->offset)
+			b->length = end - b->offset;
+		v->bad[keep++] = *b;
+	}
+	v->nbad = keep;
+	v->out_end = end;
+	bi_damage(f->fs,
+		  "recovered version: subvol=%" PRIu64 " inode=%" PRIu64 " (leaf generation %"
+		  PRIu64 ") size=%" PRIu64 " is more than %" PRIu64
+		  " (16 bytes per byte of the devices) and its data ends at byte %" PRIu64
+		  ": bytes from %" PRIu64 " on are a bad range, never produced (the size may"
+		  " be forged)",
+		  v->subvol, v->ino, v->leaf_gen, size, bound, d.end, end);
+	return add_bad(v, end, size - end, forged_why);
+}
+
 /* Status and verified of a version from its extents' states. */
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf)
 {
@@ -495,6 +557,13 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 		if (e->kind < BI_EXT_DISK)
 			continue;
 		disk++;
+		/* Larger than every device together: forged, and checking it
+		 * sector by sector would take as long as its size claims. */
+		if (e->disk_num_bytes > bi_devices_bytes(f->fs)) {
+			v->state[i] = EXT_BAD;
+			whys[i] = "extent larger than the devices";
+			continue;
+		}
 		v->state[i] = (uint8_t)eval_extent(f, v, i, e, buf, &whys[i]);
 		verified += v->state[i] == EXT_VERIFIED;
 	}
@@ -513,6 +582,8 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 		if ((rc = add_bad(v, 0, v->inode.size, "items disagree with the inode")) < 0)
 			return rc;
 	}
+	if ((rc = bound_size(f, v)) < 0)
+		return rc;
 	bool any_items = v->next > 0;
 	if (v->inode.size && !any_items && !v->complete)
 		rec->status = BTRFSIMG_REC_METADATA_ONLY;
@@ -531,6 +602,7 @@ struct out_ctx {
 	struct btrfsimg_forensic *f;
 	struct fx_version *v;
 	btrfsimg_data_fn fn;
+	bi_fx_hole_fn hole; /* zeros as one call, if set */
 	void *ctx;
 	uint8_t *buf, *dec;
 	size_t dec_ext; /* extent decoded in dec (+1), 0 none */
@@ -540,6 +612,8 @@ struct out_ctx {
 /* Zeros for @len bytes from @pos. */
 static int emit_zeros(struct out_ctx *o, uint64_t pos, uint64_t len)
 {
+	if (o->hole)
+		return len ? o->hole(o->ctx, pos, len) : 0;
 	memset(o->buf, 0, OUT_CHUNK);
 	while (len) {
 		size_t n = len < OUT_CHUNK ? (size_t)len : OUT_CHUNK;
@@ -639,14 +713,20 @@ static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
 	return 0;
 }
 
-int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
-		   void *ctx)
+int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v,
+			 btrfsimg_data_fn fn, bi_fx_hole_fn hole, void *ctx)
 {
-	struct out_ctx o = { f, v, fn, ctx, malloc(OUT_CHUNK), NULL, 0, 0 };
+	struct out_ctx o = { f, v, fn, hole, ctx, malloc(OUT_CHUNK), NULL, 0, 0 };
 	if (!o.buf)
 		return bi_err(f->fs, -ENOMEM, "forensic: out of memory");
-	int rc = walk_pieces(v, out_piece, &o);
+	int rc = walk_pieces_to(v, v->out_end, out_piece, &o);
 	free(o.buf);
 	free(o.dec);
 	return rc;
+}
+
+int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
+		   void *ctx)
+{
+	return bi_fx_out_walk_holes(f, v, fn, NULL, ctx);
 }

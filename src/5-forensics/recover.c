@@ -916,11 +916,50 @@ out:
 
 /* ------------------------------------------------------------ API */
 
+/*
+ * The content hash of same_contents, over the bytes with every run of
+ * zeros folded into one record (a 0 byte, then the run's length as 8
+ * bytes; other bytes as they are): unambiguous, as a literal 0 never comes
+ * otherwise, and equal for equal bytes whether a run lies in a hole or in
+ * an extent. A hole of any size is one step, so merging versions costs
+ * their data, never their size.
+ */
+struct content_hash {
+	uint64_t h, zeros; /* zeros: the run not yet folded in */
+};
+
+static void fold_zeros(struct content_hash *c)
+{
+	if (!c->zeros)
+		return;
+	uint8_t rec[9] = { 0 };
+	for (int i = 0; i < 8; i++)
+		rec[1 + i] = (uint8_t)(c->zeros >> (8 * i));
+	c->h = fnv(c->h, rec, sizeof(rec));
+	c->zeros = 0;
+}
+
+static int hash_hole(void *ctx, uint64_t off, uint64_t len)
+{
+	(void)off;
+	struct content_hash *c = ctx;
+	c->zeros += len; /* at most i_size in all: no overflow */
+	return 0;
+}
+
 static int hash_piece(void *ctx, uint64_t off, const void *data, size_t len)
 {
 	(void)off;
-	uint64_t *h = ctx;
-	*h = fnv(*h, data, len);
+	struct content_hash *c = ctx;
+	const uint8_t *p = data;
+	for (size_t i = 0; i < len; i++) {
+		if (!p[i]) {
+			c->zeros++;
+			continue;
+		}
+		fold_zeros(c);
+		c->h = (c->h ^ p[i]) * 0x100000001b3ull;
+	}
 	return 0;
 }
 
@@ -940,10 +979,12 @@ static int same_contents(struct btrfsimg_forensic *f)
 		struct fx_version *v = &r->v[i];
 		if (v->skip || v->dir || v->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
-		v->content = 0xcbf29ce484222325ull;
-		int rc = bi_fx_out_walk(f, v, hash_piece, &v->content);
+		struct content_hash c = { 0xcbf29ce484222325ull, 0 };
+		int rc = bi_fx_out_walk_holes(f, v, hash_piece, hash_hole, &c);
 		if (rc < 0)
 			return rc;
+		fold_zeros(&c);
+		v->content = c.h;
 	}
 	for (size_t i = 0; i < r->nv; i++) {
 		struct fx_version *a = &r->v[i];

@@ -70,6 +70,8 @@ struct fx_version {
 	struct fx_subbad *sub; /* bad sectors of EXT_MIXED extents, by extent */
 	size_t nsub, csub;
 	uint64_t content; /* hash of the bytes (intact versions) */
+	uint64_t out_end; /* bytes produced: i_size, or where the data ends
+			     when i_size is past bi_size_bound */
 	bool skip;
 };
 
@@ -126,9 +128,17 @@ uint64_t bi_fx_nbytes(const struct fx_version *v);
 /* Status, verified and bad ranges of a version from its extents: their
  * reuse, their checksums, whether their items agree with the inode. */
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf);
-/* The version's bytes [0, size) in order through @fn (untrusted ranges
- * as zeros). 0, @fn's value, or a negative errno. */
+/* The version's bytes [0, out_end) in order through @fn (untrusted ranges
+ * as zeros): out_end is i_size unless that is past bi_size_bound, where
+ * the data's end is (bi_fx_evaluate sets it). 0, @fn's value, or a
+ * negative errno. */
 int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
 		   void *ctx);
+/* Zeros (holes, untrusted ranges) [off, off + len) as one call. */
+typedef int (*bi_fx_hole_fn)(void *ctx, uint64_t off, uint64_t len);
+/* bi_fx_out_walk, with every run of zeros it would produce given to @hole
+ * instead, whatever its length: for work that need not touch each byte. */
+int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v,
+			 btrfsimg_data_fn fn, bi_fx_hole_fn hole, void *ctx);
 
 #endif
