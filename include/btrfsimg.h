@@ -699,6 +699,34 @@ BTRFSIMG_API int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 				 const void *name, size_t name_len, struct btrfsimg_dirent *out);
 
 /**
+ * Names that cannot be one path component. A btrfs name holds any byte
+ * but NUL and '/' and is neither empty, "." nor ".." (the kernel refuses
+ * the rest when it reads the block). Every path this library builds
+ * (walk, deleted, subvolume and inode paths) shows such a damaged name by
+ * its safe form: each NUL, '/' and '%' byte of it as %00, %2F, %25 (and
+ * "." as %2E, ".." as %2E%2E, the empty name as "%"); a valid name is its
+ * own safe form. btrfsimg_readdir() and btrfsimg_lookup() keep raw bytes.
+ */
+/** Why @p name cannot be one component (a constant string), or NULL. */
+BTRFSIMG_API const char *btrfsimg_name_problem(const void *name, size_t len);
+/** The safe form of @p name into @p out (@p cap bytes, NUL-terminated
+ *  when @p cap > 0, cut to fit): its length (at most 3 * @p len + 1). */
+BTRFSIMG_API size_t btrfsimg_name_safe(const void *name, size_t len, char *out, size_t cap);
+/** The raw bytes of a damaged name whose safe form is @p safe (@p cap
+ *  bytes at @p out; @p len suffice) and their length: 0, or -EINVAL when
+ *  @p safe is not the safe form of a damaged name. */
+BTRFSIMG_API int btrfsimg_name_raw(const char *safe, size_t len, void *out, size_t cap,
+				   size_t *out_len);
+
+/** For an entry of directory @p dir of @p subvol (as btrfsimg_readdir()
+ *  gives it) whose name is damaged: "damaged name: subvolume S directory D
+ *  DIR_INDEX (D 96 INDEX), <why>: shown as '<safe form>'" into @p buf
+ *  (@p cap bytes, NUL-terminated, cut to fit) and its length; 0 (nothing
+ *  written) for a valid name. The one wording every front end reports. */
+BTRFSIMG_API size_t btrfsimg_name_damage(uint64_t subvol, uint64_t dir,
+					 const struct btrfsimg_dirent *e, char *buf, size_t cap);
+
+/**
  * Resolve a '/'-separated path from the root directory of @p subvol
  * (crossing into subvolumes as the kernel does). Empty components and "."
  * are skipped; ".." goes back to the directory the walk came from (the

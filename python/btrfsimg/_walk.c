@@ -244,6 +244,14 @@ static int step(Walk *w)
 			note(w, w->e->op, w->e->error);
 			continue;
 		}
+		char m[1024], p[1400]; /* a damaged name: the path shows its safe form */
+		if (w->e->kind == BTRFSIMG_WALK_PATH && !w->e->is_start &&
+		    btrfsimg_name_damage(w->e->dir_subvol, w->e->dir_objectid, &w->e->ent, m,
+					 sizeof(m))) {
+			snprintf(p, sizeof(p), "%.*s: %s", (int)w->e->path_len,
+				 (const char *)w->e->path, m);
+			handle_note(w->h, p);
+		}
 		take(w, w->e);
 		return 1;
 	}

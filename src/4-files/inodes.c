@@ -22,6 +22,7 @@
 #include "0-base/err.h"
 #include "0-base/handle.h"
 #include "0-base/key.h"
+#include "0-base/name.h"
 #include "0-base/ondisk.h"
 #include "1-image/direct.h"
 #include "3-btrfs/check.h"
@@ -143,11 +144,13 @@ static inline void copy_short(char *dst, const char *src, size_t n)
 }
 
 /* dir + "/" + name into @out (no separator after the empty top-level
- * path); returns the length, or -1 when out of memory. */
+ * path), a damaged name in its safe form (0-base/name.h); returns the
+ * length, or -1 when out of memory. */
 static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, const char *name,
 			 size_t nlen)
 {
-	size_t need = dlen + nlen + 2;
+	bool bad = bi_name_problem((const uint8_t *)name, nlen) != NULL;
+	size_t need = dlen + (bad ? BI_NAME_SAFE_MAX(nlen) : nlen) + 2;
 	if (need > *cap) {
 		char *p = realloc(*out, need);
 		if (!p)
@@ -160,6 +163,8 @@ static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, 
 	size_t at = dlen;
 	if (dlen)
 		p[at++] = '/';
+	if (bad)
+		return (ssize_t)(at + bi_name_safe((const uint8_t *)name, nlen, p + at, need - at));
 	copy_short(p + at, name, nlen);
 	p[at + nlen] = '\0';
 	return (ssize_t)(at + nlen);
