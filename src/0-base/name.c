@@ -25,36 +25,45 @@ const char *bi_name_problem(const uint8_t *name, size_t len)
 	return NULL;
 }
 
-/* Append @s[0..@n) at *@at when it fits in @cap (keeping room for the NUL). */
-static void put(char *out, size_t cap, size_t *at, const char *s, size_t n)
+/* Where a safe form goes: @cap bytes at @out, @at the length so far,
+ * @end what was written (a piece that does not fit ends the writing, so
+ * a cut form is a prefix of whole pieces). */
+struct sink {
+	char *out;
+	size_t cap, at, end;
+};
+
+static void put(struct sink *k, const char *s, size_t n)
 {
-	if (*at < cap && n < cap - *at)
-		memcpy(out + *at, s, n);
-	*at += n;
+	if (k->end == k->at && k->cap > k->at && n < k->cap - k->at) {
+		memcpy(k->out + k->at, s, n);
+		k->end += n;
+	}
+	k->at += n;
 }
 
 size_t bi_name_safe(const uint8_t *name, size_t len, char *out, size_t cap)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	size_t at = 0;
+	struct sink k = { out, cap, 0, 0 };
 	if (!bi_name_problem(name, len)) {
-		put(out, cap, &at, (const char *)name, len);
+		put(&k, (const char *)name, len);
 	} else if (len == 0) {
-		put(out, cap, &at, "%", 1);
+		put(&k, "%", 1);
 	} else {
 		bool dots = len <= 2 && name[0] == '.' && name[len - 1] == '.';
 		for (size_t i = 0; i < len; i++) {
 			uint8_t c = name[i];
 			char e[3] = { '%', hex[c >> 4], hex[c & 15] };
 			if (c == '\0' || c == '/' || c == '%' || dots)
-				put(out, cap, &at, e, 3);
+				put(&k, e, 3);
 			else
-				put(out, cap, &at, (const char *)&name[i], 1);
+				put(&k, (const char *)&name[i], 1);
 		}
 	}
 	if (cap)
-		out[at < cap ? at : cap - 1] = '\0';
-	return at;
+		out[k.end] = '\0';
+	return k.at;
 }
 
 static int hexval(char c)
