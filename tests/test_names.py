@@ -49,8 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import imgtest  # noqa: E402
 from imgtest import crc32c  # noqa: E402
 
-CLI, TESTDATA = sys.argv[1], sys.argv[2]
-PYPATH = sys.argv[3] if len(sys.argv) > 3 else None
+CLI = TESTDATA = PYPATH = None   # set by main (fuzz/gen_name_seeds.py imports rename)
 TIMEOUT = 120
 HDR, ITEM = 101, 25
 INODE_REF, DIR_INDEX = 12, 96
@@ -356,6 +355,9 @@ def check_deleted(img, work):
 
 
 def main():
+    global CLI, TESTDATA, PYPATH
+    CLI, TESTDATA = sys.argv[1], sys.argv[2]
+    PYPATH = sys.argv[3] if len(sys.argv) > 3 else None
     if not shutil.which("zstd"):
         print("SKIP: zstd not found")
         return imgtest.SKIP
