@@ -612,6 +612,10 @@ struct btrfsimg_inode_entry {
 	size_t path_len;		/**< strlen(path), 0 when path is NULL */
 	/** false for inodes no directory leads to, or with nlink 0 */
 	bool reachable;
+	/** NULL, or where and why the inode's own name (the INODE_REF the
+	 *  path ends with) cannot be a path component: the path shows its safe
+	 *  form (btrfsimg_name_safe). Borrowed for the callback. */
+	const char *name_damage;
 };
 
 typedef int (*btrfsimg_inode_entry_fn)(void *ctx, const struct btrfsimg_inode_entry *e);

@@ -23,7 +23,7 @@ safe form goes by the listing):
   var/log2                                  -> "l\\0g2"
   var/log3                                  -> "."    (item shrunk 3 bytes)
   home/alice/docs/note1.txt                 -> "/a/b/c/de" (an absolute name)
-Checked: walk (text, --json), bodyfile, inodes, extract (each entry one
+Checked: walk (text, --json), bodyfile, inodes (INODE_REF), extract (each entry one
 level, inside its directory, under its safe form; nothing outside DESTDIR)
 and, as root with /dev/fuse, mount (the directory lists, "." and ".."
 entries are there, each safe form stats and reads through a lookup).
@@ -223,7 +223,10 @@ def check_inodes(img):
     rc, out, err = run(["inodes", "--json", img])
     paths = [json.loads(ln).get("path") for ln in out.splitlines()]
     check("inodes: INODE_REF names in their safe form",
-          all(p in paths for p in ("%2E%2E", "var/l%2Fg1", "var/l%00g2")), paths[:12])
+          all(p in paths for p in PATHS), paths[:12])
+    said = [ln for ln in err.decode(errors="replace").splitlines() if "damaged name" in ln]
+    check("inodes: exit 1, each damaged INODE_REF said (its key, why)",
+          rc == 1 and len(said) == 5 and all("INODE_REF (" in ln for ln in said), (rc, said))
 
 
 def check_python(img):
@@ -236,7 +239,10 @@ def check_python(img):
             "    warnings.simplefilter('always')\n"
             "    fs = btrfsimg.open(sys.argv[1])\n"
             "    paths = [d['path'] for d in fs.walk()]\n"
-            "print(json.dumps({'paths': paths, 'warn': [str(x.message) for x in w]}))\n")
+            "    n = len(w)\n"
+            "    ipaths = [d['path'] for d in fs.inodes()]\n"
+            "print(json.dumps({'paths': paths, 'warn': [str(x.message) for x in w[:n]],\n"
+            "                  'ipaths': ipaths, 'iwarn': [str(x.message) for x in w[n:]]}))\n")
     env = dict(os.environ, PYTHONPATH=PYPATH)
     try:
         p = subprocess.run([sys.executable, "-c", code, img], capture_output=True, env=env,
@@ -254,6 +260,9 @@ def check_python(img):
     check("python walk: the safe forms", all(x in r["paths"] for x in PATHS), r["paths"][:12])
     check("python walk: a DamageWarning per damaged name",
           sum("damaged name" in m for m in r["warn"]) == 5, r["warn"])
+    check("python inodes: the safe forms, a DamageWarning per damaged INODE_REF",
+          all(x in r["ipaths"] for x in PATHS) and
+          sum("INODE_REF" in m for m in r["iwarn"]) == 5, (r["ipaths"][:8], r["iwarn"]))
 
 
 # ------------------------------------------------------------ mount

@@ -13,7 +13,9 @@
  * not reach the subvolume's root directory (orphans, corrupt references,
  * loops) leaves the inode unreachable rather than failing the enumeration.
  */
+#include <inttypes.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,6 +69,7 @@ struct iwalk {
 	size_t last_parent; /* index into dirs: siblings come in runs */
 	char *buf;	    /* path of the inode being reported */
 	size_t cap;
+	char damage[192];   /* its name_damage */
 	int stop; /* the callback's non-zero return */
 };
 
@@ -257,6 +260,13 @@ static int report(struct iwalk *w, const struct irec *r, const char *name)
 		else if (d) {
 			e.path = w->buf;
 			e.path_len = (size_t)n;
+		}
+		const char *why = bi_name_problem((const uint8_t *)name, r->name_len);
+		if (why) { /* its own name; a damaged ancestor was said with its own inode */
+			snprintf(w->damage, sizeof(w->damage),
+				 "subvolume %" PRIu64 " INODE_REF (%" PRIu64 " 12 %" PRIu64 "), %s",
+				 r->ino.subvol, r->ino.objectid, r->parent, why);
+			e.name_damage = w->damage;
 		}
 	}
 	if (err)
