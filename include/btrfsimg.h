@@ -694,7 +694,8 @@ BTRFSIMG_API int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir
 /**
  * Look a name up in a directory through its DIR_ITEM (name hash), as the
  * kernel's lookup does; entries whose names share the hash are compared
- * byte by byte. *out's name points into @p name; its index is 0. -ENOENT
+ * byte by byte. A name found so wins; else the safe form of a damaged name
+ * (btrfsimg_name_safe) finds the entry readdir lists under it. *out's name points into @p name; its index is 0. -ENOENT
  * if absent (also for names over 255 bytes, "." and "..", and in a stub
  * directory), -ENOTDIR if @p dir is not a directory, -EINVAL for an empty
  * name.

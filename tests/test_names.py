@@ -23,7 +23,8 @@ safe form goes by the listing):
   var/log2                                  -> "l\\0g2"
   var/log3                                  -> "."    (item shrunk 3 bytes)
   home/alice/docs/note1.txt                 -> "/a/b/c/de" (an absolute name)
-Checked: walk (text, --json), bodyfile, inodes (INODE_REF), extract (each entry one
+Checked: walk (text, --json), bodyfile, inodes (INODE_REF), cat and walk
+--path naming a safe form (found through the listing), extract (each entry one
 level, inside its directory, under its safe form; nothing outside DESTDIR)
 and, as root with /dev/fuse, mount (the directory lists, "." and ".."
 entries are there, each safe form stats and reads through a lookup).
@@ -193,6 +194,21 @@ def check_walk(img):
     # bodyfile writes '%' (and '|') as \x25: the text escape of the safe form
     check("bodyfile: the safe forms", all("|/" + p.replace("%", "\\x25") + "|" in body
                                           for p in PATHS), body[:600])
+
+
+def check_lookup(img):
+    """A path naming a damaged name by its safe form resolves (cat, walk
+    --path): what readdir lists, a lookup finds."""
+    rc, good, _ = run(["cat", "--inode", "258:257", img])
+    rc2, got, err = run(["cat", "--subvol", "258", "--path", "l%2Fg1", img])
+    check("cat --path of a safe form: that file", rc == 0 and rc2 == 0 and got == good,
+          (rc, rc2, err[-300:]))
+    rc, out, err = run(["walk", "--path", "%2E%2E", img])
+    check("walk --path of a safe form: that directory", rc == 0 and out.endswith(b"  motd\n"),
+          (rc, out[-200:], err[-200:]))
+    rc, out, err = run(["cat", "--subvol", "258", "--path", "l%2fg1", img])
+    check("cat --path: only the one spelling (lowercase hex is no safe form)", rc == 2,
+          (rc, err[-200:]))
 
 
 def check_extract(img, work):
@@ -377,6 +393,7 @@ def main():
         done = rename(img, {5, 256, 257, 258}, LIVE)
         check("sample: every name rewritten", done == {o for o, _ in LIVE}, done)
         check_walk(img)
+        check_lookup(img)
         check_extract(img, work)
         check_inodes(img)
         check_python(img)

@@ -249,44 +249,6 @@ static void reply_entry(fuse_req_t req, struct mnt *m, const struct mount_node *
 		mount_nodes_forget(&m->nodes, n, 1); /* the kernel never got it */
 }
 
-struct raw_find {
-	const uint8_t *name;
-	size_t len;
-	struct btrfsimg_dirent e;
-	bool found;
-};
-
-static int raw_find(void *ctx, const struct btrfsimg_dirent *e)
-{
-	struct raw_find *f = ctx;
-	if (e->name_len != f->len || memcmp(e->name, f->name, f->len) != 0)
-		return 0;
-	f->e = *e;
-	f->e.name = NULL; /* borrowed for the callback only */
-	f->e.name_len = 0;
-	f->found = true;
-	return 1;
-}
-
-/* The entry readdir showed under the safe form @name of a damaged name:
- * the listing's entry with those raw bytes (its DIR_ITEM may hash a name
- * no lookup can spell). -ENOENT when @name is no such form. */
-static int lookup_damaged(btrfsimg_fs *fs, const struct mount_node *dir, const char *name,
-			  struct btrfsimg_dirent *out)
-{
-	uint8_t raw[256];
-	struct raw_find f = { .name = raw };
-	if (btrfsimg_name_raw(name, strlen(name), raw, sizeof(raw), &f.len) < 0)
-		return -ENOENT;
-	int rc = btrfsimg_readdir(fs, dir->subvol, dir->objectid, raw_find, &f);
-	if (rc < 0)
-		return rc;
-	if (!f.found)
-		return -ENOENT;
-	*out = f.e;
-	return 0;
-}
-
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mnt *m = mnt_of(req);
@@ -298,9 +260,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	btrfsimg_fs *fs = mount_pool_get(&m->pool);
 	struct btrfsimg_dirent e;
 	struct stat st;
+	/* finds a damaged name by its safe form too, as readdir lists it */
 	int rc = btrfsimg_lookup(fs, dir->subvol, dir->objectid, name, strlen(name), &e);
-	if (rc == -ENOENT)
-		rc = lookup_damaged(fs, dir, name, &e);
 	struct mount_node k = { 0 };
 	if (rc == 0) {
 		k = key_of(m, dir, &e);
