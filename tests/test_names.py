@@ -59,7 +59,13 @@ check = tally.check
 
 
 def run(args):
-    return imgtest.run_cli(CLI, args, timeout=TIMEOUT)
+    """The CLI: (rc, out, err); a timeout (rc None) or a sanitizer report
+    fails a check of its own (an ASan exit status could pass for 1)."""
+    rc, out, err = imgtest.run_cli(CLI, args, timeout=TIMEOUT)
+    if rc is None or b"Sanitizer" in err or b"runtime error:" in err:
+        check("%s: no hang, no sanitizer report" % " ".join(map(str, args[:2])), False,
+              err[-600:])
+    return rc, out, err
 
 
 # ------------------------------------------------------------ leaves
