@@ -251,6 +251,13 @@ def check_inodes(img):
           rc == 1 and len(said) == 5 and all("INODE_REF (" in ln for ln in said), (rc, said))
 
 
+def check_collisions(img):
+    rc, out, err = run(["collisions", img])
+    text = out.decode(errors="replace")
+    check("collisions: example paths in the safe form",
+          "var/l%2Fg1\n" in text and "home/alice/docs/%2Fa%2Fb%2Fc%2Fde\n" in text, text[-800:])
+
+
 def check_python(img):
     if not PYPATH:
         print("SKIP python: no module path given")
@@ -402,6 +409,7 @@ def main():
         check_lookup(img)
         check_extract(img, work)
         check_inodes(img)
+        check_collisions(img)
         check_python(img)
         check_mount(img, work)
         os.unlink(img)
