@@ -190,8 +190,13 @@ def check_walk(img):
     check("walk: the rest is there", "etc" not in shown and "var/log4" in shown and
           "home/alice/docs/note2.txt" in shown, shown)
     rc, out, err = run(["walk", "--json", img])
-    paths = [json.loads(ln)["path"] for ln in out.splitlines()]
+    recs = [json.loads(ln) for ln in out.splitlines()]
+    paths = [r["path"] for r in recs]
     check("walk --json: exit 1", rc == 1, (rc, err[-300:]))
+    marked = sorted(r["path"] for r in recs if "name_damage" in r)
+    check("walk --json: name_damage on exactly the damaged entries",
+          marked == sorted(p for p in PATHS if p != "%2E%2E/motd") and
+          all(r["name_damage"] in WHY for r in recs if "name_damage" in r), marked)
     check("walk --json: the same safe forms (no '/' of a name in a path)",
           all(p in paths for p in PATHS), paths[:12])
     rc, out, err = run(["bodyfile", img])
@@ -267,10 +272,13 @@ def check_python(img):
             "with warnings.catch_warnings(record=True) as w:\n"
             "    warnings.simplefilter('always')\n"
             "    fs = btrfsimg.open(sys.argv[1])\n"
-            "    paths = [d['path'] for d in fs.walk()]\n"
+            "    recs = list(fs.walk())\n"
+            "    paths = [d['path'] for d in recs]\n"
+            "    marked = sorted(d['path'] for d in recs if 'name_damage' in d)\n"
             "    n = len(w)\n"
             "    ipaths = [d['path'] for d in fs.inodes()]\n"
-            "print(json.dumps({'paths': paths, 'warn': [str(x.message) for x in w[:n]],\n"
+            "print(json.dumps({'paths': paths, 'marked': marked,\n"
+            "                  'warn': [str(x.message) for x in w[:n]],\n"
             "                  'ipaths': ipaths, 'iwarn': [str(x.message) for x in w[n:]]}))\n")
     env = dict(os.environ, PYTHONPATH=PYPATH)
     try:
@@ -287,6 +295,8 @@ def check_python(img):
         return
     r = json.loads(p.stdout)
     check("python walk: the safe forms", all(x in r["paths"] for x in PATHS), r["paths"][:12])
+    check("python walk: name_damage as in walk --json",
+          r["marked"] == sorted(p for p in PATHS if p != "%2E%2E/motd"), r["marked"])
     check("python walk: a DamageWarning per damaged name",
           sum("damaged name" in m for m in r["warn"]) == 5, r["warn"])
     check("python inodes: the safe forms, a DamageWarning per damaged INODE_REF",
