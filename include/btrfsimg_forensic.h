@@ -141,6 +141,10 @@ struct btrfsimg_recovered {
 	/** From the top level; parts no name was found for are written
 	 *  <SUBVOL:OBJECTID>. Borrowed: valid until btrfsimg_forensic_free. */
 	const char *path;
+	/** NULL, or which name of @c path could not be a path component
+	 *  (btrfsimg_name_problem), where it was and why: the path shows it by
+	 *  its safe form (btrfsimg_name_safe). Borrowed, like path. */
+	const char *name_damage;
 	struct btrfsimg_inode inode; /**< the version's INODE_ITEM (otime is btime) */
 	enum btrfsimg_recovered_status status;
 	/** Every data sector read matched a checksum btrfs wrote for that

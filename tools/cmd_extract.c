@@ -8,9 +8,10 @@
  * first name reached one component at a time, O_NOFOLLOW) or with calls
  * that never follow a link at the new name (symlinkat, mknodat, linkat,
  * and *at(AT_SYMLINK_NOFOLLOW) for owners, modes and times), and a name
- * from the image is refused if it is empty, "." or "..", or holds a '/':
- * nothing is ever written outside DESTDIR, whatever the image says or
- * DESTDIR held before, and an existing file is never overwritten.
+ * from the image that cannot be a component (empty, "." or "..", a '/' or
+ * NUL in it) is written under its safe form (btrfsimg_name_safe), as walk
+ * shows it: nothing is ever written outside DESTDIR, whatever the image
+ * says or DESTDIR held before, and an existing file is never overwritten.
  *
  * Contents are written extent by extent with holes where the file has
  * none or reads zeros (whole 4 KiB blocks), hard links become hard links, and modes, owners (as root),
@@ -303,10 +304,7 @@ static int first_name(void *ctx, uint64_t parent, uint64_t index, const uint8_t 
 	char *out = ctx;
 	(void)parent;
 	(void)index;
-	if (len > 255)
-		len = 255;
-	memcpy(out, name, len);
-	out[len] = '\0';
+	btrfsimg_name_safe(name, len, out, 256); /* cut at 255, never a '/' */
 	return 1;
 }
 
@@ -351,13 +349,14 @@ static int on_node(void *ctx, const struct visit_node *n)
 		return S_ISDIR(n->inode.mode) ? 0 : make_start(x, n);
 	if (n->depth >= DEPTH_MAX)
 		return 1;
-	if (!safe_name(n->ent.name, n->ent.name_len)) {
+	/* a damaged name (visit_tree said so) under its safe form, the one
+	 * its path shows: one level, inside its directory */
+	char name[3 * 255 + 2];
+	if (btrfsimg_name_safe(n->ent.name, n->ent.name_len, name, sizeof(name)) >= sizeof(name) ||
+	    !safe_name((const uint8_t *)name, strlen(name))) {
 		ex_warn(x, n, "unsafe name refused", EINVAL);
 		return 1;
 	}
-	char name[256];
-	memcpy(name, n->ent.name, n->ent.name_len);
-	name[n->ent.name_len] = '\0';
 	return make_entry(x, n, x->dirfd[n->depth - 1], name);
 }
 

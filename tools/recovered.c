@@ -150,6 +150,15 @@ int rec_write(btrfsimg_forensic *f, const char *id, FILE *out)
 	return rc;
 }
 
+void rec_name_damage(struct cli *c, const struct btrfsimg_recovered *r)
+{
+	if (!r->name_damage)
+		return;
+	cli_warn("%s (%s): damaged name: %s: shown by its safe form", r->path, r->id,
+		 r->name_damage);
+	c->errors++;
+}
+
 void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha256)
 {
 	const struct btrfsimg_inode *i = &r->inode;
@@ -160,6 +169,8 @@ void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha2
 	jw_u64(w, "generation", r->generation);
 	jw_u64(w, "transid", i->transid);
 	jw_str(w, "path", r->path);
+	if (r->name_damage)
+		jw_str(w, "name_damage", r->name_damage);
 	jw_u64(w, "mode", i->mode);
 	jw_u64(w, "uid", i->uid);
 	jw_u64(w, "gid", i->gid);
@@ -332,6 +343,7 @@ static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recove
 static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 {
 	struct ex *x = ctx;
+	rec_name_damage(x->c, r);
 	char *rel = safe_rel(r, x);
 	if (!rel)
 		return -ENOMEM;
@@ -462,6 +474,7 @@ static int body_one(void *ctx, const struct btrfsimg_recovered *r)
 {
 	struct body *b = ctx;
 	const struct btrfsimg_inode *i = &r->inode;
+	rec_name_damage(b->c, r);
 	char md5[33] = "0";
 	if (b->c->hash && r->status == BTRFSIMG_REC_INTACT && !S_ISDIR(i->mode) &&
 	    rec_digest(b->f, r->id, "md5", md5) != 0)

@@ -19,6 +19,9 @@ int rec_scan(struct cli *c, btrfsimg_forensic **out);
  * Returns btrfsimg_forensic_read's value (0 whole, 1 partial, < 0). */
 int rec_digest(btrfsimg_forensic *f, const char *id, const char *alg, char *hex);
 /* The record's fields (a JSON object already begun); @sha256 may be NULL. */
+/* A version whose path shows a damaged name by its safe form
+ * (btrfsimg_name_safe): said on stderr and counted as damage. */
+void rec_name_damage(struct cli *c, const struct btrfsimg_recovered *r);
 void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha256);
 /* Write a version's bytes to @out. Returns as rec_digest. */
 int rec_write(btrfsimg_forensic *f, const char *id, FILE *out);

@@ -255,7 +255,10 @@ class Filesystem:
         32..64): --inumbits N, each path's number under the 2021
         proposals, numdevs=2 relative to `mount_subvol`, default the
         default subvolume). An entry that cannot be read is skipped with a
-        DamageWarning, as the CLI reports it and goes on."""
+        DamageWarning, as the CLI reports it and goes on; a name that cannot
+        be a path component (NUL, '/', ".", "..") is in `path` by its safe
+        form (%00, %2F, %2E...: btrfsimg(1), DAMAGED NAMES), with a
+        DamageWarning."""
         return self._h.walk(5 if subvol is None else subvol,
                             b"" if path is None else _name_bytes(path), bool(hash),
                             -1 if inumbits is None else inumbits,

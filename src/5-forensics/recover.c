@@ -40,6 +40,7 @@
 
 #include "0-base/cursor.h"
 #include "0-base/err.h"
+#include "0-base/name.h"
 #include "0-base/ondisk.h"
 #include "3-btrfs/root.h"
 #include "3-btrfs/tree.h"
@@ -94,13 +95,14 @@ static void item_at(const uint8_t *blk, uint32_t slot, struct leaf_item *it)
 	it->size = bi_le32(p + ITEM_DSIZE);
 }
 
+/* A name's safe form (0-base/name.h), NUL-terminated: a NUL in it no
+ * longer cuts the path, a '/' no longer adds a level. */
 static char *dup_name(const uint8_t *p, size_t n)
 {
-	char *s = malloc(n + 1);
-	if (s) {
-		memcpy(s, p, n);
-		s[n] = '\0';
-	}
+	size_t cap = BI_NAME_SAFE_MAX(n) + 1;
+	char *s = malloc(cap);
+	if (s)
+		bi_name_safe(p, n, s, cap);
 	return s;
 }
 
@@ -112,7 +114,8 @@ static int add_ref(struct bi_fx_recovered *r, uint64_t subvol, uint64_t ino, uin
 	char *s = dup_name(name, n);
 	if (!s)
 		return -ENOMEM;
-	r->refs[r->nrefs++] = (struct fx_ref){ subvol, ino, parent, gen, s, false };
+	r->refs[r->nrefs++] =
+		(struct fx_ref){ subvol, ino, parent, gen, s, bi_name_problem(name, n), false };
 	return 0;
 }
 
@@ -413,7 +416,8 @@ static int root_leaf(struct btrfsimg_forensic *f, size_t idx)
 		if (!name)
 			return -ENOMEM;
 		r->rrefs[r->nrrefs++] = (struct fx_rootref){ it.key.objectid, it.key.offset,
-							     rr.dirid, b->generation, name };
+							     rr.dirid,	      b->generation,
+							     name, bi_name_problem(rr.name, rr.name_len) };
 	}
 	return 0;
 }
@@ -630,7 +634,21 @@ struct sbuf {
 	char *s;
 	size_t len, cap;
 	bool oom;
+	char *damage; /* where the first damaged name is said (@damage_cap bytes) */
+	size_t damage_cap;
 };
+
+/* Say the first name of the path that is shown by its safe form. */
+static void sb_damage(struct sbuf *b, const char *kind, uint64_t subvol, uint64_t ino,
+		      uint64_t parent, uint64_t gen, const char *why)
+{
+	if (!why || !b->damage || b->damage[0])
+		return;
+	snprintf(b->damage, b->damage_cap,
+		 "%s of %" PRIu64 " in directory %" PRIu64 " of subvolume %" PRIu64
+		 " (leaf generation %" PRIu64 "): %s",
+		 kind, ino, parent, subvol, gen, why);
+}
 
 static void sb_prepend(struct sbuf *b, const char *p, size_t n)
 {
@@ -687,6 +705,7 @@ static void dir_path(const struct bi_fx_recovered *r, struct sbuf *b, uint64_t s
 			return;
 		}
 		sb_part(b, n->name);
+		sb_damage(b, "name", subvol, dir, n->parent, n->gen, n->bad);
 		dir = n->parent;
 	}
 	if (depth >= MAX_DEPTH || subvol == OBJ_FS_TREE)
@@ -706,18 +725,21 @@ static void dir_path(const struct bi_fx_recovered *r, struct sbuf *b, uint64_t s
 		return;
 	}
 	sb_part(b, best->name);
+	sb_damage(b, "subvolume name", best->parent, subvol, best->dirid, best->gen, best->bad);
 	dir_path(r, b, best->parent, best->dirid, gen, depth + 1);
 }
 
-static char *version_path(const struct bi_fx_recovered *r, const struct fx_version *v)
+static char *version_path(const struct bi_fx_recovered *r, struct fx_version *v)
 {
-	struct sbuf b = { 0 };
+	struct sbuf b = { .damage = v->name_damage, .damage_cap = sizeof(v->name_damage) };
+	v->name_damage[0] = '\0';
 	sb_prepend(&b, "", 0);
 	const struct fx_ref *n = name_of(r, v->subvol, v->ino, v->leaf_gen);
 	if (v->ino == OBJ_FIRST_FREE) /* a subvolume's top directory: its place */
 		dir_path(r, &b, v->subvol, OBJ_FIRST_FREE, v->leaf_gen, 0);
 	else if (n) {
 		sb_part(&b, n->name);
+		sb_damage(&b, "name", v->subvol, v->ino, n->parent, n->gen, n->bad);
 		dir_path(r, &b, v->subvol, n->parent, v->leaf_gen, 0);
 	} else {
 		sb_unknown(&b, v->subvol, v->ino);
@@ -862,6 +884,7 @@ static int finish(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *bu
 	rec->objectid = v->ino;
 	rec->generation = v->leaf_gen;
 	rec->path = v->path;
+	rec->name_damage = v->name_damage[0] ? v->name_damage : NULL;
 	rec->inode = v->inode;
 	rec->bad = v->bad;
 	rec->nbad = v->nbad;

@@ -22,7 +22,8 @@
 /* A name of an inode: INODE_REF (ino -> parent) or DIR_INDEX. */
 struct fx_ref {
 	uint64_t subvol, ino, parent, gen;
-	char *name;
+	char *name;	 /* its safe form (0-base/name.h) */
+	const char *bad; /* why the raw name is no component, or NULL */
 	bool dir; /* a DIR_INDEX entry of type directory */
 };
 
@@ -42,7 +43,8 @@ struct fx_csum {
 
 struct fx_rootref {
 	uint64_t child, parent, dirid, gen;
-	char *name;
+	char *name;	 /* its safe form */
+	const char *bad; /* why the raw name is no component, or NULL */
 };
 
 /* A bad part of an extent judged sector by sector: logical [lo, hi). */
@@ -64,6 +66,7 @@ struct fx_version {
 	struct btrfsimg_recovered rec;
 	char id[80];
 	char *path;
+	char name_damage[192]; /* the first damaged name of the path ("": none) */
 	struct btrfsimg_bad_range *bad;
 	size_t nbad, cbad;
 	uint8_t *state;	       /* per extent: enum ext_state */
