@@ -178,6 +178,21 @@ typedef int (*btrfsimg_data_fn)(void *ctx, uint64_t offset, const void *data, si
 BTRFSIMG_API int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn,
 					void *ctx);
 
+/** btrfsimg_forensic_read's flags. */
+enum {
+	/** Ranges whose bytes differ from the checksums btrfs wrote for them
+	 *  (bad range why "csum mismatch") come as the bytes on disk instead
+	 *  of zeros: unverified, damaged or not, but this file's (the other
+	 *  bad ranges, reused or unreadable, stay zeros: their bytes are
+	 *  another file's, or none). */
+	BTRFSIMG_FORENSIC_RAW = 1u << 0,
+};
+/** btrfsimg_forensic_read with @p flags (BTRFSIMG_FORENSIC_*); -EINVAL for
+ *  an unknown flag. The return value is the same: 1 when any range could
+ *  not be trusted, raw or not. */
+BTRFSIMG_API int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned flags,
+					      btrfsimg_data_fn fn, void *ctx);
+
 /* ------------------------------------------------------------------ */
 /** @name Offline scrub */
 

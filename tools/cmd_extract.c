@@ -91,13 +91,11 @@ static int set_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t 
 static void apply_meta(struct ex_ctx *x, int fd, const struct btrfsimg_inode *i, bool xattrs,
 		       uint64_t subvol, uint64_t objectid)
 {
-	if (x->as_root && fchown(fd, i->uid, i->gid) < 0)
+	if (out_owner_mode(fd, i, x->as_root) < 0)
 		x->c->errors++;
-	fchmod(fd, i->mode & 07777);
 	if (xattrs)
 		btrfsimg_xattrs(x->c->fs, subvol, objectid, set_xattr, &fd);
-	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
-	futimens(fd, ts);
+	out_times(fd, i);
 }
 
 static bool all_zero(const uint8_t *p, size_t n)
@@ -199,9 +197,7 @@ static int make_symlink(struct ex_ctx *x, const struct visit_node *n, int dirfd,
 		ex_warn(x, n, "symlink", errno);
 	} else {
 		x->entries++;
-		if (x->as_root)
-			fchownat(dirfd, name, n->inode.uid, n->inode.gid, AT_SYMLINK_NOFOLLOW);
-		apply_times(dirfd, name, &n->inode); /* ours only, not what was there */
+		out_link_meta(dirfd, name, &n->inode, x->as_root); /* ours only, not what was there */
 	}
 	free(target);
 	return 0;
@@ -396,6 +392,11 @@ static int extract_check(struct cli *c)
 			 "--path, --inode or --subvol");
 		return EXIT_USAGE;
 	}
+	if (c->intact_only && !c->only_deleted) {
+		cli_warn("extract: --intact-only chooses among recovered versions: give it with "
+			 "--deleted");
+		return EXIT_USAGE;
+	}
 	if (c->only_deleted && rec_extract_check(c))
 		return EXIT_FAILED;
 	return cli_inode_alone(c);
@@ -407,12 +408,16 @@ static const struct cmd_option extract_options[] = {
 		    "that one file, symlink or special file" },
 	{ OPT_INODE, "extract inode S:O (subvolume S, objectid O): a\n"
 		     "directory's tree, or that one object (its first name)" },
-	{ OPT_NO_VERIFY, NULL },
+	{ OPT_NO_VERIFY, "do not verify data checksums; with --deleted: ranges\n"
+			 "whose checksums fail written as on disk, not zeros" },
 	{ OPT_DELETED, "every recovered version ('btrfsimg deleted') at its\n"
-		       "path under DESTDIR (later ones PATH.~ID~), and a\n"
+		       "path under DESTDIR (the best of a path there, the\n"
+		       "others PATH.~ID~: see the man page), and a\n"
 		       "JSON-lines manifest DESTDIR/" REC_MANIFEST "\n"
 		       "(refused if there already; a version of that name\n"
 		       "goes to NAME.~ID~)" },
+	{ OPT_INTACT_ONLY, "with --deleted: only the versions whose every byte\n"
+			   "was read (intact, verified or not)" },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
 };

@@ -87,3 +87,26 @@ int out_destdir(const char *path)
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
+
+int out_owner_mode(int fd, const struct btrfsimg_inode *i, bool as_root)
+{
+	int rc = 0;
+	if (as_root && fchown(fd, i->uid, i->gid) < 0)
+		rc = -errno;
+	fchmod(fd, i->mode & 07777);
+	return rc;
+}
+
+void out_times(int fd, const struct btrfsimg_inode *i)
+{
+	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
+	futimens(fd, ts);
+}
+
+void out_link_meta(int dirfd, const char *name, const struct btrfsimg_inode *i, bool as_root)
+{
+	if (as_root)
+		fchownat(dirfd, name, i->uid, i->gid, AT_SYMLINK_NOFOLLOW);
+	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
+	utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW);
+}

@@ -103,9 +103,21 @@ static int write_piece(void *ctx, uint64_t off, const void *data, size_t len)
 	return fwrite(data, 1, len, ctx) == len ? 0 : -EIO;
 }
 
-int rec_write(btrfsimg_forensic *f, const char *id, FILE *out)
+unsigned rec_read_flags(const struct cli *c)
 {
-	return btrfsimg_forensic_read(f, id, write_piece, out);
+	return c->opts.flags & BTRFSIMG_OPEN_NO_DATA_VERIFY ? BTRFSIMG_FORENSIC_RAW : 0;
+}
+
+int rec_write(btrfsimg_forensic *f, const char *id, unsigned flags, FILE *out)
+{
+	return btrfsimg_forensic_read_flags(f, id, flags, write_piece, out);
+}
+
+const char *rec_bad_as(const struct btrfsimg_bad_range *b, unsigned flags)
+{
+	return (flags & BTRFSIMG_FORENSIC_RAW) && strcmp(b->why, "csum mismatch") == 0
+		       ? "written as the bytes on disk, unverified (--no-verify)"
+		       : "written as zeros";
 }
 
 void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha256)
@@ -149,8 +161,8 @@ void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha2
 
 struct find {
 	const char *id;
+	unsigned flags;
 	uint64_t nbad;
-	const struct btrfsimg_recovered *r;
 };
 
 static int say_bad(void *ctx, const struct btrfsimg_recovered *r)
@@ -159,8 +171,9 @@ static int say_bad(void *ctx, const struct btrfsimg_recovered *r)
 	if (strcmp(r->id, x->id) != 0)
 		return 0;
 	for (size_t i = 0; i < r->nbad; i++)
-		cli_warn("cat: %s: bytes %" PRIu64 "..%" PRIu64 " %s (written as zeros)", r->id,
-			 r->bad[i].offset, r->bad[i].offset + r->bad[i].length, r->bad[i].why);
+		cli_warn("cat: %s: bytes %" PRIu64 "..%" PRIu64 " %s (%s)", r->id,
+			 r->bad[i].offset, r->bad[i].offset + r->bad[i].length, r->bad[i].why,
+			 rec_bad_as(&r->bad[i], x->flags));
 	x->nbad = r->nbad;
 	return 1;
 }
@@ -171,11 +184,12 @@ int rec_cat(struct cli *c)
 	int st = rec_scan(c, &f);
 	if (st)
 		return st;
-	int rc = rec_write(f, c->deleted_id, stdout);
+	unsigned flags = rec_read_flags(c);
+	int rc = rec_write(f, c->deleted_id, flags, stdout);
 	if (fflush(stdout) != 0 && rc >= 0)
 		rc = -EIO;
 	if (rc == 1) {
-		struct find x = { c->deleted_id, 0, NULL };
+		struct find x = { c->deleted_id, flags, 0 };
 		btrfsimg_forensic_recovered(f, say_bad, &x);
 	}
 	btrfsimg_forensic_free(f);
@@ -193,8 +207,35 @@ struct ex {
 	FILE *manifest;
 	char **paths; /* relative paths written so far */
 	size_t npaths, cpaths;
-	uint64_t written, failed;
+	unsigned flags; /* rec_read_flags */
+	bool as_root;	/* owners restored too */
+	struct done_dir *dirs; /* written, finished at the end (finish_dirs) */
+	size_t ndirs, cdirs;
+	uint64_t written, failed, left_out;
+	uint64_t not_whole[4]; /* files and links written, by status */
 };
+
+/* A directory written, whose metadata waits until nothing more is
+ * created in it. @rel is x->paths' string. */
+struct done_dir {
+	const char *rel;
+	const struct btrfsimg_recovered *r;
+};
+
+/* A version's bytes on their way to @next, hashed: the manifest's sha256
+ * is of the bytes written, not of a second read. */
+struct hashed {
+	EVP_MD_CTX *md;
+	btrfsimg_data_fn next;
+	void *ctx;
+};
+
+static int hashed_piece(void *ctx, uint64_t off, const void *data, size_t len)
+{
+	struct hashed *h = ctx;
+	EVP_DigestUpdate(h->md, data, len);
+	return h->next(h->ctx, off, data, len);
+}
 
 static bool taken(const struct ex *x, const char *rel)
 {
@@ -250,50 +291,136 @@ static int mem_piece(void *ctx, uint64_t off, const void *data, size_t len)
 	return 0;
 }
 
+/* A regular file's version at @leaf under @dir: its bytes through @h,
+ * then its mode, owner and times (after the contents, whose writing
+ * would change the mtime). */
+static int write_file(struct ex *x, int dir, const char *leaf, const struct btrfsimg_recovered *r,
+		      struct hashed *h)
+{
+	FILE *fp = out_fcreate(dir, leaf, 0600);
+	if (!fp)
+		return -errno;
+	h->next = write_piece;
+	h->ctx = fp;
+	int rc = btrfsimg_forensic_read_flags(x->f, r->id, x->flags, hashed_piece, h);
+	if (fflush(fp) != 0 && rc >= 0)
+		rc = -EIO;
+	if (rc >= 0) {
+		if (out_owner_mode(fileno(fp), &r->inode, x->as_root) < 0)
+			x->c->errors++;
+		out_times(fileno(fp), &r->inode);
+	}
+	if (fclose(fp) != 0 && rc >= 0)
+		rc = -EIO;
+	return rc;
+}
+
 /* One version at @rel: a regular file, a symlink, or a directory
- * (created, or found there already: the parent of another record).
+ * (created, or found there already: the parent of another record), with
+ * the sha256 of a file's or link's bytes in @hex ("" for a directory).
  * Returns btrfsimg_forensic_read's value or -errno. */
-static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recovered *r)
+static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recovered *r, char *hex)
 {
 	const char *leaf;
 	int dir = out_parent(x->root, rel, true, &leaf);
 	if (dir < 0)
 		return dir;
 	int rc = 0;
+	hex[0] = '\0';
 	if (S_ISDIR(r->inode.mode)) {
 		int fd = out_dir(dir, leaf, 0755, true, true);
 		if (fd < 0)
 			rc = fd;
 		else
 			close(fd);
+		close(dir);
+		return rc;
+	}
+	struct hashed h = { EVP_MD_CTX_new(), NULL, NULL };
+	if (!h.md || !EVP_DigestInit_ex(h.md, EVP_sha256(), NULL)) {
+		rc = -ENOMEM;
 	} else if (S_ISLNK(r->inode.mode)) {
 		uint8_t target[4096];
 		struct membuf m = { target, 0 };
-		rc = btrfsimg_forensic_read(x->f, r->id, mem_piece, &m);
+		h.next = mem_piece;
+		h.ctx = &m;
+		rc = btrfsimg_forensic_read_flags(x->f, r->id, x->flags, hashed_piece, &h);
 		target[m.len] = '\0';
 		if (rc >= 0 && symlinkat((char *)target, dir, leaf) < 0)
 			rc = -errno;
+		else if (rc >= 0)
+			out_link_meta(dir, leaf, &r->inode, x->as_root);
 	} else {
-		FILE *fp = out_fcreate(dir, leaf, 0644);
-		if (!fp) {
-			rc = -errno;
-		} else {
-			rc = rec_write(x->f, r->id, fp);
-			if (fclose(fp) != 0 && rc >= 0)
-				rc = -EIO;
-		}
+		rc = write_file(x, dir, leaf, r, &h);
 	}
+	if (rc >= 0) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned n = 0;
+		EVP_DigestFinal_ex(h.md, md, &n);
+		hex_of(md, n, hex);
+	}
+	EVP_MD_CTX_free(h.md);
 	close(dir);
 	return rc;
+}
+
+/* Directories' modes, owners and times once nothing more is created in
+ * them (a new child changes a directory's mtime), deepest first (a mode
+ * without x would keep even the owner out of what is below); only those
+ * whose inode item was found (intact: a directory known by its names alone
+ * has no mode or times). */
+static int remember_dir(struct ex *x, const char *rel, const struct btrfsimg_recovered *r)
+{
+	if (x->ndirs == x->cdirs) {
+		size_t cap = x->cdirs ? x->cdirs * 2 : 16;
+		struct done_dir *d = realloc(x->dirs, cap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		x->dirs = d;
+		x->cdirs = cap;
+	}
+	x->dirs[x->ndirs++] = (struct done_dir){ rel, r };
+	return 0;
+}
+
+static int deeper_first(const void *pa, const void *pb)
+{
+	size_t a = strlen(((const struct done_dir *)pa)->rel);
+	size_t b = strlen(((const struct done_dir *)pb)->rel);
+	return a > b ? -1 : a < b;
+}
+
+static void finish_dirs(struct ex *x)
+{
+	if (x->ndirs)
+		qsort(x->dirs, x->ndirs, sizeof(*x->dirs), deeper_first);
+	for (size_t i = 0; i < x->ndirs; i++) {
+		const char *leaf;
+		int dir = out_parent(x->root, x->dirs[i].rel, false, &leaf);
+		int fd = dir < 0 ? dir : out_dir(dir, leaf, 0, false, false);
+		if (dir >= 0)
+			close(dir);
+		if (fd < 0)
+			continue;
+		if (out_owner_mode(fd, &x->dirs[i].r->inode, x->as_root) < 0)
+			x->c->errors++;
+		out_times(fd, &x->dirs[i].r->inode);
+		close(fd);
+	}
 }
 
 static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 {
 	struct ex *x = ctx;
+	if (x->c->intact_only && r->status != BTRFSIMG_REC_INTACT) {
+		x->left_out++;
+		return 0;
+	}
 	char *rel = safe_rel(r, x);
 	if (!rel)
 		return -ENOMEM;
-	int rc = write_one(x, rel, r);
+	char hex[EVP_MAX_MD_SIZE * 2 + 1];
+	int rc = write_one(x, rel, r, hex);
 	if (rc < 0) {
 		cli_warn("extract: %s (%s): %s", rel, r->id, strerror(-rc));
 		x->failed++;
@@ -301,11 +428,17 @@ static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 		return 0;
 	}
 	x->written++;
+	if (!S_ISDIR(r->inode.mode))
+		x->not_whole[r->status & 3] += r->status != BTRFSIMG_REC_INTACT;
 	struct jw w;
 	jw_begin(&w, x->manifest);
 	jw_str(&w, "file", rel);
-	rec_json(&w, r, NULL);
+	rec_json(&w, r, hex[0] ? hex : NULL);
 	jw_end(&w);
+	if (S_ISDIR(r->inode.mode) && r->status == BTRFSIMG_REC_INTACT && remember_dir(x, rel, r)) {
+		free(rel);
+		return -ENOMEM;
+	}
 	if (x->npaths == x->cpaths) {
 		size_t cap = x->cpaths ? x->cpaths * 2 : 64;
 		char **p = realloc(x->paths, cap * sizeof(*p));
@@ -318,6 +451,81 @@ static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 	}
 	x->paths[x->npaths++] = rel;
 	return 0;
+}
+
+/* ------------------------------------------------------------ order */
+
+/* Versions sharing a path: the plain name PATH goes to the best, the
+ * others to PATH.~ID~. Best: a directory (the parent of other records),
+ * then an intact and verified version, intact, partial, overwritten,
+ * metadata-only; among equals the newest generation, then the larger
+ * size, then the library's order. rec_extract writes the versions in this
+ * order, so the first of a path takes its plain name (taken()). */
+static int trust_rank(const struct btrfsimg_recovered *r)
+{
+	if (S_ISDIR(r->inode.mode))
+		return 0;
+	switch (r->status) {
+	case BTRFSIMG_REC_INTACT: return r->verified ? 1 : 2;
+	case BTRFSIMG_REC_PARTIAL: return 3;
+	case BTRFSIMG_REC_OVERWRITTEN: return 4;
+	default: return 5;
+	}
+}
+
+struct slot {
+	struct btrfsimg_recovered r; /* its strings borrowed from the index */
+	size_t idx;		     /* the library's order */
+};
+
+static int better_first(const void *pa, const void *pb)
+{
+	const struct slot *a = pa, *b = pb;
+	int ra = trust_rank(&a->r), rb = trust_rank(&b->r);
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	if (a->r.generation != b->r.generation)
+		return a->r.generation > b->r.generation ? -1 : 1;
+	if (a->r.inode.size != b->r.inode.size)
+		return a->r.inode.size > b->r.inode.size ? -1 : 1;
+	return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+struct slots {
+	struct slot *v;
+	size_t n, cap;
+};
+
+static int collect(void *ctx, const struct btrfsimg_recovered *r)
+{
+	struct slots *s = ctx;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		struct slot *v = realloc(s->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n] = (struct slot){ *r, s->n };
+	s->n++;
+	return 0;
+}
+
+/* Every version, best first (better_first), through extract_one. */
+static int extract_all(struct ex *x)
+{
+	struct slots s = { NULL, 0, 0 };
+	int rc = btrfsimg_forensic_recovered(x->f, collect, &s);
+	if (rc == 0 && s.n)
+		qsort(s.v, s.n, sizeof(*s.v), better_first);
+	for (size_t i = 0; i < s.n && rc == 0; i++)
+		rc = extract_one(x, &s.v[i].r);
+	if (rc == 0)
+		finish_dirs(x);
+	free(s.v);
+	free(x->dirs);
+	return rc;
 }
 
 /* The manifest's place is taken, or cannot be had: said, EXIT_FAILED. */
@@ -366,15 +574,32 @@ static int open_dest(struct ex *x)
 	return 0;
 }
 
+/* What was written, and what of it is not the version whole. */
+static void summary(const struct ex *x, uint64_t not_whole)
+{
+	const char *d = x->c->destdir;
+	cli_warn("extract: %" PRIu64 " recovered versions into '%s' (manifest %s/" REC_MANIFEST
+		 "), %" PRIu64 " of them not whole (%" PRIu64 " partial, %" PRIu64
+		 " overwritten, %" PRIu64 " metadata-only: the bytes not read written as %s), %"
+		 PRIu64 " left out (not intact: --intact-only), %" PRIu64 " errors",
+		 x->written, d, d, not_whole, x->not_whole[BTRFSIMG_REC_PARTIAL],
+		 x->not_whole[BTRFSIMG_REC_OVERWRITTEN], x->not_whole[BTRFSIMG_REC_METADATA_ONLY],
+		 x->flags & BTRFSIMG_FORENSIC_RAW
+			 ? "zeros, csum mismatches as the bytes on disk (--no-verify)"
+			 : "zeros",
+		 x->left_out, x->failed);
+}
+
 int rec_extract(struct cli *c)
 {
 	btrfsimg_forensic *f;
 	int st = rec_scan(c, &f);
 	if (st)
 		return st;
-	struct ex x = { .c = c, .f = f, .root = -1 };
+	struct ex x = { .c = c, .f = f, .root = -1, .flags = rec_read_flags(c),
+			.as_root = geteuid() == 0 };
 	st = open_dest(&x);
-	int rc = st ? 0 : btrfsimg_forensic_recovered(f, extract_one, &x);
+	int rc = st ? 0 : extract_all(&x);
 	if (x.manifest && fclose(x.manifest) != 0 && rc >= 0)
 		rc = -EIO;
 	if (x.root >= 0)
@@ -382,16 +607,18 @@ int rec_extract(struct cli *c)
 	for (size_t i = 0; i < x.npaths; i++)
 		free(x.paths[i]);
 	free(x.paths);
+	uint64_t not_whole = x.not_whole[BTRFSIMG_REC_PARTIAL] +
+			     x.not_whole[BTRFSIMG_REC_OVERWRITTEN] +
+			     x.not_whole[BTRFSIMG_REC_METADATA_ONLY];
 	if (!st)
-		cli_warn("extract: %" PRIu64 " recovered versions into '%s' (manifest %s/"
-			 REC_MANIFEST "), %" PRIu64 " errors",
-			 x.written, c->destdir, c->destdir, x.failed);
+		summary(&x, not_whole);
 	btrfsimg_forensic_free(f);
 	if (st)
 		return st;
 	if (rc < 0)
 		return *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
-	c->errors += x.failed;
+	/* a version written with bytes not read is a result despite damage */
+	c->errors += x.failed + not_whole;
 	return cli_status(c);
 }
 

@@ -941,7 +941,7 @@ static int same_contents(struct btrfsimg_forensic *f)
 		if (v->skip || v->dir || v->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
 		v->content = 0xcbf29ce484222325ull;
-		int rc = bi_fx_out_walk(f, v, hash_piece, &v->content);
+		int rc = bi_fx_out_walk(f, v, false, hash_piece, &v->content);
 		if (rc < 0)
 			return rc;
 	}
@@ -1027,7 +1027,13 @@ int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_recovered_fn fn, 
 
 int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn, void *ctx)
 {
-	if (!f || !id || !fn)
+	return btrfsimg_forensic_read_flags(f, id, 0, fn, ctx);
+}
+
+int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned flags,
+				 btrfsimg_data_fn fn, void *ctx)
+{
+	if (!f || !id || !fn || (flags & ~(unsigned)BTRFSIMG_FORENSIC_RAW))
 		return -EINVAL;
 	if (!f->rec) {
 		int rc = build(f);
@@ -1043,7 +1049,7 @@ int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_f
 	if (v->dir)
 		return bi_err(f->fs, -EISDIR, "forensic: %s is a directory (%s): no contents", id,
 			      v->path);
-	int rc = bi_fx_out_walk(f, v, fn, ctx);
+	int rc = bi_fx_out_walk(f, v, flags & BTRFSIMG_FORENSIC_RAW, fn, ctx);
 	if (rc)
 		return rc;
 	return v->rec.status == BTRFSIMG_REC_INTACT ? 0 : 1;

@@ -127,8 +127,9 @@ uint64_t bi_fx_nbytes(const struct fx_version *v);
  * reuse, their checksums, whether their items agree with the inode. */
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf);
 /* The version's bytes [0, size) in order through @fn (untrusted ranges
- * as zeros). 0, @fn's value, or a negative errno. */
-int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
-		   void *ctx);
+ * as zeros; with @raw, "csum mismatch" ranges as the bytes on disk). 0,
+ * @fn's value, or a negative errno. */
+int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,
+		   btrfsimg_data_fn fn, void *ctx);
 
 #endif
