@@ -245,7 +245,17 @@ struct btrfsimg_scrub_dev {
 	uint64_t uncorrectable_errors; /**< bad sectors no other copy has right */
 	uint64_t bytes_read;	       /**< device bytes read (or tried: past a cut image) */
 	uint64_t unchecked_bytes;      /**< stripe bytes left unchecked (see
-					    BTRFSIMG_SCRUB_UNCHECKED) */
+					    BTRFSIMG_SCRUB_UNCHECKED); on a missing
+					    device, every stripe byte on it (none
+					    could be read) */
+	/** A missing device: bytes of its tree blocks and data in use rebuilt
+	 *  from the other stripes and parity of RAID5/6 chunks and checked
+	 *  (counted in tree/data_bytes_scrubbed too); 0 for what only mirrors
+	 *  or nothing hold (checked on the other copies' devices, or lost). */
+	uint64_t rebuilt_bytes;
+	/** RAID5/6 parity on this device not checked: a device of its row is
+	 *  missing, so the row's data cannot be read to compare with. */
+	uint64_t parity_unchecked_bytes;
 };
 
 /** The result of btrfsimg_scrub(). */
