@@ -50,16 +50,22 @@ struct ex_ctx {
 	size_t nlinks, caplinks;
 	char start_name[256];	/* a start that is not a directory: its name */
 	uint64_t entries, bytes;	/* created, for the summary */
+	uint64_t clashes;	/* entries whose place in DESTDIR was taken */
 };
 
 static void ex_warn(struct ex_ctx *x, const struct visit_node *n, const char *what, int err)
 {
+	bool clash = out_clash(err);
+	const char *why = clash ? OUT_CLASH_SAID : "";
 	if (n->depth == 0)
-		cli_warn("extract: %s: %s: %s", x->start_name, what, strerror(err));
+		cli_warn("extract: %s: %s: %s%s", x->start_name, what, strerror(err), why);
 	else
-		cli_warn("extract: %.*s: %s: %s", (int)n->path_len, (const char *)n->path, what,
-			 strerror(err));
-	x->c->errors++;
+		cli_warn("extract: %.*s: %s: %s%s", (int)n->path_len, (const char *)n->path, what,
+			 strerror(err), why);
+	if (clash)
+		x->clashes++;
+	else
+		x->c->errors++;
 }
 
 static bool safe_name(const uint8_t *name, size_t len)
@@ -329,10 +335,11 @@ static int after_dir(void *ctx, const struct visit_node *n)
 
 static void summary(const struct ex_ctx *x, int status)
 {
-	uint64_t errors = x->c->errors + (status == EXIT_FAILED && !x->c->errors);
+	uint64_t errors = x->c->errors + (status == EXIT_FAILED && !x->c->errors && !x->clashes);
 	cli_warn("extract: %" PRIu64 " %s (%" PRIu64 " bytes of file contents) into '%s', %"
-		 PRIu64 " %s", x->entries, x->entries == 1 ? "entry" : "entries", x->bytes,
-		 x->c->destdir, errors, errors == 1 ? "error" : "errors");
+		 PRIu64 " %s, %" PRIu64 " not written: their place in DESTDIR taken (not damage)",
+		 x->entries, x->entries == 1 ? "entry" : "entries", x->bytes, x->c->destdir, errors,
+		 errors == 1 ? "error" : "errors", x->clashes);
 }
 
 static int cmd_extract(struct cli *c)
@@ -366,7 +373,8 @@ static int cmd_extract(struct cli *c)
 	free(x.links);
 	free(x.dirfd);
 	free(x.buf);
-	int status = cli_status(c);
+	/* a taken place is the destination's doing, not the image's: refused */
+	int status = x.clashes ? EXIT_FAILED : cli_status(c);
 	if (rc < 0)
 		status = *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
 	summary(&x, status);

@@ -110,3 +110,8 @@ void out_link_meta(int dirfd, const char *name, const struct btrfsimg_inode *i, 
 	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
 	utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW);
 }
+
+bool out_clash(int err)
+{
+	return err == EEXIST || err == ELOOP || err == ENOTDIR;
+}

@@ -47,6 +47,14 @@ int out_parent(int root, const char *rel, bool create, const char **leaf);
  * umask) if need be, then opened. Returns the descriptor, or -errno. */
 int out_destdir(const char *path);
 
+/* Whether creating failed because the place is taken in the destination
+ * (a file, a directory or a link there already: EEXIST; a link or file
+ * where a directory goes: ELOOP, ENOTDIR): not damage in the image, a
+ * clash, which extract says (OUT_CLASH_SAID after the error) and exits 2
+ * for, having written the rest. */
+#define OUT_CLASH_SAID " (its place in DESTDIR is taken: not overwritten; not damage in the image)"
+bool out_clash(int err);
+
 /* An inode's metadata on what the command just created, the way extract
  * restores it (and extract --deleted, from a version's inode item): owner
  * (only when @as_root: else the user's own) and permission bits, then

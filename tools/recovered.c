@@ -212,6 +212,7 @@ struct ex {
 	struct done_dir *dirs; /* written, finished at the end (finish_dirs) */
 	size_t ndirs, cdirs;
 	uint64_t written, failed, left_out;
+	uint64_t clashes; /* versions whose place in DESTDIR was taken */
 	uint64_t not_whole[4]; /* files and links written, by status */
 };
 
@@ -422,8 +423,10 @@ static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 	char hex[EVP_MAX_MD_SIZE * 2 + 1];
 	int rc = write_one(x, rel, r, hex);
 	if (rc < 0) {
-		cli_warn("extract: %s (%s): %s", rel, r->id, strerror(-rc));
-		x->failed++;
+		bool clash = out_clash(-rc);
+		cli_warn("extract: %s (%s): %s%s", rel, r->id, strerror(-rc),
+			 clash ? OUT_CLASH_SAID : "");
+		*(clash ? &x->clashes : &x->failed) += 1;
 		free(rel);
 		return 0;
 	}
@@ -581,13 +584,14 @@ static void summary(const struct ex *x, uint64_t not_whole)
 	cli_warn("extract: %" PRIu64 " recovered versions into '%s' (manifest %s/" REC_MANIFEST
 		 "), %" PRIu64 " of them not whole (%" PRIu64 " partial, %" PRIu64
 		 " overwritten, %" PRIu64 " metadata-only: the bytes not read written as %s), %"
-		 PRIu64 " left out (not intact: --intact-only), %" PRIu64 " errors",
+		 PRIu64 " left out (not intact: --intact-only), %" PRIu64 " errors, %" PRIu64
+		 " not written: their place in DESTDIR taken (not damage)",
 		 x->written, d, d, not_whole, x->not_whole[BTRFSIMG_REC_PARTIAL],
 		 x->not_whole[BTRFSIMG_REC_OVERWRITTEN], x->not_whole[BTRFSIMG_REC_METADATA_ONLY],
 		 x->flags & BTRFSIMG_FORENSIC_RAW
 			 ? "zeros, csum mismatches as the bytes on disk (--no-verify)"
 			 : "zeros",
-		 x->left_out, x->failed);
+		 x->left_out, x->failed, x->clashes);
 }
 
 int rec_extract(struct cli *c)
@@ -617,9 +621,10 @@ int rec_extract(struct cli *c)
 		return st;
 	if (rc < 0)
 		return *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
-	/* a version written with bytes not read is a result despite damage */
+	/* a version written with bytes not read is a result despite damage;
+	 * a taken place is the destination's doing: refused */
 	c->errors += x.failed + not_whole;
-	return cli_status(c);
+	return x.clashes ? EXIT_FAILED : cli_status(c);
 }
 
 /* ------------------------------------------------------------ bodyfile */
