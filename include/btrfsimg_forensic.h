@@ -193,6 +193,17 @@ enum {
 BTRFSIMG_API int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned flags,
 					      btrfsimg_data_fn fn, void *ctx);
 
+/**
+ * The xattrs of the version with id @p id, through @p fn (as
+ * btrfsimg_xattrs): the XATTR_ITEMs that follow its INODE_ITEM in the
+ * leaf it was found in (a version's xattrs that spill into the next leaf
+ * are not looked for; a damaged item is left out). None for a directory
+ * known from its names only. Returns 0, -ENOENT for an unknown id,
+ * another negative errno, or @p fn's non-zero value.
+ */
+BTRFSIMG_API int btrfsimg_forensic_xattrs(btrfsimg_forensic *f, const char *id,
+					  btrfsimg_xattr_fn fn, void *ctx);
+
 /* ------------------------------------------------------------------ */
 /** @name Offline scrub */
 

@@ -416,6 +416,58 @@ def check_manifest_name(t, cli, tmp):
     os.unlink(img)
 
 
+def check_deleted_meta(t, cli, tmp):
+    """The examiner's case, made by the kernel at test time (as root): a
+    script of mode 0755, owner 1000:1000, an xattr, mtime 2020-10-27,
+    deleted; extract --deleted writes it with that mode, owner, xattr and
+    times, and the manifest's sha256 is its bytes'."""
+    reason = imgtest.skip_reason()
+    if reason:
+        print(f"skip a deleted file's owner and xattrs: {reason}")
+        return
+    img, mnt = os.path.join(tmp, "meta.img"), os.path.join(tmp, "meta.mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(128 << 20)
+    body = b"#!/bin/sh\necho recovered\n"
+    when = (1603800000, 1603800000)  # 2020-10-27
+    subprocess.run(["mkfs.btrfs", "-q", "-f", img], check=True, capture_output=True,
+                   timeout=120)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True, timeout=120)
+    try:
+        os.mkdir(os.path.join(mnt, "text2"))
+        p = os.path.join(mnt, "text2", "test.sh")
+        with open(p, "wb") as f:
+            f.write(body)
+        os.chmod(p, 0o755)
+        os.chown(p, 1000, 1000)
+        os.setxattr(p, b"user.examiner", b"signed")
+        os.utime(p, when)
+        os.sync()
+        os.unlink(p)
+        os.sync()
+    finally:
+        subprocess.run(["umount", mnt], check=True, timeout=120)
+    dest = os.path.join(tmp, "meta")
+    rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
+    got = os.path.join(dest, "text2", "test.sh")
+    try:
+        with open(os.path.join(dest, MANIFEST)) as f:
+            man = [m for m in map(json.loads, f) if m["path"] == "text2/test.sh"]
+        st = os.lstat(got)
+        have = (st.st_mode & 0o7777, st.st_uid, st.st_gid, int(st.st_mtime), int(st.st_atime),
+                os.getxattr(got, b"user.examiner") if b"user.examiner" in
+                [x.encode() for x in os.listxattr(got)] else None,
+                open(got, "rb").read() == body,
+                [m.get("sha256") for m in man] == [hashlib.sha256(body).hexdigest()])
+    except (OSError, ValueError) as e:
+        have = str(e)
+    want = (0o755, 1000, 1000, when[1], when[0], b"signed", True, True)
+    t.check("extract --deleted: a deleted script gets its mode 0755, owner 1000:1000, xattr, "
+            "times; the manifest its sha256", rc == 0 and have == want, (rc, have, err[-300:]))
+    os.unlink(img)
+
+
 def check_bodyfile(t, cli, img, tmp):
     rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
     t.check("bodyfile --deleted exits 0", rc == 0, (rc, err[-300:]))
@@ -636,6 +688,7 @@ def main():
         check_cat_raw(t, cli, img, recs)
         check_destination(t, cli, img, recs, tmp)
         check_manifest_name(t, cli, tmp)
+        check_deleted_meta(t, cli, tmp)
         check_bodyfile(t, cli, img, tmp)
         check_history(t, cli, img, super_generation(img))
 

@@ -81,26 +81,13 @@ static void apply_times(int dirfd, const char *name, const struct btrfsimg_inode
 	utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW);
 }
 
-static int set_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
-		     size_t vlen)
-{
-	int fd = *(int *)ctx;
-	char n[256];
-	if (nlen >= sizeof(n))
-		return 0;
-	memcpy(n, name, nlen);
-	n[nlen] = '\0';
-	fsetxattr(fd, n, value, vlen, 0); /* best effort: namespaces may be refused */
-	return 0;
-}
-
 static void apply_meta(struct ex_ctx *x, int fd, const struct btrfsimg_inode *i, bool xattrs,
 		       uint64_t subvol, uint64_t objectid)
 {
 	if (out_owner_mode(fd, i, x->as_root) < 0)
 		x->c->errors++;
 	if (xattrs)
-		btrfsimg_xattrs(x->c->fs, subvol, objectid, set_xattr, &fd);
+		btrfsimg_xattrs(x->c->fs, subvol, objectid, out_xattr, &fd);
 	out_times(fd, i);
 }
 
@@ -336,10 +323,14 @@ static int after_dir(void *ctx, const struct visit_node *n)
 static void summary(const struct ex_ctx *x, int status)
 {
 	uint64_t errors = x->c->errors + (status == EXIT_FAILED && !x->c->errors && !x->clashes);
+	char clash[96] = "";
+	if (x->clashes)
+		snprintf(clash, sizeof(clash),
+			 ", %" PRIu64 " not written: their place in DESTDIR taken (not damage)",
+			 x->clashes);
 	cli_warn("extract: %" PRIu64 " %s (%" PRIu64 " bytes of file contents) into '%s', %"
-		 PRIu64 " %s, %" PRIu64 " not written: their place in DESTDIR taken (not damage)",
-		 x->entries, x->entries == 1 ? "entry" : "entries", x->bytes, x->c->destdir, errors,
-		 errors == 1 ? "error" : "errors", x->clashes);
+		 PRIu64 " %s%s", x->entries, x->entries == 1 ? "entry" : "entries", x->bytes,
+		 x->c->destdir, errors, errors == 1 ? "error" : "errors", clash);
 }
 
 static int cmd_extract(struct cli *c)

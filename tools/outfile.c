@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 int out_create(int dirfd, const char *name, mode_t mode)
@@ -114,4 +115,16 @@ void out_link_meta(int dirfd, const char *name, const struct btrfsimg_inode *i, 
 bool out_clash(int err)
 {
 	return err == EEXIST || err == ELOOP || err == ENOTDIR;
+}
+
+int out_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
+{
+	int fd = *(int *)ctx;
+	char n[256];
+	if (nlen >= sizeof(n))
+		return 0;
+	memcpy(n, name, nlen);
+	n[nlen] = '\0';
+	fsetxattr(fd, n, value, vlen, 0);
+	return 0;
 }

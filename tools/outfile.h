@@ -63,6 +63,10 @@ bool out_clash(int err);
  * set; a mode or time that cannot be set leaves the file as created. */
 int out_owner_mode(int fd, const struct btrfsimg_inode *i, bool as_root);
 void out_times(int fd, const struct btrfsimg_inode *i);
+/* A btrfsimg_xattr_fn: the xattr on the file whose descriptor @ctx (an
+ * int *) points to, best effort (a namespace, such as trusted. for a
+ * user, may be refused); always 0. */
+int out_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen);
 /* The same for the symlink @name under @dirfd (owner and times of the link
  * itself, never of what it points to; a link has no mode of its own). */
 void out_link_meta(int dirfd, const char *name, const struct btrfsimg_inode *i, bool as_root);

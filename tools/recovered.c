@@ -307,9 +307,11 @@ static int write_file(struct ex *x, int dir, const char *leaf, const struct btrf
 	if (fflush(fp) != 0 && rc >= 0)
 		rc = -EIO;
 	if (rc >= 0) {
-		if (out_owner_mode(fileno(fp), &r->inode, x->as_root) < 0)
+		int fd = fileno(fp);
+		if (out_owner_mode(fd, &r->inode, x->as_root) < 0)
 			x->c->errors++;
-		out_times(fileno(fp), &r->inode);
+		btrfsimg_forensic_xattrs(x->f, r->id, out_xattr, &fd);
+		out_times(fd, &r->inode);
 	}
 	if (fclose(fp) != 0 && rc >= 0)
 		rc = -EIO;
@@ -405,6 +407,7 @@ static void finish_dirs(struct ex *x)
 			continue;
 		if (out_owner_mode(fd, &x->dirs[i].r->inode, x->as_root) < 0)
 			x->c->errors++;
+		btrfsimg_forensic_xattrs(x->f, x->dirs[i].r->id, out_xattr, &fd);
 		out_times(fd, &x->dirs[i].r->inode);
 		close(fd);
 	}

@@ -60,6 +60,9 @@ struct fx_version {
 	bool complete;
 	bool dir;	 /* a directory: a record of its own, no contents */
 	bool names_only; /* a directory known from names only (no INODE_ITEM) */
+	bool has_leaf;	 /* its INODE_ITEM is at @slot of block @leaf (xattrs) */
+	size_t leaf;
+	uint32_t slot;
 	/* results */
 	struct btrfsimg_recovered rec;
 	char id[80];

@@ -806,8 +806,9 @@ static int scrub_all(struct scrub *s)
 		struct bi_dev *d = bi_dev_by_id(fs, s->r->devs[i].devid);
 		/* up to the device's size in its dev_item: allocated bytes past
 		 * the end of a truncated image are read errors, not skipped */
+		/* a missing device: up to its dev_item's size, as a present one */
 		uint64_t limit = d ? (d->total_bytes > d->size ? d->total_bytes : d->size)
-				   : UINT64_MAX;
+				   : fs->devitems[i].total_bytes;
 		if ((rc = sm_dev_extents(fs, s->r->devs[i].devid, limit, &v[i], &nv[i])) == 0)
 			for (size_t j = 0; j < nv[i]; j++)
 				s->total += v[i][j].span;
