@@ -367,6 +367,27 @@ static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recove
 	return rc;
 }
 
+/* Whether @rel or a directory on its way is a place this run wrote a
+ * version at (a file where a later version's path wants a directory):
+ * then a failure there is no clash with what DESTDIR held before. */
+static bool ours(const struct ex *x, const char *rel)
+{
+	char *p = strdup(rel);
+	bool hit = false;
+	for (size_t i = 0; p && !hit; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		char c = p[i];
+		p[i] = '\0';
+		hit = taken(x, p);
+		if (c == '\0')
+			break;
+		p[i] = c;
+	}
+	free(p);
+	return hit;
+}
+
 /* Directories' modes, owners and times once nothing more is created in
  * them (a new child changes a directory's mtime), deepest first (a mode
  * without x would keep even the owner out of what is below); only those
@@ -426,7 +447,7 @@ static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 	char hex[EVP_MAX_MD_SIZE * 2 + 1];
 	int rc = write_one(x, rel, r, hex);
 	if (rc < 0) {
-		bool clash = out_clash(-rc);
+		bool clash = out_clash(-rc) && !ours(x, rel);
 		cli_warn("extract: %s (%s): %s%s", rel, r->id, strerror(-rc),
 			 clash ? OUT_CLASH_SAID : "");
 		*(clash ? &x->clashes : &x->failed) += 1;
@@ -584,17 +605,24 @@ static int open_dest(struct ex *x)
 static void summary(const struct ex *x, uint64_t not_whole)
 {
 	const char *d = x->c->destdir;
+	char left[64] = "", clash[96] = "";
+	if (x->c->intact_only)
+		snprintf(left, sizeof(left), ", %" PRIu64 " left out (not intact: --intact-only)",
+			 x->left_out);
+	if (x->clashes)
+		snprintf(clash, sizeof(clash),
+			 ", %" PRIu64 " not written: their place in DESTDIR taken (not damage)",
+			 x->clashes);
 	cli_warn("extract: %" PRIu64 " recovered versions into '%s' (manifest %s/" REC_MANIFEST
 		 "), %" PRIu64 " of them not whole (%" PRIu64 " partial, %" PRIu64
-		 " overwritten, %" PRIu64 " metadata-only: the bytes not read written as %s), %"
-		 PRIu64 " left out (not intact: --intact-only), %" PRIu64 " errors, %" PRIu64
-		 " not written: their place in DESTDIR taken (not damage)",
+		 " overwritten, %" PRIu64 " metadata-only: the bytes not read written as %s)%s, %"
+		 PRIu64 " errors%s",
 		 x->written, d, d, not_whole, x->not_whole[BTRFSIMG_REC_PARTIAL],
 		 x->not_whole[BTRFSIMG_REC_OVERWRITTEN], x->not_whole[BTRFSIMG_REC_METADATA_ONLY],
 		 x->flags & BTRFSIMG_FORENSIC_RAW
 			 ? "zeros, csum mismatches as the bytes on disk (--no-verify)"
 			 : "zeros",
-		 x->left_out, x->failed, x->clashes);
+		 left, x->failed, clash);
 }
 
 int rec_extract(struct cli *c)
