@@ -294,10 +294,19 @@ def check_extract_versions(t, cli, img, recs, truth, tmp):
             rc == 2 and not os.path.exists(os.path.join(tmp, "nodel")), (rc, err[-200:]))
 
 
-def check_cat_raw(t, cli, img, recs):
+def check_cat_raw(t, cli, img, recs, tmp):
     """cat --no-verify --deleted: ranges whose checksums fail come as the
-    bytes on disk, said on stderr; every other byte as without it."""
+    bytes on disk, said on stderr; every other byte as without it. extract
+    --deleted --no-verify writes those same bytes."""
     mism = [r for r in recs if any(b["why"] == "csum mismatch" for b in r["bad_ranges"])]
+    dest = os.path.join(tmp, "raw")
+    rc, _, xerr = imgtest.run_cli(cli, ["extract", "--deleted", "--no-verify", img, dest],
+                                  timeout=300)
+    files = {}
+    if os.path.exists(os.path.join(dest, MANIFEST)):
+        with open(os.path.join(dest, MANIFEST)) as f:
+            files = {m["id"]: os.path.join(dest, m["file"]) for m in map(json.loads, f)}
+    xbad = []
     bad, differ = [], 0
     for r in mism:
         rc0, z, _ = imgtest.run_cli(cli, ["cat", "--deleted", r["id"], img], timeout=120)
@@ -315,11 +324,16 @@ def check_cat_raw(t, cli, img, recs):
         if rc0 != 1 or rc1 != 1 or len(raw) != r["size"] or stray or not labels:
             bad.append((r["id"], rc0, rc1, len(raw), stray[:3], err[-200:]))
         differ += raw != z
+        if r["id"] not in files or open(files[r["id"]], "rb").read() != raw:
+            xbad.append(r["id"])
     t.check(f"cat --no-verify --deleted: of {len(mism)} versions with csum mismatches, the "
             f"bytes differ from cat --deleted only there, labelled, exit 1", mism and not bad,
             bad[:3])
     t.check(f"cat --no-verify --deleted: {differ} versions give the bytes on disk, not zeros",
             differ > 0, differ)
+    t.check("extract --deleted --no-verify: those versions' files hold the same bytes, said "
+            "(exit 1)", rc == 1 and not xbad and b"as the bytes on disk (--no-verify)" in xerr,
+            (rc, xbad[:3], xerr[-300:]))
 
 
 def check_destination(t, cli, img, recs, tmp):
@@ -685,7 +699,7 @@ def main():
         check_cat(t, cli, img, recs)
         check_extract(t, cli, img, recs, tmp)
         check_extract_versions(t, cli, img, recs, truth, tmp)
-        check_cat_raw(t, cli, img, recs)
+        check_cat_raw(t, cli, img, recs, tmp)
         check_destination(t, cli, img, recs, tmp)
         check_manifest_name(t, cli, tmp)
         check_deleted_meta(t, cli, tmp)
