@@ -15,6 +15,7 @@
  * range, the holes, begins, read in bounded time); the handle has a
  * message after every failure.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,14 @@ static int on_data(void *ctx, uint64_t off, const void *data, size_t len)
 	return 0;
 }
 
+static int on_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
+		    size_t vlen)
+{
+	(void)ctx;
+	CHECK((name || nlen == 0) && (value || vlen == 0));
+	return 0;
+}
+
 struct recs {
 	btrfsimg_forensic *f;
 	uint64_t bound; /* btrfsimg_file_size_bound */
@@ -113,7 +122,14 @@ static int on_rec(void *ctx, const struct btrfsimg_recovered *r)
 		if (rc >= 0)
 			CHECK(rd.next == (forged ? r->bad[r->nbad - 1].offset : r->inode.size) &&
 			      (rc == 0) == (r->status == BTRFSIMG_REC_INTACT));
+		/* raw (csum mismatches as on disk): the same length and verdict */
+		struct reading raw = { 0 };
+		int rr = btrfsimg_forensic_read_flags(x->f, r->id, BTRFSIMG_FORENSIC_RAW, on_data,
+						      &raw);
+		CHECK(rr == rc && (rr < 0 || raw.next == r->inode.size));
+		CHECK(btrfsimg_forensic_read_flags(x->f, r->id, 2u, on_data, &raw) == -EINVAL);
 	}
+	CHECK(btrfsimg_forensic_xattrs(x->f, r->id, on_xattr, NULL) <= 0);
 	return 0;
 }
 

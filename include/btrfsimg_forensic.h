@@ -182,6 +182,32 @@ typedef int (*btrfsimg_data_fn)(void *ctx, uint64_t offset, const void *data, si
 BTRFSIMG_API int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn,
 					void *ctx);
 
+/** btrfsimg_forensic_read's flags. */
+enum {
+	/** Ranges whose bytes differ from the checksums btrfs wrote for them
+	 *  (bad range why "csum mismatch") come as the bytes on disk instead
+	 *  of zeros: unverified, damaged or not, but this file's (the other
+	 *  bad ranges, reused or unreadable, stay zeros: their bytes are
+	 *  another file's, or none). */
+	BTRFSIMG_FORENSIC_RAW = 1u << 0,
+};
+/** btrfsimg_forensic_read with @p flags (BTRFSIMG_FORENSIC_*); -EINVAL for
+ *  an unknown flag. The return value is the same: 1 when any range could
+ *  not be trusted, raw or not. */
+BTRFSIMG_API int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned flags,
+					      btrfsimg_data_fn fn, void *ctx);
+
+/**
+ * The xattrs of the version with id @p id, through @p fn (as
+ * btrfsimg_xattrs): the XATTR_ITEMs that follow its INODE_ITEM in the
+ * leaf it was found in (a version's xattrs that spill into the next leaf
+ * are not looked for; a damaged item is left out). None for a directory
+ * known from its names only. Returns 0, -ENOENT for an unknown id,
+ * another negative errno, or @p fn's non-zero value.
+ */
+BTRFSIMG_API int btrfsimg_forensic_xattrs(btrfsimg_forensic *f, const char *id,
+					  btrfsimg_xattr_fn fn, void *ctx);
+
 /* ------------------------------------------------------------------ */
 /** @name Offline scrub */
 
@@ -234,7 +260,17 @@ struct btrfsimg_scrub_dev {
 	uint64_t uncorrectable_errors; /**< bad sectors no other copy has right */
 	uint64_t bytes_read;	       /**< device bytes read (or tried: past a cut image) */
 	uint64_t unchecked_bytes;      /**< stripe bytes left unchecked (see
-					    BTRFSIMG_SCRUB_UNCHECKED) */
+					    BTRFSIMG_SCRUB_UNCHECKED); on a missing
+					    device, every stripe byte on it (none
+					    could be read) */
+	/** A missing device: bytes of its tree blocks and data in use rebuilt
+	 *  from the other stripes and parity of RAID5/6 chunks and checked
+	 *  (counted in tree/data_bytes_scrubbed too); 0 for what only mirrors
+	 *  or nothing hold (checked on the other copies' devices, or lost). */
+	uint64_t rebuilt_bytes;
+	/** RAID5/6 parity on this device not checked: a device of its row is
+	 *  missing, so the row's data cannot be read to compare with. */
+	uint64_t parity_unchecked_bytes;
 };
 
 /** The result of btrfsimg_scrub(). */

@@ -42,6 +42,7 @@
 #include "0-base/err.h"
 #include "0-base/name.h"
 #include "0-base/ondisk.h"
+#include "3-btrfs/check.h"
 #include "3-btrfs/root.h"
 #include "3-btrfs/tree.h"
 #include "4-files/compress.h"
@@ -351,7 +352,10 @@ static int fs_leaf(struct btrfsimg_forensic *f, size_t idx, size_t lo, size_t hi
 			continue;
 		struct fx_version v = { .subvol = b->owner,
 					.ino = it.key.objectid,
-					.leaf_gen = b->generation };
+					.leaf_gen = b->generation,
+					.has_leaf = true,
+					.leaf = idx,
+					.slot = s };
 		if (bi_inode_parse(it.data, it.size, b->owner, v.ino, 0, &v.inode, why,
 				   sizeof(why)) < 0 ||
 		    !(S_ISREG(v.inode.mode) || S_ISLNK(v.inode.mode) || S_ISDIR(v.inode.mode)))
@@ -1003,7 +1007,7 @@ static int same_contents(struct btrfsimg_forensic *f)
 		if (v->skip || v->dir || v->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
 		struct content_hash c = { 0xcbf29ce484222325ull, 0 };
-		int rc = bi_fx_out_walk_holes(f, v, hash_piece, hash_hole, &c);
+		int rc = bi_fx_out_walk_holes(f, v, false, hash_piece, hash_hole, &c);
 		if (rc < 0)
 			return rc;
 		fold_zeros(&c);
@@ -1089,25 +1093,87 @@ int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_recovered_fn fn, 
 	return 0;
 }
 
-int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn, void *ctx)
+/* The version of id @id (the index built first if need be): 0, -ENOENT
+ * (said), or build's error. */
+static int find_version(struct btrfsimg_forensic *f, const char *id, struct fx_version **out)
 {
-	if (!f || !id || !fn)
-		return -EINVAL;
 	if (!f->rec) {
 		int rc = build(f);
 		if (rc < 0)
 			return rc;
 	}
-	struct fx_version *v = NULL;
-	for (size_t i = 0; i < f->rec->nv && !v; i++)
-		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].id, id) == 0)
-			v = &f->rec->v[i];
-	if (!v)
-		return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
+	for (size_t i = 0; i < f->rec->nv; i++)
+		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].id, id) == 0) {
+			*out = &f->rec->v[i];
+			return 0;
+		}
+	return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
+}
+
+/* The XATTR_ITEMs after a version's INODE_ITEM in its leaf (@blk, a copy:
+ * @fn may read other blocks), in key order. */
+static int leaf_xattrs(const struct fx_version *v, const uint8_t *blk, uint32_t nritems,
+		       btrfsimg_xattr_fn fn, void *ctx)
+{
+	char why[192];
+	for (uint32_t s = v->slot + 1; s < nritems; s++) {
+		struct leaf_item it;
+		item_at(blk, s, &it);
+		if (it.key.objectid != v->ino || it.key.type > KT_XATTR_ITEM)
+			break;
+		if (it.key.type != KT_XATTR_ITEM ||
+		    bi_dir_item_check(it.data, it.size, &it.key, why, sizeof(why)) < 0)
+			continue; /* a damaged item: its xattrs are not given */
+		struct bi_dir_entry e;
+		uint32_t pos = 0;
+		while (bi_dir_item_next(it.data, it.size, KT_XATTR_ITEM, &pos, &e, NULL, 0) > 0) {
+			int rc = fn(ctx, e.name, e.name_len, e.data, e.data_len);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+int btrfsimg_forensic_xattrs(btrfsimg_forensic *f, const char *id, btrfsimg_xattr_fn fn,
+			     void *ctx)
+{
+	if (!f || !id || !fn)
+		return -EINVAL;
+	struct fx_version *v;
+	int rc = find_version(f, id, &v);
+	if (rc < 0 || !v->has_leaf)
+		return rc;
+	const struct bi_fx_block *b = &f->blocks[v->leaf];
+	if ((rc = bi_fx_read_block(f, b)) < 0)
+		return rc;
+	uint8_t *blk = malloc(f->fs->nodesize);
+	if (!blk)
+		return bi_err(f->fs, -ENOMEM, "forensic: out of memory");
+	memcpy(blk, f->buf, f->fs->nodesize);
+	rc = leaf_xattrs(v, blk, b->nritems, fn, ctx);
+	free(blk);
+	return rc;
+}
+
+int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn, void *ctx)
+{
+	return btrfsimg_forensic_read_flags(f, id, 0, fn, ctx);
+}
+
+int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned flags,
+				 btrfsimg_data_fn fn, void *ctx)
+{
+	if (!f || !id || !fn || (flags & ~(unsigned)BTRFSIMG_FORENSIC_RAW))
+		return -EINVAL;
+	struct fx_version *v;
+	int err = find_version(f, id, &v);
+	if (err < 0)
+		return err;
 	if (v->dir)
 		return bi_err(f->fs, -EISDIR, "forensic: %s is a directory (%s): no contents", id,
 			      v->path);
-	int rc = bi_fx_out_walk(f, v, fn, ctx);
+	int rc = bi_fx_out_walk(f, v, flags & BTRFSIMG_FORENSIC_RAW, fn, ctx);
 	if (rc)
 		return rc;
 	return v->rec.status == BTRFSIMG_REC_INTACT ? 0 : 1;

@@ -62,6 +62,9 @@ struct fx_version {
 	bool complete;
 	bool dir;	 /* a directory: a record of its own, no contents */
 	bool names_only; /* a directory known from names only (no INODE_ITEM) */
+	bool has_leaf;	 /* its INODE_ITEM is at @slot of block @leaf (xattrs) */
+	size_t leaf;
+	uint32_t slot;
 	/* results */
 	struct btrfsimg_recovered rec;
 	char id[80];
@@ -132,16 +135,16 @@ uint64_t bi_fx_nbytes(const struct fx_version *v);
  * reuse, their checksums, whether their items agree with the inode. */
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf);
 /* The version's bytes [0, out_end) in order through @fn (untrusted ranges
- * as zeros): out_end is i_size unless that is past bi_size_bound, where
- * the data's end is (bi_fx_evaluate sets it). 0, @fn's value, or a
- * negative errno. */
-int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
-		   void *ctx);
+ * as zeros; with @raw, "csum mismatch" ranges as the bytes on disk):
+ * out_end is i_size unless that is past bi_size_bound, where the data's
+ * end is (bi_fx_evaluate sets it). 0, @fn's value, or a negative errno. */
+int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,
+		   btrfsimg_data_fn fn, void *ctx);
 /* Zeros (holes, untrusted ranges) [off, off + len) as one call. */
 typedef int (*bi_fx_hole_fn)(void *ctx, uint64_t off, uint64_t len);
 /* bi_fx_out_walk, with every run of zeros it would produce given to @hole
  * instead, whatever its length: for work that need not touch each byte. */
-int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v,
+int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,
 			 btrfsimg_data_fn fn, bi_fx_hole_fn hole, void *ctx);
 
 #endif
