@@ -119,14 +119,14 @@ static int on_rec(void *ctx, const struct btrfsimg_recovered *r)
 		struct reading rd = { 0 };
 		int rc = btrfsimg_forensic_read(x->f, r->id, on_data, &rd);
 		CHECK(rc == 0 || rc == 1 || rc < 0);
+		uint64_t produced = forged ? r->bad[r->nbad - 1].offset : r->inode.size;
 		if (rc >= 0)
-			CHECK(rd.next == (forged ? r->bad[r->nbad - 1].offset : r->inode.size) &&
-			      (rc == 0) == (r->status == BTRFSIMG_REC_INTACT));
+			CHECK(rd.next == produced && (rc == 0) == (r->status == BTRFSIMG_REC_INTACT));
 		/* raw (csum mismatches as on disk): the same length and verdict */
 		struct reading raw = { 0 };
 		int rr = btrfsimg_forensic_read_flags(x->f, r->id, BTRFSIMG_FORENSIC_RAW, on_data,
 						      &raw);
-		CHECK(rr == rc && (rr < 0 || raw.next == r->inode.size));
+		CHECK(rr == rc && (rr < 0 || raw.next == produced));
 		CHECK(btrfsimg_forensic_read_flags(x->f, r->id, 2u, on_data, &raw) == -EINVAL);
 	}
 	CHECK(btrfsimg_forensic_xattrs(x->f, r->id, on_xattr, NULL) <= 0);
