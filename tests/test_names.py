@@ -15,9 +15,11 @@ the exit status is 1.
 
 sample.img (testdata/sample.img.zst), the DIR_INDEX and INODE_REF items
 of four names rewritten in every copy of their leaves (found by scanning
-the image for tree blocks of this filesystem with a valid crc32c; the
-DIR_ITEM is left as it was: readdir shows DIR_INDEX, and a lookup of the
-safe form goes by the listing):
+the image for tree blocks of this filesystem with a valid crc32c), and
+their DIR_ITEMs too, keyed by the new name's hash, so that the three items
+agree as after a real rename (the cross-check of DIR_ITEM and DIR_INDEX
+would otherwise leave them out; a lookup of the safe form goes by the
+listing):
   etc (top level, a directory holding motd) -> ".."   (item shrunk 1 byte)
   var/log1                                  -> "l/g1"
   var/log2                                  -> "l\\0g2"
@@ -49,11 +51,12 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import imgtest  # noqa: E402
 from imgtest import crc32c  # noqa: E402
+from genlib import crc32c_raw  # noqa: E402
 
 CLI = TESTDATA = PYPATH = None   # set by main (fuzz/gen_name_seeds.py imports rename)
 TIMEOUT = 120
 HDR, ITEM = 101, 25
-INODE_REF, DIR_INDEX = 12, 96
+INODE_REF, DIR_ITEM, DIR_INDEX = 12, 84, 96
 tally = imgtest.Tally()
 check = tally.check
 
@@ -124,20 +127,37 @@ def resize_item(blk, slot, data):
         struct.pack_into("<II", blk, p, d + k - HDR, len(data) if s == slot else sz)
 
 
+def repack(blk):
+    """Items of leaf @blk sorted by key again, their data packed down from
+    the block's end in that order (a DIR_ITEM whose key changed moves)."""
+    its = sorted((key, bytes(blk[d:d + size])) for _, key, d, size in items(blk))
+    end = len(blk)
+    for s, (key, data) in enumerate(its):
+        end -= len(data)
+        blk[end:end + len(data)] = data
+        p = HDR + ITEM * s
+        struct.pack_into("<QBQII", blk, p, key[0], key[1], key[2], end - HDR, len(data))
+
+
 def rename_in(blk, old, new):
-    """Rename @old to @new in the DIR_INDEX and INODE_REF items of @blk:
-    True if one was."""
+    """Rename @old to @new in the DIR_ITEM, DIR_INDEX and INODE_REF items of
+    @blk, as one consistent rename: a DIR_ITEM's key takes the new name's
+    hash (the tree-checker's rule), the leaf sorted again. True if one was."""
     hit = False
     for s in range(struct.unpack_from("<I", blk, 96)[0]):
         _, key, d, size = list(items(blk))[s]   # offsets as the last resize left them
-        if key[1] == DIR_INDEX and size == 30 + len(old) and blk[d + 30:d + size] == old:
+        if key[1] in (DIR_ITEM, DIR_INDEX) and size == 30 + len(old) and blk[d + 30:d + size] == old:
             hdr = bytearray(blk[d:d + 30])
             struct.pack_into("<H", hdr, 27, len(new))
             resize_item(blk, s, bytes(hdr) + new)
+            if key[1] == DIR_ITEM:
+                struct.pack_into("<Q", blk, HDR + ITEM * s + 9, crc32c_raw(0xFFFFFFFE, new))
             hit = True
         elif key[1] == INODE_REF and size == 10 + len(old) and blk[d + 10:d + size] == old:
             resize_item(blk, s, blk[d:d + 8] + struct.pack("<H", len(new)) + new)
             hit = True
+    if hit:
+        repack(blk)
     return hit
 
 
@@ -397,7 +417,8 @@ def check_deleted(img, work):
           "regular%2F100" in got and any(g.startswith("regular%001500") for g in got) and
           "regular" not in got and os.path.isfile(os.path.join(docs, "regular%2F100")), got)
     check("extract --deleted: nothing beside DESTDIR",
-          sorted(os.listdir(os.path.dirname(dest))) == ["dest", "dest.manifest.jsonl"],
+          os.listdir(os.path.dirname(dest)) == ["dest"] and
+          os.path.isfile(os.path.join(dest, "btrfsimg-manifest.jsonl")),
           os.listdir(os.path.dirname(dest)))
     shutil.rmtree(os.path.dirname(dest))
 
