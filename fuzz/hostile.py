@@ -219,6 +219,28 @@ class Bases:
         if p.returncode != 0 or p.stderr.strip():
             raise RuntimeError("base %s does not open cleanly: %s: exit %d: %s" % (
                 b.name, " ".join(argv), p.returncode, p.stderr.decode(errors="replace")[-500:]))
+        b.cat_paths = []
+        for line in p.stdout.splitlines() if b.fs else []:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(r.get("mode"), int) and stat.S_ISREG(r["mode"]) and \
+                    r.get("size", 0) > 0 and isinstance(r.get("path"), str):
+                b.cat_paths.append(r["path"])
+        b.cat_paths = b.cat_paths[:50]
+        b.deleted_ids = []
+        if b.kind == "btrfs":
+            p = subprocess.run([self.cli, "deleted", "--json"] + b.args + b.image_args(),
+                               capture_output=True, timeout=600)
+            for line in p.stdout.splitlines():
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if "id" in r:
+                    b.deleted_ids.append(r["id"])
+            b.deleted_ids = b.deleted_ids[:50]
 
     def unz(self, rel, wd, out):
         genlib_path = os.path.join(self.td, rel)
@@ -1811,33 +1833,7 @@ class Runner:
 
     def facts(self, base, what):
         """Paths of regular files, or ids of recovered versions, of the
-        unmutated base, found once."""
-        if what == "cat" and base.cat_paths is None:
-            p = subprocess.run([self.o.cli, "walk", "--json"] + base.args + base.image_args(),
-                               capture_output=True, timeout=300)
-            base.cat_paths = []
-            for line in p.stdout.splitlines():
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(r.get("mode"), int) and stat.S_ISREG(r["mode"]) and \
-                        r.get("size", 0) > 0 and isinstance(r.get("path"), str):
-                    if True:
-                        base.cat_paths.append(r["path"])
-            base.cat_paths = base.cat_paths[:50]
-        if what == "deleted" and base.deleted_ids is None:
-            p = subprocess.run([self.o.cli, "deleted", "--json"] + base.args + base.image_args(),
-                               capture_output=True, timeout=300)
-            base.deleted_ids = []
-            for line in p.stdout.splitlines():
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
-                if "id" in r:
-                    base.deleted_ids.append(r["id"])
-            base.deleted_ids = base.deleted_ids[:50]
+        unmutated base (found when it was made)."""
         return base.cat_paths if what == "cat" else base.deleted_ids
 
     def mount(self, argv, sb):
@@ -2204,6 +2200,10 @@ def main():
                 s["skipped"] += 1
                 continue
             s["runs"] += 1
+            n_runs = sum(x["runs"] for x in stats.values())
+            if n_runs % 100 == 0:
+                print("[%d runs, %.0f s, %d with findings]" % (n_runs, time.monotonic() - t0,
+                                                               len(found)), flush=True)
             for k, _ in fnd:
                 s[k] = s.get(k, 0) + 1
             if opts.replay is not None:
