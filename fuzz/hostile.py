@@ -836,6 +836,8 @@ def mut_btrfs_super(inp, rng):
 def mut_names(inp, rng):
     if not prepare_btrfs(inp):
         return False
+    if inp.base.name == "special" and rng.random() < 0.15:
+        return mut_symlink_escape(inp, rng)
     if rng.random() < 0.3:
         return mut_dir_disagree(inp, rng)
     return mut_btrfs_item(inp, rng, types=(84, 96, 12))
@@ -875,6 +877,46 @@ def mut_dir_disagree(inp, rng):
         write_block(inp, off, blk)
         return True
     return False
+
+
+SHORT_VICTIM = "/tmp/hv" + "".join(random.Random(os.getpid()).choice("abcdefghjkmnpqrstuvwxyz")
+                                   for _ in range(6))   # 13 bytes: fits an inline symlink
+
+
+def mut_symlink_escape(inp, rng):
+    """special.img's symlinks/: "rel" (13 bytes, inline) retargeted at an
+    absolute victim outside the sandbox, and the entry "abs" renamed "rel"
+    and pointed at the regular file meta/m0000 (in its DIR_INDEX): an extract that follows the symlink it just made
+    writes the file's bytes into the victim."""
+    if inp.base.name != "special" or not prepare_btrfs(inp):
+        return False
+    ns = inp.base.super["nodesize"]
+    done = set()
+    for off in sorted(inp.base.live):
+        blk = bytearray(inp.read(inp.base.files[0], off, ns))
+        if blk[100] != 0:
+            continue
+        touched = False
+        for it in items(blk):
+            d = it["doff"]
+            if it["obj"] == 268 and it["type"] == 108 and blk[d + 20] == 0 and it["size"] == 34:
+                blk[d + 21:d + 34] = SHORT_VICTIM.encode()
+                touched = True
+                done.add("target")
+            elif it["obj"] == 266 and it["type"] == 96 and it["size"] == 33 and \
+                    blk[d + 30:d + 33] == b"abs":
+                # DIR_INDEX only: a DIR_ITEM keyed by the new name's hash
+                # would break the leaf's key order (and be refused whole)
+                blk[d + 30:d + 33] = b"rel"
+                put(blk, d, 8, 277)
+                blk[d + 29] = 1
+                touched = True
+                done.add(it["type"])
+        if touched:
+            write_block(inp, off, blk)
+    inp.notes.append("symlinks/rel -> %s, and symlinks/abs renamed rel, a regular file (%s)"
+                     % (SHORT_VICTIM, ",".join(map(str, sorted(done, key=str)))))
+    return "target" in done
 
 
 def mut_stale(inp, rng):
@@ -1709,6 +1751,13 @@ def snapshot(roots, skip):
                     with open(p, "rb") as f:
                         dig = hashlib.sha256(f.read()).hexdigest()
                 out[p] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ctime_ns, dig)
+    try:   # the victim outside every sandbox, which absolute symlinks name
+        st = os.lstat(SHORT_VICTIM)
+        with open(SHORT_VICTIM, "rb") as f:
+            out[SHORT_VICTIM] = (st.st_mode, st.st_size, st.st_mtime_ns,
+                                 hashlib.sha256(f.read(65536)).hexdigest())
+    except OSError:
+        pass
     return out
 
 
@@ -2183,6 +2232,8 @@ def main():
     found = []
     t0 = time.monotonic()
     runs = [opts.replay] if opts.replay is not None else range(opts.first, opts.first + opts.runs)
+    with open(SHORT_VICTIM, "wb") as f:
+        f.write(b"a victim: never written\n")
     print("hostile.py: seed %d, cli %s%s, work %s" % (opts.seed, opts.cli,
                                                      " (sanitizers)" if runner.asan else "",
                                                      opts.work), flush=True)
@@ -2218,6 +2269,8 @@ def main():
             if fnd:
                 found.append(rec)
     finally:
+        if os.path.exists(SHORT_VICTIM):
+            os.unlink(SHORT_VICTIM)
         if own_work:
             for d in (os.path.join(opts.work, "run", "dest"),):
                 if os.path.ismount(d):
