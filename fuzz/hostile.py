@@ -1843,6 +1843,9 @@ class Runner:
             except subprocess.TimeoutExpired:
                 kill_group(p)
                 rc = None
+            except BaseException:   # interrupted: no run outlives the campaign
+                kill_group(p)
+                raise
         with open(os.path.join(sb.out, "stdout"), "rb") as f:
             out = f.read(65536)
         with open(os.path.join(sb.out, "stderr"), "rb") as f:
@@ -2071,6 +2074,8 @@ def one_run(opts, runner, bases, i, classes):
     cls = rng.choices(names, weights=[CLASSES[c][3] for c in names])[0]
     base_names, mutate, cmds, _ = CLASSES[cls]
     base = bases.get(rng.choice(base_names))
+    if opts.commands:
+        cmds = [c for c in cmds if c in opts.commands] or opts.commands
     cmd = rng.choice(cmds)
     inp = Input(base, base.wd)
     sb = Sandbox(os.path.join(opts.work, "run"), rng)
@@ -2194,6 +2199,8 @@ def main():
     ap.add_argument("--time-budget", type=float, default=None,
                     help="stop starting runs after this many seconds")
     ap.add_argument("--only", default=None, help="classes, comma-separated")
+    ap.add_argument("--commands", default=None, type=lambda v: v.split(","),
+                    help="only these commands (names as in --list), comma-separated")
     ap.add_argument("--timeout", type=int, default=20, help="seconds per run")
     ap.add_argument("--mem-mb", type=int, default=2048, help="address space per run (MiB)")
     ap.add_argument("--findings", default=os.path.join(REPO, "findings"))
@@ -2207,6 +2214,7 @@ def main():
                     help="check the detectors against a fake CLI (no images needed)")
     ap.add_argument("-v", "--verbose", action="store_true")
     opts = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
     if opts.list:
         for c, (b, m, cmds, w) in sorted(CLASSES.items()):
             print("%-12s bases %s; commands %s" % (c, ",".join(b), ",".join(sorted(set(cmds)))))
