@@ -19,7 +19,8 @@ generator is seeded with "S:I"), so a finding is reproduced by --replay.
 
 What counts as a finding (each saved under --findings DIR/<kind>-<class>-<run>/
 with the mutated input, the command, its output, and how to replay it):
-  hang       the run passed its wall-time limit (--timeout, default 20 s)
+  hang       the run passed its wall-time limit (--timeout, default 20 s,
+             60 s for a CLI built with sanitizers)
   crash      a signal, or a sanitizer report on stderr (ASan, UBSan, LSan)
   exit       an exit status outside {0, 1, 2}
   outside    a file beside DESTDIR, in the victims directory, in the
@@ -880,7 +881,8 @@ def main():
     ap.add_argument("--only", default=None, help="classes, comma-separated")
     ap.add_argument("--commands", default=None, type=lambda v: v.split(","),
                     help="only these commands (names as in --list), comma-separated")
-    ap.add_argument("--timeout", type=int, default=20, help="seconds per run")
+    ap.add_argument("--timeout", type=int, default=None,
+                    help="seconds per run (default 20, or 60 under sanitizers)")
     ap.add_argument("--mem-mb", type=int, default=2048, help="address space per run (MiB)")
     ap.add_argument("--findings", default=os.path.join(REPO, "findings"))
     ap.add_argument("--work", default=None, help="working directory (default: a new temp dir)")
@@ -923,6 +925,8 @@ def main():
     opts.findings = os.path.abspath(opts.findings)
     bases = Bases(opts.cli, opts.testdata, opts.work, enc)
     runner = Runner(opts, bases)
+    if opts.timeout is None:
+        opts.timeout = 60 if runner.asan else 20
     stats = {}
     found = []
     t0 = time.monotonic()
