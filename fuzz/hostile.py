@@ -153,6 +153,9 @@ class Base:
 
 
 class Bases:
+    """The bases, each made on first use in WORK/base/NAME (by its make_
+    method) and checked to open cleanly."""
+
     def __init__(self, cli, testdata, work, luks_encrypt):
         self.cli, self.td, self.work, self.enc = cli, testdata, work, luks_encrypt
         self.cache = {}
@@ -850,7 +853,8 @@ def save_finding(opts, rec, inp, sb, out, err):
             f.write(listing)
 
 
-def summary(stats, kinds):
+def summary(stats):
+    """The table: runs, skipped runs (no mutation applied) and findings per class."""
     cls = sorted(stats)
     cols = ["hang", "crash", "exit", "outside", "image", "silent"]
     lines = ["%-12s %6s %6s  %s" % ("class", "runs", "skip", "  ".join("%7s" % c for c in cols))]
@@ -975,7 +979,7 @@ def main():
                 if os.path.ismount(d):
                     subprocess.run(["fusermount3", "-u", "-z", d], capture_output=True)
             shutil.rmtree(opts.work, ignore_errors=True)
-    print(summary(stats, None))
+    print(summary(stats))
     if found:
         sigs = {}
         for rec in found:
