@@ -738,6 +738,9 @@ def mut_split(inp, rng):
         os.symlink(rng.choice(["fifo", "/dev/zero", "victim", "disk.001"]), inp.path(nxt))
         inp.notes.append("split segment %s a symlink to %s" % (nxt, os.readlink(inp.path(nxt))))
     elif r == 4:
+        # not the first: that one the user names (a FIFO there blocks, as
+        # it does for cat); the others the tool finds by itself
+        s = rng.choice(segs[1:])
         inp.replace(s, None)
         os.mkfifo(inp.path(s))
         inp.notes.append("split segment %s a FIFO" % s)
