@@ -286,6 +286,10 @@ def mutate_item(rng, blk, it, inp):
                         ("mode", 52, 4), ("flags", 64, 8), ("size", 16, 8)])
         old = le(blk, d + f[1], f[2])
         v = iv64(rng, old) if f[2] == 8 else iv32(rng, old)
+        if f[0] in ("size", "nbytes") and rng.random() < 0.5:
+            # sizes that drive work: what reading, hashing or writing the
+            # file would loop over (a forged size over an inline extent)
+            v = rng.choice([1 << 40, 1 << 50, 1 << 62, (1 << 63) - 1, 1 << 63, (1 << 64) - 1])
         if f[0] == "mode":
             v = (old & 0o7777) | rng.choice([0, 0o010000, 0o020000, 0o040000, 0o060000,
                                              0o100000, 0o120000, 0o140000, 0o170000])
