@@ -65,6 +65,11 @@ def le(b, off, n):
     return int.from_bytes(b[off:off + n], "little")
 
 
+def enc(v, n, big=False):
+    """@v as @n bytes, wrapped modulo 2^(8n) as a field of that width would."""
+    return (v % (1 << (8 * n))).to_bytes(n, "big" if big else "little")
+
+
 def put(b, off, n, v, big=False):
     b[off:off + n] = (v % (1 << (8 * n))).to_bytes(n, "big" if big else "little")
 

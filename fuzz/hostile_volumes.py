@@ -10,7 +10,7 @@ import re
 import zlib
 
 import genlib
-from hostile_btrfs import MB, be, data_ranges, iv32, iv64, le, put
+from hostile_btrfs import MB, be, data_ranges, enc, iv32, iv64, le, put
 
 
 # ------------------------------------------------------------ partition tables
@@ -428,7 +428,7 @@ def mut_qcow2(inp, rng):
         if rng.random() < 0.5 or not e & ((1 << 56) - 1):
             v = rng.choice([0, 1 << 63, (1 << 63) | l1, (1 << 63) | 0x200, (1 << 63) | (1 << 55),
                             (1 << 63) | (inp.size(name) & ~((1 << cb) - 1)), e ^ (1 << cb)])
-            inp.patch(name, l1 + 8 * i, v.to_bytes(8, "big"))
+            inp.patch(name, l1 + 8 * i, enc(v, 8, big=True))
             inp.notes.append("qcow2 L1[%d] %#x -> %#x" % (i, e, v))
         else:
             l2 = e & ((1 << 56) - 1) & ~511
@@ -436,7 +436,7 @@ def mut_qcow2(inp, rng):
             old = be(inp.read(name, l2 + 8 * j, 8), 0, 8)
             v = rng.choice([(1 << 63) | l1, (1 << 63) | 0, (1 << 62) | rng.getrandbits(62), 1,
                             (1 << 63) | (1 << 55), old ^ (1 << rng.randrange(62)), old | 1])
-            inp.patch(name, l2 + 8 * j, v.to_bytes(8, "big"))
+            inp.patch(name, l2 + 8 * j, enc(v, 8, big=True))
             inp.notes.append("qcow2 L2[%d][%d] %#x -> %#x" % (i, j, old, v))
     inp.patch(name, 0, h)
     return True
@@ -508,7 +508,7 @@ def mut_vmdk(inp, rng):
             i = rng.randrange(8)
             old = le(inp.read(name, gd + 4 * i, 4), 0, 4)
             v = rng.choice([0, 1, (1 << 32) - 1, le(h, 56, 8), old + 1])
-            inp.patch(name, gd + 4 * i, v.to_bytes(4, "little"))
+            inp.patch(name, gd + 4 * i, enc(v, 4))
             inp.notes.append("VMDK GD[%d] %d -> %d" % (i, old, v))
     return True
 
@@ -561,7 +561,7 @@ def mut_vhd(inp, rng):
         i = rng.randrange(max(1, min(n, 256)))
         old = be(inp.read(name, bat + 4 * i, 4), 0, 4)
         v = rng.choice([0, 1, (size // 512) - 1, size // 512, (1 << 32) - 2, old + 1, bat // 512])
-        inp.patch(name, bat + 4 * i, v.to_bytes(4, "big"))
+        inp.patch(name, bat + 4 * i, enc(v, 4, big=True))
         inp.notes.append("VHD BAT[%d] %#x -> %#x" % (i, old, v))
     return True
 
@@ -620,7 +620,7 @@ def mut_vhdx(inp, rng):
             f = rng.choice([("offset", 16), ("length", 20)])
             old = le(m, p + f[1], 4)
             v = iv32(rng, old)
-            inp.patch(name, meta[0] + p + f[1], v.to_bytes(4, "little"))
+            inp.patch(name, meta[0] + p + f[1], enc(v, 4))
             inp.notes.append("VHDX metadata entry %d %s %d -> %d" % (i, f[0], old, v))
         else:
             vo, vl = le(m, p + 16, 4), le(m, p + 20, 4)
@@ -628,7 +628,7 @@ def mut_vhdx(inp, rng):
                 return False
             old = le(m, vo, min(vl, 8))
             v = iv64(rng, old) % (1 << (8 * min(vl, 8)))
-            inp.patch(name, meta[0] + vo, v.to_bytes(min(vl, 8), "little"))
+            inp.patch(name, meta[0] + vo, enc(v, min(vl, 8)))
             inp.notes.append("VHDX metadata item %d value %d -> %d" % (i, old, v))
         return True
     if bat:
@@ -636,7 +636,7 @@ def mut_vhdx(inp, rng):
         old = le(inp.read(name, bat[0] + 8 * i, 8), 0, 8)
         v = rng.choice([6 | (1 << 20), 6 | ((1 << 44) - 1) << 20, 7, 3, 2, old ^ (1 << 20),
                         6 | (0 << 20), 6 | (1 << 40)])
-        inp.patch(name, bat[0] + 8 * i, v.to_bytes(8, "little"))
+        inp.patch(name, bat[0] + 8 * i, enc(v, 8))
         inp.notes.append("VHDX BAT[%d] %#x -> %#x" % (i, old, v))
         return True
     return False
@@ -710,7 +710,7 @@ def mut_e01(inp, rng):
         old = le(inp.read(name, at + 24 + 4 * i, 4), 0, 4)
         v = rng.choice([0, 0x80000000, 0x7fffffff, 0xffffffff, old + 1, old - 1, old ^ 0x80000000,
                         13])
-        inp.patch(name, at + 24 + 4 * i, v.to_bytes(4, "little"))
+        inp.patch(name, at + 24 + 4 * i, enc(v, 4))
         ents = inp.read(name, at + 24, 4 * n)
         inp.patch(name, at + 24 + 4 * n, zlib.adler32(ents).to_bytes(4, "little"))
         inp.notes.append("EWF table entry %d %#x -> %#x" % (i, old, v))
