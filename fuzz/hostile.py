@@ -796,7 +796,7 @@ def one_run(opts, runner, bases, i, classes):
                      inp.invalid, cmd)
     outside = [w for k, w in findings if k == "outside"]
     changed = [w for k, w in findings if k == "image"]
-    rec = {"run": i, "seed": opts.seed, "class": cls, "base": base.name, "command": cmd,
+    rec = {"run": i, "seed": opts.seed, "commit": opts.commit, "class": cls, "base": base.name, "command": cmd,
            "argv": argv, "mutation": inp.notes, "rc": rc, "seconds": round(secs, 2),
            "findings": findings}
     if findings or opts.replay is not None:
@@ -829,10 +829,12 @@ def save_finding(opts, rec, inp, sb, out, err):
     with open(os.path.join(d, "stderr"), "wb") as f:
         f.write(err)
     with open(os.path.join(d, "replay.sh"), "w") as f:
-        f.write("#!/bin/sh\n# the mutated input is made again from the seed and run number\n"
-                "python3 %s --cli %s --testdata %s --seed %d --replay %d --timeout %d%s\n"
+        f.write("#!/bin/sh\n# the mutated input is made again from the seed and run number,\n"
+                "# by the mutators of commit %s\n" % opts.commit)
+        f.write("python3 %s --cli %s --testdata %s --seed %d --replay %d --timeout %d%s\n"
                 % (os.path.abspath(__file__), opts.cli, opts.testdata, opts.seed, rec["run"],
-                   opts.timeout, " --only " + opts.only if opts.only else ""))
+                   opts.timeout, (" --only " + opts.only if opts.only else "") +
+                   (" --commands " + ",".join(opts.commands) if opts.commands else "")))
         f.write("# or by hand, on the saved input (zstd -d *.zst first; the saved\n"
                 "# command's paths were those of the campaign's working directory):\n# %s\n"
                 % " ".join(rec["argv"]))
@@ -928,6 +930,9 @@ def main():
     opts.work = opts.work or tempfile.mkdtemp(prefix="hostile.")
     os.makedirs(opts.work, exist_ok=True)
     opts.findings = os.path.abspath(opts.findings)
+    # a replay makes the same input only with the same mutators
+    opts.commit = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"],
+                                 capture_output=True, text=True).stdout.strip() or "unknown"
     bases = Bases(opts.cli, opts.testdata, opts.work, enc)
     runner = Runner(opts, bases)
     if opts.timeout is None:
