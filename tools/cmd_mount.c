@@ -11,6 +11,8 @@
  * (subvolume, objectid), or a stub directory (mount.h). Replies carry long
  * timeouts and keep_cache: the images never change, so the kernel's
  * dentry, attribute and page caches stay valid for the life of the mount.
+ * Files are opened by the kernel alone where it can (FUSE_NO_OPEN_SUPPORT,
+ * op_open), so a small file costs one READ cold and no request warm.
  *
  * readdirplus replies hold each entry's attributes, so a walk does no
  * lookup of its own. A subvolume or stub entry's d_ino differs from the
