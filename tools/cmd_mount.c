@@ -11,6 +11,8 @@
  * (subvolume, objectid), or a stub directory (mount.h). Replies carry long
  * timeouts and keep_cache: the images never change, so the kernel's
  * dentry, attribute and page caches stay valid for the life of the mount.
+ * Files are opened by the kernel alone where it can (FUSE_NO_OPEN_SUPPORT,
+ * op_open), so a small file costs one READ cold and no request warm.
  *
  * readdirplus replies hold each entry's attributes, so a walk does no
  * lookup of its own. A subvolume or stub entry's d_ino differs from the
@@ -51,6 +53,17 @@
 /* Seconds the kernel may keep names and attributes: the image cannot change. */
 #define FOREVER 1e9
 
+/* The requests counted (-v: said at unmount), so that what reaches the
+ * daemon can be seen: a warm walk should need none. */
+enum req_kind {
+	R_LOOKUP, R_FORGET, R_GETATTR, R_READLINK, R_OPEN, R_READ, R_RELEASE, R_OPENDIR,
+	R_READDIR, R_READDIRPLUS, R_RELEASEDIR, R_STATFS, R_GETXATTR, R_LISTXATTR, R_KINDS
+};
+static const char *const req_names[R_KINDS] = {
+	"lookup",  "forget",	"getattr",     "readlink",   "open",   "read",	   "release",
+	"opendir", "readdir", "readdirplus", "releasedir", "statfs", "getxattr", "listxattr"
+};
+
 struct mnt {
 	struct mount_scheme scheme;
 	struct mount_pool pool;
@@ -65,17 +78,20 @@ struct mnt {
 	unsigned said, suppressed;
 	char ra_path[96]; /* the mount's read_ahead_kb in /sys ("": none) */
 	atomic_flag ra_done;
+	bool no_open; /* the kernel opens files without asking (op_init) */
+	atomic_ulong reqs[R_KINDS];
 };
 
 /* ------------------------------------------------------------ helpers */
 
 static void ra_once(struct mnt *m);
 
-/* The mount of a request (the first request after INIT also sets the
- * readahead: ra_once). */
-static struct mnt *mnt_of(fuse_req_t req)
+/* The mount of a request of kind @k, counted (the first request after
+ * INIT also sets the readahead: ra_once). */
+static struct mnt *mnt_of(fuse_req_t req, enum req_kind k)
 {
 	struct mnt *m = fuse_req_userdata(req);
+	atomic_fetch_add_explicit(&m->reqs[k], 1, memory_order_relaxed);
 	ra_once(m);
 	return m;
 }
@@ -223,7 +239,11 @@ static bool is_stub(const struct mount_node *n)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct mnt *m = userdata;
+	/* a file's open and release need not reach us: the kernel then keeps
+	 * its pages across opens as keep_cache does (FOPEN_KEEP_CACHE is its
+	 * default for a filesystem without open, fs/fuse/file.c) */
+	m->no_open = conn->capable & FUSE_CAP_NO_OPEN_SUPPORT;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO; /* always plus: walks stat */
@@ -251,7 +271,7 @@ static void reply_entry(fuse_req_t req, struct mnt *m, const struct mount_node *
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, R_LOOKUP);
 	struct mount_node *dir = node_of(m, parent);
 	if (is_stub(dir)) {
 		fuse_reply_err(req, ENOENT);
@@ -284,7 +304,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, R_FORGET);
 	if (ino != FUSE_ROOT_ID)
 		mount_nodes_forget(&m->nodes, node_of(m, ino), nlookup);
 	fuse_reply_none(req);
@@ -292,7 +312,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 {
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, R_FORGET);
 	for (size_t i = 0; i < count; i++)
 		if (f[i].ino != FUSE_ROOT_ID)
 			mount_nodes_forget(&m->nodes, node_of(m, f[i].ino), f[i].nlookup);
@@ -302,7 +322,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, R_GETATTR);
 	btrfsimg_fs *fs = mount_pool_get(&m->pool);
 	struct stat st;
 	int rc = node_stat(m, fs, node_of(m, ino), &st);
@@ -317,7 +337,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, R_READLINK);
 	struct mount_node *n = node_of(m, ino);
 	btrfsimg_fs *fs = mount_pool_get(&m->pool);
 	uint8_t *t = NULL;
@@ -409,6 +429,7 @@ static void dlist_free(struct dlist *d)
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
+	(void)mnt_of(req, R_OPENDIR);
 	struct dlist *d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
@@ -440,6 +461,7 @@ static void dlist_load(struct mnt *m, struct dlist *d, btrfsimg_fs *fs,
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
+	(void)mnt_of(req, R_RELEASEDIR);
 	dlist_free((struct dlist *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
@@ -501,7 +523,7 @@ static bool rd_add(struct rd *r, const char *name, uint64_t d_ino, mode_t type,
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, plus ? R_READDIRPLUS : R_READDIR);
 	struct dlist *d = (struct dlist *)(uintptr_t)fi->fh;
 	struct rd r = { .req = req, .m = m, .dir = node_of(m, ino), .plus = plus, .size = size };
 	r.buf = malloc(size ? size : 1);
@@ -566,6 +588,13 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
+	/* ENOSYS from the first open tells a kernel with FUSE_NO_OPEN_SUPPORT
+	 * to open files on its own from then on: no open or release round
+	 * trip per file. A write open never gets here (the mount is "ro") */
+	if (mnt_of(req, R_OPEN)->no_open) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);
 		return;
@@ -578,7 +607,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	(void)fi;
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, R_READ);
 	struct mount_node *n = node_of(m, ino);
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
@@ -606,10 +635,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+/* Nothing to let go (op_open keeps no state); counted. */
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	(void)mnt_of(req, R_RELEASE);
+	fuse_reply_err(req, 0);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
-	fuse_reply_statfs(req, &mnt_of(req)->vfs);
+	fuse_reply_statfs(req, &mnt_of(req, R_STATFS)->vfs);
 }
 
 /* ------------------------------------------------------------ xattrs */
@@ -674,7 +712,7 @@ static void reply_sized(fuse_req_t req, const char *v, size_t len, size_t size)
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, R_GETXATTR);
 	struct mount_node *n = node_of(m, ino);
 	struct xget x = { .name = name, .name_len = strlen(name) };
 	int rc = 0;
@@ -696,7 +734,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct mnt *m = mnt_of(req);
+	struct mnt *m = mnt_of(req, R_LISTXATTR);
 	struct mount_node *n = node_of(m, ino);
 	struct xget x = { 0 };
 	int rc = 0;
@@ -723,6 +761,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.readlink = op_readlink,
 	.open = op_open,
 	.read = op_read,
+	.release = op_release,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
@@ -849,6 +888,21 @@ static void ra_once(struct mnt *m)
 	}
 }
 
+/* -v: the requests served, by kind, once unmounted (stderr with -f, else
+ * syslog). */
+static void say_requests(struct mnt *m)
+{
+	char line[512];
+	size_t len = 0;
+	for (int k = 0; k < R_KINDS; k++)
+		len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s %lu", k ? ", " : "",
+					req_names[k], atomic_load(&m->reqs[k]));
+	if (m->syslog)
+		syslog(LOG_INFO, "requests served: %s", line);
+	else
+		fprintf(stderr, "btrfsimg: mount: requests served: %s\n", line);
+}
+
 /* Mount, go to the background once mounted (unless -f), serve until
  * unmounted. */
 static int serve(struct cli *c, struct mnt *m)
@@ -887,6 +941,8 @@ static int serve(struct cli *c, struct mnt *m)
 	int rc = cfg ? fuse_session_loop_mt(se, cfg) : fuse_session_loop(se);
 	fuse_loop_cfg_destroy(cfg);
 	fuse_session_unmount(se);
+	if (c->verbose)
+		say_requests(m);
 	status = rc == 0 ? EXIT_OK : EXIT_FAILED;
 out_signals:
 	fuse_remove_signal_handlers(se);
