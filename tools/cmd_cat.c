@@ -114,7 +114,7 @@ static const struct cmd_option cat_options[] = {
 	{ OPT_NO_VERIFY, NULL },
 	{ OPT_DELETED_ID, "a recovered version (its id from 'btrfsimg deleted');\n"
 			  "untrusted ranges as zeros, exit 1 when partial" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

@@ -413,7 +413,7 @@ static const struct cmd_option extract_options[] = {
 		       "JSON-lines manifest DESTDIR/" REC_MANIFEST "\n"
 		       "(refused if there already; a version of that name\n"
 		       "goes to NAME.~ID~)" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

@@ -78,6 +78,10 @@ int bi_fx_scan(btrfsimg_fs *fs, size_t piece, unsigned depth, btrfsimg_scan_prog
  * btrfsimg_forensic_free frees its part first). Accepts NULL. */
 void bi_fx_index_free(struct btrfsimg_forensic *f);
 
+/* history.c: every generation `history` lists, oldest first (*gens
+ * malloc'ed, the caller frees). Returns 0 or -ENOMEM. */
+int bi_fx_generations(const btrfsimg_forensic *f, uint64_t **gens, size_t *ngens);
+
 /* qsort that accepts an empty (NULL) array, which qsort itself may not. */
 static inline void fx_qsort(void *base, size_t n, size_t size,
 			    int (*cmp)(const void *, const void *))

@@ -247,6 +247,11 @@ static int one_generation(struct hist *h, uint64_t gen, btrfsimg_generation_fn f
 	return fn(ctx, &h->g);
 }
 
+int bi_fx_generations(const btrfsimg_forensic *f, uint64_t **gens, size_t *ngens)
+{
+	return generations(f, gens, ngens);
+}
+
 int btrfsimg_forensic_history(btrfsimg_forensic *f, btrfsimg_generation_fn fn, void *ctx)
 {
 	if (!f || !fn)

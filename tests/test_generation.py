@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_generation.py: --generation N against the kernel's view of each
+commit (testdata/generations, made by testdata/gen_generations.py).
+
+    test_generation.py CLI TESTDATA [PYTHONPATH]
+
+The image is the final state of a filesystem the kernel wrote in steps;
+after each step the kernel's view of that commit (generation N) was
+recorded. For every recorded N, `walk --json --hash --generation N` on
+the final image must show nothing the kernel did not (zero false: every
+path it prints is in the view with every field equal; a sha256 may only
+be null, the content unread, with the path named as damage on stderr),
+and everything the kernel showed unless it is reported as damage (exit
+1, the path or a directory above it named on stderr). A generation whose
+root tree is gone must exit 2 naming the generations history lists. The
+image is such that each outcome happens at least once: the last
+generation exact (the superblock's root), an older one exact through a
+backup root, one found by scanning, one with damage, one gone.
+Then cat, extract, subvols and inodes with --generation, a generation no
+history lists, and the Python binding's open(..., generation=N).
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import imgtest  # noqa: E402
+
+TIMEOUT = 120
+
+
+def named(err, path):
+    """Whether stderr names @path or a directory above it as damaged."""
+    parts = path.split("/")
+    for i in range(len(parts), 0, -1):
+        if ("btrfsimg: %s: " % "/".join(parts[:i])).encode() in err:
+            return True
+    return False
+
+
+def walk_check(kv, res, cli, img, gen, view, last):
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--generation", str(gen),
+                                         img], timeout=TIMEOUT)
+    name = "walk --generation %d" % gen
+    if rc == 2:
+        # no root tree of N at all, or its top-level tree unreadable
+        ok = gen != last and out == b"" and (
+            (b"generation %d: no root tree found" % gen in err and b"history lists: " in err)
+            or (b"reading generation %d: root tree at logical " % gen in err
+                and b"walk: corrupt " in err))
+        res.check(name + ": its trees gone, exit 2 saying which", ok,
+                  "rc=%r %s" % (rc, err[-300:]))
+        return "gone"
+    probs = []
+    if rc not in (0, 1):
+        probs.append("exit %r: %s" % (rc, err[-300:]))
+    if b"reading generation %d: root tree at logical " % gen not in err:
+        probs.append("stderr does not say which root was read: %r" % err[:200])
+    got = [json.loads(line) for line in out.splitlines() if line.strip()]
+    want = {r["path"]: kv.comparable(r) for r in view}
+    seen = set()
+    for r in got:
+        p = r["path"]
+        seen.add(p)
+        if p not in want:
+            probs.append("%r shown, the kernel had no such path" % p)
+            continue
+        a, b = kv.comparable(r), want[p]
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) == b.get(k):
+                continue
+            if k == "sha256" and a.get(k) is None and rc == 1 and named(err, p):
+                continue  # content not read, and said so
+            probs.append("%r: %s: have %r expect %r" % (p, k, a.get(k), b.get(k)))
+    missing = [p for p in want if p not in seen]
+    for p in missing:
+        if rc != 1 or not named(err, p):
+            probs.append("%r left out without damage named (exit %r)" % (p, rc))
+    res.problems("%s: %d of %d paths, none false, the rest named as damage"
+                 % (name, len(got), len(want)), probs[:20])
+    if probs:
+        return "bad"
+    how = "scan" if b"found by scanning" in err else \
+        "backup" if b"from backup root" in err else "super"
+    return how + (" exact" if rc == 0 and not missing else " damaged")
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def view_of(view, path):
+    return next(r for r in view if r["path"] == path)
+
+
+def other_commands(res, cli, img, views, tmp):
+    # b/big: 300000 bytes at generation 10, truncated to 70000 at 11
+    for gen in (10, 11):
+        want = view_of(views[gen], "b/big")
+        rc, out, err = imgtest.run_cli(cli, ["cat", "--generation", str(gen), "--path", "b/big",
+                                             img], timeout=TIMEOUT)
+        res.check("cat --generation %d b/big: the kernel's bytes of then" % gen,
+                  rc == 0 and len(out) == want["size"] and sha(out) == want["sha256"],
+                  "rc=%r size %d expect %d %s" % (rc, len(out), want["size"], err[-200:]))
+    dest = os.path.join(tmp, "x11")
+    rc, out, err = imgtest.run_cli(cli, ["extract", "--generation", "11", img, dest],
+                                   timeout=TIMEOUT)
+    probs = [] if rc == 0 else ["exit %r: %s" % (rc, err[-300:])]
+    for r in views[11]:
+        if r["sha256"] and r["path"]:
+            f = os.path.join(dest, r["path"])
+            have = sha(open(f, "rb").read()) if os.path.isfile(f) else None
+            if have != r["sha256"]:
+                probs.append("%s: sha256 %s expect %s" % (r["path"], have, r["sha256"]))
+    res.problems("extract --generation 11: every file as the kernel had it", probs)
+    for gen in (11, max(views)):
+        rc, out, err = imgtest.run_cli(cli, ["subvols", "--json", "--generation", str(gen), img],
+                                       timeout=TIMEOUT)
+        svs = [json.loads(line) for line in out.splitlines() if line.strip()]
+        top = [s for s in svs if s["id"] == 5]
+        ok = rc == 0 and sorted(s["path"] for s in svs) == ["", "snap", "sv"] and \
+            top and top[0]["generation"] == gen and all(s["generation"] <= gen for s in svs)
+        res.check("subvols --generation %d: sv, snap; the top level last written in %d"
+                  % (gen, gen), ok, "rc=%r %r %s" % (rc, svs, err[-200:]))
+    rc, out, err = imgtest.run_cli(cli, ["inodes", "--json", "--generation", "11", img],
+                                   timeout=TIMEOUT)
+    have = {(r["subvol"], r["objectid"]) for r in
+            (json.loads(line) for line in out.splitlines() if line.strip())}
+    want = {(r["subvol"], r["ino"]) for r in views[11]}
+    res.check("inodes --generation 11: the inodes the kernel had", rc == 0 and have == want,
+              "rc=%r extra %r missing %r %s" % (rc, sorted(have - want), sorted(want - have),
+                                                 err[-200:]))
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--generation", "3", img], timeout=TIMEOUT)
+    res.check("walk --generation 3 (never committed there): exit 2, what history lists",
+              rc == 2 and b"generation 3: no root tree found" in err and
+              b"history lists: " in err and out == b"", "rc=%r %s" % (rc, err[-300:]))
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--generation", "0", img], timeout=TIMEOUT)
+    res.check("walk --generation 0: refused as a usage error", rc == 2 and out == b"",
+              "rc=%r %s" % (rc, err[-300:]))
+
+
+def python_binding(res, img, views, pythonpath):
+    if not pythonpath:
+        print("skip python: no PYTHONPATH given")
+        return
+    code = r"""
+import hashlib, json, sys, warnings
+import btrfsimg
+out = {}
+warnings.simplefilter("ignore")
+for gen in map(int, sys.argv[2:]):
+    with btrfsimg.open(sys.argv[1], generation=gen) as fs:
+        out[gen] = {r["path"]: r.get("sha256") for r in fs.walk(hash=True)}
+print(json.dumps(out))
+"""
+    gens = [11, max(views)]
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    try:
+        p = subprocess.run([sys.executable, "-c", code, img] + [str(g) for g in gens],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                           timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        res.check("python open(generation=N)", False, "timed out")
+        return
+    if p.returncode != 0 and b"No module named" in p.stderr:
+        print("skip python: the binding is not built (%s)" % p.stderr.decode()[-120:])
+        return
+    probs = [] if p.returncode == 0 else [p.stderr.decode(errors="replace")[-300:]]
+    if p.returncode == 0:
+        got = json.loads(p.stdout)
+        for g in gens:
+            want = {r["path"]: r["sha256"] for r in views[g]}
+            if got[str(g)] != want:
+                probs.append("generation %d: paths/sha256 differ from the kernel's" % g)
+    res.problems("python open(..., generation=N) walks as the kernel had it", probs)
+
+
+def main():
+    cli, testdata = sys.argv[1], sys.argv[2]
+    pythonpath = sys.argv[3] if len(sys.argv) > 3 else ""
+    kv = imgtest.import_kview(testdata)
+    d = os.path.join(testdata, "generations")
+    gens = imgtest.load_json(os.path.join(d, "generations.json"))
+    views = {g["generation"]: imgtest.load_jsonl(os.path.join(d, "gen-%d.jsonl" % g["generation"]))
+             for g in gens}
+    last = gens[-1]["generation"]
+    res = imgtest.Tally()
+    with tempfile.TemporaryDirectory(prefix="btrfsimg-gen.") as tmp:
+        img = imgtest.private_copy(os.path.join(d, "gens.img.zst"), tmp)
+        outcomes = {g: walk_check(kv, res, cli, img, g, views[g], last) for g in views}
+        print("outcomes: %s" % outcomes)
+        o = set(outcomes.values())
+        res.check("the last generation exact from the superblock", outcomes[last] == "super exact",
+                  outcomes[last])
+        for want in ("backup exact", "scan exact", "scan damaged", "gone"):
+            res.check("some generation is %r (the image covers it)" % want, want in o, outcomes)
+        other_commands(res, cli, img, views, tmp)
+        python_binding(res, img, views, pythonpath)
+    return res.summary(need_one=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
