@@ -18,6 +18,10 @@ mounted again for the next step. The copies are not kept.
 
 Writes to OUTDIR:
   gens.img.zst          the final image (zstd -19 --long=27)
+  spread.img.zst        the copy after step 4b, before the churn: every
+                        older root tree still whole (step 2's transaction
+                        wrote its root-tree node twice, the first copy
+                        freed: the extent tree tells which is the root)
   gen-N.jsonl           the kernel's view of generation N (gen_kview
                         record: the format of `walk --json --hash`)
   generations.json      [{"generation": N, "step": what it did}], oldest
@@ -134,7 +138,7 @@ def generation(img):
     raise RuntimeError("no generation in dump-super")
 
 
-def record(img, copy, mnt, out):
+def record(img, copy, mnt, out, keep=None):
     sh("cp", "--sparse=always", img, copy)
     sh("mount", "-o", "ro,noatime,loop", copy, mnt)
     try:
@@ -143,6 +147,8 @@ def record(img, copy, mnt, out):
                            check=True, stdout=f)
     finally:
         sh("umount", mnt)
+    if keep:
+        sh("zstd", "-q", "-19", "--long=27", "-f", copy, "-o", keep)
     os.unlink(copy)
 
 
@@ -164,7 +170,8 @@ def main():
             finally:
                 sh("umount", mnt)
             n = generation(img)
-            record(img, copy, mnt, os.path.join(out, "gen-%d.jsonl" % n))
+            keep = os.path.join(out, "spread.img.zst") if st is step4b else None
+            record(img, copy, mnt, os.path.join(out, "gen-%d.jsonl" % n), keep)
             gens.append({"generation": n, "step": what})
             print("generation %d: %s" % (n, what), file=sys.stderr)
     finally:

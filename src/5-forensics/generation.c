@@ -77,8 +77,8 @@ static bool self_recorded(struct btrfsimg_fs *fs, const struct bi_root *cand)
  * names, else, level by level from the highest, the one root-tree block
  * of @gen that its own extent tree records, else the only one at the
  * highest level (reported as damage). @how says which, or what failed. */
-static int pick_root(struct btrfsimg_forensic *f, uint64_t gen, struct bi_root *out, char *how,
-		     size_t howlen)
+int bi_fx_pick_root(struct btrfsimg_forensic *f, uint64_t gen, struct bi_root *out, char *how,
+		    size_t howlen, bool report)
 {
 	size_t lo, hi;
 	bi_fx_owner_range(f, OBJ_ROOT_TREE, &lo, &hi);
@@ -123,7 +123,7 @@ static int pick_root(struct btrfsimg_forensic *f, uint64_t gen, struct bi_root *
 			return -ENOENT;
 		}
 	}
-	if (ntop == 1) {
+	if (ntop == 1 && report) {
 		/* One block at the top: the root unless a copy of it written
 		 * earlier in the transaction is all that is left. Its extent
 		 * tree could not tell (no longer readable whole): read it, and
@@ -157,7 +157,7 @@ static int scan_for_root(struct btrfsimg_fs *fs, uint64_t gen, struct bi_root *o
 	char how[128];
 	rc = bi_fx_generations(f, &gens, &ngens);
 	if (rc == 0)
-		rc = pick_root(f, gen, out, how, sizeof(how));
+		rc = bi_fx_pick_root(f, gen, out, how, sizeof(how), true);
 	if (rc == 0) {
 		snprintf(fs->gen_how, sizeof(fs->gen_how), "root tree at logical %" PRIu64 " (%s)",
 			 out->bytenr, how);
