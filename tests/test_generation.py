@@ -21,6 +21,7 @@ Then cat, extract, subvols and inodes with --generation, a generation no
 history lists, and the Python binding's open(..., generation=N).
 """
 import hashlib
+import struct
 import re
 import json
 import os
@@ -148,6 +149,48 @@ def other_commands(res, cli, img, views, steps, tmp):
               "rc=%r %s" % (rc, err[-300:]))
 
 
+def plant_newer_root(img, gen):
+    """Point tree 5's ROOT_ITEM in generation @gen's root-tree leaf at
+    today's tree 5 root (from the superblock's current backup root), the
+    leaf's checksum recomputed: an older tree naming a newer block.
+    Returns a description, or None when no such leaf is on the image."""
+    with open(img, "r+b") as f:
+        sb = bytearray(f.read(0x11000)[0x10000:])
+        nodesize = struct.unpack_from("<I", sb, 0x94)[0]
+        sgen = struct.unpack_from("<Q", sb, 0x48)[0]
+        today = None
+        for i in range(4):
+            b = 0xb2b + 168 * i
+            if struct.unpack_from("<Q", sb, b + 8)[0] == sgen:
+                today = struct.unpack_from("<QQ", sb, b + 48) + (sb[b + 155],)
+        f.seek(0)
+        off = 0
+        while today:
+            blk = f.read(nodesize)
+            if len(blk) < nodesize:
+                return None
+            bytenr, gen_, owner = struct.unpack_from("<Q", blk, 0x30)[0], \
+                struct.unpack_from("<Q", blk, 0x50)[0], struct.unpack_from("<Q", blk, 0x58)[0]
+            if blk[0x20:0x30] == sb[0x20:0x30] and gen_ == gen and owner == 1 and blk[0x64] == 0:
+                nr = struct.unpack_from("<I", blk, 0x60)[0]
+                for slot in range(nr):
+                    it = 0x65 + 25 * slot
+                    oid, typ = struct.unpack_from("<QB", blk, it)
+                    if (oid, typ) != (5, 132):
+                        continue
+                    d = 0x65 + struct.unpack_from("<I", blk, it + 17)[0]
+                    b = bytearray(blk)
+                    struct.pack_into("<Q", b, d + 176, today[0])  # bytenr
+                    struct.pack_into("<Q", b, d + 160, today[1])  # generation
+                    b[d + 238] = today[2]                          # level
+                    b[0:4] = struct.pack("<I", imgtest.crc32c(bytes(b[32:])))
+                    f.seek(off)
+                    f.write(b)
+                    return "leaf %d: tree 5 at %d, generation %d" % (bytenr, today[0], today[1])
+            off += nodesize
+    return None
+
+
 def python_binding(res, img, views, steps, pythonpath):
     if not pythonpath:
         print("skip python: no PYTHONPATH given")
@@ -205,6 +248,14 @@ def main():
                   outs)
         res.check("spread: a generation whose top root-tree block was written twice, read "
                   "exact", "scan twice exact" in outs.values(), outs)
+        # hostile: generation 1st's root tree naming today's tree 5
+        what = plant_newer_root(img, steps[0])
+        rc, out, err = imgtest.run_cli(cli, ["walk", "--generation", str(steps[0]), img],
+                                       timeout=TIMEOUT)
+        res.check("an older root tree naming a newer block: refused, not followed",
+                  what and rc == 2 and out == b"" and
+                  b"generation newer than the one read, have " in err,
+                  "%s: rc=%r out=%r %s" % (what, rc, out[:80], err[-300:]))
         os.unlink(img)
         img = imgtest.private_copy(os.path.join(d, "gens.img.zst"), tmp)
         outcomes = {g: walk_check(kv, res, cli, img, g, views[g], last) for g in views}
