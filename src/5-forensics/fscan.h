@@ -82,7 +82,7 @@ void bi_fx_index_free(struct btrfsimg_forensic *f);
  * malloc'ed, the caller frees). Returns 0 or -ENOMEM. */
 int bi_fx_generations(const btrfsimg_forensic *f, uint64_t **gens, size_t *ngens);
 
-/* generation.c: the root-tree root of generation @gen: the block a
+/* genroot.c: the root-tree root of generation @gen: the block a
  * superblock copy names, else, level by level from the highest, the one
  * root-tree block of @gen that its own extent tree records; else (with
  * @report, as damage) the only one at the highest level. @how says which
