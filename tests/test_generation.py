@@ -191,6 +191,34 @@ def plant_newer_root(img, gen):
     return None
 
 
+def mount_check(res, cli, img, view, gen):
+    """mount --generation: the FUSE view of b/big as the kernel had it."""
+    fusermount = next((f for f in ("fusermount3", "fusermount")
+                       if any(os.access(os.path.join(d, f), os.X_OK)
+                              for d in os.environ.get("PATH", "").split(":"))), None)
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not fusermount:
+        print("skip mount --generation: needs root, /dev/fuse and fusermount")
+        return
+    mnt = tempfile.mkdtemp(prefix="btrfsimg-gen-mnt.")
+    rc, _, err = imgtest.run_cli(cli, ["mount", "--generation", str(gen), img, mnt],
+                                 timeout=TIMEOUT)
+    try:
+        want = view_of(view, "b/big")
+        have = None
+        if rc == 0:
+            with open(os.path.join(mnt, "b", "big"), "rb") as f:
+                have = f.read()
+        names = sorted(os.listdir(mnt)) if rc == 0 else None
+        top = sorted(r["path"] for r in view if r["path"] and "/" not in r["path"])
+        res.check("mount --generation %d: b/big and the top level as the kernel had them"
+                  % gen, rc == 0 and have is not None and sha(have) == want["sha256"]
+                  and names == top, "rc=%r names %r expect %r %s" % (rc, names, top, err[-200:]))
+    finally:
+        if rc == 0:
+            subprocess.run([fusermount, "-u", mnt], timeout=60)
+        os.rmdir(mnt)
+
+
 def python_binding(res, img, views, steps, pythonpath):
     if not pythonpath:
         print("skip python: no PYTHONPATH given")
@@ -278,6 +306,7 @@ def main():
                       any(x.endswith(want) for x in o), outcomes)
         other_commands(res, cli, img, views, steps, tmp)
         python_binding(res, img, views, steps, pythonpath)
+        mount_check(res, cli, img, views[steps[2]], steps[2])
     return res.summary(need_one=True)
 
 
