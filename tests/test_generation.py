@@ -230,7 +230,10 @@ out = {}
 warnings.simplefilter("ignore")
 for gen in map(int, sys.argv[2:]):
     with btrfsimg.open(sys.argv[1], generation=gen) as fs:
+        assert fs.generation[0] == gen and fs.generation[1].startswith("root tree at logical ")
         out[gen] = {r["path"]: r.get("sha256") for r in fs.walk(hash=True)}
+with btrfsimg.open(sys.argv[1]) as fs:
+    assert fs.generation is None
 print(json.dumps(out))
 """
     gens = [steps[3], max(views)]

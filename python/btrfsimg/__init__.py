@@ -44,7 +44,7 @@ import io
 import os
 import stat as _stat
 import warnings
-from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _btrfsimg
 from ._btrfsimg import DamagedError, Error, NotFoundError, UnsupportedError
@@ -221,6 +221,12 @@ class Filesystem:
         """The superblock in use, the devices, profiles and log tree: a dict
         with the keys of `btrfsimg super --json`."""
         return self._h.super()
+
+    @property
+    def generation(self) -> Optional[Tuple[int, str]]:
+        """With open(..., generation=N): (N, where its root tree was found,
+        as the CLI's "reading generation N: ..." line); else None."""
+        return self._h.generation_root()
 
     def subvolumes(self) -> List[Dict[str, Any]]:
         """Every subvolume and snapshot, top level (5) first, then by id:
