@@ -219,6 +219,21 @@ def mount_check(res, cli, img, view, gen):
         os.rmdir(mnt)
 
 
+def log_check(res, cli, testdata, tmp):
+    """--generation G, G the superblock's: the same as without it, the log
+    tree (written one transaction after G) replayed as usual."""
+    img = imgtest.private_copy(os.path.join(testdata, "logtree", "extents.crash.img.zst"), tmp)
+    rc, out, err = imgtest.run_cli(cli, ["super", "--json", img], timeout=TIMEOUT)
+    gen = json.loads(out)["generation"] if rc == 0 else 0
+    base = imgtest.run_cli(cli, ["walk", "--json", "--hash", img], timeout=TIMEOUT)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--generation", str(gen),
+                                         img], timeout=TIMEOUT)
+    res.check("logtree crash image, --generation %d (the superblock's): as without it, the "
+              "log replayed" % gen, gen and rc == base[0] == 0 and out == base[1] and
+              b"replayed the log tree" in err, "rc=%r/%r %s" % (rc, base[0], err[-300:]))
+    os.unlink(img)
+
+
 def python_binding(res, img, views, steps, pythonpath):
     if not pythonpath:
         print("skip python: no PYTHONPATH given")
@@ -310,6 +325,7 @@ def main():
         other_commands(res, cli, img, views, steps, tmp)
         python_binding(res, img, views, steps, pythonpath)
         mount_check(res, cli, img, views[steps[2]], steps[2])
+        log_check(res, cli, testdata, tmp)
     return res.summary(need_one=True)
 
 

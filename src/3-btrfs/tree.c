@@ -391,9 +391,12 @@ int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expec
 		  struct bi_block **out)
 {
 	*out = NULL;
-	/* --generation N: the trees of N point only to blocks written by N at
-	 * the latest (the chunk tree is today's: not read through them) */
-	if (e && fs->want_gen && e->owner != OBJ_CHUNK_TREE && e->generation > fs->want_gen)
+	/* --generation N, older than the superblock's: the trees of N point
+	 * only to blocks written by N at the latest (the chunk tree is
+	 * today's, not read through them; the superblock's own generation
+	 * keeps its log tree, written one transaction later) */
+	if (e && fs->want_gen && fs->want_gen < fs->sb.info.generation &&
+	    e->owner != OBJ_CHUNK_TREE && e->generation > fs->want_gen)
 		return bi_err(fs, -EUCLEAN,
 			      "corrupt pointer: tree %" PRIu64 " block=%" PRIu64
 			      ", generation newer than the one read, have %" PRIu64
