@@ -49,7 +49,7 @@ static int scan_for_root(struct btrfsimg_fs *fs, uint64_t gen, struct bi_root *o
 		return rc;
 	uint64_t *gens = NULL;
 	size_t ngens = 0;
-	char how[128];
+	char how[128] = "";
 	rc = bi_fx_generations(f, &gens, &ngens);
 	if (rc == 0)
 		rc = bi_fx_pick_root(f, gen, out, how, sizeof(how), true);
