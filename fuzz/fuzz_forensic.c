@@ -13,7 +13,11 @@
  * order, and 0 only for an intact one (a size past
  * btrfsimg_file_size_bound: partial, its bytes up to where the last bad
  * range, the holes, begins, read in bounded time); the handle has a
- * message after every failure.
+ * message after every failure. Then the oldest generation history lists
+ * is opened (btrfsimg_set_generation: the root chosen from the scan, every
+ * block of its trees checked against generation N) and its subvolumes
+ * listed: either the open fails with a message or it says which root it
+ * read.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,6 +43,7 @@ static void on_log(void *ctx, bool damage, const char *msg)
 
 struct order {
 	uint64_t owner, generation, transid;
+	uint64_t oldest; /* the first generation history lists */
 	bool any;
 };
 
@@ -68,6 +73,8 @@ static int on_gen(void *ctx, const struct btrfsimg_generation *g)
 	struct order *o = ctx;
 	CHECK(!o->any || g->transid > o->transid);
 	CHECK(g->ntrees == 0 || g->trees);
+	if (!o->any)
+		o->oldest = g->transid;
 	o->transid = g->transid;
 	o->any = true;
 	return 0;
@@ -133,6 +140,32 @@ static int on_rec(void *ctx, const struct btrfsimg_recovered *r)
 	return 0;
 }
 
+/* The filesystem as generation @gen committed it. */
+static void open_generation(struct sparse_image *im, uint64_t gen)
+{
+	btrfsimg_fs *fs = NULL;
+	if (btrfsimg_fs_new(&fs, NULL) < 0)
+		return;
+	btrfsimg_set_log(fs, on_log, NULL);
+	CHECK(btrfsimg_set_generation(fs, gen) == 0);
+	CHECK(btrfsimg_add_device_io(fs, sparse_read, im, im->size, "fuzz") == 0);
+	if (btrfsimg_open(fs) < 0) {
+		CHECK(*btrfsimg_errmsg(fs) && !btrfsimg_generation_root(fs, NULL));
+		goto out;
+	}
+	uint64_t have = 0;
+	const char *how = btrfsimg_generation_root(fs, &have);
+	CHECK(how && have == gen && !strncmp(how, "root tree at logical ", 21));
+	struct btrfsimg_subvol *v = NULL;
+	size_t n = 0;
+	if (btrfsimg_subvols(fs, &v, &n) < 0)
+		CHECK(*btrfsimg_errmsg(fs));
+	else
+		btrfsimg_subvols_free(v, n);
+out:
+	btrfsimg_fs_free(fs);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -165,6 +198,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct recs x = { f, btrfsimg_file_size_bound(fs), 0 };
 	rc = btrfsimg_forensic_recovered(f, on_rec, &x);
 	CHECK(rc == 0 || (rc < 0 && *btrfsimg_errmsg(fs)));
+	if (o.any)
+		open_generation(&im, o.oldest);
 out:
 	btrfsimg_forensic_free(f);
 	btrfsimg_fs_free(fs);

@@ -3,7 +3,8 @@
 # Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 """A whole-image seed for fuzz/fuzz_forensic.c (fuzz/sparse_image.h format)
 from a forensic truth image, kept small: the superblock copies, every
-chunk-tree and root-tree block, and every STEP-th block of the fs trees,
+chunk-tree, root-tree and extent-tree block (the extent tree tells
+which root-tree block a commit wrote: --generation), and every STEP-th block of the fs trees,
 the csum tree and the subvolume's tree (live and stale alike); data and
 other trees read as zeros.
 
@@ -47,6 +48,7 @@ def main():
     forge = tuple(map(int, sys.argv[4].split("="))) if len(sys.argv) > 4 else None
     img = bytearray(genlib.unzstd_bytes(path))
     fsid = img[0x10020:0x10030]
+    NODE = struct.unpack_from("<I", img, 0x10094)[0]  # the superblock's nodesize
     keep = [(0x10000, img[0x10000:0x11000]), (64 << 20, img[(64 << 20):(64 << 20) + 4096])]
     seen = {}
     for off in range(0, len(img) - NODE, 4096):
@@ -55,7 +57,7 @@ def main():
         owner = struct.unpack_from("<Q", img, off + 88)[0]
         n = seen[owner] = seen.get(owner, -1) + 1
         forged = forge and owner == 5 and forge_inode(img, off, *forge)
-        if owner in (1, 3) or forged or (owner in (5, 7, 256) and n % step == 0):
+        if owner in (1, 2, 3) or forged or (owner in (5, 7, 256) and n % step == 0):
             blk = img[off:off + NODE]
             # trim zeros in the middle: header and item table, then item data
             head = blk.rstrip(b"\0")

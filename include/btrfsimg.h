@@ -159,6 +159,28 @@ BTRFSIMG_API int btrfsimg_add_device_file_format(btrfsimg_fs *fs, const char *pa
 BTRFSIMG_API int btrfsimg_open(btrfsimg_fs *fs);
 
 /**
+ * Before btrfsimg_open(): show the filesystem as generation @p transid
+ * (a transid btrfsimg_forensic_history() lists) committed it; 0 = the
+ * superblock's (the default). The root tree is the superblock's or one
+ * of its backup roots', else the one a scan of the devices finds (as
+ * history does). The chunk map is today's; the log tree is not replayed
+ * for an older generation. Every block is checked against its parent's
+ * pointer, so what was overwritten since reads as damage (-EIO/-EUCLEAN
+ * where it is reached), never as newer content. btrfsimg_open() fails
+ * with -ENOENT ("generation N: no root tree found; history lists: ...")
+ * when no root tree of @p transid is found. Returns 0 or -EINVAL (open).
+ */
+BTRFSIMG_API int btrfsimg_set_generation(btrfsimg_fs *fs, uint64_t transid);
+
+/**
+ * After an open with btrfsimg_set_generation(): the generation read (in
+ * *@p transid, may be NULL) and where its root tree was found, as
+ * "root tree at logical L (from backup root 2)"; borrowed, valid while
+ * @p fs is. NULL when no generation was asked for.
+ */
+BTRFSIMG_API const char *btrfsimg_generation_root(const btrfsimg_fs *fs, uint64_t *transid);
+
+/**
  * The last error message on this handle ("" if none). Borrowed: valid until
  * the next call on the handle.
  */

@@ -205,6 +205,7 @@ static int open_fs(struct cli *c)
 	if (rc < 0)
 		return cli_fail(c, rc, "cannot create a handle");
 	btrfsimg_set_log(c->fs, log_damage, c);
+	btrfsimg_set_generation(c->fs, c->generation);
 	rc = cli_volume_setup(c, c->fs);
 	if (rc)
 		return rc;
@@ -216,6 +217,10 @@ static int open_fs(struct cli *c)
 	rc = btrfsimg_open(c->fs);
 	if (rc < 0)
 		return cli_fail(c, rc, "cannot open the filesystem");
+	uint64_t gen;
+	const char *how = btrfsimg_generation_root(c->fs, &gen);
+	if (how && !c->quiet)
+		cli_warn("reading generation %" PRIu64 ": %s", gen, how);
 	return EXIT_OK;
 }
 

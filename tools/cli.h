@@ -27,6 +27,7 @@ struct cli {
 	int format;		/* --format: enum btrfsimg_format (0: detect) */
 	bool have_subvol;
 	uint64_t subvol;
+	uint64_t generation;	/* --generation N; 0: the superblock's */
 	const char *path;
 	const char *inode;	/* "SUBVOL:OBJECTID", parsed into the two below */
 	uint64_t inode_subvol, inode_objectid;
@@ -59,7 +60,7 @@ enum cli_opt {
 	/* subvols' filters, as btrfs subvolume list -s, -r, -d */
 	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED, OPT_DELETED_ID,
 	/* opening an image */
-	OPT_FORMAT, OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
+	OPT_FORMAT, OPT_PARTITION, OPT_OFFSET, OPT_SUPER_MIRROR, OPT_GENERATION, OPT_NO_LOG_REPLAY, OPT_VERBOSE, OPT_QUIET,
 	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE, OPT_KDF_LIMIT,	/* LUKS */
 	/* mount */
 	OPT_NUMBERS, OPT_FOREGROUND,

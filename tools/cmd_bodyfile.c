@@ -108,7 +108,7 @@ static const struct cmd_option bodyfile_options[] = {
 	{ OPT_DELETED, "add the recovered versions ('btrfsimg deleted'): names\n"
 		       "end ' (deleted)', or ' (earlier version ID)' for\n"
 		       "earlier versions of live files" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

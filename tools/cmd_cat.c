@@ -139,7 +139,7 @@ static const struct cmd_option cat_options[] = {
 			 "whose checksums fail as on disk, not zeros (said)" },
 	{ OPT_DELETED_ID, "a recovered version (its id from 'btrfsimg deleted');\n"
 			  "untrusted ranges as zeros, exit 1 when partial" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

@@ -459,7 +459,7 @@ static const struct cmd_option collisions_options[] = {
 	{ OPT_MOUNT_SUBVOL, NULL },
 	{ OPT_EXAMPLES, "list N groups per scheme (default 3, JSON 10);\n"
 			"0: every group, each with every member" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

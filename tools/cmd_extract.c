@@ -458,7 +458,7 @@ static const struct cmd_option extract_options[] = {
 		       "goes to NAME.~ID~)" },
 	{ OPT_INTACT_ONLY, "with --deleted: only the versions whose every byte\n"
 			   "was read (intact, verified or not)" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

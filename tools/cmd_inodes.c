@@ -405,7 +405,7 @@ static const struct cmd_option inodes_options[] = {
 	{ OPT_INUMBITS, "the inumbits=N proposal's numbers (0 or 32..64;\n"
 			"default 56)" },
 	{ OPT_MOUNT_SUBVOL, NULL },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

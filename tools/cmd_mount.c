@@ -973,7 +973,8 @@ static int cmd_mount(struct cli *c)
 	 * they are detected; not when a format was forced, nor through volume
 	 * layers whose keys would be asked for or derived again (one handle
 	 * then, the requests taking turns) */
-	bool layered = c->format || c->volume || c->passphrase_file || c->volume_key_file;
+	bool layered = c->format || c->volume || c->passphrase_file || c->volume_key_file ||
+		       c->generation; /* the pool's handles would read today's tree */
 	char err[512] = "";
 	if (mount_pool_open(&m.pool, c->fs, layered ? 1 : HANDLES, c->images, c->nimages, &c->opts,
 			    err, sizeof(err)) < HANDLES &&
@@ -1034,7 +1035,7 @@ static const struct cmd_option mount_options[] = {
 	{ OPT_NUMBERS, NULL },
 	{ OPT_FOREGROUND, NULL },
 	{ OPT_NO_VERIFY, "do not verify data checksums (no EIO on damaged data)" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

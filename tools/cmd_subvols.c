@@ -132,7 +132,7 @@ static const struct cmd_option subvols_options[] = {
 	{ OPT_SNAPSHOTS, "only snapshots (btrfs subvolume list -s)" },
 	{ OPT_READONLY, "only read-only subvolumes (-r)" },
 	{ OPT_DELETED, "only deleted subvolumes not yet cleaned (-d)" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

@@ -616,7 +616,7 @@ static const struct cmd_option walk_options[] = {
 	{ OPT_MOUNT_SUBVOL, "with --inumbits: the mounted subvolume for numdevs=2\n"
 			    "(default: the default subvolume)" },
 	{ OPT_NO_VERIFY, "with --hash: do not verify data checksums" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

@@ -67,6 +67,10 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_OFFSET] = { "offset", 0, "BYTES", "the filesystem starts at BYTES in every image" },
 	[OPT_SUPER_MIRROR] = { "super-mirror", 0, "N",
 			       "use superblock copy N (0, 1, 2) instead of the newest" },
+	[OPT_GENERATION] = { "generation", 0, "N",
+			     "show the filesystem as generation N committed it\n"
+			     "(a transid `history` lists); what it no longer\n"
+			     "reaches is damage" },
 	[OPT_NO_LOG_REPLAY] = { "no-log-replay", 0, NULL,
 				"show the last committed state (ignore the log tree)" },
 	[OPT_VERBOSE] = { "verbose", 'v', NULL, "also report what was read or replayed" },
@@ -232,6 +236,10 @@ static int set_number(struct cli *c, int id, const char *arg)
 		if (!parse_u64(arg, &c->subvol))
 			return bad_value("--subvol", arg);
 		c->have_subvol = true;
+		return 0;
+	case OPT_GENERATION:
+		if (!parse_u64(arg, &c->generation) || c->generation == 0)
+			return bad_value("--generation (a transid, 1 or more)", arg);
 		return 0;
 	case OPT_MOUNT_SUBVOL:
 		if (!parse_u64(arg, &c->mount_subvol))

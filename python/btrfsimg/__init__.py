@@ -44,7 +44,7 @@ import io
 import os
 import stat as _stat
 import warnings
-from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _btrfsimg
 from ._btrfsimg import DamagedError, Error, NotFoundError, UnsupportedError
@@ -221,6 +221,12 @@ class Filesystem:
         """The superblock in use, the devices, profiles and log tree: a dict
         with the keys of `btrfsimg super --json`."""
         return self._h.super()
+
+    @property
+    def generation(self) -> Optional[Tuple[int, str]]:
+        """With open(..., generation=N): (N, where its root tree was found,
+        as the CLI's "reading generation N: ..." line); else None."""
+        return self._h.generation_root()
 
     def subvolumes(self) -> List[Dict[str, Any]]:
         """Every subvolume and snapshot, top level (5) first, then by id:
@@ -399,7 +405,7 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
          super_mirror: Optional[int] = None, cache_bytes: int = 0,
          format: Optional[str] = None, passphrase: Optional[Union[str, bytes]] = None,
          volume_key: Optional[bytes] = None, volume: Optional[str] = None,
-         kdf_limit: Optional[float] = None,
+         kdf_limit: Optional[float] = None, generation: Optional[int] = None,
          on_damage: Optional[Callable[[str], Any]] = None) -> Filesystem:
     """Open the btrfs filesystem on `devices`: every device image of a
     multi-device filesystem, in any order (matched by fsid and devid;
@@ -424,7 +430,9 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
     EKEYREJECTED). volume: the LVM logical volume "VG/LV" to use when
     several hold btrfs. kdf_limit: seconds of LUKS key derivation one
     keyslot may take, estimated before it runs (default 10; the open 3
-    times it), as the CLI's --kdf-limit.
+    times it), as the CLI's --kdf-limit. generation: show the filesystem
+    as that transid (one history() lists) committed it, as the CLI's
+    --generation: what its trees no longer reach is damage (on_damage).
 
     on_damage: called with each message of damage worked around (default:
     a DamageWarning).
@@ -447,6 +455,10 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
             if not 0.001 <= kdf_limit <= 86400:
                 raise ValueError("kdf_limit: seconds, 0.001..86400")
             h.set_kdf_limit(round(kdf_limit * 1000))
+        if generation is not None:
+            if not 1 <= generation < 1 << 64:
+                raise ValueError("generation: a transid, 1 or more")
+            h.set_generation(generation)
         for i, d in enumerate(devices):
             if isinstance(d, (str, bytes, os.PathLike)):
                 h.add_file(d, fmt)

@@ -460,6 +460,29 @@ static PyObject *Handle_set_kdf_limit(Handle *h, PyObject *args)
 	return finish(h, rc, rc < 0 ? NULL : Py_NewRef(Py_None));
 }
 
+/* set_generation(transid): btrfsimg_set_generation (0: the superblock's). */
+static PyObject *Handle_set_generation(Handle *h, PyObject *args)
+{
+	unsigned long long gen;
+	if (!PyArg_ParseTuple(args, "K", &gen) || check_adding(h) < 0)
+		return NULL;
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_set_generation(h->fs, gen));
+	return finish(h, rc, rc < 0 ? NULL : Py_NewRef(Py_None));
+}
+
+/* generation_root() -> (transid, how) or None: btrfsimg_generation_root. */
+static PyObject *Handle_generation_root(Handle *h, PyObject *Py_UNUSED(args))
+{
+	if (handle_check_open(h) < 0)
+		return NULL;
+	uint64_t gen = 0;
+	const char *how = btrfsimg_generation_root(h->fs, &gen);
+	if (!how)
+		Py_RETURN_NONE;
+	return Py_BuildValue("(Ks)", (unsigned long long)gen, how);
+}
+
 static PyObject *Handle_add_io(Handle *h, PyObject *args)
 {
 	PyObject *obj;
@@ -803,6 +826,10 @@ static PyMethodDef Handle_methods[] = {
 	  "set_key(kind, bytes): 0 passphrase, 1 volume key, 2 LVM volume VG/LV" },
 	{ "set_kdf_limit", (PyCFunction)Handle_set_kdf_limit, METH_VARARGS,
 	  "set_kdf_limit(ms): LUKS key derivation allowed per keyslot (0: default)" },
+	{ "set_generation", (PyCFunction)Handle_set_generation, METH_VARARGS,
+	  "set_generation(transid): read that generation's root tree (0: the superblock's)" },
+	{ "generation_root", (PyCFunction)Handle_generation_root, METH_NOARGS,
+	  "generation_root() -> (transid, how) or None" },
 	{ "add_io", (PyCFunction)Handle_add_io, METH_VARARGS,
 	  "add_io(obj, size, name, use_read_at)" },
 	{ "open", (PyCFunction)Handle_open, METH_NOARGS, "open()" },

@@ -73,6 +73,15 @@ struct btrfsimg_fs {
 	size_t ndevitems;
 	struct bi_vols *vols;	/* LUKS/LVM layers, keys, layer rows (2-volume/vol.c) */
 	struct bi_dlist *dirs;	/* readdir's buffers, reused (4-files/dir.c) */
+
+	/* --generation: the transid whose root tree the open reads (0: the
+	 * superblock's), how that root was found (for the report), and the
+	 * device scan that finds it when no superblock names it, set by
+	 * btrfsimg_set_generation (5-forensics/generation.c) so that the
+	 * open (3-btrfs) calls up only through this pointer. */
+	uint64_t want_gen;
+	char gen_how[160];
+	int (*gen_scan)(struct btrfsimg_fs *fs, uint64_t gen, struct bi_root *out);
 };
 
 #endif

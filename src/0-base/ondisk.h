@@ -53,6 +53,11 @@
 #define SB_SYS_CHUNK_ARRAY 0x32b
 #define SB_SYS_CHUNK_ARRAY_MAX 2048u
 #define SB_SUPER_ROOTS 0xb2b
+/* four backup roots of 168 bytes: +0 tree_root, +8 its generation, ...,
+ * +152 tree_root_level */
+#define BACKUP_ROOTS 4
+#define BACKUP_SIZE 168
+#define BACKUP_TREE_LEVEL 152
 #define SB_CSUM_START 0x20	/* checksum covers [0x20, 4096) */
 
 /* Byte offset of superblock copy @i (0..2): 64 KiB, 64 MiB, 256 GiB (the

@@ -17,6 +17,7 @@
 
 #include "3-btrfs/open.h"
 
+#include "0-base/cursor.h"
 #include "0-base/err.h"
 #include "0-base/handle.h"
 #include "1-image/dev.h"
@@ -116,6 +117,46 @@ static int open_root_tree(struct btrfsimg_fs *fs)
 	return 0;
 }
 
+/* --generation N: the root tree N committed. The superblock in use names
+ * its own generation's root and, in its four backup roots, those of the
+ * last commits (kernel fs/btrfs/disk-io.c backup_super_roots()); older
+ * ones are found by the device scan behind fs->gen_scan. The chunk tree
+ * stays today's (chunks rarely move; a block that no longer maps is
+ * damage when read), and the log is not replayed: it continues the
+ * superblock's generation, not N. Every block below the root is checked
+ * against its parent's pointer (bytenr, generation <= N), so a block
+ * overwritten since is damage where it is read, never followed. */
+static int open_generation(struct btrfsimg_fs *fs)
+{
+	uint64_t n = fs->want_gen;
+	if (n == 0)
+		return 0;
+	if (n == fs->sb.info.generation) {
+		snprintf(fs->gen_how, sizeof(fs->gen_how),
+			 "root tree at logical %" PRIu64 " (the superblock's)", fs->root_tree.bytenr);
+		return 0;
+	}
+	fs->opts.flags |= BTRFSIMG_OPEN_NO_LOG_REPLAY;
+	if (n > fs->sb.info.generation)
+		return bi_err(fs, -ENOENT,
+			      "generation %" PRIu64 ": newer than the superblock's, have %" PRIu64
+			      " expect <= %" PRIu64,
+			      n, n, fs->sb.info.generation);
+	for (int b = 0; b < BACKUP_ROOTS; b++) {
+		const uint8_t *p = fs->sb.raw + SB_SUPER_ROOTS + (size_t)b * BACKUP_SIZE;
+		if (bi_le64(p + 8) != n || bi_le64(p) == 0)
+			continue;
+		fs->root_tree = (struct bi_root){ OBJ_ROOT_TREE, bi_le64(p), n,
+						  p[BACKUP_TREE_LEVEL] };
+		snprintf(fs->gen_how, sizeof(fs->gen_how),
+			 "root tree at logical %" PRIu64 " (from backup root %d)", bi_le64(p), b);
+		return 0;
+	}
+	if (!fs->gen_scan)
+		return bi_err(fs, -ENOENT, "generation %" PRIu64 ": no backup root names it", n);
+	return fs->gen_scan(fs, n, &fs->root_tree);
+}
+
 /* A read that failed with devices missing is first of all that: say so
  * before the failed check, or it reads like corruption. */
 static void explain_missing(struct btrfsimg_fs *fs)
@@ -140,6 +181,8 @@ int bi_core_open(struct btrfsimg_fs *fs)
 					   fs->sb.chunk_root_generation,
 					   fs->sb.info.chunk_root_level };
 	rc = open_chunks(fs);
+	if (rc == 0)
+		rc = open_generation(fs);
 	if (rc == 0)
 		rc = open_root_tree(fs);
 	if (rc < 0)

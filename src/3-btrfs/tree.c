@@ -391,6 +391,17 @@ int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expec
 		  struct bi_block **out)
 {
 	*out = NULL;
+	/* --generation N, older than the superblock's: the trees of N point
+	 * only to blocks written by N at the latest (the chunk tree is
+	 * today's, not read through them; the superblock's own generation
+	 * keeps its log tree, written one transaction later) */
+	if (e && fs->want_gen && fs->want_gen < fs->sb.info.generation &&
+	    e->owner != OBJ_CHUNK_TREE && e->generation > fs->want_gen)
+		return bi_err(fs, -EUCLEAN,
+			      "corrupt pointer: tree %" PRIu64 " block=%" PRIu64
+			      ", generation newer than the one read, have %" PRIu64
+			      " expect <= %" PRIu64,
+			      e->owner, bytenr, e->generation, fs->want_gen);
 	bool held = false;
 	struct bi_block *b = cache_get(fs->cache, bytenr);
 	if (b) {

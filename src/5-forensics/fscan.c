@@ -49,8 +49,6 @@
 #define SCAN_BUF     (8u << 20)
 #define SCAN_DEPTH   4u
 #define SCAN_MAX     (64u << 20)
-#define BACKUP_ROOTS 4
-#define BACKUP_SIZE  168
 
 /* ------------------------------------------------------------ checks */
 

@@ -78,6 +78,19 @@ int bi_fx_scan(btrfsimg_fs *fs, size_t piece, unsigned depth, btrfsimg_scan_prog
  * btrfsimg_forensic_free frees its part first). Accepts NULL. */
 void bi_fx_index_free(struct btrfsimg_forensic *f);
 
+/* history.c: every generation `history` lists, oldest first (*gens
+ * malloc'ed, the caller frees). Returns 0 or -ENOMEM. */
+int bi_fx_generations(const btrfsimg_forensic *f, uint64_t **gens, size_t *ngens);
+
+/* genroot.c: the root-tree root of generation @gen: the block a
+ * superblock copy names, else, level by level from the highest, the one
+ * root-tree block of @gen that its own extent tree records; else (with
+ * @report, as damage) the only one at the highest level. @how says which
+ * or what failed. The filesystem's root tree is swapped for each probe
+ * and restored. Returns 0 or -ENOENT. */
+int bi_fx_pick_root(struct btrfsimg_forensic *f, uint64_t gen, struct bi_root *out, char *how,
+		    size_t howlen, bool report);
+
 /* qsort that accepts an empty (NULL) array, which qsort itself may not. */
 static inline void fx_qsort(void *base, size_t n, size_t size,
 			    int (*cmp)(const void *, const void *))

@@ -5,7 +5,9 @@
  * A generation is listed when a root-tree block written in it was found
  * or a superblock copy (primary root or one of its four backup roots)
  * names it. Its root is the root-tree block of that generation that the
- * superblocks name, else the highest-level root-tree block written in it.
+ * superblocks name, else the one --generation reads (generation.c: the
+ * highest-level one its own extent tree records), else the highest-level
+ * root-tree block written in it.
  * From that root the tree is walked through the index (a child is used
  * only when a block with the bytenr and the generation its parent's key
  * pointer records was found) and every ROOT_ITEM reached is one tree of
@@ -204,6 +206,17 @@ static const struct bi_fx_block *gen_root(struct hist *h, uint64_t gen)
 			if (b)
 				return b;
 		}
+	/* the root --generation reads: a commit may write a root-tree block
+	 * twice, the copy it freed showing less */
+	struct bi_root r;
+	char how[128];
+	const struct bi_fx_block *picked = NULL;
+	if (bi_fx_pick_root(h->f, gen, &r, how, sizeof(how), false) == 0)
+		picked = lookup(h, r.bytenr, gen);
+	if (picked) {
+		h->g.root_tree_bytenr = picked->bytenr;
+		return picked;
+	}
 	size_t lo, hi;
 	bi_fx_owner_range(f, OBJ_ROOT_TREE, &lo, &hi);
 	const struct bi_fx_block *best = NULL;
@@ -245,6 +258,11 @@ static int one_generation(struct hist *h, uint64_t gen, btrfsimg_generation_fn f
 	h->g.trees = h->trees;
 	h->g.ntrees = h->ntrees;
 	return fn(ctx, &h->g);
+}
+
+int bi_fx_generations(const btrfsimg_forensic *f, uint64_t **gens, size_t *ngens)
+{
+	return generations(f, gens, ngens);
 }
 
 int btrfsimg_forensic_history(btrfsimg_forensic *f, btrfsimg_generation_fn fn, void *ctx)
