@@ -169,6 +169,25 @@ def check_cat(t, cli, img, recs):
                 (rc, len(out), err[-200:]))
     rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", "5-1-2-deadbeef", img], timeout=120)
     t.check("cat --deleted with an unknown id: exit 2", rc == 2 and not out, (rc, err))
+    t.check("cat --deleted with an unknown id: says so, names no internal module",
+            b"no recovered version has id 5-1-2-deadbeef" in err and b"forensic:" not in err, err)
+
+
+def check_json_documented(t, recs):
+    """Every field of deleted --json, and the id's parts, in btrfsimg.1."""
+    man = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools",
+                       "btrfsimg.1")
+    with open(man) as f:
+        text = f.read().split("\n.SS deleted\n", 1)[1].split("\n.SS ", 1)[0]
+    fields = sorted({k for r in recs for k in r} | {k for r in recs for b in r["bad_ranges"]
+                                                    for k in b})
+    bare = text.replace("\\-", "-")
+    missing = [k for k in fields if not re.search(r"(^|[ (])" + re.escape(k) + r"\b", bare, re.M)]
+    t.check("deleted --json: every field documented in btrfsimg.1", recs and not missing, missing)
+    t.check("deleted: the id's parts documented",
+            re.search(r"^\.IR SUBVOL - OBJECTID - TRANSID - SIGNATURE ", bare, re.M)
+            and re.search(r"^\.B generation$", text, re.M) and re.search(r"^\.B transid$", text, re.M),
+            text[:200])
 
 
 def check_extract(t, cli, img, recs, tmp):
@@ -508,6 +527,7 @@ def main():
         rates(t, "single", recs, truth, progs)
         check_dropped_dirs(t, "single", recs, truth)
         check_cat(t, cli, img, recs)
+        check_json_documented(t, recs)
         check_extract(t, cli, img, recs, tmp)
         check_destination(t, cli, img, recs, tmp)
         check_manifest_name(t, cli, tmp)

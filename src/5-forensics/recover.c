@@ -875,7 +875,7 @@ static int build(struct btrfsimg_forensic *f)
 	struct btrfsimg_fs *fs = f->fs;
 	struct bi_fx_recovered *r = calloc(1, sizeof(*r));
 	if (!r)
-		return bi_err(fs, -ENOMEM, "forensic: out of memory");
+		return bi_err(fs, -ENOMEM, "deleted files: out of memory");
 	f->rec = r;
 	uint8_t *buf = malloc(OUT_CHUNK);
 	r->csum_leaf = malloc(fs->nodesize);
@@ -906,7 +906,7 @@ static int build(struct btrfsimg_forensic *f)
 out:
 	free(buf);
 	if (rc == -ENOMEM)
-		bi_err(fs, rc, "forensic: out of memory");
+		bi_err(fs, rc, "deleted files: out of memory");
 	if (rc < 0) {
 		recovered_free(r);
 		f->rec = NULL;
@@ -1039,9 +1039,9 @@ int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_f
 		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].id, id) == 0)
 			v = &f->rec->v[i];
 	if (!v)
-		return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
+		return bi_err(f->fs, -ENOENT, "no recovered version has id %s", id);
 	if (v->dir)
-		return bi_err(f->fs, -EISDIR, "forensic: %s is a directory (%s): no contents", id,
+		return bi_err(f->fs, -EISDIR, "recovered version %s is a directory (%s): no contents", id,
 			      v->path);
 	int rc = bi_fx_out_walk(f, v, fn, ctx);
 	if (rc)
