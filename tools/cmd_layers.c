@@ -22,7 +22,7 @@
 
 #define PART_MAX  128
 #define LAYER_MAX (PART_MAX + 80)
-#define ATTR_MAX  48
+#define ATTR_MAX  (1 << 16) /* an EWF set names each of its segments */
 
 /* One key of a layer: a string, a number, or a bool; keys given twice
  * make a JSON array (segments). */
@@ -37,8 +37,8 @@ struct layer {
 	int depth;
 	const char *kind; /* "ewf", "raw", "gpt", "mbr", "partition", ... */
 	char *title;	  /* text: the rest of the layer's first line */
-	struct attr attrs[ATTR_MAX];
-	int nattrs;
+	struct attr *attrs; /* grown: a cap would drop the keys after the segments */
+	int nattrs, cap;
 };
 
 struct layers {
@@ -63,6 +63,14 @@ static struct attr *attr_add(struct layer *l, const char *key)
 {
 	if (!l || l->nattrs >= ATTR_MAX)
 		return NULL;
+	if (l->nattrs == l->cap) {
+		int cap = l->cap ? 2 * l->cap : 16;
+		struct attr *g = realloc(l->attrs, (size_t)cap * sizeof(*g));
+		if (!g)
+			return NULL;
+		l->attrs = g;
+		l->cap = cap;
+	}
 	struct attr *a = &l->attrs[l->nattrs++];
 	memset(a, 0, sizeof(*a));
 	a->key = strdup(key);
@@ -374,6 +382,8 @@ static void layers_free(struct layers *L)
 			free(L->l[i].attrs[j].str);
 			free(L->l[i].attrs[j].key);
 		}
+	for (int i = 0; i < L->n; i++)
+		free(L->l[i].attrs);
 	L->n = 0;
 }
 
