@@ -511,6 +511,9 @@ def test_completion(cmds):
         mine, offered = list_options(cmd), set(lists.get(cmd, "").split())
         check(f"completion: {cmd}'s options, exactly", mine == offered,
               (sorted(mine - offered), sorted(offered - mine)))
+        words = lists.get(cmd, "").split()
+        check(f"completion: {cmd} offers each option once", len(words) == len(set(words)),
+              sorted({w for w in words if words.count(w) > 1}))
     if not shutil.which("bash"):
         print("skip completion runs: bash is not installed")
         return
