@@ -326,6 +326,11 @@ def test_extract_inode(name, img, view, top, work):
     check(f"{name}: extract --inode {spec} ({top}): exactly the kernel's {len(expect)} paths",
           rc == 0 and got == expect and not bad,
           (rc, sorted(got ^ expect)[:5], bad[:5], err[-300:]))
+    st = os.stat(dest) if os.path.isdir(dest) else None
+    check(f"{name}: extract --inode {spec}: DESTDIR has the start's mode and mtime",
+          st and (st.st_mode & 0o7777) == (start["mode"] & 0o7777)
+          and st.st_mtime_ns == start["mtime"][0] * 10**9 + start["mtime"][1],
+          (st and oct(st.st_mode), oct(start["mode"]), st and st.st_mtime_ns, start["mtime"]))
     files = sum(r["size"] for r in want if stat.S_ISREG(r["mode"]))
     check(f"{name}: extract --inode {spec}: summary {len(expect)} entries, 0 errors",
           summary(err) is not None and summary(err)[0] == len(expect) and summary(err)[2] == 0
