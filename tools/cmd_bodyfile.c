@@ -192,8 +192,8 @@ static void subvol_events(const struct body *b, const struct btrfsimg_subvol *sv
 {
 	for (size_t k = 0; k < nsv; k++) {
 		const struct btrfsimg_subvol *s = &sv[k];
-		const char *name = s->id != 5 && s->path && s->otime_sec ? under_base(b, s->path)
-									  : NULL;
+		const char *name =
+			s->id != 5 && s->path && s->otime_sec ? under_base(b, s->path) : NULL;
 		if (!name)
 			continue;
 		printf("0|");

@@ -37,7 +37,8 @@ struct layer {
 	int depth;
 	const char *kind; /* "ewf", "raw", "gpt", "mbr", "partition", ... */
 	char *title;	  /* text: the rest of the layer's first line */
-	struct attr *attrs; /* grown: a cap would drop the keys after the segments */
+	/* grown: a cap would drop the keys after a long segment list */
+	struct attr *attrs;
 	int nattrs, cap;
 };
 

@@ -219,8 +219,9 @@ static int cmd_unallocated(struct cli *c)
 	bool map = !c->out || strcmp(c->out, "-") != 0;
 	int status = open_out(&u);
 	if (status == EXIT_OK && map && !c->json)
-		printf("%6s %14s %14s  %-8s %14s %6s %14s%s\n", "devid", "physical", "length", "kind",
-		       "logical", "mirror", "image_offset", c->out ? "     out_offset" : "");
+		printf("%6s %14s %14s  %-8s %14s %6s %14s%s\n", "devid", "physical", "length",
+		       "kind", "logical", "mirror", "image_offset",
+		       c->out ? "     out_offset" : "");
 	int rc = status == EXIT_OK ? btrfsimg_unallocated(c->fs, on_range, &u) : 0;
 	progress_done();
 	if (rc < 0)
