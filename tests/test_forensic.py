@@ -338,7 +338,8 @@ def body_names(out):
 def check_bodyfile_base(t, cli, img, recs, tmp):
     """bodyfile --deleted --path P: the live and the recovered names both
     relative to P, nothing recovered outside P; every version's name
-    carries its kind and id; -m DIR begins every name (mactime reads it)."""
+    carries its kind and id; --mount-point DIR begins every name (mactime
+    reads it)."""
     rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
     names = body_names(out)
     want = {r["id"]: "/" + r["path"] + (
@@ -365,37 +366,37 @@ def check_bodyfile_base(t, cli, img, recs, tmp):
             rc == 0 and rc2 == 0 and inside and outside and got[:len(live)] == live
             and sorted(got[len(live):]) == inside, (rc, rc2, len(got), len(live), len(inside),
                                                    sorted(set(got[len(live):]) ^ set(inside))[:3]))
-    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--path", top, "-m", "C:",
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--path", top, "--mount-point", "C:",
                                          img], timeout=300)
-    t.check("bodyfile -m C: begins every name, as fls -m",
+    t.check("bodyfile --mount-point C: begins every name, as fls -m",
             rc == 0 and body_names(out) == ["C:" + n for n in got], (rc, err[-200:]))
     rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--inode", "5:256", img],
                                    timeout=60)
     t.check("bodyfile --deleted --inode: refused (exit 2), not ignored",
             rc == 2 and b"--inode" in err and not out, (rc, err[-200:]))
     if not shutil.which("mactime"):
-        print("skip mactime -m: not installed (sleuthkit)")
+        print("skip mactime --mount-point: not installed (sleuthkit)")
         return
     body = os.path.join(tmp, "body-m.txt")
     with open(body, "wb") as f:
         f.write(out)
-    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--path", top, "-m", "C:",
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--path", top, "--mount-point", "C:",
                                          img], timeout=300)
     with open(body, "wb") as f:
         f.write(out)
     p = subprocess.run(["mactime", "-y", "-b", body], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=120)
     shown = p.stdout.decode(errors="replace")
-    t.check("mactime reads the -m C: body file: every recovered name there",
+    t.check("mactime reads the --mount-point C: body file: every recovered name there",
             p.returncode == 0 and all(" C:" + n in shown for n in inside), p.stderr[-200:])
 
 
 def check_bodyfile_subvols(t, cli, img, tmp):
     """bodyfile --deleted: each subvolume's and snapshot's creation as an
-    event at its otime, under --path and -m as the rest; mactime shows them."""
+    event at its otime, under --path and --mount-point as the rest; mactime shows them."""
     rc, out, err = imgtest.run_cli(cli, ["subvols", "--json", img], timeout=120)
     subs = [json.loads(x) for x in out.splitlines()] if rc == 0 else []
-    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "-m", "/mnt/x", img],
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--mount-point", "/mnt/x", img],
                                    timeout=300)
     lines = out.decode(errors="replace").splitlines()
     events = {line.split("|")[1]: line.split("|") for line in lines if " created)" in line}

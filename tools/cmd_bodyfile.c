@@ -264,11 +264,12 @@ static const struct cmd_option bodyfile_options[] = {
 	{ OPT_PATH, NULL },
 	{ OPT_INODE, "start at inode S:O (subvolume S, objectid O)" },
 	{ OPT_NO_VERIFY, "with --hash: do not verify data checksums" },
-	{ OPT_DELETED, "add the recovered versions ('btrfsimg deleted') under the\n"
-		       "start: names end ' (deleted ID)' (' (deleted with\n"
-		       "subvolume S, ID)', ' (deleted, orphan ID)', or\n"
-		       "' (earlier version ID)' for earlier versions of live\n"
-		       "files); and each subvolume's creation as an event" },
+	{ OPT_DELETED, "add the recovered versions ('btrfsimg deleted')\n"
+		       "under the start: names end ' (deleted ID)'\n"
+		       "(' (deleted with subvolume S, ID)', ' (deleted,\n"
+		       "orphan ID)', or ' (earlier version ID)' for earlier\n"
+		       "versions of live files); and each subvolume's\n"
+		       "creation as an event" },
 	{ OPT_MOUNT_POINT, NULL },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
@@ -285,7 +286,7 @@ const struct cmd_struct cmd_struct_bodyfile = {
 		 "bytes that are not UTF-8, '|' and '%' \\xNN.",
 	.examples = "btrfsimg bodyfile disk.img > body.txt && mactime -y -b body.txt\n"
 		    "btrfsimg bodyfile --hash --path home disk.img\n"
-		    "btrfsimg bodyfile --deleted -m C: disk.img > body.txt && mactime -b body.txt",
+		    "btrfsimg bodyfile --deleted --mount-point C: disk.img > body.txt",
 	.options = bodyfile_options,
 	.check = bodyfile_check,
 	.run = cmd_bodyfile,

@@ -79,6 +79,7 @@ static void facts_json(struct jw *w, const struct facts *f)
 			jw_null(w, "partition");
 			jw_null(w, "offset");
 			jw_null(w, "image_bytes");
+			jw_null(w, "layers");
 		} else {
 			if (d->partition)
 				jw_u64(w, "partition", (uint64_t)d->partition);

@@ -76,7 +76,7 @@ static const struct opt_def defs[OPT_COUNT] = {
 			  "per subvolume, which one FUSE mount cannot show" },
 	[OPT_FOREGROUND] = { "foreground", 'f', NULL, "stay in the foreground (else serve in the\n"
 							 "background once mounted)" },
-	[OPT_MOUNT_POINT] = { "mount-point", 'm', "DIR",
+	[OPT_MOUNT_POINT] = { "mount-point", 0, "DIR",
 			      "names begin with DIR, where the image was mounted\n"
 			      "(as fls -m; default: /)" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
