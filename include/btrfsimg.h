@@ -824,7 +824,8 @@ struct btrfsimg_walk_opts {
 /** One record, valid until the next btrfsimg_walk_next() or close. */
 struct btrfsimg_walk_entry {
 	int kind;		/**< enum btrfsimg_walk_kind */
-	const uint8_t *path;	/**< relative to the start, NUL-terminated; "" for it */
+	const uint8_t *path;	/**< relative to the start, NUL-terminated; "" for it,
+				   its name when it is a file started by path */
 	size_t path_len;
 	size_t depth;		/**< 0 for the start */
 	bool is_start;

@@ -15,6 +15,7 @@ pkgs=(build-essential meson ninja-build pkg-config python3 time
       lvm2 cryptsetup-bin grub-common python3-libluksde  # LVM/LUKS test images and their truth
       libfuse3-dev fuse3 rsync  # btrfsimg mount, and the tool study run under it
       python3-dev python3-mesonpy python3-pytest  # the Python binding and its tests
+      python3-pip patchelf  # pip install --no-build-isolation: meson-python 0.12 runs patchelf
       clang libclang-rt-14-dev llvm)  # llvm: llvm-profdata, llvm-cov (scripts/coverage.sh)
 missing=()
 for p in "${pkgs[@]}"; do

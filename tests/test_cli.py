@@ -56,7 +56,7 @@ VALUES = {"--json-u64": "string", "--subvol": "5", "--path": "x", "--inode": "5:
           "--generation": "1",
           "--examples": "3", "--numbers": "nfsd", "--passphrase-file": "/dev/null",
           "--volume-key-file": "/dev/null", "--kdf-limit": "10", "--format": "raw",
-          "--deleted": "5-256-1-00000000"}
+          "--deleted": "5-256-1-00000000", "--mount-point": "C:"}
 # The fields of the kernel's view that do not depend on how a path was reached.
 STABLE = ("path", "ino", "subvol", "mode", "nlink", "uid", "gid", "size", "rdev", "target",
           "sha256")
@@ -330,6 +330,11 @@ def test_extract_inode(name, img, view, top, work):
     check(f"{name}: extract --inode {spec} ({top}): exactly the kernel's {len(expect)} paths",
           rc == 0 and got == expect and not bad,
           (rc, sorted(got ^ expect)[:5], bad[:5], err[-300:]))
+    st = os.stat(dest) if os.path.isdir(dest) else None
+    check(f"{name}: extract --inode {spec}: DESTDIR has the start's mode and mtime",
+          st and (st.st_mode & 0o7777) == (start["mode"] & 0o7777)
+          and st.st_mtime_ns == start["mtime"][0] * 10**9 + start["mtime"][1],
+          (st and oct(st.st_mode), oct(start["mode"]), st and st.st_mtime_ns, start["mtime"]))
     files = sum(r["size"] for r in want if stat.S_ISREG(r["mode"]))
     check(f"{name}: extract --inode {spec}: summary {len(expect)} entries, 0 errors",
           summary(err) is not None and summary(err)[0] == len(expect) and summary(err)[2] == 0
@@ -384,6 +389,15 @@ def test_walk_inode(name, img, view, full, top):
     mine = [{k: r.get(k) for k in STABLE} for r in got]
     check(f"{name}: walk --inode {spec}: the kernel's view of it", kernel == mine,
           next(((a, b) for a, b in zip(kernel, mine) if a != b), (len(kernel), len(mine))))
+
+
+def test_walk_file(name, img, full, path):
+    """walk --path FILE: the one record is named as the file, not ""."""
+    rc, got, err = walk_json(["--path", path], img)
+    want = [dict(r, path=path.rsplit("/", 1)[-1]) for r in full if r["path"] == path]
+    check(f"{name}: walk --path {path}: the file's record under its name",
+          rc == 0 and want and [{k: r.get(k) for k in STABLE} for r in got] ==
+          [{k: r.get(k) for k in STABLE} for r in want], (rc, got[:1], err[-300:]))
 
 
 # ------------------------------------------------------------ partitions
@@ -442,12 +456,23 @@ def test_man(cmds):
     else:
         print("skip btrfsimg.1 rendering: man is not installed")
     with open(MAN) as f:
-        sections = man_sections(f.read())
+        src = f.read()
+        sections = man_sections(src)
+    version = run(["--version"])[1].decode(errors="replace").split()
+    th = re.search(r'^\.TH BTRFSIMG 1 "[^"]*" "btrfsimg ([^"]*)"', src, re.M)
+    check("btrfsimg.1: the version --version prints",
+          th and version and th.group(1) == version[-1], (th and th.group(1), version))
     for cmd in cmds:
         text = "\n".join(sections.get(".SS " + cmd, []))
         doc, mine = options_in(text), list_options(cmd)
         check(f"btrfsimg.1: {cmd} names exactly its options", text and doc == mine,
               (sorted(mine - doc), sorted(doc - mine)))
+        named, listing = [], False
+        for line in sections.get(".SS " + cmd, []):
+            listing = line == "Options:" or (listing and line.startswith(".BR "))
+            named += options_in(line) if listing else []
+        twice = sorted({o for o in named if named.count(o) > 1})
+        check(f"btrfsimg.1: {cmd} lists each option once", not twice, twice)
     every = set().union(*(list_options(c) for c in cmds))
     items, lines = set(), sections.get(".SH OPTIONS", [])
     for i, line in enumerate(lines[:-1]):
@@ -458,6 +483,17 @@ def test_man(cmds):
           sorted(items - every))
     status = "\n".join(sections.get(".SH EXIT STATUS", []))
     check("btrfsimg.1: exit status 0, 1 and 2", all(f".B {n}\n" in status for n in "012"), status[:200])
+    root = os.path.dirname(TOOLS)
+    with open(os.path.join(root, "meson.build")) as f:
+        installed = re.findall(r"'include/(\w+\.h)'", f.read().split("install_headers(", 1)[1]
+                               .split(")", 1)[0])
+    with open(os.path.join(root, "README.md")) as f:
+        readme = f.read()
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+    check("README: the count and names of the installed headers",
+          installed and f"its {words.get(len(installed))} headers" in readme
+          and f"{words.get(len(installed)).capitalize()} public headers" in readme
+          and all(f"`include/{h}`" in readme for h in installed), installed)
     examples = "\n".join(sections.get(".SH EXAMPLES", []))
     missing = [c for c in cmds if f".B btrfsimg {c} " not in examples]
     check("btrfsimg.1: an example of every command", not missing, missing)
@@ -484,6 +520,9 @@ def test_completion(cmds):
         mine, offered = list_options(cmd), set(lists.get(cmd, "").split())
         check(f"completion: {cmd}'s options, exactly", mine == offered,
               (sorted(mine - offered), sorted(offered - mine)))
+        words = lists.get(cmd, "").split()
+        check(f"completion: {cmd} offers each option once", len(words) == len(set(words)),
+              sorted({w for w in words if words.count(w) > 1}))
     if not shutil.which("bash"):
         print("skip completion runs: bash is not installed")
         return
@@ -542,6 +581,9 @@ def main():
             check(f"{name}: walk --json --hash", rc == 0 and full, (rc, err[-300:]))
             for top in tops:
                 test_walk_inode(name, imgs[name], views[name], full, top)
+        for name, path in (("subvols", "top.txt"), ("special", "types/fifo"),
+                           ("special", "symlinks/newline")):
+            test_walk_file(name, imgs[name], walk_json([], imgs[name])[1], path)
 
         test_partitions(gpt3, os.path.join(TESTDATA, "part", "gpt3.sfdisk"), work)
         test_man(cmds)

@@ -146,6 +146,7 @@ def test_ewf(raw, work):
 
 
 def test_ewf_damage(raw, work, ev, segs):
+    raw_md5 = hashlib.md5(open(raw, "rb").read()).hexdigest()
     walk = ["walk", "--json", "--hash"]
     rc_raw, full, _ = run(walk + [raw])
     lines = len(full.splitlines())
@@ -166,6 +167,42 @@ def test_ewf_damage(raw, work, ev, segs):
         rc, out, err = run(["layers", "--json", os.path.join(d, segs[0])])
         T.check("layers of an E01 with a %s segment: exit 1, named" % what,
                 rc == 1 and segs[2].encode() in err + out, (rc, err[-300:]))
+        if what != "missing":
+            continue
+        # the hash sections are in the last segment, read past the gap; a
+        # set of many segments keeps every key after its segment list
+        c = json.loads(out.splitlines()[0]) if out else {}
+        T.check("layers of an E01 with a missing segment: its stored MD5, the missing one "
+                "listed", c.get("md5") == raw_md5 and c.get("missing") == [victim],
+                (c.get("md5"), raw_md5, c.get("missing"), len(c.get("segments", []))))
+        rc, out, err = run(["verify-image", "--json", os.path.join(d, segs[0])])
+        v = json.loads(out) if out else {}
+        said = [x for x in err.decode(errors="replace").splitlines() if ": bytes " in x]
+        T.check("verify-image of an E01 with a missing segment: the stored MD5, exit 1",
+                rc == 1 and v.get("md5_stored") == raw_md5 and v.get("verified") is False,
+                (rc, v.get("md5_stored"), raw_md5))
+        T.check("verify-image of an E01 with a missing segment: its unreadable ranges said "
+                "as one line", v.get("unreadable_ranges", 0) > 1 and len(said) == 1
+                and "unreadable ranges in a row" in said[0], (v.get("unreadable_ranges"), said[:3]))
+
+
+def test_ewf_many_segments(raw, work):
+    """A set of hundreds of segments: layers lists each and still every key
+    after them (acquisition metadata, stored MD5), text and JSON."""
+    d = os.path.join(work, "many")
+    os.mkdir(d)
+    ewfacquire(raw, os.path.join(d, "m"), seg="1MiB")
+    segs = sorted(f for f in os.listdir(d) if f.startswith("m.E"))
+    raw_md5 = hashlib.md5(open(raw, "rb").read()).hexdigest()
+    rc, out, err = run(["layers", "--json", os.path.join(d, "m.E01")])
+    c = json.loads(out.splitlines()[0]) if rc == 0 and out else {}
+    T.check("layers of %d segments: every one listed, then the stored MD5" % len(segs),
+            len(segs) > 100 and len(c.get("segments", [])) == len(segs)
+            and c.get("md5") == raw_md5, (rc, len(segs), len(c.get("segments", [])), c.get("md5")))
+    rc, out, err = run(["layers", os.path.join(d, "m.E01")])
+    T.check("layers text of %d segments: the stored MD5" % len(segs),
+            rc == 0 and raw_md5.encode() in out, (rc, out[-300:]))
+    shutil.rmtree(d)
 
 
 def test_ewf_corrupt_chunk(raw, work, path="plain/overwrite"):
@@ -603,6 +640,7 @@ def main():
         raw = imgtest.private_copy(os.path.join(testdata, "files", "extents.img.zst"), work)
         ev, segs = test_ewf(raw, work)
         test_ewf_damage(raw, work, ev, segs)
+        test_ewf_many_segments(raw, work)
         test_ewf_corrupt_chunk(raw, work)
         comp = imgtest.private_copy(os.path.join(testdata, "files", "comp.img.zst"), work)
         truth = imgtest.load_jsonl(os.path.join(testdata, "files", "comp.view.jsonl"))

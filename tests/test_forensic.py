@@ -175,6 +175,25 @@ def check_cat(t, cli, img, recs):
                 (rc, len(out), err[-200:]))
     rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", "5-1-2-deadbeef", img], timeout=120)
     t.check("cat --deleted with an unknown id: exit 2", rc == 2 and not out, (rc, err))
+    t.check("cat --deleted with an unknown id: says so, names no internal module",
+            b"no recovered version has id 5-1-2-deadbeef" in err and b"forensic:" not in err, err)
+
+
+def check_json_documented(t, recs):
+    """Every field of deleted --json, and the id's parts, in btrfsimg.1."""
+    man = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools",
+                       "btrfsimg.1")
+    with open(man) as f:
+        text = f.read().split("\n.SS deleted\n", 1)[1].split("\n.SS ", 1)[0]
+    fields = sorted({k for r in recs for k in r} | {k for r in recs for b in r["bad_ranges"]
+                                                    for k in b})
+    bare = text.replace("\\-", "-")
+    missing = [k for k in fields if not re.search(r"(^|[ (])" + re.escape(k) + r"\b", bare, re.M)]
+    t.check("deleted --json: every field documented in btrfsimg.1", recs and not missing, missing)
+    t.check("deleted: the id's parts documented",
+            re.search(r"^\.IR SUBVOL - OBJECTID - TRANSID - SIGNATURE ", bare, re.M)
+            and re.search(r"^\.B generation$", text, re.M) and re.search(r"^\.B transid$", text, re.M),
+            text[:200])
 
 
 def check_extract(t, cli, img, recs, tmp):
@@ -486,7 +505,7 @@ def check_bodyfile(t, cli, img, tmp):
     rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
     t.check("bodyfile --deleted exits 0", rc == 0, (rc, err[-300:]))
     t.check("bodyfile --deleted: deleted and earlier-version markers",
-            b" (deleted)|" in out and b" (earlier version " in out, out[:200])
+            b" (deleted " in out and b" (earlier version " in out, out[:200])
     if not shutil.which("mactime"):
         print("skip mactime: not installed (sleuthkit)")
         return
@@ -495,8 +514,103 @@ def check_bodyfile(t, cli, img, tmp):
         f.write(out)
     p = subprocess.run(["mactime", "-y", "-b", body], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
-    t.check("mactime shows the deletions", p.returncode == 0 and b"(deleted)" in p.stdout
+    t.check("mactime shows the deletions", p.returncode == 0 and b"(deleted " in p.stdout
             and b"(earlier version" in p.stdout, p.stderr[-200:])
+
+
+def body_names(out):
+    return [line.split("|")[1] for line in out.decode(errors="replace").splitlines()]
+
+
+def check_bodyfile_base(t, cli, img, recs, tmp):
+    """bodyfile --deleted --path P: the live and the recovered names both
+    relative to P, nothing recovered outside P; every version's name
+    carries its kind and id; --mount-point DIR begins every name (mactime
+    reads it)."""
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
+    names = body_names(out)
+    want = {r["id"]: "/" + r["path"] + (
+        f" (earlier version {r['id']})" if r["kind"] == "previous-version" else
+        f" (deleted with subvolume {r['subvol']}, {r['id']})" if r["kind"] == "dropped-subvolume"
+        else f" (deleted, orphan {r['id']})" if r["kind"] == "orphan" else
+        f" (deleted {r['id']})") for r in recs}
+    missing = sorted(set(want.values()) - set(names))
+    t.check("bodyfile --deleted: each version named with its kind and id",
+            rc == 0 and not missing and {"dropped-subvolume", "deleted", "previous-version"}
+            <= {r["kind"] for r in recs}, (rc, missing[:3]))
+    t.check("bodyfile --deleted: no two lines of one name",
+            len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)[:3])
+    top = "docs"
+    inside = sorted(n[len(top) + 1:] for n in want.values() if n.startswith("/" + top + "/"))
+    outside = [n for n in want.values() if not n.startswith("/" + top + "/")]
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--path", top, img], timeout=300)
+    live = body_names(out)
+    rc2, out2, err2 = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--path", top, img],
+                                      timeout=300)
+    got = body_names(out2)
+    t.check(f"bodyfile --deleted --path {top}: the live lines as without --deleted, then the "
+            f"{len(inside)} recovered versions under it, relative to it, and no other",
+            rc == 0 and rc2 == 0 and inside and outside and got[:len(live)] == live
+            and sorted(got[len(live):]) == inside, (rc, rc2, len(got), len(live), len(inside),
+                                                   sorted(set(got[len(live):]) ^ set(inside))[:3]))
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--path", top, "--mount-point", "C:",
+                                         img], timeout=300)
+    t.check("bodyfile --mount-point C: begins every name, as fls -m",
+            rc == 0 and body_names(out) == ["C:" + n for n in got], (rc, err[-200:]))
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--inode", "5:256", img],
+                                   timeout=60)
+    t.check("bodyfile --deleted --inode: refused (exit 2), not ignored",
+            rc == 2 and b"--inode" in err and not out, (rc, err[-200:]))
+    if not shutil.which("mactime"):
+        print("skip mactime --mount-point: not installed (sleuthkit)")
+        return
+    body = os.path.join(tmp, "body-m.txt")
+    with open(body, "wb") as f:
+        f.write(out)
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--path", top, "--mount-point", "C:",
+                                         img], timeout=300)
+    with open(body, "wb") as f:
+        f.write(out)
+    p = subprocess.run(["mactime", "-y", "-b", body], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    shown = p.stdout.decode(errors="replace")
+    t.check("mactime reads the --mount-point C: body file: every recovered name there",
+            p.returncode == 0 and all(" C:" + n in shown for n in inside), p.stderr[-200:])
+
+
+def check_bodyfile_subvols(t, cli, img, tmp):
+    """bodyfile --deleted: each subvolume's and snapshot's creation as an
+    event at its otime, under --path and --mount-point as the rest; mactime shows them."""
+    rc, out, err = imgtest.run_cli(cli, ["subvols", "--json", img], timeout=120)
+    subs = [json.loads(x) for x in out.splitlines()] if rc == 0 else []
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", "--mount-point", "/mnt/x", img],
+                                   timeout=300)
+    lines = out.decode(errors="replace").splitlines()
+    events = {line.split("|")[1]: line.split("|") for line in lines if " created)" in line}
+    want = [s for s in subs if s["id"] != 5 and s.get("path")]
+    bad = []
+    for s in want:
+        shown = "".join(f"\\x{ord(ch) - 0xdc00:02x}" if 0xdc80 <= ord(ch) <= 0xdcff else ch
+                        for ch in s["path"])  # the body file's escape of a non-UTF-8 byte
+        ev = [f for n, f in events.items() if n.startswith("/mnt/x/" + shown + " (")
+              and f" {s['id']} " in n and ("snapshot" in n) == bool(s.get("snapshot"))]
+        if len(ev) != 1 or ev[0][2] != f"{s['id']}-256" or int(ev[0][10]) != s["otime"][0]:
+            bad.append((s["path"], ev))
+    t.check(f"bodyfile --deleted: the creation of each of {len(want)} subvolumes and snapshots, "
+            "at its otime", rc == 0 and len(want) >= 5 and not bad and len(events) == len(want),
+            (rc, bad[:3], len(events)))
+    if not shutil.which("mactime"):
+        print("skip mactime of subvolume events: not installed (sleuthkit)")
+        return
+    body = os.path.join(tmp, "body-sv.txt")
+    with open(body, "wb") as f:
+        f.write(out)
+    p = subprocess.run(["mactime", "-y", "-b", body], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    shown = p.stdout.decode(errors="replace")
+    t.check("mactime shows the subvolume creation events",
+            p.returncode == 0 and events and all(n in shown for n in events
+                                                 if "\\x" not in n), p.stderr[-200:])
 
 
 def check_history(t, cli, img, truth_gen):
@@ -707,7 +821,7 @@ def check_dirs(t, cli, img, recs, truth, tmp, name):
     rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
     lines = out.decode(errors="replace").splitlines()
     missing = [d["path"] for d in truth["dirs"]
-               if not any(line.split("|")[1] == "/" + d["path"] + " (deleted)" and
+               if not any(line.split("|")[1].startswith("/" + d["path"] + " (deleted") and
                           line.split("|")[3].startswith("d/d") for line in lines)]
     t.check(f"{name}: bodyfile --deleted lists every removed directory (d/d..., (deleted))",
             rc == 0 and not missing, (rc, missing))
@@ -786,6 +900,7 @@ def main():
         rates(t, "single", recs, truth, progs)
         check_dropped_dirs(t, "single", recs, truth)
         check_cat(t, cli, img, recs)
+        check_json_documented(t, recs)
         check_extract(t, cli, img, recs, tmp)
         check_extract_versions(t, cli, img, recs, truth, tmp)
         check_cat_raw(t, cli, img, recs, tmp)
@@ -793,6 +908,10 @@ def main():
         check_manifest_name(t, cli, tmp)
         check_deleted_meta(t, cli, tmp)
         check_bodyfile(t, cli, img, tmp)
+        check_bodyfile_base(t, cli, img, recs, tmp)
+        svimg = imgtest.private_copy(os.path.join(testdata, "files", "subvols.img.zst"), tmp)
+        check_bodyfile_subvols(t, cli, svimg, tmp)
+        os.unlink(svimg)
         check_history(t, cli, img, super_generation(img))
 
         disk = os.path.join(tmp, "mbr-disk.img")

@@ -486,6 +486,11 @@ def check_refusals(t, img, mnt):
                 (rc, err[-400:]))
         if rc == 0:
             t.umount(mnt)
+    rc, err = t.mount(img, mnt, ["--numbers", "inumbits=56"])
+    t.check("--numbers inumbits=56 (numdevs=1 implied): mounted", rc == 0 and in_mounts(mnt),
+            (rc, err[-400:]))
+    if rc == 0:
+        t.umount(mnt)
     rc, err = t.mount(img, mnt, ["--subvol", "9999"])
     t.check("--subvol of no subvolume: exit 2 naming it, nothing mounted",
             rc == 2 and b"9999" in err and not in_mounts(mnt), (rc, err[-400:]))

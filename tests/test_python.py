@@ -236,6 +236,8 @@ def test_walk_paths_and_stat(files_img):
                 {k: r.get(k) for k in ("ino", "mode", "size", "mtime", "d_ino")}
             raw = r["path"].encode("utf-8", "surrogateescape")
             assert fs.stat(raw)["ino"] == r["ino"]
+            if r["mode"] & 0o170000 != 0o040000:  # a file's record carries its name
+                assert got["path"] == r["path"].rsplit("/", 1)[-1], (got["path"], r["path"])
             parent, _, base = raw.rpartition(b"/")
             assert base in fs.listdir(parent)
             assert base.decode("utf-8", "surrogateescape") in \

@@ -155,6 +155,18 @@ def one(name, tmp):
             f.seek(off + phys)
             check("%s: the image holds the pattern at device %d physical %d" %
                   (name, devid, phys), f.read(len(head)) == head)
+    # image_offset: where a range lies in its image file (the partition's
+    # start added), so a hit in OUT is found in the evidence file itself
+    bad = [r for r in rng if r.get("image") != imgs[r["devid"] - 1]
+           or r.get("image_offset") != off + r["physical"]]
+    check(name + ": each range's image and image_offset (partition start + physical)",
+          rng and not bad, bad[:3])
+    for h in hits[:4]:
+        r = [r for r in rng if r["out_offset"] <= h < r["out_offset"] + r["length"]][0]
+        with open(r.get("image") or imgs[0], "rb") as f:
+            f.seek((r.get("image_offset") or 0) + h - r["out_offset"])
+            check("%s: the pattern at OUT byte %d is at image_offset + %d of its image" %
+                  (name, h, h - r["out_offset"]), f.read(len(head)) == head)
     return out, imgs
 
 

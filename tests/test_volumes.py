@@ -50,6 +50,7 @@ pyluksde) are skipped by name; with none to run, the test exits 77.
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -723,6 +724,18 @@ def stack_test(env, t, img):
              ["--partition", "vgd/root", "--volume-key-file", key, disk])
     gpt_backup_said(env, t, "GPT + LUKS2", disk, ["--passphrase-file", env.passfile])
     many_partitions(env, t, "GPT + LUKS2 (locked)", disk, "luks2")
+    # super names every layer the device was read through, not the partition alone
+    rc, out, err = imgtest.run_cli(env.cli, ["super", "--json", "--passphrase-file",
+                                             env.passfile, disk], 120)
+    devs = json.loads(out)["devices"] if rc == 0 and out else []
+    chain = devs[0].get("layers", "") if len(devs) == 1 else ""
+    t.check("GPT + LUKS2 + LVM: super --json names the partition, LUKS2 and LV layers",
+            re.fullmatch(r"partition 1 at offset \d+ > luks2 [0-9a-f-]{36} > lvm-pv vgd > "
+                         r"lvm-lv vgd/root", chain or ""), (rc, devs, err[-300:]))
+    rc, out, err = imgtest.run_cli(env.cli, ["super", "--passphrase-file", env.passfile, disk],
+                                   120)
+    t.check("GPT + LUKS2 + LVM: super's text says the same layers",
+            rc == 0 and chain and (", " + chain).encode() in out, (rc, out[-400:]))
     os.unlink(disk)
 
 

@@ -46,6 +46,7 @@ struct cli {
 	const char *out;	/* unallocated's OUT ('-': standard output) */
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
+	const char *mount_point;	/* bodyfile --mount-point: names' prefix */
 	bool foreground;	/* mount -f */
 	btrfsimg_fs *fs;
 	uint64_t errors;	/* per-item failures that did not stop the command */
@@ -64,6 +65,8 @@ enum cli_opt {
 	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE, OPT_KDF_LIMIT,	/* LUKS */
 	/* mount */
 	OPT_NUMBERS, OPT_FOREGROUND,
+	/* bodyfile: the name prefix, as fls -m */
+	OPT_MOUNT_POINT,
 	OPT_HELP,
 	OPT_COUNT
 };

@@ -352,6 +352,12 @@ static int on_node(void *ctx, const struct visit_node *n)
 static int after_dir(void *ctx, const struct visit_node *n)
 {
 	struct ex_ctx *x = ctx;
+	/* DESTDIR stands for the start directory: its mode, owner, xattrs
+	 * and times too, last (as rsync -a SRC/ DEST/ does) */
+	if (n->depth == 0 && x->dirfd[0] >= 0 && S_ISDIR(n->inode.mode)) {
+		apply_meta(x, x->dirfd[0], &n->inode, !n->stub, n->subvol, n->objectid);
+		return 0;
+	}
 	if (n->depth == 0 || n->depth >= DEPTH_MAX || x->dirfd[n->depth] < 0)
 		return 0;
 	int fd = x->dirfd[n->depth];

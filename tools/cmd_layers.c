@@ -23,7 +23,7 @@
 /* Every partition and every row the library lists is printed: the lists
  * grow as needed (the library bounds both: BI_PART_MAX partitions, and a
  * "stopped" row when its own listing is full). */
-#define ATTR_MAX 48
+#define ATTR_MAX (1 << 16) /* an EWF set names each of its segments */
 
 /* One key of a layer: a string, a number, or a bool; keys given twice
  * make a JSON array (segments). */

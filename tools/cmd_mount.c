@@ -1055,7 +1055,8 @@ const struct cmd_struct cmd_struct_mount = {
 		 "read failed is said on stderr with -f, else to syslog (daemon).\n"
 		 "\n"
 		 "FUSE gives a mount one st_dev, so only one-device schemes can be shown:\n"
-		 "numdevs=2 and numdevs=many (today's kernel) are refused. Stub\n"
+		 "numdevs=2 and numdevs=many (today's kernel) are refused; inumbits=N\n"
+		 "alone means inumbits=N,numdevs=1. Stub\n"
 		 "directories keep inode number 2; a subvolume entry's d_ino is the\n"
 		 "subvolume id under the directory's overlay (or uniquifier).",
 	.examples =

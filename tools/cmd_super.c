@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "where.h"
 
 static const char *const mirror_state[] = {
 	"absent", "valid", "bad magic", "bad bytenr", "bad checksum", "bad fields",
@@ -16,6 +17,7 @@ static const char *const mirror_state[] = {
 /* The facts beyond the superblock: devices, profiles, the log tree. */
 struct facts {
 	struct btrfsimg_device *devs;
+	struct dev_where *where; /* per device: the layers it was read through */
 	size_t ndevs;
 	struct btrfsimg_profile_use prof[32];
 	size_t nprof;
@@ -31,6 +33,9 @@ static void facts_get(btrfsimg_fs *fs, struct facts *f)
 	    (f->devs = calloc(n, sizeof(*f->devs))) &&
 	    btrfsimg_devices(fs, f->devs, n, &f->ndevs) == 0 && f->ndevs > n)
 		f->ndevs = n;
+	if (f->ndevs && (f->where = calloc(f->ndevs, sizeof(*f->where))))
+		for (size_t i = 0; i < f->ndevs; i++)
+			dev_where(fs, &f->devs[i], &f->where[i]);
 	if (btrfsimg_profiles(fs, f->prof, 32, &f->nprof) < 0)
 		f->nprof = 0;
 	if (f->nprof > 32)
@@ -74,6 +79,7 @@ static void facts_json(struct jw *w, const struct facts *f)
 			jw_null(w, "partition");
 			jw_null(w, "offset");
 			jw_null(w, "image_bytes");
+			jw_null(w, "layers");
 		} else {
 			if (d->partition)
 				jw_u64(w, "partition", (uint64_t)d->partition);
@@ -81,6 +87,7 @@ static void facts_json(struct jw *w, const struct facts *f)
 				jw_null(w, "partition");
 			jw_u64(w, "offset", d->offset);
 			jw_u64(w, "image_bytes", d->size);
+			jw_str(w, "layers", f->where ? f->where[i].chain : NULL);
 		}
 		jw_close_obj(w);
 	}
@@ -174,15 +181,18 @@ static void print_flags(const char *name, enum btrfsimg_feature_kind kind, uint6
 }
 
 /* Where the image holding a device was opened: "disk.img, partition 1 at
- * offset 1048576", "disk.img at offset N", or the image. */
-static void print_where(const struct btrfsimg_device *d)
+ * offset 1048576 > luks2 UUID > lvm-lv vg/lv", "disk.img at offset N", or
+ * the image. */
+static void print_where(const struct btrfsimg_device *d, const struct dev_where *w)
 {
 	if (d->missing) {
 		printf("missing\n");
 		return;
 	}
 	printf("%s", d->image ? d->image : "?");
-	if (d->partition)
+	if (w && w->chain[0])
+		printf(", %s", w->chain);
+	else if (d->partition)
 		printf(", partition %d at offset %" PRIu64, d->partition, d->offset);
 	else if (d->offset)
 		printf(" at offset %" PRIu64, d->offset);
@@ -205,7 +215,7 @@ static void facts_text(const struct facts *f)
 			printf("%s%02x", (k == 4 || k == 6 || k == 8 || k == 10) ? "-" : "",
 			       d->uuid[k]);
 		printf("  %13" PRIu64 "  ", d->total_bytes);
-		print_where(d);
+		print_where(d, f->where ? &f->where[i] : NULL);
 	}
 	printf("profiles\n");
 	for (size_t i = 0; i < f->nprof; i++) {
@@ -258,6 +268,7 @@ static int cmd_super(struct cli *c)
 	else
 		super_text(&s, &f);
 	free(f.devs);
+	free(f.where);
 	return cli_status(c);
 }
 

@@ -16,6 +16,7 @@
 #include "json.h"
 #include "outfile.h"
 #include "progress.h"
+#include "where.h"
 
 #define CHUNK (1u << 20)
 
@@ -40,6 +41,9 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 
 struct unalloc_run {
 	struct cli *c;
+	struct btrfsimg_device *devs; /* by devid order: where each was read from */
+	struct dev_where *where;
+	size_t ndevs;
 	int fd; /* OUT, or -1 */
 	uint8_t *buf;
 	uint64_t at;	/* bytes listed so far: the next range's out_offset */
@@ -70,8 +74,40 @@ static int copy_range(struct unalloc_run *u, const struct btrfsimg_unalloc_range
 	return 0;
 }
 
-static void range_json(const struct btrfsimg_unalloc_range *r, uint64_t at, bool out)
+/* The device @devid, or NULL (missing, or not listed). */
+static const struct btrfsimg_device *device(const struct unalloc_run *u, uint64_t devid,
+					    const struct dev_where **w)
 {
+	for (size_t i = 0; i < u->ndevs; i++)
+		if (u->devs[i].devid == devid && !u->devs[i].missing) {
+			*w = u->where ? &u->where[i] : NULL;
+			return &u->devs[i];
+		}
+	return NULL;
+}
+
+/* Where @r lies in its image file: the device's start there plus the
+ * physical offset, when nothing but a partition (or --offset) lies
+ * between; false through LUKS (the image holds ciphertext) or LVM (an
+ * LV's segments map its bytes apart). */
+static bool image_offset(const struct unalloc_run *u, const struct btrfsimg_unalloc_range *r,
+			 const char **image, uint64_t *off)
+{
+	const struct dev_where *w = NULL;
+	const struct btrfsimg_device *d = device(u, r->devid, &w);
+	*image = d ? d->image : NULL;
+	if (!d || !w || w->volume)
+		return false;
+	*off = d->offset + r->physical;
+	return true;
+}
+
+static void range_json(const struct unalloc_run *u, const struct btrfsimg_unalloc_range *r,
+		       uint64_t at, bool out)
+{
+	const char *image;
+	uint64_t ioff = 0;
+	bool linear = image_offset(u, r, &image, &ioff);
 	struct jw w;
 	jw_begin(&w, stdout);
 	jw_str(&w, "type", "range");
@@ -84,19 +120,32 @@ static void range_json(const struct btrfsimg_unalloc_range *r, uint64_t at, bool
 	else
 		jw_null(&w, "logical");
 	jw_i64(&w, "mirror", r->mirror);
+	jw_str(&w, "image", image);
+	if (linear)
+		jw_u64(&w, "image_offset", ioff);
+	else
+		jw_null(&w, "image_offset");
 	if (out)
 		jw_u64(&w, "out_offset", at);
 	jw_end(&w);
 }
 
-static void range_text(const struct btrfsimg_unalloc_range *r, uint64_t at, bool out)
+static void range_text(const struct unalloc_run *u, const struct btrfsimg_unalloc_range *r,
+		       uint64_t at, bool out)
 {
+	const char *image;
+	uint64_t ioff = 0;
+	bool linear = image_offset(u, r, &image, &ioff);
 	printf("%6" PRIu64 " %14" PRIu64 " %14" PRIu64 "  %-8s ", r->devid, r->physical, r->length,
 	       btrfsimg_unalloc_kind_name(r->kind));
 	if (r->has_logical)
 		printf("%14" PRIu64 " %6d", r->logical, r->mirror);
 	else
 		printf("%14s %6s", "-", "-");
+	if (linear)
+		printf(" %14" PRIu64, ioff);
+	else
+		printf(" %14s", "-");
 	if (out)
 		printf(" %14" PRIu64, at);
 	printf("\n");
@@ -125,9 +174,9 @@ static int on_range(void *ctx, const struct btrfsimg_unalloc_range *r)
 	struct unalloc_run *u = ctx;
 	bool out = u->c->out != NULL, map = !out || strcmp(u->c->out, "-") != 0;
 	if (map && u->c->json)
-		range_json(r, u->at, out);
+		range_json(u, r, u->at, out);
 	else if (map)
-		range_text(r, u->at, out);
+		range_text(u, r, u->at, out);
 	if (u->fd >= 0 && copy_range(u, r))
 		return 1;
 	u->by[r->kind & 3] += r->length;
@@ -159,11 +208,20 @@ static int open_out(struct unalloc_run *u)
 static int cmd_unallocated(struct cli *c)
 {
 	struct unalloc_run u = { .c = c, .fd = -1 };
+	size_t n = 0;
+	if (btrfsimg_devices(c->fs, NULL, 0, &n) == 0 && n &&
+	    (u.devs = calloc(n, sizeof(*u.devs))) &&
+	    btrfsimg_devices(c->fs, u.devs, n, &u.ndevs) == 0 && u.ndevs > n)
+		u.ndevs = n;
+	if (u.ndevs && (u.where = calloc(u.ndevs, sizeof(*u.where))))
+		for (size_t i = 0; i < u.ndevs; i++)
+			dev_where(c->fs, &u.devs[i], &u.where[i]);
 	bool map = !c->out || strcmp(c->out, "-") != 0;
 	int status = open_out(&u);
 	if (status == EXIT_OK && map && !c->json)
-		printf("%6s %14s %14s  %-8s %14s %6s%s\n", "devid", "physical", "length", "kind",
-		       "logical", "mirror", c->out ? "     out_offset" : "");
+		printf("%6s %14s %14s  %-8s %14s %6s %14s%s\n", "devid", "physical", "length",
+		       "kind", "logical", "mirror", "image_offset",
+		       c->out ? "     out_offset" : "");
 	int rc = status == EXIT_OK ? btrfsimg_unallocated(c->fs, on_range, &u) : 0;
 	progress_done();
 	if (rc < 0)
@@ -177,6 +235,8 @@ static int cmd_unallocated(struct cli *c)
 		status = EXIT_FAILED;
 	}
 	free(u.buf);
+	free(u.devs);
+	free(u.where);
 	return status == EXIT_OK ? cli_status(c) : status;
 }
 
@@ -215,7 +275,8 @@ const struct cmd_struct cmd_struct_unallocated = {
 		 "inside chunks the ranges the extent tree does not allocate, per copy\n"
 		 "('data', 'metadata', RAID5/6 'parity' of empty rows), each with its\n"
 		 "device, physical offset (from the start of the filesystem), length and\n"
-		 "the logical address and mirror where it has one. With OUT (a file that\n"
+		 "the logical address and mirror where it has one, and image_offset: where\n"
+		 "it lies in the image file ('-' through LUKS or LVM). With OUT (a file that\n"
 		 "does not exist yet, or '-' for standard output) those bytes are written\n"
 		 "one after another in the order listed, as blkls does, and the map gains\n"
 		 "out_offset: a hit at byte X of OUT lies in the range with out_offset <=\n"

@@ -20,6 +20,10 @@ struct vstate {
 	bool tty;
 	struct timespec start, last;
 	bool shown;
+	/* the run of adjacent unreadable ranges failing for one reason, said
+	 * as one line when it ends: a missing segment is thousands of reads */
+	uint64_t run_off, run_end, run_n;
+	char run_msg[512], run_shape[512];
 };
 
 static double secs(const struct timespec *a, const struct timespec *b)
@@ -45,13 +49,51 @@ static int progress(void *ctx, uint64_t done, uint64_t total)
 	return 0;
 }
 
-static void bad_range(void *ctx, uint64_t off, uint64_t len, const char *msg)
+/* @msg with each run of digits as one '#': the reason without where. */
+static void shape(const char *msg, char *out, size_t n)
 {
-	struct vstate *v = ctx;
+	size_t k = 0;
+	for (const char *p = msg; *p && k + 1 < n; p++)
+		if (*p < '0' || *p > '9')
+			out[k++] = *p;
+		else if (p[1] < '0' || p[1] > '9')
+			out[k++] = '#';
+	out[k] = '\0';
+}
+
+static void run_say(struct vstate *v)
+{
+	if (!v->run_n)
+		return;
 	if (v->tty && v->shown)
 		fputc('\n', stderr);
 	v->shown = false;
-	cli_warn("%s: bytes %" PRIu64 "-%" PRIu64 ": %s", v->image, off, off + len - 1, msg);
+	if (v->run_n == 1)
+		cli_warn("%s: bytes %" PRIu64 "-%" PRIu64 ": %s", v->image, v->run_off,
+			 v->run_end - 1, v->run_msg);
+	else
+		cli_warn("%s: bytes %" PRIu64 "-%" PRIu64 ": %" PRIu64
+			 " unreadable ranges in a row for one reason; the first: %s",
+			 v->image, v->run_off, v->run_end - 1, v->run_n, v->run_msg);
+	v->run_n = 0;
+}
+
+static void bad_range(void *ctx, uint64_t off, uint64_t len, const char *msg)
+{
+	struct vstate *v = ctx;
+	char sh[sizeof(v->run_shape)];
+	shape(msg, sh, sizeof(sh));
+	if (v->run_n && off == v->run_end && !strcmp(sh, v->run_shape)) {
+		v->run_end = off + len;
+		v->run_n++;
+		return;
+	}
+	run_say(v);
+	v->run_off = off;
+	v->run_end = off + len;
+	v->run_n = 1;
+	snprintf(v->run_msg, sizeof(v->run_msg), "%s", msg);
+	memcpy(v->run_shape, sh, sizeof(sh));
 }
 
 static void hex(const uint8_t *b, size_t n, char *out)
@@ -152,6 +194,7 @@ static int verify_one(const struct cli *c, const char *image)
 	clock_gettime(CLOCK_MONOTONIC, &v.start);
 	struct btrfsimg_image_verify r;
 	rc = btrfsimg_image_verify(img, progress, bad_range, &v, &r);
+	run_say(&v);
 	if (v.tty && v.shown)
 		fputs("\r\033[K", stderr);
 	if (rc < 0) {

@@ -34,7 +34,9 @@ int mount_scheme_parse(const char *s, struct mount_scheme *out, char *why, size_
 		}
 		if (s[end] == ',' && (sscanf(s + end, ",numdevs=%15s", devs) != 1))
 			devs[0] = '\0';
-		if (!strcmp(devs, "1")) {
+		/* A FUSE mount has one st_dev: numdevs=1 is the only count it can
+		 * show, so inumbits=N alone means it. */
+		if (s[end] == '\0' || !strcmp(devs, "1")) {
 			out->inumbits = n;
 			return 0;
 		}

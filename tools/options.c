@@ -83,6 +83,9 @@ static const struct opt_def defs[OPT_COUNT] = {
 			  "per subvolume, which one FUSE mount cannot show" },
 	[OPT_FOREGROUND] = { "foreground", 'f', NULL, "stay in the foreground (else serve in the\n"
 							 "background once mounted)" },
+	[OPT_MOUNT_POINT] = { "mount-point", 0, "DIR",
+			      "names begin with DIR, where the image was mounted\n"
+			      "(as fls -m; default: /)" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -284,6 +287,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_VOLUME_KEY_FILE: c->volume_key_file = arg; return 0;
 	case OPT_KDF_LIMIT: return set_kdf_limit(c, arg);
 	case OPT_NUMBERS: c->numbers = arg; return 0;
+	case OPT_MOUNT_POINT: c->mount_point = arg; return 0;
 	case OPT_FOREGROUND: c->foreground = true; return 0;
 	case OPT_FORMAT:
 		c->format = btrfsimg_format_parse(arg);

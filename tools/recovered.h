@@ -48,7 +48,5 @@ int rec_extract_check(const struct cli *c);
 /* extract --deleted: every version under c->destdir and the manifest
  * (REC_MANIFEST) in it. */
 int rec_extract(struct cli *c);
-/* bodyfile --deleted: the recovered versions as body-file lines. */
-int rec_bodyfile(struct cli *c);
 
 #endif

@@ -52,12 +52,53 @@ static PyObject *features(enum btrfsimg_feature_kind kind, uint64_t flags)
 struct facts {
 	struct btrfsimg_super_info s;
 	struct btrfsimg_device *devs;
+	char (*chain)[512]; /* per device: the layers it was read through */
 	size_t ndevs;
 	struct btrfsimg_profile_use prof[32];
 	size_t nprof;
 	struct btrfsimg_log_info log;
 	bool have_log;
 };
+
+/* Copy of tools/where.c dev_where (the binding links no CLI source): "partition
+ * 1 at offset N > luks2 UUID > lvm-pv VG > lvm-lv VG/LV" for @d, into @out. */
+static void dev_chain(btrfsimg_fs *fs, const struct btrfsimg_device *d, char *out, size_t len)
+{
+	size_t n = 0;
+	struct btrfsimg_layer *rows = NULL;
+	out[0] = '\0';
+	if (!d->missing && d->image && btrfsimg_layers(fs, NULL, 0, &n) == 0 && n &&
+	    (rows = calloc(n, sizeof(*rows))) && btrfsimg_layers(fs, rows, n, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			if (!rows[i].in_use || strcmp(rows[i].kind, "btrfs"))
+				continue;
+			int up[16], nu = 0, p = rows[i].parent;
+			while (p >= 0 && (size_t)p < n && nu < 16 && rows[p].parent >= 0) {
+				up[nu++] = p;
+				p = rows[p].parent;
+			}
+			if (p < 0 || (size_t)p >= n || strcmp(rows[p].name, d->image))
+				continue;
+			for (int k = nu - 1; k >= 0; k--) {
+				const struct btrfsimg_layer *r = &rows[up[k]];
+				size_t at = strlen(out);
+				const char *sep = at ? " > " : "";
+				if (!strcmp(r->kind, "partition"))
+					snprintf(out + at, len - at, "%spartition %s at offset %llu", sep,
+						 r->name, (unsigned long long)r->offset);
+				else
+					snprintf(out + at, len - at, "%s%s %s", sep, r->kind,
+						 strncmp(r->kind, "luks", 4) ? r->name : r->uuid);
+			}
+			free(rows);
+			return;
+		}
+	}
+	free(rows);
+	if (!d->missing && d->partition)
+		snprintf(out, len, "partition %d at offset %llu", d->partition,
+			 (unsigned long long)d->offset);
+}
 
 /* Copy of tools/cmd_super.c facts_get (calls, 32-profile cap): kept equal by
  * tests/test_python.py test_dicts_equal_cli_json (superblock == super --json). */
@@ -71,6 +112,9 @@ static int facts_get(btrfsimg_fs *fs, struct facts *f)
 	    (f->devs = calloc(n, sizeof(*f->devs))) &&
 	    btrfsimg_devices(fs, f->devs, n, &f->ndevs) == 0 && f->ndevs > n)
 		f->ndevs = n;
+	if (f->ndevs && (f->chain = calloc(f->ndevs, sizeof(*f->chain))))
+		for (size_t i = 0; i < f->ndevs; i++)
+			dev_chain(fs, &f->devs[i], f->chain[i], sizeof(f->chain[i]));
 	if (btrfsimg_profiles(fs, f->prof, 32, &f->nprof) < 0)
 		f->nprof = 0;
 	if (f->nprof > 32)
@@ -79,7 +123,7 @@ static int facts_get(btrfsimg_fs *fs, struct facts *f)
 	return 0;
 }
 
-static PyObject *device_dict(const struct btrfsimg_device *d)
+static PyObject *device_dict(const struct btrfsimg_device *d, const char *chain)
 {
 	PyObject *o = PyDict_New();
 	if (!o)
@@ -93,7 +137,8 @@ static PyObject *device_dict(const struct btrfsimg_device *d)
 	    set_take(o, "partition",
 		     m || !d->partition ? Py_NewRef(Py_None) : u64((uint64_t)d->partition)) < 0 ||
 	    set_take(o, "offset", m ? Py_NewRef(Py_None) : u64(d->offset)) < 0 ||
-	    set_take(o, "image_bytes", m ? Py_NewRef(Py_None) : u64(d->size)) < 0)
+	    set_take(o, "image_bytes", m ? Py_NewRef(Py_None) : u64(d->size)) < 0 ||
+	    set_take(o, "layers", opt_str(m ? NULL : chain)) < 0)
 		Py_CLEAR(o);
 	return o;
 }
@@ -127,7 +172,7 @@ static PyObject *facts_lists(const struct facts *f, PyObject *d)
 {
 	PyObject *devs = PyList_New((Py_ssize_t)f->ndevs);
 	for (size_t i = 0; devs && i < f->ndevs; i++) {
-		PyObject *o = device_dict(&f->devs[i]);
+		PyObject *o = device_dict(&f->devs[i], f->chain ? f->chain[i] : NULL);
 		if (!o)
 			Py_CLEAR(devs);
 		else
@@ -162,6 +207,7 @@ PyObject *dict_super(Handle *h)
 	HANDLE_CALL(h, rc, rc = facts_get(h->fs, &f));
 	if (rc < 0) {
 		free(f.devs);
+		free(f.chain);
 		return handle_raise(h, rc);
 	}
 	const struct btrfsimg_super_info *s = &f.s;
@@ -190,6 +236,7 @@ PyObject *dict_super(Handle *h)
 	    !facts_lists(&f, d))
 		Py_CLEAR(d);
 	free(f.devs);
+	free(f.chain);
 	return d;
 }
 

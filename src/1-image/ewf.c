@@ -474,11 +474,19 @@ static int ewf_meta(struct bi_ctr *c, struct ewf *w)
 		if (rc < 0)
 			return rc;
 	}
-	c->has_md5 = libewf_handle_get_md5_hash(w->a.h, c->md5, sizeof(c->md5), NULL) == 1;
-	uint8_t hex[64];
-	if (libewf_handle_get_utf8_hash_value(w->a.h, (const uint8_t *)"SHA1", 4, hex, sizeof(hex),
-					      NULL) == 1)
-		hexstr_to((char *)hex, c->sha1, sizeof(c->sha1), &c->has_sha1);
+	/* The hash and digest sections are in the last segment: with a gap,
+	 * that is the last run's handle (w->b), not the first run's. */
+	libewf_handle_t *hs[2] = { w->a.h, w->b.h };
+	for (size_t k = 0; k < 2 && hs[k]; k++) {
+		if (!c->has_md5)
+			c->has_md5 = libewf_handle_get_md5_hash(hs[k], c->md5, sizeof(c->md5),
+								NULL) == 1;
+		uint8_t hex[64];
+		if (!c->has_sha1 &&
+		    libewf_handle_get_utf8_hash_value(hs[k], (const uint8_t *)"SHA1", 4, hex,
+						      sizeof(hex), NULL) == 1)
+			hexstr_to((char *)hex, c->sha1, sizeof(c->sha1), &c->has_sha1);
+	}
 	return 0;
 }
 

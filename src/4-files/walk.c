@@ -220,6 +220,23 @@ static int child_of(struct btrfsimg_walk *w, uint64_t dir, const struct btrfsimg
 	return rc < 0 ? rc : bi_dir_child_inode(w->fs, &w->root, dir, d, out);
 }
 
+/* A walk started at a file by its path is that one record: its path is
+ * the file's name (as `find FILE` prints it), not the empty path a start
+ * directory has, whose children are named relative to it. */
+static int start_name(struct btrfsimg_walk *w, const char *path)
+{
+	size_t end = strlen(path);
+	while (end && path[end - 1] == '/')
+		end--;
+	size_t from = end;
+	while (from && path[from - 1] != '/')
+		from--;
+	int rc = path_set(w, 0, (const uint8_t *)path + from, end - from);
+	w->cur.path = w->path;
+	w->cur.path_len = w->path_len;
+	return rc;
+}
+
 static int start(struct btrfsimg_walk *w, const struct btrfsimg_walk_opts *o)
 {
 	struct btrfsimg_walk_entry *n = &w->cur;
@@ -246,8 +263,12 @@ static int start(struct btrfsimg_walk *w, const struct btrfsimg_walk_opts *o)
 	}
 	n->dir_subvol = n->subvol;
 	n->dir_objectid = n->objectid;
-	if (!n->stub)
-		return btrfsimg_inode_get(w->fs, n->subvol, n->objectid, &n->inode);
+	if (!n->stub) {
+		rc = btrfsimg_inode_get(w->fs, n->subvol, n->objectid, &n->inode);
+		if (rc < 0 || o->objectid || S_ISDIR(n->inode.mode) || !*path)
+			return rc;
+		return start_name(w, path);
+	}
 	/* a stub takes owner and atime from the directory holding it */
 	char *parent = strdup(path);
 	if (!parent)

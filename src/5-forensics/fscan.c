@@ -123,7 +123,7 @@ int bi_fx_read_block(struct btrfsimg_forensic *f, const struct bi_fx_block *b)
 	struct btrfsimg_fs *fs = f->fs;
 	struct bi_dev *d = bi_dev_by_id(fs, b->devid);
 	if (!d)
-		return bi_err(fs, -EIO, "forensic: device %" PRIu64 " is gone", b->devid);
+		return bi_err(fs, -EIO, "old tree blocks: device %" PRIu64 " is gone", b->devid);
 	int rc = bi_dev_read(fs, d, b->physical, f->buf, fs->nodesize);
 	if (rc < 0)
 		return rc;
@@ -132,7 +132,7 @@ int bi_fx_read_block(struct btrfsimg_forensic *f, const struct bi_fx_block *b)
 	if (block_valid(fs, f->buf, &e, &bad) < 0 || e.bytenr != b->bytenr ||
 	    e.generation != b->generation || e.csum8 != b->csum8)
 		return bi_err(fs, -EIO,
-			      "forensic: block %" PRIu64 " (devid %" PRIu64 " physical %" PRIu64
+			      "old tree blocks: block %" PRIu64 " (devid %" PRIu64 " physical %" PRIu64
 			      ") changed since the scan",
 			      b->bytenr, b->devid, b->physical);
 	return 0;

@@ -74,12 +74,12 @@ static int fx_read(struct btrfsimg_forensic *f, uint64_t logical, uint8_t *buf, 
 		uint64_t devid, phys, room;
 		bool old;
 		if (bi_fx_map(f, logical, &devid, &phys, &room, &old) < 0)
-			return bi_err(fs, -EIO, "forensic: logical %" PRIu64 " is in no chunk",
+			return bi_err(fs, -EIO, "recovered data: logical %" PRIu64 " is in no chunk",
 				      logical);
 		struct bi_dev *d = bi_dev_by_id(fs, devid);
 		size_t n = room < len ? (size_t)room : len;
 		if (!d || n == 0)
-			return bi_err(fs, -EIO, "forensic: logical %" PRIu64 ": device missing",
+			return bi_err(fs, -EIO, "recovered data: logical %" PRIu64 ": device missing",
 				      logical);
 		int rc = bi_dev_read(fs, d, phys, buf, n);
 		if (rc < 0)
@@ -728,7 +728,7 @@ int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v, bool
 {
 	struct out_ctx o = { f, v, fn, hole, ctx, malloc(OUT_CHUNK), NULL, 0, raw, 0 };
 	if (!o.buf)
-		return bi_err(f->fs, -ENOMEM, "forensic: out of memory");
+		return bi_err(f->fs, -ENOMEM, "deleted files: out of memory");
 	int rc = walk_pieces_to(v, v->out_end, out_piece, &o);
 	free(o.buf);
 	free(o.dec);

@@ -902,7 +902,7 @@ static int build(struct btrfsimg_forensic *f)
 	struct btrfsimg_fs *fs = f->fs;
 	struct bi_fx_recovered *r = calloc(1, sizeof(*r));
 	if (!r)
-		return bi_err(fs, -ENOMEM, "forensic: out of memory");
+		return bi_err(fs, -ENOMEM, "deleted files: out of memory");
 	f->rec = r;
 	uint8_t *buf = malloc(OUT_CHUNK);
 	r->csum_leaf = malloc(fs->nodesize);
@@ -933,7 +933,7 @@ static int build(struct btrfsimg_forensic *f)
 out:
 	free(buf);
 	if (rc == -ENOMEM)
-		bi_err(fs, rc, "forensic: out of memory");
+		bi_err(fs, rc, "deleted files: out of memory");
 	if (rc < 0) {
 		recovered_free(r);
 		f->rec = NULL;
@@ -1107,7 +1107,7 @@ static int find_version(struct btrfsimg_forensic *f, const char *id, struct fx_v
 			*out = &f->rec->v[i];
 			return 0;
 		}
-	return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
+	return bi_err(f->fs, -ENOENT, "no recovered version has id %s", id);
 }
 
 /* The XATTR_ITEMs after a version's INODE_ITEM in its leaf (@blk, a copy:
@@ -1149,7 +1149,7 @@ int btrfsimg_forensic_xattrs(btrfsimg_forensic *f, const char *id, btrfsimg_xatt
 		return rc;
 	uint8_t *blk = malloc(f->fs->nodesize);
 	if (!blk)
-		return bi_err(f->fs, -ENOMEM, "forensic: out of memory");
+		return bi_err(f->fs, -ENOMEM, "deleted files: out of memory");
 	memcpy(blk, f->buf, f->fs->nodesize);
 	rc = leaf_xattrs(v, blk, b->nritems, fn, ctx);
 	free(blk);
@@ -1171,7 +1171,7 @@ int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned 
 	if (err < 0)
 		return err;
 	if (v->dir)
-		return bi_err(f->fs, -EISDIR, "forensic: %s is a directory (%s): no contents", id,
+		return bi_err(f->fs, -EISDIR, "recovered version %s is a directory (%s): no contents", id,
 			      v->path);
 	int rc = bi_fx_out_walk(f, v, flags & BTRFSIMG_FORENSIC_RAW, fn, ctx);
 	if (rc)
