@@ -332,6 +332,8 @@ static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recove
 static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 {
 	struct ex *x = ctx;
+	if (r->status == BTRFSIMG_REC_ARTEFACT)
+		return 0; /* a state nobody saw: listed by deleted, not restored */
 	char *rel = safe_rel(r, x);
 	if (!rel)
 		return -ENOMEM;
@@ -462,6 +464,8 @@ static int body_one(void *ctx, const struct btrfsimg_recovered *r)
 {
 	struct body *b = ctx;
 	const struct btrfsimg_inode *i = &r->inode;
+	if (r->status == BTRFSIMG_REC_ARTEFACT)
+		return 0; /* its times are a later state's: no event of its own */
 	char md5[33] = "0";
 	if (b->c->hash && r->status == BTRFSIMG_REC_INTACT && !S_ISDIR(i->mode) &&
 	    rec_digest(b->f, r->id, "md5", md5) != 0)

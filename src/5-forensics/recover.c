@@ -820,6 +820,8 @@ static void classify(struct btrfsimg_forensic *f)
 			v->skip = true;
 			continue;
 		}
+		v->live = live;
+		v->has_live = true;
 		uint64_t sig = live_signature(f, v->subvol, v->ino, &live);
 		if (sig != v->sig) {
 			v->rec.kind = BTRFSIMG_REC_PREVIOUS_VERSION;
@@ -870,6 +872,51 @@ static int finish(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *bu
 
 static int same_contents(struct btrfsimg_forensic *f);
 
+static bool same_time(const struct btrfsimg_timespec *a, const struct btrfsimg_timespec *b)
+{
+	return a->sec == b->sec && a->nsec == b->nsec;
+}
+
+/* @v's inode item is @w's with the size lagging: the same mtime and ctime
+ * to the nanosecond (a write or truncate that changes the size sets both),
+ * a smaller size, and no later transaction. */
+static bool size_lags(const struct btrfsimg_inode *v, const struct btrfsimg_inode *w)
+{
+	return v->generation == w->generation && v->size < w->size &&
+	       v->transid <= w->transid && same_time(&v->mtime, &w->mtime) &&
+	       same_time(&v->ctime, &w->ctime);
+}
+
+/*
+ * Flush artefacts: an inode item written out (a leaf flushed mid-
+ * transaction, or committed before the data's ordered extents completed:
+ * the kernel raises the on-disk i_size only then) with the times of the
+ * write that made a later state but the size from before it, often 0.
+ * Nobody saw that state: its bytes are not a content the file held. The
+ * later state is another version of the file (sorted next to it, skipped
+ * or not) or today's inode. Status "artefact", never intact or verified.
+ */
+static void mark_artefacts(struct bi_fx_recovered *r)
+{
+	for (size_t i = 0; i < r->nv; i++) {
+		struct fx_version *v = &r->v[i];
+		if (v->skip || v->dir)
+			continue;
+		bool lag = v->has_live && size_lags(&v->inode, &v->live);
+		size_t a = i, b = i + 1;
+		while (a > 0 && r->v[a - 1].subvol == v->subvol && r->v[a - 1].ino == v->ino)
+			a--;
+		while (b < r->nv && r->v[b].subvol == v->subvol && r->v[b].ino == v->ino)
+			b++;
+		for (size_t j = a; j < b && !lag; j++)
+			lag = j != i && !r->v[j].dir && size_lags(&v->inode, &r->v[j].inode);
+		if (!lag)
+			continue;
+		v->rec.status = BTRFSIMG_REC_ARTEFACT;
+		v->rec.verified = false;
+	}
+}
+
 static int build(struct btrfsimg_forensic *f)
 {
 	struct btrfsimg_fs *fs = f->fs;
@@ -901,6 +948,7 @@ static int build(struct btrfsimg_forensic *f)
 			rc = finish(f, &r->v[i], buf);
 	if (rc > 0)
 		rc = 0;
+	mark_artefacts(r);
 	if (rc == 0)
 		rc = same_contents(f);
 out:
@@ -1043,6 +1091,8 @@ const char *btrfsimg_recovered_status_name(enum btrfsimg_recovered_status s)
 		return "overwritten";
 	case BTRFSIMG_REC_METADATA_ONLY:
 		return "metadata-only";
+	case BTRFSIMG_REC_ARTEFACT:
+		return "artefact";
 	}
 	return "unknown";
 }
