@@ -10,7 +10,8 @@
  * range ordered; generations strictly increase; every record has an id,
  * a path, known kind and status names, bad ranges inside the file and
  * not overlapping; reading a record gives exactly its size in bytes, in
- * order, and 0 only for an intact one (a size past
+ * order, zeros wherever a bad range says (never another state's bytes),
+ * and 0 only for an intact one (a size past
  * btrfsimg_file_size_bound: partial, its bytes up to where the last bad
  * range, the holes, begins, read in bounded time); the handle has a
  * message after every failure.
@@ -74,12 +75,27 @@ static int on_gen(void *ctx, const struct btrfsimg_generation *g)
 
 struct reading {
 	uint64_t next;
+	const struct btrfsimg_recovered *rec;
 };
+
+/* What a bad range covers reads as zeros, whatever the extents hold. */
+static void bad_zeros(const struct btrfsimg_recovered *rec, uint64_t off, const uint8_t *p,
+		      size_t len)
+{
+	for (size_t i = 0; i < rec->nbad; i++) {
+		uint64_t lo = rec->bad[i].offset, hi = lo + rec->bad[i].length;
+		lo = lo > off ? lo : off;
+		hi = hi < off + len ? hi : off + len;
+		for (uint64_t x = lo; x < hi; x++)
+			CHECK(p[x - off] == 0);
+	}
+}
 
 static int on_data(void *ctx, uint64_t off, const void *data, size_t len)
 {
 	struct reading *r = ctx;
 	CHECK(off == r->next && data && len > 0 && len <= (1u << 20));
+	bad_zeros(r->rec, off, data, len);
 	r->next += len;
 	return 0;
 }
@@ -107,7 +123,7 @@ static int on_rec(void *ctx, const struct btrfsimg_recovered *r)
 	CHECK(!forged || (r->status != BTRFSIMG_REC_INTACT && r->nbad &&
 			  r->bad[r->nbad - 1].offset + r->bad[r->nbad - 1].length == r->inode.size));
 	if (x->reads++ < MAX_READS && (r->inode.size <= (64u << 20) || forged)) {
-		struct reading rd = { 0 };
+		struct reading rd = { 0, r };
 		int rc = btrfsimg_forensic_read(x->f, r->id, on_data, &rd);
 		CHECK(rc == 0 || rc == 1 || rc < 0);
 		if (rc >= 0)
