@@ -16,6 +16,7 @@
  * range, the holes, begins, read in bounded time); the handle has a
  * message after every failure.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,13 +77,17 @@ static int on_gen(void *ctx, const struct btrfsimg_generation *g)
 struct reading {
 	uint64_t next;
 	const struct btrfsimg_recovered *rec;
+	bool raw; /* BTRFSIMG_FORENSIC_RAW: csum mismatches as on disk */
 };
 
-/* What a bad range covers reads as zeros, whatever the extents hold. */
-static void bad_zeros(const struct btrfsimg_recovered *rec, uint64_t off, const uint8_t *p,
-		      size_t len)
+/* What a bad range covers reads as zeros, whatever the extents hold
+ * (raw: but csum mismatches). */
+static void bad_zeros(const struct reading *rd, uint64_t off, const uint8_t *p, size_t len)
 {
+	const struct btrfsimg_recovered *rec = rd->rec;
 	for (size_t i = 0; i < rec->nbad; i++) {
+		if (rd->raw && strcmp(rec->bad[i].why, "csum mismatch") == 0)
+			continue;
 		uint64_t lo = rec->bad[i].offset, hi = lo + rec->bad[i].length;
 		lo = lo > off ? lo : off;
 		hi = hi < off + len ? hi : off + len;
@@ -95,8 +100,16 @@ static int on_data(void *ctx, uint64_t off, const void *data, size_t len)
 {
 	struct reading *r = ctx;
 	CHECK(off == r->next && data && len > 0 && len <= (1u << 20));
-	bad_zeros(r->rec, off, data, len);
+	bad_zeros(r, off, data, len);
 	r->next += len;
+	return 0;
+}
+
+static int on_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
+		    size_t vlen)
+{
+	(void)ctx;
+	CHECK((name || nlen == 0) && (value || vlen == 0));
 	return 0;
 }
 
@@ -123,13 +136,20 @@ static int on_rec(void *ctx, const struct btrfsimg_recovered *r)
 	CHECK(!forged || (r->status != BTRFSIMG_REC_INTACT && r->nbad &&
 			  r->bad[r->nbad - 1].offset + r->bad[r->nbad - 1].length == r->inode.size));
 	if (x->reads++ < MAX_READS && (r->inode.size <= (64u << 20) || forged)) {
-		struct reading rd = { 0, r };
+		struct reading rd = { 0, r, false };
 		int rc = btrfsimg_forensic_read(x->f, r->id, on_data, &rd);
 		CHECK(rc == 0 || rc == 1 || rc < 0);
+		uint64_t produced = forged ? r->bad[r->nbad - 1].offset : r->inode.size;
 		if (rc >= 0)
-			CHECK(rd.next == (forged ? r->bad[r->nbad - 1].offset : r->inode.size) &&
-			      (rc == 0) == (r->status == BTRFSIMG_REC_INTACT));
+			CHECK(rd.next == produced && (rc == 0) == (r->status == BTRFSIMG_REC_INTACT));
+		/* raw (csum mismatches as on disk): the same length and verdict */
+		struct reading raw = { 0, r, true };
+		int rr = btrfsimg_forensic_read_flags(x->f, r->id, BTRFSIMG_FORENSIC_RAW, on_data,
+						      &raw);
+		CHECK(rr == rc && (rr < 0 || raw.next == produced));
+		CHECK(btrfsimg_forensic_read_flags(x->f, r->id, 2u, on_data, &raw) == -EINVAL);
 	}
+	CHECK(btrfsimg_forensic_xattrs(x->f, r->id, on_xattr, NULL) <= 0);
 	return 0;
 }
 

@@ -2,7 +2,9 @@
 /*
  * Whole-image target: open a sparse image (fuzz/sparse_image.h), then do
  * what the CLI does: superblock, subvolumes, a bounded walk of every
- * subvolume with inode, name, xattr, symlink and content reads, a lookup of
+ * subvolume with inode, name, xattr, symlink and content reads, the walk
+ * iterator's paths (never a "", "." or ".." component, a damaged name in its
+ * safe form, which leads back to its bytes), a lookup of
  * every entry by name (DIR_ITEM, beside readdir's DIR_INDEX) and of stubs,
  * the inode enumeration with each scheme's numbers and a path lookup of its
  * first paths, and the whole-filesystem collision analysis. Any result is
@@ -108,6 +110,41 @@ static void visit_inode(struct budget *b, uint64_t subvol, uint64_t obj, int dep
 	CHECK(len < 0 || len <= 40);
 }
 
+/* The walk iterator as walk, bodyfile and extract drive it: no path holds
+ * an empty, "." or ".." component or a NUL (a damaged name is in its safe
+ * form), and the safe form of a damaged name leads back to its bytes. */
+static void check_walk(btrfsimg_fs *fs)
+{
+	struct btrfsimg_walk_opts o = { .subvol = 5 };
+	btrfsimg_walk *w;
+	const struct btrfsimg_walk_entry *e;
+	if (btrfsimg_walk_open(fs, &o, &w) < 0)
+		return;
+	for (unsigned n = 0; n < MAX_NODES && btrfsimg_walk_next(w, &e) > 0; n++) {
+		const char *p = (const char *)e->path;
+		CHECK(strlen(p) == e->path_len);
+		for (size_t i = 0, len; i < e->path_len; i += len + 1) {
+			len = strcspn(p + i, "/");
+			CHECK(len && !(len == 1 && p[i] == '.') &&
+			      !(len == 2 && p[i] == '.' && p[i + 1] == '.'));
+		}
+		if (e->kind != BTRFSIMG_WALK_PATH || e->is_start ||
+		    !btrfsimg_name_problem(e->ent.name, e->ent.name_len))
+			continue;
+		char safe[3 * 255 + 2], m[1024];
+		uint8_t raw[256];
+		size_t rl = 0, sl = btrfsimg_name_safe(e->ent.name, e->ent.name_len, safe,
+						       sizeof(safe));
+		CHECK(sl < sizeof(safe) && sl <= e->path_len &&
+		      memcmp(p + e->path_len - sl, safe, sl) == 0);
+		CHECK(btrfsimg_name_raw(safe, sl, raw, sizeof(raw), &rl) == 0);
+		CHECK(rl == e->ent.name_len && memcmp(raw, e->ent.name, rl) == 0);
+		CHECK(btrfsimg_name_damage(e->dir_subvol, e->dir_objectid, &e->ent, m,
+					   sizeof(m)) > 0);
+	}
+	btrfsimg_walk_close(w);
+}
+
 struct enumeration {
 	btrfsimg_fs *fs;
 	unsigned n;
@@ -186,6 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			visit_inode(&b, v[i].id, 256, 0);
 		btrfsimg_subvols_free(v, n);
 	}
+	check_walk(fs);
 	struct enumeration en = { fs, 0 };
 	btrfsimg_inodes_presented(fs, 0, 56, 0, on_inode, &en);
 	check_collisions(fs);

@@ -58,11 +58,17 @@ static void scrub(btrfsimg_fs *fs, uint64_t size)
 		const struct btrfsimg_scrub_error *e = &r->errors[i];
 		CHECK(e->kind <= BTRFSIMG_SCRUB_UNCHECKED && e->length > 0 && e->mirror >= 0);
 		CHECK(strcmp(btrfsimg_scrub_kind_name(e->kind), "unknown") != 0);
-		CHECK(e->physical < size && memchr(e->detail, 0, sizeof(e->detail)));
+		bool on_missing = false; /* rebuilt from parity: its physical is not this image's */
+		for (size_t k = 0; k < r->ndevs; k++)
+			on_missing |= r->devs[k].devid == e->devid && r->devs[k].missing;
+		CHECK((on_missing || e->physical < size) && memchr(e->detail, 0, sizeof(e->detail)));
 	}
 	for (size_t i = 0; i < r->ndevs; i++) {
 		const struct btrfsimg_scrub_dev *d = &r->devs[i];
-		CHECK(!d->missing || (d->tree_blocks == 0 && d->data_bytes_scrubbed == 0));
+		/* a missing device is never read; what is checked on it was rebuilt */
+		CHECK(!d->missing || (d->bytes_read == 0 && d->tree_bytes_scrubbed +
+				      d->data_bytes_scrubbed == d->rebuilt_bytes));
+		CHECK(d->missing || d->rebuilt_bytes == 0);
 		CHECK(d->bytes_read <= size);
 	}
 	btrfsimg_scrub_report_free(r);

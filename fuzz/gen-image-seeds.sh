@@ -42,3 +42,9 @@ mv "$work/log-crash.img" "$work/log.img"
 btrfs inspect-internal dump-super "$work/log.img" | grep -q '^log_root[[:space:]]*[1-9]' ||
   { echo "gen-image-seeds: the log image has no log tree" >&2; exit 1; }
 python3 "$here/gen_sparse_seeds.py" "$here/corpus/image" "$work"/*.img
+# corpus/scrub: one device of a three-device raid6 (mkfs alone, no mount):
+# the other two missing, so the scrub rebuilds their tree blocks from parity
+# (verify's degraded path: rebuilt_bytes, parity_unchecked_bytes)
+for i in 1 2 3; do truncate -s 128M "$work/raid6-3dev-dev$i.img"; done
+mkfs.btrfs -q -f -n 4096 -m raid6 -d raid6 "$work"/raid6-3dev-dev{1,2,3}.img >/dev/null
+python3 "$here/gen_sparse_seeds.py" "$here/corpus/scrub" "$work/raid6-3dev-dev1.img"

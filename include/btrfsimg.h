@@ -626,6 +626,10 @@ struct btrfsimg_inode_entry {
 	size_t path_len;		/**< strlen(path), 0 when path is NULL */
 	/** false for inodes no directory leads to, or with nlink 0 */
 	bool reachable;
+	/** NULL, or where and why the inode's own name (the INODE_REF the
+	 *  path ends with) cannot be a path component: the path shows its safe
+	 *  form (btrfsimg_name_safe). Borrowed for the callback. */
+	const char *name_damage;
 };
 
 typedef int (*btrfsimg_inode_entry_fn)(void *ctx, const struct btrfsimg_inode_entry *e);
@@ -709,16 +713,46 @@ BTRFSIMG_API int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir
 /**
  * Look a name up in a directory through its DIR_ITEM (name hash), as the
  * kernel's lookup does; entries whose names share the hash are compared
- * byte by byte. *out's name points into @p name; its index is 0. A name
- * found whose inode has no INODE_REF/EXTREF by that name, or whose
- * DIR_INDEX (the ref's index) is missing or differs, is reported as damage
- * and still returned (it is the kernel's answer). -ENOENT
+ * byte by byte. A name found so wins; else the safe form of a damaged name
+ * (btrfsimg_name_safe) finds the entry readdir lists under it. *out's name
+ * points into @p name; its index is 0. A name found whose inode has no
+ * INODE_REF/EXTREF by that name, or whose DIR_INDEX (the ref's index) is
+ * missing or differs, is reported as damage and still returned (it is the
+ * kernel's answer). -ENOENT
  * if absent (also for names over 255 bytes, "." and "..", and in a stub
  * directory), -ENOTDIR if @p dir is not a directory, -EINVAL for an empty
  * name.
  */
 BTRFSIMG_API int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 				 const void *name, size_t name_len, struct btrfsimg_dirent *out);
+
+/**
+ * Names that cannot be one path component. A btrfs name holds any byte
+ * but NUL and '/' and is neither empty, "." nor ".." (the kernel refuses
+ * the rest when it reads the block). Every path this library builds
+ * (walk, deleted, subvolume and inode paths) shows such a damaged name by
+ * its safe form: each NUL, '/' and '%' byte of it as %00, %2F, %25 (and
+ * "." as %2E, ".." as %2E%2E, the empty name as "%"); a valid name is its
+ * own safe form. btrfsimg_readdir() and btrfsimg_lookup() keep raw bytes.
+ */
+/** Why @p name cannot be one component (a constant string), or NULL. */
+BTRFSIMG_API const char *btrfsimg_name_problem(const void *name, size_t len);
+/** The safe form of @p name into @p out (@p cap bytes, NUL-terminated
+ *  when @p cap > 0, cut to fit): its length (at most 3 * @p len + 1). */
+BTRFSIMG_API size_t btrfsimg_name_safe(const void *name, size_t len, char *out, size_t cap);
+/** The raw bytes of a damaged name whose safe form is @p safe (@p cap
+ *  bytes at @p out; @p len suffice) and their length: 0, or -EINVAL when
+ *  @p safe is not the safe form of a damaged name. */
+BTRFSIMG_API int btrfsimg_name_raw(const char *safe, size_t len, void *out, size_t cap,
+				   size_t *out_len);
+
+/** For an entry of directory @p dir of @p subvol (as btrfsimg_readdir()
+ *  gives it) whose name is damaged: "damaged name: subvolume S directory D
+ *  DIR_INDEX (D 96 INDEX), <why>: shown as '<safe form>'" into @p buf
+ *  (@p cap bytes, NUL-terminated, cut to fit) and its length; 0 (nothing
+ *  written) for a valid name. The one wording every front end reports. */
+BTRFSIMG_API size_t btrfsimg_name_damage(uint64_t subvol, uint64_t dir,
+					 const struct btrfsimg_dirent *e, char *buf, size_t cap);
 
 /**
  * Resolve a '/'-separated path from the root directory of @p subvol

@@ -150,6 +150,10 @@ struct btrfsimg_recovered {
 	/** From the top level; parts no name was found for are written
 	 *  <SUBVOL:OBJECTID>. Borrowed: valid until btrfsimg_forensic_free. */
 	const char *path;
+	/** NULL, or which name of @c path could not be a path component
+	 *  (btrfsimg_name_problem), where it was and why: the path shows it by
+	 *  its safe form (btrfsimg_name_safe). Borrowed, like path. */
+	const char *name_damage;
 	struct btrfsimg_inode inode; /**< the version's INODE_ITEM (otime is btime) */
 	enum btrfsimg_recovered_status status;
 	/** Every data sector read matched a checksum btrfs wrote for that
@@ -186,6 +190,32 @@ BTRFSIMG_API int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_reco
 typedef int (*btrfsimg_data_fn)(void *ctx, uint64_t offset, const void *data, size_t len);
 BTRFSIMG_API int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn,
 					void *ctx);
+
+/** btrfsimg_forensic_read's flags. */
+enum {
+	/** Ranges whose bytes differ from the checksums btrfs wrote for them
+	 *  (bad range why "csum mismatch") come as the bytes on disk instead
+	 *  of zeros: unverified, damaged or not, but this file's (the other
+	 *  bad ranges, reused or unreadable, stay zeros: their bytes are
+	 *  another file's, or none). */
+	BTRFSIMG_FORENSIC_RAW = 1u << 0,
+};
+/** btrfsimg_forensic_read with @p flags (BTRFSIMG_FORENSIC_*); -EINVAL for
+ *  an unknown flag. The return value is the same: 1 when any range could
+ *  not be trusted, raw or not. */
+BTRFSIMG_API int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned flags,
+					      btrfsimg_data_fn fn, void *ctx);
+
+/**
+ * The xattrs of the version with id @p id, through @p fn (as
+ * btrfsimg_xattrs): the XATTR_ITEMs that follow its INODE_ITEM in the
+ * leaf it was found in (a version's xattrs that spill into the next leaf
+ * are not looked for; a damaged item is left out). None for a directory
+ * known from its names only. Returns 0, -ENOENT for an unknown id,
+ * another negative errno, or @p fn's non-zero value.
+ */
+BTRFSIMG_API int btrfsimg_forensic_xattrs(btrfsimg_forensic *f, const char *id,
+					  btrfsimg_xattr_fn fn, void *ctx);
 
 /* ------------------------------------------------------------------ */
 /** @name Offline scrub */
@@ -239,7 +269,17 @@ struct btrfsimg_scrub_dev {
 	uint64_t uncorrectable_errors; /**< bad sectors no other copy has right */
 	uint64_t bytes_read;	       /**< device bytes read (or tried: past a cut image) */
 	uint64_t unchecked_bytes;      /**< stripe bytes left unchecked (see
-					    BTRFSIMG_SCRUB_UNCHECKED) */
+					    BTRFSIMG_SCRUB_UNCHECKED); on a missing
+					    device, every stripe byte on it (none
+					    could be read) */
+	/** A missing device: bytes of its tree blocks and data in use rebuilt
+	 *  from the other stripes and parity of RAID5/6 chunks and checked
+	 *  (counted in tree/data_bytes_scrubbed too); 0 for what only mirrors
+	 *  or nothing hold (checked on the other copies' devices, or lost). */
+	uint64_t rebuilt_bytes;
+	/** RAID5/6 parity on this device not checked: a device of its row is
+	 *  missing, so the row's data cannot be read to compare with. */
+	uint64_t parity_unchecked_bytes;
 };
 
 /** The result of btrfsimg_scrub(). */

@@ -78,8 +78,8 @@ def test_extract(name, img, view, work):
 def test_planted(img, view, work):
     """extract into a DESTDIR holding links where the image's entries go
     (a directory's, a file's, a dangling one): none is followed, nothing
-    is written outside, each such entry is an error (exit 1), the rest of
-    the tree is extracted."""
+    is written outside, each such entry refused as a clash, not damage
+    (exit 2), the rest of the tree is extracted."""
     base = os.path.join(work, "planted")
     victim, outside = os.path.join(base, "victim"), os.path.join(base, "outside")
     os.makedirs(outside)
@@ -105,9 +105,10 @@ def test_planted(img, view, work):
         rc, _, err = run(args)
         with open(victim, "rb") as f:
             kept = f.read() == b"precious\n"
-        said = all(("extract: %s: " % r).encode() in err for r in refused)
-        check(f"extract into a DESTDIR with {what}: nothing outside, each refused (exit 1), "
-              f"the rest extracted", rc == 1 and kept and not os.listdir(outside) and said and
+        said = all(("extract: %s: " % r).encode() in err for r in refused) and \
+            b"not damage in the image" in err
+        check(f"extract into a DESTDIR with {what}: nothing outside, each refused as a clash "
+              f"(exit 2, not damage), the rest extracted", rc == 2 and kept and not os.listdir(outside) and said and
               os.path.lexists(made), (rc, err[-300:]))
     # a link where a symlink goes: refused, and left as it was (its times too)
     links = [r for r in view if r["path"].startswith("symlinks/") and stat.S_ISLNK(r["mode"])]
@@ -118,8 +119,8 @@ def test_planted(img, view, work):
     os.utime(mine, ns=(10**18, 10**18), follow_symlinks=False)
     rc, _, err = run(["extract", "--path", "symlinks", img, dest])
     st = os.lstat(mine)
-    check("extract into a DESTDIR with a link at a symlink's place: refused (exit 1), the "
-          "link left as it was, times too", rc == 1 and os.readlink(mine) == victim and
+    check("extract into a DESTDIR with a link at a symlink's place: refused (exit 2), the "
+          "link left as it was, times too", rc == 2 and os.readlink(mine) == victim and
           st.st_mtime_ns == 10**18 and st.st_atime_ns == 10**18, (rc, st, err[-300:]))
 
 
@@ -176,6 +177,23 @@ def test_walk_text_hash(name, img, view):
           rc == 0, f"rc {rc} {bad[:3]}")
 
 
+def test_again(name, img, view, work):
+    """extract into the DESTDIR an earlier extract filled: every entry's
+    place is taken; that is the destination's doing, not damage: each said
+    so, counted apart from errors, exit 2 (0 errors), nothing changed."""
+    dest = os.path.join(work, "x-" + name)
+    before = {p: os.lstat(os.path.join(dest, p)).st_mtime_ns for p in os.listdir(dest)}
+    rc, _, err = run(["extract", img, dest])
+    tops = {r["path"] for r in view if r["path"] and "/" not in r["path"]}
+    after = {p: os.lstat(os.path.join(dest, p)).st_mtime_ns for p in os.listdir(dest)}
+    summary = err.decode(errors="replace").strip().splitlines()[-1:]
+    clashes = "%d not written: their place in DESTDIR taken (not damage)" % len(tops)
+    check(f"{name}: extract again into the same DESTDIR: {len(tops)} clashes said, not "
+          f"damage, 0 errors, exit 2, nothing changed", rc == 2 and summary and
+          ", 0 errors, " + clashes in summary[0] and before == after and
+          err.count(b"its place in DESTDIR is taken") == len(tops), (rc, summary))
+
+
 def main():
     work = tempfile.mkdtemp(prefix="btrfsimg-extract.")
     try:
@@ -183,6 +201,7 @@ def main():
             img = imgtest.private_copy(os.path.join(TESTDATA, "files", name + ".img.zst"), work)
             view = imgtest.load_jsonl(os.path.join(TESTDATA, "files", name + ".view.jsonl"))
             test_extract(name, img, view, work)
+            test_again(name, img, view, work)
             test_bodyfile(name, img, view)
             test_walk_text_hash(name, img, view)
             if name == "special":

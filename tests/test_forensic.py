@@ -15,8 +15,14 @@ kernel showed at the end. Checked:
     btrfs restore -t over every root it lists): every lost version progs
     gets back, btrfsimg gets back too; the figures are printed;
   - cat --deleted gives the record's bytes (exit 1 for a partial one, 2 for
-    an unknown id); extract --deleted writes the intact ones under DESTDIR
-    only, with a manifest inside it (MANIFEST); bodyfile --deleted lines reach mactime with
+    an unknown id); with --no-verify, the bytes on disk where checksums
+    fail, only there, each such range said; extract --deleted writes the
+    intact ones under DESTDIR only, with a manifest inside it (MANIFEST)
+    holding each file's sha256; versions not whole make exit 1, counted; a
+    path's plain name holds its best version (verified, intact, partial,
+    overwritten, metadata-only; newest; largest), every version its
+    record's mode, times (and owner, as root); --intact-only writes the
+    intact ones alone, exit 0; bodyfile --deleted lines reach mactime with
     " (deleted)"; history lists the superblock's generation;
   - extract --deleted follows no link and overwrites nothing: a link at
     the manifest's old place beside DESTDIR (DESTDIR.manifest.jsonl) to a
@@ -182,7 +188,11 @@ def check_cat(t, cli, img, recs):
 def check_extract(t, cli, img, recs, tmp, art=()):
     dest = os.path.join(tmp, "out")
     rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
-    t.check("extract --deleted exits 0", rc == 0, (rc, err[-300:]))
+    not_whole = sum(not is_dir(r) and r["status"] != "intact" and r["id"] not in art
+                    for r in recs)
+    t.check(f"extract --deleted: {not_whole} versions not whole written (as zeros where not "
+            f"read): exit 1, counted", not_whole and rc == 1 and
+            f"{not_whole} of them not whole".encode() in err, (rc, err[-300:]))
     with open(os.path.join(dest, MANIFEST)) as f:
         man = [json.loads(line) for line in f]
     t.check("extract --deleted: one manifest line per record, flush artefacts left out",
@@ -210,6 +220,132 @@ def check_extract(t, cli, img, recs, tmp, art=()):
     t.check("extract --deleted: nothing written beside DESTDIR", not outside, outside)
 
 
+RANK = {"partial": 3, "overwritten": 4, "metadata-only": 5}
+
+
+def best_key(r):
+    """The man page's order for a path's plain name (smallest first):
+    intact and verified, intact, partial, overwritten, metadata-only; then
+    the newest generation, then the larger size."""
+    rank = (1 if r["verified"] else 2) if r["status"] == "intact" else RANK[r["status"]]
+    return (rank, -r["generation"], -r["size"])
+
+
+def check_extract_versions(t, cli, img, recs, truth, tmp):
+    """extract --deleted: the plain name of a path holds its best version,
+    every file its record's mode, owner (as root) and times, the manifest
+    the sha256 of each file's bytes; --intact-only writes the intact ones
+    alone, exit 0."""
+    dest = os.path.join(tmp, "versions")
+    rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
+    with open(os.path.join(dest, MANIFEST)) as f:
+        man = [json.loads(line) for line in f]
+    meta, sums = [], []
+    for m in man:
+        p = os.path.join(dest, m["file"])
+        st = os.lstat(p)  # before any read changes the atime
+        want = (m["mode"] & 0o7777, m["mtime"][0] * 10**9 + m["mtime"][1],
+                m["atime"][0] * 10**9 + m["atime"][1])
+        have = (st.st_mode & 0o7777, st.st_mtime_ns, st.st_atime_ns)
+        if os.path.islink(p):
+            want, have = want[1:], have[1:]  # a link has no mode of its own
+        if os.geteuid() == 0:
+            want, have = want + (m["uid"], m["gid"]), have + (st.st_uid, st.st_gid)
+        if (not is_dir(m) or m["status"] == "intact") and want != have:
+            meta.append((m["file"], want, have))
+        if is_dir(m):
+            continue
+        data = os.readlink(p).encode() if os.path.islink(p) else open(p, "rb").read()
+        if m.get("sha256") != hashlib.sha256(data).hexdigest():
+            sums.append((m["file"], m.get("sha256")))
+    t.check(f"extract --deleted: {len(man)} versions with their record's mode, times" +
+            (", owner" if os.geteuid() == 0 else " (owners: not root, not checked)"),
+            rc == 1 and man and not meta, (rc, meta[:4]))
+    t.check("extract --deleted: the manifest's sha256 of every file is its bytes'",
+            not sums and any("sha256" in m for m in man), sums[:4])
+    written = {v["sha256"] for v in truth["versions"]}
+    by_path = collections.defaultdict(list)
+    for m in man:
+        if not is_dir(m):
+            by_path[m["path"]].append(m)
+    wrong, shared, false = [], 0, []
+    for path, ms in by_path.items():
+        plain = [m for m in ms if m["file"] == path]
+        if len(ms) < 2 or len(plain) != 1:
+            wrong += [(path, "no plain name")] if len(plain) != 1 else []
+            continue
+        shared += 1
+        if best_key(plain[0]) != min(map(best_key, ms)):
+            wrong.append((path, plain[0]["id"], plain[0]["status"],
+                          [(m["id"], m["status"], m["verified"]) for m in ms]))
+        if plain[0]["status"] == "intact" and plain[0].get("sha256") not in written:
+            false.append((path, plain[0]["id"]))
+    t.check(f"extract --deleted: of {shared} paths with several versions, the plain name "
+            f"holds the best (verified, intact, partial...; newest; largest)",
+            shared and not wrong, wrong[:3])
+    t.check("extract --deleted: a plain name's intact version is one the kernel was given",
+            not false, false[:3])
+
+    dest = os.path.join(tmp, "intact")
+    rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", "--intact-only", img, dest],
+                                 timeout=300)
+    got = []
+    if os.path.exists(os.path.join(dest, MANIFEST)):
+        with open(os.path.join(dest, MANIFEST)) as f:
+            got = sorted(json.loads(line)["id"] for line in f)
+    want = sorted(r["id"] for r in recs if r["status"] == "intact")
+    left = len(recs) - len(want)
+    t.check(f"extract --deleted --intact-only: the {len(want)} intact versions alone, "
+            f"{left} left out (said), exit 0", rc == 0 and got == want and left and
+            f"{left} left out".encode() in err, (rc, len(got), len(want), err[-300:]))
+    rc, _, err = imgtest.run_cli(cli, ["extract", "--intact-only", img,
+                                       os.path.join(tmp, "nodel")], timeout=60)
+    t.check("extract --intact-only without --deleted: refused (exit 2), nothing made",
+            rc == 2 and not os.path.exists(os.path.join(tmp, "nodel")), (rc, err[-200:]))
+
+
+def check_cat_raw(t, cli, img, recs, tmp):
+    """cat --no-verify --deleted: ranges whose checksums fail come as the
+    bytes on disk, said on stderr; every other byte as without it. extract
+    --deleted --no-verify writes those same bytes."""
+    mism = [r for r in recs if any(b["why"] == "csum mismatch" for b in r["bad_ranges"])]
+    dest = os.path.join(tmp, "raw")
+    rc, _, xerr = imgtest.run_cli(cli, ["extract", "--deleted", "--no-verify", img, dest],
+                                  timeout=300)
+    files = {}
+    if os.path.exists(os.path.join(dest, MANIFEST)):
+        with open(os.path.join(dest, MANIFEST)) as f:
+            files = {m["id"]: os.path.join(dest, m["file"]) for m in map(json.loads, f)}
+    xbad = []
+    bad, differ = [], 0
+    for r in mism:
+        rc0, z, _ = imgtest.run_cli(cli, ["cat", "--deleted", r["id"], img], timeout=120)
+        rc1, raw, err = imgtest.run_cli(cli, ["cat", "--no-verify", "--deleted", r["id"], img],
+                                        timeout=120)
+        ranges = [(b["offset"], b["offset"] + b["length"]) for b in r["bad_ranges"]
+                  if b["why"] == "csum mismatch"]
+        inside = bytearray(len(raw))
+        for lo, hi in ranges:
+            inside[lo:hi] = b"\1" * (hi - lo)
+        stray = [i for i in range(0, len(raw), 512)
+                 if raw[i:i + 512] != z[i:i + 512] and not all(inside[i:i + 512])]
+        labels = all(f"bytes {lo}..{hi} csum mismatch (written as the bytes on disk, "
+                     f"unverified".encode() in err for lo, hi in ranges)
+        if rc0 != 1 or rc1 != 1 or len(raw) != r["size"] or stray or not labels:
+            bad.append((r["id"], rc0, rc1, len(raw), stray[:3], err[-200:]))
+        differ += raw != z
+        if r["id"] not in files or open(files[r["id"]], "rb").read() != raw:
+            xbad.append(r["id"])
+    t.check(f"cat --no-verify --deleted: of {len(mism)} versions with csum mismatches, the "
+            f"bytes differ from cat --deleted only there, labelled, exit 1", mism and not bad,
+            bad[:3])
+    t.check(f"cat --no-verify --deleted: {differ} versions give the bytes on disk, not zeros",
+            differ > 0, differ)
+    t.check("extract --deleted --no-verify: those versions' files hold the same bytes, said "
+            "(exit 1)", rc == 1 and not xbad and b"as the bytes on disk (--no-verify)" in xerr,
+            (rc, xbad[:3], xerr[-300:]))
+
+
 def check_destination(t, cli, img, recs, tmp):
     """extract --deleted against links and files planted where it writes."""
     base = os.path.join(tmp, "planted")
@@ -230,7 +366,7 @@ def check_destination(t, cli, img, recs, tmp):
     os.symlink(victim, dest + ".manifest.jsonl")
     rc, _, err = run(dest)
     t.check("extract --deleted: a link at DESTDIR.manifest.jsonl is not followed, the manifest "
-            "is inside DESTDIR", rc == 0 and untouched() and
+            "is inside DESTDIR (exit 1: versions not whole)", rc == 1 and untouched() and
             os.path.isfile(os.path.join(dest, MANIFEST)) and
             not os.path.islink(os.path.join(dest, MANIFEST)), (rc, err[-300:]))
     for what, plant in (("a file", lambda p: open(p, "wb").write(b"earlier run\n")),
@@ -258,8 +394,8 @@ def check_destination(t, cli, img, recs, tmp):
     rc, _, err = run(dest)
     under = sum(r["path"].startswith(top + "/") for r in recs)
     t.check(f"extract --deleted: links planted at DESTDIR/{top} and DESTDIR/{leaf} are not "
-            f"followed: nothing outside, an error each ({under}+ versions), exit 1",
-            rc == 1 and untouched() and os.path.islink(os.path.join(dest, top)) and
+            f"followed: nothing outside, a clash each ({under}+ versions), not damage, exit 2",
+            rc == 2 and b"not damage in the image" in err and untouched() and os.path.islink(os.path.join(dest, top)) and
             err.count(b"extract: " + top.encode() + b"/") >= under and
             (b"extract: " + leaf.encode()) in err, (rc, err[-400:]))
 
@@ -301,6 +437,58 @@ def check_manifest_name(t, cli, tmp):
     whole = ok and open(os.path.join(dest, ok[0]["file"]), "rb").read() == body
     t.check(f"extract --deleted: a deleted file named {MANIFEST} goes to {MANIFEST}.~ID~, "
             f"whole, and the manifest lists it", rc == 0 and bool(whole), (rc, got, err[-300:]))
+    os.unlink(img)
+
+
+def check_deleted_meta(t, cli, tmp):
+    """The examiner's case, made by the kernel at test time (as root): a
+    script of mode 0755, owner 1000:1000, an xattr, mtime 2020-10-27,
+    deleted; extract --deleted writes it with that mode, owner, xattr and
+    times, and the manifest's sha256 is its bytes'."""
+    reason = imgtest.skip_reason()
+    if reason:
+        print(f"skip a deleted file's owner and xattrs: {reason}")
+        return
+    img, mnt = os.path.join(tmp, "meta.img"), os.path.join(tmp, "meta.mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(128 << 20)
+    body = b"#!/bin/sh\necho recovered\n"
+    when = (1603800000, 1603800000)  # 2020-10-27
+    subprocess.run(["mkfs.btrfs", "-q", "-f", img], check=True, capture_output=True,
+                   timeout=120)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True, timeout=120)
+    try:
+        os.mkdir(os.path.join(mnt, "text2"))
+        p = os.path.join(mnt, "text2", "test.sh")
+        with open(p, "wb") as f:
+            f.write(body)
+        os.chmod(p, 0o755)
+        os.chown(p, 1000, 1000)
+        os.setxattr(p, b"user.examiner", b"signed")
+        os.utime(p, when)
+        os.sync()
+        os.unlink(p)
+        os.sync()
+    finally:
+        subprocess.run(["umount", mnt], check=True, timeout=120)
+    dest = os.path.join(tmp, "meta")
+    rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
+    got = os.path.join(dest, "text2", "test.sh")
+    try:
+        with open(os.path.join(dest, MANIFEST)) as f:
+            man = [m for m in map(json.loads, f) if m["path"] == "text2/test.sh"]
+        st = os.lstat(got)
+        have = (st.st_mode & 0o7777, st.st_uid, st.st_gid, int(st.st_mtime), int(st.st_atime),
+                os.getxattr(got, b"user.examiner") if b"user.examiner" in
+                [x.encode() for x in os.listxattr(got)] else None,
+                open(got, "rb").read() == body,
+                [m.get("sha256") for m in man] == [hashlib.sha256(body).hexdigest()])
+    except (OSError, ValueError) as e:
+        have = str(e)
+    want = (0o755, 1000, 1000, when[1], when[0], b"signed", True, True)
+    t.check("extract --deleted: a deleted script gets its mode 0755, owner 1000:1000, xattr, "
+            "times; the manifest its sha256", rc == 0 and have == want, (rc, have, err[-300:]))
     os.unlink(img)
 
 
@@ -657,8 +845,10 @@ def check_dirs(t, cli, img, recs, truth, tmp, name):
         listed = {m["file"] for m in map(json.loads, f) if is_dir(m)}
     missing = [d["path"] for d in truth["dirs"] if d["path"] not in listed or
                not os.path.isdir(os.path.join(dest, d["path"]))]
-    t.check(f"{name}: extract --deleted creates every removed directory, in its manifest",
-            rc == 0 and not missing, (rc, missing, err[-200:]))
+    whole = all(is_dir(r) or r["status"] == "intact" for r in recs)
+    t.check(f"{name}: extract --deleted creates every removed directory, in its manifest "
+            f"(exit {0 if whole else 1}: versions not whole)",
+            rc == (0 if whole else 1) and not missing, (rc, missing, err[-200:]))
     rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", img], timeout=300)
     lines = out.decode(errors="replace").splitlines()
     missing = [d["path"] for d in truth["dirs"]
@@ -745,8 +935,11 @@ def main():
         check_bad_zeros(t, cli, [img], recs, "single")
         check_cat(t, cli, img, recs)
         check_extract(t, cli, img, recs, tmp, art)
+        check_extract_versions(t, cli, img, [r for r in recs if r["id"] not in art], truth, tmp)
+        check_cat_raw(t, cli, img, recs, tmp)
         check_destination(t, cli, img, [r for r in recs if r["id"] not in art], tmp)
         check_manifest_name(t, cli, tmp)
+        check_deleted_meta(t, cli, tmp)
         check_bodyfile(t, cli, img, tmp)
         check_history(t, cli, img, super_generation(img))
 

@@ -268,22 +268,28 @@ def total_limit(env, t):
         for d in j["digests"].values():
             d["keyslots"] = [str(i) for i in range(8)]
     luks2_rewrite(p, eight)
-    rc, _, err, _ = env.run(["walk", "--passphrase-file", env.passfile, "--kdf-limit",
-                             "0.02", p])  # the digest's 1000 iterations fit, not the keyslot
-    m = re.search(r"keyslot 0 .* would need about ([0-9.]+) s", err)
-    if rc != 2 or not m or float(m.group(1)) < 0.02:
-        t.check("8 keyslots: the estimate of one", False, "exit %s: %s" % (rc, err[-300:]))
-        return
-    one = float(m.group(1))
     bad = os.path.join(env.tmp, "bad")
     with open(bad, "wb") as f:
         f.write(b"not it")
-    rc, _, err, secs = env.run(["walk", "--passphrase-file", bad, "--kdf-limit",
-                                "%.3f" % (2 * one), p])
-    m = re.search(r"tried keyslots ([0-9, ]+);", err)
-    n = len(m.group(1).split(",")) if m else 0
-    t.check("8 keyslots, a wrong passphrase: the open's total bounds the keyslots tried",
-            rc == 2 and 1 <= n < 8 and "for all keyslots of an open" in err,
+    # The estimate comes from a calibration each run makes; on a loaded
+    # machine two runs can differ by more than the margin, so up to three
+    # rounds (without the total bound all 8 would be tried in every one).
+    for attempt in range(3):
+        rc, _, err, _ = env.run(["walk", "--passphrase-file", env.passfile, "--kdf-limit",
+                                 "0.02", p])  # the digest's 1000 iterations fit, not the keyslot
+        m = re.search(r"keyslot 0 .* would need about ([0-9.]+) s", err)
+        if rc != 2 or not m or float(m.group(1)) < 0.02:
+            t.check("8 keyslots: the estimate of one", False, "exit %s: %s" % (rc, err[-300:]))
+            return
+        one = float(m.group(1))
+        rc, _, err, secs = env.run(["walk", "--passphrase-file", bad, "--kdf-limit",
+                                    "%.3f" % (1.5 * one), p])
+        m = re.search(r"tried keyslots ([0-9, ]+)", err)
+        n = len(m.group(1).strip(", ").split(",")) if m else 0
+        ok = rc == 2 and 1 <= n < 8 and "for all keyslots of an open" in err
+        if ok:
+            break
+    t.check("8 keyslots, a wrong passphrase: the open's total bounds the keyslots tried", ok,
             "exit %s after %.1f s, %d tried: %s" % (rc, secs, n, err[-500:]))
 
 

@@ -247,6 +247,50 @@ def missing_case(tmp):
           % (rc, dev2, unchecked, data, err[-200:]))
 
 
+def degraded_raid6_case(tmp):
+    """raid6 of four devices, devices 3 and 4 not given: the output says
+    what could not be checked, not just "no damage found": per missing
+    device every stripe byte unchecked (the dev_item's bytes_used the
+    kernel recorded, dump-super), and its tree blocks and data in use
+    rebuilt from parity and checked: exactly the bytes the scrub of all
+    four devices checks on it; parity whose row has a device missing is
+    unchecked, as much as the full scrub checks."""
+    d = os.path.join(TESTDATA, "images", "raid6")
+    imgs = images_of(d, tmp)
+    rc_full, full, _ = verify(imgs)
+    rc, lines, err = verify(imgs[:2])
+    fdev = {l["devid"]: l for l in full if l.get("type") == "device"}
+    dev = {l["devid"]: l for l in lines if l.get("type") == "device"}
+    summ = [l for l in lines if l.get("type") == "summary"]
+    fsumm = [l for l in full if l.get("type") == "summary"]
+    used = {}
+    for n in (3, 4):
+        with open(os.path.join(d, "dev%d.dump-super.txt" % n)) as f:
+            used[n] = int(f.read().split("dev_item.bytes_used")[1].split()[0])
+    bad = []
+    for n in (3, 4):
+        l, fl = dev.get(n, {}), fdev.get(n, {})
+        checked = fl.get("data_bytes_scrubbed", 0) + fl.get("tree_bytes_scrubbed", 0)
+        if not (l.get("missing") and l.get("unchecked_bytes") == used[n] and checked and
+                l.get("rebuilt_bytes") == checked):
+            bad.append((n, l, used[n], checked))
+    par = sum(l.get("parity_bytes", 0) for l in fdev.values())
+    gap = sum(l.get("parity_unchecked_bytes", 0) for l in dev.values())
+    check("raid6 without devices 3 and 4: exit 1; each missing device's stripe bytes "
+          "unchecked (bytes_used %s), its tree blocks and data rebuilt from parity and "
+          "checked as the full scrub checks them; %d bytes of parity unchecked" % (used, par),
+          rc == 1 and rc_full == 0 and not bad and par and gap == par and
+          summ and summ[0]["complete"] is False and fsumm and fsumm[0]["complete"] is True and
+          summ[0]["unchecked_bytes"] == used[3] + used[4],
+          "exit %s/%s %s parity %d vs %d %s %s" % (rc, rc_full, bad, gap, par, summ, err[-200:]))
+    rc, out, _ = imgtest.run_cli(CLI, ["verify", *imgs[:2]], timeout=300)
+    txt = out.decode()
+    check("raid6 without devices 3 and 4, text: says what was not checked, never a bare "
+          "'no damage found'", rc == 1 and "not checked: %d bytes" % (used[3] + used[4]) in txt
+          and "no damage found\n" not in txt and
+          "no damage found in what could be checked" in txt, txt[-600:])
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="scrub-test-")
     try:
@@ -260,6 +304,7 @@ def main():
         parity_case(sub)
         truncated_case(tempfile.mkdtemp(dir=tmp))
         missing_case(tempfile.mkdtemp(dir=tmp))
+        degraded_raid6_case(tempfile.mkdtemp(dir=tmp))
         rc, _, err = imgtest.run_cli(CLI, ["verify"])
         check("verify without an image: usage error (exit 2)", rc == 2, err)
     finally:

@@ -22,6 +22,7 @@ struct cli {
 	bool json, hash, verbose, quiet;
 	bool have_json_u64;	/* --json-u64 given (it sets jw_big_as_number) */
 	bool only_snapshots, only_readonly, only_deleted;	/* subvols' filters */
+	bool intact_only;	/* extract --deleted --intact-only */
 	struct btrfsimg_open_opts opts;
 	int format;		/* --format: enum btrfsimg_format (0: detect) */
 	bool have_subvol;
@@ -54,7 +55,7 @@ enum cli_opt {
 	OPT_END = 0,
 	OPT_JSON, OPT_JSON_U64, OPT_HASH, OPT_SUBVOL, OPT_PATH, OPT_INODE, OPT_INUMBITS,
 	OPT_MOUNT_SUBVOL, OPT_EXAMPLES,
-	OPT_NO_VERIFY,
+	OPT_NO_VERIFY, OPT_INTACT_ONLY,
 	/* subvols' filters, as btrfs subvolume list -s, -r, -d */
 	OPT_SNAPSHOTS, OPT_READONLY, OPT_DELETED, OPT_DELETED_ID,
 	/* opening an image */

@@ -135,7 +135,8 @@ static const struct cmd_option cat_options[] = {
 	{ OPT_SUBVOL, "resolve --path in subvolume ID (default 5)" },
 	{ OPT_PATH, "the file at path P" },
 	{ OPT_INODE, "the file of objectid O in subvolume S" },
-	{ OPT_NO_VERIFY, NULL },
+	{ OPT_NO_VERIFY, "do not verify data checksums; with --deleted: ranges\n"
+			 "whose checksums fail as on disk, not zeros (said)" },
 	{ OPT_DELETED_ID, "a recovered version (its id from 'btrfsimg deleted');\n"
 			  "untrusted ranges as zeros, exit 1 when partial" },
 	CMD_IMAGE_OPTIONS,

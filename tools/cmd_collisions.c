@@ -19,7 +19,7 @@
 
 struct names_ctx {
 	uint64_t parent;
-	uint8_t name[256];
+	char name[3 * 255 + 2]; /* the safe form: a damaged name never adds a level */
 	size_t len;
 	bool found;
 };
@@ -30,8 +30,7 @@ static int first_name(void *ctx, uint64_t parent, uint64_t index, const uint8_t 
 	struct names_ctx *n = ctx;
 	(void)index;
 	n->parent = parent;
-	n->len = len < 255 ? len : 255;
-	memcpy(n->name, name, n->len);
+	n->len = btrfsimg_name_safe(name, len < 255 ? len : 255, n->name, sizeof(n->name));
 	n->found = true;
 	return 1;
 }

@@ -35,6 +35,7 @@ static int on_record(void *ctx, const struct btrfsimg_recovered *r)
 			d->c->errors++;
 		}
 	}
+	rec_name_damage(d->c, r);
 	d->n++;
 	d->partial += r->status != BTRFSIMG_REC_INTACT;
 	if (d->c->json) {

@@ -8,9 +8,10 @@
  * first name reached one component at a time, O_NOFOLLOW) or with calls
  * that never follow a link at the new name (symlinkat, mknodat, linkat,
  * and *at(AT_SYMLINK_NOFOLLOW) for owners, modes and times), and a name
- * from the image is refused if it is empty, "." or "..", or holds a '/':
- * nothing is ever written outside DESTDIR, whatever the image says or
- * DESTDIR held before, and an existing file is never overwritten.
+ * from the image that cannot be a component (empty, "." or "..", a '/' or
+ * NUL in it) is written under its safe form (btrfsimg_name_safe), as walk
+ * shows it: nothing is ever written outside DESTDIR, whatever the image
+ * says or DESTDIR held before, and an existing file is never overwritten.
  *
  * Contents are written extent by extent with holes where the file has
  * none or reads zeros (whole 4 KiB blocks), hard links become hard links, and modes, owners (as root),
@@ -50,16 +51,22 @@ struct ex_ctx {
 	size_t nlinks, caplinks;
 	char start_name[256];	/* a start that is not a directory: its name */
 	uint64_t entries, bytes;	/* created, for the summary */
+	uint64_t clashes;	/* entries whose place in DESTDIR was taken */
 };
 
 static void ex_warn(struct ex_ctx *x, const struct visit_node *n, const char *what, int err)
 {
+	bool clash = out_clash(err);
+	const char *why = clash ? OUT_CLASH_SAID : "";
 	if (n->depth == 0)
-		cli_warn("extract: %s: %s: %s", x->start_name, what, strerror(err));
+		cli_warn("extract: %s: %s: %s%s", x->start_name, what, strerror(err), why);
 	else
-		cli_warn("extract: %.*s: %s: %s", (int)n->path_len, (const char *)n->path, what,
-			 strerror(err));
-	x->c->errors++;
+		cli_warn("extract: %.*s: %s: %s%s", (int)n->path_len, (const char *)n->path, what,
+			 strerror(err), why);
+	if (clash)
+		x->clashes++;
+	else
+		x->c->errors++;
 }
 
 static bool safe_name(const uint8_t *name, size_t len)
@@ -75,29 +82,14 @@ static void apply_times(int dirfd, const char *name, const struct btrfsimg_inode
 	utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW);
 }
 
-static int set_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value,
-		     size_t vlen)
-{
-	int fd = *(int *)ctx;
-	char n[256];
-	if (nlen >= sizeof(n))
-		return 0;
-	memcpy(n, name, nlen);
-	n[nlen] = '\0';
-	fsetxattr(fd, n, value, vlen, 0); /* best effort: namespaces may be refused */
-	return 0;
-}
-
 static void apply_meta(struct ex_ctx *x, int fd, const struct btrfsimg_inode *i, bool xattrs,
 		       uint64_t subvol, uint64_t objectid)
 {
-	if (x->as_root && fchown(fd, i->uid, i->gid) < 0)
+	if (out_owner_mode(fd, i, x->as_root) < 0)
 		x->c->errors++;
-	fchmod(fd, i->mode & 07777);
 	if (xattrs)
-		btrfsimg_xattrs(x->c->fs, subvol, objectid, set_xattr, &fd);
-	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
-	futimens(fd, ts);
+		btrfsimg_xattrs(x->c->fs, subvol, objectid, out_xattr, &fd);
+	out_times(fd, i);
 }
 
 static bool all_zero(const uint8_t *p, size_t n)
@@ -241,9 +233,7 @@ static int make_symlink(struct ex_ctx *x, const struct visit_node *n, int dirfd,
 		ex_warn(x, n, "symlink", errno);
 	} else {
 		x->entries++;
-		if (x->as_root)
-			fchownat(dirfd, name, n->inode.uid, n->inode.gid, AT_SYMLINK_NOFOLLOW);
-		apply_times(dirfd, name, &n->inode); /* ours only, not what was there */
+		out_link_meta(dirfd, name, &n->inode, x->as_root); /* ours only, not what was there */
 	}
 	free(target);
 	return 0;
@@ -303,10 +293,7 @@ static int first_name(void *ctx, uint64_t parent, uint64_t index, const uint8_t 
 	char *out = ctx;
 	(void)parent;
 	(void)index;
-	if (len > 255)
-		len = 255;
-	memcpy(out, name, len);
-	out[len] = '\0';
+	btrfsimg_name_safe(name, len, out, 256); /* cut at 255, never a '/' */
 	return 1;
 }
 
@@ -351,13 +338,14 @@ static int on_node(void *ctx, const struct visit_node *n)
 		return S_ISDIR(n->inode.mode) ? 0 : make_start(x, n);
 	if (n->depth >= DEPTH_MAX)
 		return 1;
-	if (!safe_name(n->ent.name, n->ent.name_len)) {
+	/* a damaged name (visit_tree said so) under its safe form, the one
+	 * its path shows: one level, inside its directory */
+	char name[3 * 255 + 2];
+	if (btrfsimg_name_safe(n->ent.name, n->ent.name_len, name, sizeof(name)) >= sizeof(name) ||
+	    !safe_name((const uint8_t *)name, strlen(name))) {
 		ex_warn(x, n, "unsafe name refused", EINVAL);
 		return 1;
 	}
-	char name[256];
-	memcpy(name, n->ent.name, n->ent.name_len);
-	name[n->ent.name_len] = '\0';
 	return make_entry(x, n, x->dirfd[n->depth - 1], name);
 }
 
@@ -375,10 +363,15 @@ static int after_dir(void *ctx, const struct visit_node *n)
 
 static void summary(const struct ex_ctx *x, int status)
 {
-	uint64_t errors = x->c->errors + (status == EXIT_FAILED && !x->c->errors);
+	uint64_t errors = x->c->errors + (status == EXIT_FAILED && !x->c->errors && !x->clashes);
+	char clash[96] = "";
+	if (x->clashes)
+		snprintf(clash, sizeof(clash),
+			 ", %" PRIu64 " not written: their place in DESTDIR taken (not damage)",
+			 x->clashes);
 	cli_warn("extract: %" PRIu64 " %s (%" PRIu64 " bytes of file contents) into '%s', %"
-		 PRIu64 " %s", x->entries, x->entries == 1 ? "entry" : "entries", x->bytes,
-		 x->c->destdir, errors, errors == 1 ? "error" : "errors");
+		 PRIu64 " %s%s", x->entries, x->entries == 1 ? "entry" : "entries", x->bytes,
+		 x->c->destdir, errors, errors == 1 ? "error" : "errors", clash);
 }
 
 static int cmd_extract(struct cli *c)
@@ -412,7 +405,8 @@ static int cmd_extract(struct cli *c)
 	free(x.links);
 	free(x.dirfd);
 	free(x.buf);
-	int status = cli_status(c);
+	/* a taken place is the destination's doing, not the image's: refused */
+	int status = x.clashes ? EXIT_FAILED : cli_status(c);
 	if (rc < 0)
 		status = *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
 	summary(&x, status);
@@ -438,6 +432,11 @@ static int extract_check(struct cli *c)
 			 "--path, --inode or --subvol");
 		return EXIT_USAGE;
 	}
+	if (c->intact_only && !c->only_deleted) {
+		cli_warn("extract: --intact-only chooses among recovered versions: give it with "
+			 "--deleted");
+		return EXIT_USAGE;
+	}
 	if (c->only_deleted && rec_extract_check(c))
 		return EXIT_FAILED;
 	return cli_inode_alone(c);
@@ -449,12 +448,16 @@ static const struct cmd_option extract_options[] = {
 		    "that one file, symlink or special file" },
 	{ OPT_INODE, "extract inode S:O (subvolume S, objectid O): a\n"
 		     "directory's tree, or that one object (its first name)" },
-	{ OPT_NO_VERIFY, NULL },
+	{ OPT_NO_VERIFY, "do not verify data checksums; with --deleted: ranges\n"
+			 "whose checksums fail written as on disk, not zeros" },
 	{ OPT_DELETED, "every recovered version ('btrfsimg deleted') at its\n"
-		       "path under DESTDIR (later ones PATH.~ID~), and a\n"
+		       "path under DESTDIR (the best of a path there, the\n"
+		       "others PATH.~ID~: see the man page), and a\n"
 		       "JSON-lines manifest DESTDIR/" REC_MANIFEST "\n"
 		       "(refused if there already; a version of that name\n"
 		       "goes to NAME.~ID~)" },
+	{ OPT_INTACT_ONLY, "with --deleted: only the versions whose every byte\n"
+			   "was read (intact, verified or not)" },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
 };

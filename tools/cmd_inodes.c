@@ -355,6 +355,11 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
 {
 	struct inodes_ctx *x = ctx;
 	progress_tick_at("inodes", ++x->count, e->inode.subvol, e->inode.objectid);
+	if (e->name_damage) { /* the path shows the name's safe form */
+		fprintf(stderr, "btrfsimg: %.*s: damaged name: %s: shown by its safe form\n",
+			(int)e->path_len, e->path ? e->path : "", e->name_damage);
+		x->c->errors++;
+	}
 	if (x->c->json)
 		return on_json(x, e, p);
 	if (x->h)

@@ -260,6 +260,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	btrfsimg_fs *fs = mount_pool_get(&m->pool);
 	struct btrfsimg_dirent e;
 	struct stat st;
+	/* finds a damaged name by its safe form too, as readdir lists it */
 	int rc = btrfsimg_lookup(fs, dir->subvol, dir->objectid, name, strlen(name), &e);
 	struct mount_node k = { 0 };
 	if (rc == 0) {
@@ -352,11 +353,23 @@ struct dlist {
 	size_t names_len, names_cap;
 	bool loaded;
 	int err; /* errno of a listing that stopped early (what came before stays) */
+	struct mnt *m;		 /* for the messages of a load */
+	uint64_t subvol, dir;	 /* the directory loaded */
 };
 
 static int dlist_add(void *ctx, const struct btrfsimg_dirent *e)
 {
 	struct dlist *d = ctx;
+	/* a damaged name under its safe form (btrfsimg_name_safe), as walk
+	 * shows it: a '/' in a name would make the kernel refuse the whole
+	 * listing, "." and ".." would be dropped or step out */
+	char safe[3 * 255 + 2];
+	size_t len = btrfsimg_name_safe(e->name, e->name_len, safe, sizeof(safe));
+	if (len >= sizeof(safe))
+		return 0; /* not from a DIR_INDEX the checks passed (<= 255 bytes) */
+	char m[1024];
+	if (btrfsimg_name_damage(d->subvol, d->dir, e, m, sizeof(m)))
+		say(d->m, LOG_WARNING, "%s", m);
 	if (d->n == d->cap) {
 		size_t cap = d->cap ? d->cap * 2 : 64;
 		struct dent *v = realloc(d->v, cap * sizeof(*v));
@@ -365,9 +378,9 @@ static int dlist_add(void *ctx, const struct btrfsimg_dirent *e)
 		d->v = v;
 		d->cap = cap;
 	}
-	if (d->names_len + e->name_len + 1 > d->names_cap) {
+	if (d->names_len + len + 1 > d->names_cap) {
 		size_t cap = d->names_cap ? d->names_cap * 2 : 4096;
-		while (cap < d->names_len + e->name_len + 1)
+		while (cap < d->names_len + len + 1)
 			cap *= 2;
 		char *p = realloc(d->names, cap);
 		if (!p)
@@ -375,13 +388,12 @@ static int dlist_add(void *ctx, const struct btrfsimg_dirent *e)
 		d->names = p;
 		d->names_cap = cap;
 	}
-	memcpy(d->names + d->names_len, e->name, e->name_len);
-	d->names[d->names_len + e->name_len] = '\0';
+	memcpy(d->names + d->names_len, safe, len + 1);
 	d->v[d->n++] = (struct dent){ .name_off = d->names_len,
-				      .name_len = (uint16_t)e->name_len,
+				      .name_len = (uint16_t)len,
 				      .file_type = e->file_type,
 				      .e = *e };
-	d->names_len += e->name_len + 1;
+	d->names_len += len + 1;
 	return 0;
 }
 
@@ -416,6 +428,9 @@ static void dlist_load(struct mnt *m, struct dlist *d, btrfsimg_fs *fs,
 	if (d->loaded)
 		return;
 	d->loaded = true;
+	d->m = m;
+	d->subvol = dir->subvol;
+	d->dir = dir->objectid;
 	int rc = is_stub(dir) ? 0 : btrfsimg_readdir(fs, dir->subvol, dir->objectid, dlist_add, d);
 	d->err = rc < 0 ? errno_of(rc) : 0;
 	if (rc < 0)

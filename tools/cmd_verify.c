@@ -78,6 +78,8 @@ static void dev_json(const struct btrfsimg_scrub_dev *d)
 	jw_u64(&w, "uncorrectable_errors", d->uncorrectable_errors);
 	jw_u64(&w, "bytes_read", d->bytes_read);
 	jw_u64(&w, "unchecked_bytes", d->unchecked_bytes);
+	jw_u64(&w, "rebuilt_bytes", d->rebuilt_bytes);
+	jw_u64(&w, "parity_unchecked_bytes", d->parity_unchecked_bytes);
 	jw_end(&w);
 }
 
@@ -97,21 +99,51 @@ static void err_json(const struct btrfsimg_scrub_error *e)
 	jw_end(&w);
 }
 
+/* What the scrub could not check: stripe bytes (every one of a missing
+ * device's), parity whose row could not be read, and of the missing
+ * devices' bytes those rebuilt from parity and checked. */
+struct gaps {
+	uint64_t missing, unchecked, parity, rebuilt;
+};
+
+static struct gaps gaps_of(const struct btrfsimg_scrub_report *r)
+{
+	struct gaps g = { 0 };
+	for (size_t i = 0; i < r->ndevs; i++) {
+		g.missing += r->devs[i].missing;
+		g.unchecked += r->devs[i].unchecked_bytes;
+		g.parity += r->devs[i].parity_unchecked_bytes;
+		g.rebuilt += r->devs[i].rebuilt_bytes;
+	}
+	return g;
+}
+
 static void summary_json(const struct btrfsimg_scrub_report *r, uint64_t errors)
 {
+	struct gaps g = gaps_of(r);
 	struct jw w;
 	jw_begin(&w, stdout);
 	jw_str(&w, "type", "summary");
 	jw_u64(&w, "errors", errors);
 	jw_u64(&w, "damaged_ranges", r->total_errors);
 	jw_u64(&w, "listed", r->nerrors);
+	jw_u64(&w, "missing_devices", g.missing);
+	jw_u64(&w, "unchecked_bytes", g.unchecked);
+	jw_u64(&w, "parity_unchecked_bytes", g.parity);
+	jw_u64(&w, "rebuilt_bytes", g.rebuilt);
+	jw_bool(&w, "complete", !g.unchecked && !g.parity);
 	jw_end(&w);
 }
 
 static void dev_text(const struct btrfsimg_scrub_dev *d)
 {
 	if (d->missing) {
-		printf("device %" PRIu64 ": missing, not checked\n", d->devid);
+		printf("device %" PRIu64 ": missing: its %" PRIu64 " bytes of chunk stripes not "
+		       "read; of them %" PRIu64 " bytes of tree blocks and data in use rebuilt "
+		       "from parity and checked (%" PRIu64 " sectors with a bad checksum, %" PRIu64
+		       " failed tree sectors)\n",
+		       d->devid, d->unchecked_bytes, d->rebuilt_bytes, d->csum_errors,
+		       d->verify_errors);
 		return;
 	}
 	printf("device %" PRIu64 " (%s)\n", d->devid, d->name);
@@ -127,6 +159,9 @@ static void dev_text(const struct btrfsimg_scrub_dev *d)
 	if (d->unchecked_bytes)
 		printf("  unchecked: %" PRIu64 " bytes of chunk stripes (their trees unreadable)\n",
 		       d->unchecked_bytes);
+	if (d->parity_unchecked_bytes)
+		printf("  unchecked: %" PRIu64 " bytes of parity (a device of the row missing)\n",
+		       d->parity_unchecked_bytes);
 	printf("  read errors %" PRIu64 ", superblock errors %" PRIu64 ", uncorrectable %" PRIu64
 	       " sectors; %" PRIu64 " bytes read\n",
 	       d->read_errors, d->super_errors, d->uncorrectable_errors, d->bytes_read);
@@ -155,8 +190,17 @@ static void report(const struct cli *c, const struct btrfsimg_scrub_report *r)
 	}
 	for (size_t i = 0; i < r->ndevs; i++)
 		dev_text(&r->devs[i]);
+	struct gaps g = gaps_of(r);
+	if (g.unchecked || g.parity)
+		printf("not checked: %" PRIu64 " bytes of chunk stripes (all of the %" PRIu64
+		       " missing devices', and those of chunks whose trees could not be read), %"
+		       PRIu64 " bytes of parity (a device of its row missing); of the missing "
+		       "devices' tree blocks and data, %" PRIu64
+		       " bytes rebuilt from parity and checked\n",
+		       g.unchecked, g.missing, g.parity, g.rebuilt);
 	if (!r->total_errors) {
-		printf("no damage found\n");
+		printf(g.unchecked || g.parity ? "no damage found in what could be checked\n"
+					       : "no damage found\n");
 		return;
 	}
 	printf("damage: %" PRIu64 " ranges", r->total_errors);

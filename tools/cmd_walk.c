@@ -38,6 +38,7 @@ struct wrow {
 	int8_t dev;		/* numdevs2_dev, -1: null */
 	bool stub, is_start, symlink, target_ok, schemes;
 	uint8_t handle[2][40];
+	const char *name_damage; /* btrfsimg_name_problem of a damaged name, or NULL */
 };
 
 struct walk_ctx {
@@ -179,6 +180,7 @@ static void row_of(struct walk_ctx *wc, const struct visit_node *n, struct wrow 
 	r->d_ino = n->ent.location_objectid;
 	r->stub = n->stub;
 	r->is_start = n->is_start;
+	r->name_damage = n->is_start ? NULL : btrfsimg_name_problem(n->ent.name, n->ent.name_len);
 	r->dev = -1;
 	r->schemes = false;
 	take_handles(wc, n, r);
@@ -309,6 +311,8 @@ static void put_json(struct walk_ctx *wc, const struct wrow *r, const char *byte
 	p = put_handle(p, r, 1);
 	w->len = (size_t)(p - w->buf);
 	w->need_comma = true;
+	if (r->name_damage) /* the path shows the name's safe form */
+		jw_str(w, "name_damage", r->name_damage);
 	jw_raw(w, hashes, r->hashes_len);
 	if (r->schemes)
 		put_schemes(w, r);

@@ -38,6 +38,9 @@ static const struct opt_def defs[OPT_COUNT] = {
 			       "the mounted subvolume for numdevs=2\n(default: the default subvolume)" },
 	[OPT_EXAMPLES] = { "examples", 0, "N", "list N groups per scheme; 0: every group" },
 	[OPT_NO_VERIFY] = { "no-verify", 0, NULL, "do not verify data checksums" },
+	[OPT_INTACT_ONLY] = { "intact-only", 0, NULL,
+			      "only the recovered versions whose every byte was\n"
+			      "read (intact, verified or not)" },
 	[OPT_SNAPSHOTS] = { "snapshots", 's', NULL, "only snapshots" },
 	[OPT_READONLY] = { "readonly", 'r', NULL, "only read-only subvolumes" },
 	[OPT_DELETED] = { "deleted", 'd', NULL, "only deleted subvolumes" },
@@ -262,6 +265,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_SNAPSHOTS: c->only_snapshots = true; return 0;
 	case OPT_READONLY: c->only_readonly = true; return 0;
 	case OPT_DELETED: c->only_deleted = true; return 0;
+	case OPT_INTACT_ONLY: c->intact_only = true; return 0;
 	case OPT_DELETED_ID: c->deleted_id = arg; return 0;
 	case OPT_NO_VERIFY: c->opts.flags |= BTRFSIMG_OPEN_NO_DATA_VERIFY; return 0;
 	case OPT_NO_LOG_REPLAY: c->opts.flags |= BTRFSIMG_OPEN_NO_LOG_REPLAY; return 0;

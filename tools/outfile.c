@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 int out_create(int dirfd, const char *name, mode_t mode)
@@ -86,4 +87,44 @@ int out_destdir(const char *path)
 		return -errno;
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
+}
+
+int out_owner_mode(int fd, const struct btrfsimg_inode *i, bool as_root)
+{
+	int rc = 0;
+	if (as_root && fchown(fd, i->uid, i->gid) < 0)
+		rc = -errno;
+	fchmod(fd, i->mode & 07777);
+	return rc;
+}
+
+void out_times(int fd, const struct btrfsimg_inode *i)
+{
+	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
+	futimens(fd, ts);
+}
+
+void out_link_meta(int dirfd, const char *name, const struct btrfsimg_inode *i, bool as_root)
+{
+	if (as_root)
+		fchownat(dirfd, name, i->uid, i->gid, AT_SYMLINK_NOFOLLOW);
+	struct timespec ts[2] = { { i->atime.sec, i->atime.nsec }, { i->mtime.sec, i->mtime.nsec } };
+	utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW);
+}
+
+bool out_clash(int err)
+{
+	return err == EEXIST || err == ELOOP || err == ENOTDIR;
+}
+
+int out_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t *value, size_t vlen)
+{
+	int fd = *(int *)ctx;
+	char n[256];
+	if (nlen >= sizeof(n))
+		return 0;
+	memcpy(n, name, nlen);
+	n[nlen] = '\0';
+	fsetxattr(fd, n, value, vlen, 0);
+	return 0;
 }

@@ -136,18 +136,39 @@ static int sparse_piece(void *ctx, uint64_t off, const void *data, size_t len)
 
 /* Sparse into a regular file opened without O_APPEND (extract --deleted,
  * or cat --deleted redirected to one), else byte by byte (a pipe). */
-int rec_write(btrfsimg_forensic *f, const char *id, FILE *out)
+int rec_write(btrfsimg_forensic *f, const char *id, unsigned flags, FILE *out)
 {
 	struct stat st;
 	int fd = fileno(out), fl = fcntl(fd, F_GETFL);
 	struct sparse_out s = { out, ftello(out), 0 };
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || fl < 0 || (fl & O_APPEND) || s.base < 0)
-		return btrfsimg_forensic_read(f, id, write_piece, out);
-	int rc = btrfsimg_forensic_read(f, id, sparse_piece, &s);
+		return btrfsimg_forensic_read_flags(f, id, flags, write_piece, out);
+	int rc = btrfsimg_forensic_read_flags(f, id, flags, sparse_piece, &s);
 	if (rc >= 0 && (fflush(out) != 0 || ftruncate(fd, s.base + (off_t)s.end) < 0 ||
 			fseeko(out, s.base + (off_t)s.end, SEEK_SET) < 0))
 		rc = -EIO;
 	return rc;
+}
+
+void rec_name_damage(struct cli *c, const struct btrfsimg_recovered *r)
+{
+	if (!r->name_damage)
+		return;
+	cli_warn("%s (%s): damaged name: %s: shown by its safe form", r->path, r->id,
+		 r->name_damage);
+	c->errors++;
+}
+
+unsigned rec_read_flags(const struct cli *c)
+{
+	return c->opts.flags & BTRFSIMG_OPEN_NO_DATA_VERIFY ? BTRFSIMG_FORENSIC_RAW : 0;
+}
+
+const char *rec_bad_as(const struct btrfsimg_bad_range *b, unsigned flags)
+{
+	return (flags & BTRFSIMG_FORENSIC_RAW) && strcmp(b->why, "csum mismatch") == 0
+		       ? "written as the bytes on disk, unverified (--no-verify)"
+		       : "written as zeros";
 }
 
 void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha256)
@@ -160,6 +181,8 @@ void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha2
 	jw_u64(w, "generation", r->generation);
 	jw_u64(w, "transid", i->transid);
 	jw_str(w, "path", r->path);
+	if (r->name_damage)
+		jw_str(w, "name_damage", r->name_damage);
 	jw_u64(w, "mode", i->mode);
 	jw_u64(w, "uid", i->uid);
 	jw_u64(w, "gid", i->gid);
@@ -191,8 +214,8 @@ void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha2
 
 struct find {
 	const char *id;
+	unsigned flags;
 	uint64_t nbad;
-	const struct btrfsimg_recovered *r;
 };
 
 static int say_bad(void *ctx, const struct btrfsimg_recovered *r)
@@ -201,8 +224,9 @@ static int say_bad(void *ctx, const struct btrfsimg_recovered *r)
 	if (strcmp(r->id, x->id) != 0)
 		return 0;
 	for (size_t i = 0; i < r->nbad; i++)
-		cli_warn("cat: %s: bytes %" PRIu64 "..%" PRIu64 " %s (written as zeros)", r->id,
-			 r->bad[i].offset, r->bad[i].offset + r->bad[i].length, r->bad[i].why);
+		cli_warn("cat: %s: bytes %" PRIu64 "..%" PRIu64 " %s (%s)", r->id,
+			 r->bad[i].offset, r->bad[i].offset + r->bad[i].length, r->bad[i].why,
+			 rec_bad_as(&r->bad[i], x->flags));
 	x->nbad = r->nbad;
 	return 1;
 }
@@ -213,11 +237,12 @@ int rec_cat(struct cli *c)
 	int st = rec_scan(c, &f);
 	if (st)
 		return st;
-	int rc = rec_write(f, c->deleted_id, stdout);
+	unsigned flags = rec_read_flags(c);
+	int rc = rec_write(f, c->deleted_id, flags, stdout);
 	if (fflush(stdout) != 0 && rc >= 0)
 		rc = -EIO;
 	if (rc == 1) {
-		struct find x = { c->deleted_id, 0, NULL };
+		struct find x = { c->deleted_id, flags, 0 };
 		btrfsimg_forensic_recovered(f, say_bad, &x);
 	}
 	btrfsimg_forensic_free(f);
@@ -235,8 +260,36 @@ struct ex {
 	FILE *manifest;
 	char **paths; /* relative paths written so far */
 	size_t npaths, cpaths;
-	uint64_t written, failed;
+	unsigned flags; /* rec_read_flags */
+	bool as_root;	/* owners restored too */
+	struct done_dir *dirs; /* written, finished at the end (finish_dirs) */
+	size_t ndirs, cdirs;
+	uint64_t written, failed, left_out;
+	uint64_t clashes; /* versions whose place in DESTDIR was taken */
+	uint64_t not_whole[4]; /* files and links written, by status */
 };
+
+/* A directory written, whose metadata waits until nothing more is
+ * created in it. @rel is x->paths' string. */
+struct done_dir {
+	const char *rel;
+	const struct btrfsimg_recovered *r;
+};
+
+/* A version's bytes on their way to @next, hashed: the manifest's sha256
+ * is of the bytes written, not of a second read. */
+struct hashed {
+	EVP_MD_CTX *md;
+	btrfsimg_data_fn next;
+	void *ctx;
+};
+
+static int hashed_piece(void *ctx, uint64_t off, const void *data, size_t len)
+{
+	struct hashed *h = ctx;
+	EVP_DigestUpdate(h->md, data, len);
+	return h->next(h->ctx, off, data, len);
+}
 
 static bool taken(const struct ex *x, const char *rel)
 {
@@ -292,41 +345,147 @@ static int mem_piece(void *ctx, uint64_t off, const void *data, size_t len)
 	return 0;
 }
 
+/* A regular file's version at @leaf under @dir: its bytes through @h,
+ * then its mode, owner and times (after the contents, whose writing
+ * would change the mtime). */
+static int write_file(struct ex *x, int dir, const char *leaf, const struct btrfsimg_recovered *r,
+		      struct hashed *h)
+{
+	FILE *fp = out_fcreate(dir, leaf, 0600);
+	if (!fp)
+		return -errno;
+	struct sparse_out s = { fp, 0, 0 };
+	h->next = sparse_piece;
+	h->ctx = &s;
+	int rc = btrfsimg_forensic_read_flags(x->f, r->id, x->flags, hashed_piece, h);
+	if ((fflush(fp) != 0 || ftruncate(fileno(fp), (off_t)s.end) < 0) && rc >= 0)
+		rc = -EIO;
+	if (rc >= 0) {
+		int fd = fileno(fp);
+		if (out_owner_mode(fd, &r->inode, x->as_root) < 0)
+			x->c->errors++;
+		btrfsimg_forensic_xattrs(x->f, r->id, out_xattr, &fd);
+		out_times(fd, &r->inode);
+	}
+	if (fclose(fp) != 0 && rc >= 0)
+		rc = -EIO;
+	return rc;
+}
+
 /* One version at @rel: a regular file, a symlink, or a directory
- * (created, or found there already: the parent of another record).
+ * (created, or found there already: the parent of another record), with
+ * the sha256 of a file's or link's bytes in @hex ("" for a directory).
  * Returns btrfsimg_forensic_read's value or -errno. */
-static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recovered *r)
+static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recovered *r, char *hex)
 {
 	const char *leaf;
 	int dir = out_parent(x->root, rel, true, &leaf);
 	if (dir < 0)
 		return dir;
 	int rc = 0;
+	hex[0] = '\0';
 	if (S_ISDIR(r->inode.mode)) {
 		int fd = out_dir(dir, leaf, 0755, true, true);
 		if (fd < 0)
 			rc = fd;
 		else
 			close(fd);
+		close(dir);
+		return rc;
+	}
+	struct hashed h = { EVP_MD_CTX_new(), NULL, NULL };
+	if (!h.md || !EVP_DigestInit_ex(h.md, EVP_sha256(), NULL)) {
+		rc = -ENOMEM;
 	} else if (S_ISLNK(r->inode.mode)) {
 		uint8_t target[4096];
 		struct membuf m = { target, 0 };
-		rc = btrfsimg_forensic_read(x->f, r->id, mem_piece, &m);
+		h.next = mem_piece;
+		h.ctx = &m;
+		rc = btrfsimg_forensic_read_flags(x->f, r->id, x->flags, hashed_piece, &h);
 		target[m.len] = '\0';
 		if (rc >= 0 && symlinkat((char *)target, dir, leaf) < 0)
 			rc = -errno;
+		else if (rc >= 0)
+			out_link_meta(dir, leaf, &r->inode, x->as_root);
 	} else {
-		FILE *fp = out_fcreate(dir, leaf, 0644);
-		if (!fp) {
-			rc = -errno;
-		} else {
-			rc = rec_write(x->f, r->id, fp);
-			if (fclose(fp) != 0 && rc >= 0)
-				rc = -EIO;
-		}
+		rc = write_file(x, dir, leaf, r, &h);
 	}
+	if (rc >= 0) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned n = 0;
+		EVP_DigestFinal_ex(h.md, md, &n);
+		hex_of(md, n, hex);
+	}
+	EVP_MD_CTX_free(h.md);
 	close(dir);
 	return rc;
+}
+
+/* Whether @rel or a directory on its way is a place this run wrote a
+ * version at (a file where a later version's path wants a directory):
+ * then a failure there is no clash with what DESTDIR held before. */
+static bool ours(const struct ex *x, const char *rel)
+{
+	char *p = strdup(rel);
+	bool hit = false;
+	for (size_t i = 0; p && !hit; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		char c = p[i];
+		p[i] = '\0';
+		hit = taken(x, p);
+		if (c == '\0')
+			break;
+		p[i] = c;
+	}
+	free(p);
+	return hit;
+}
+
+/* Directories' modes, owners and times once nothing more is created in
+ * them (a new child changes a directory's mtime), deepest first (a mode
+ * without x would keep even the owner out of what is below); only those
+ * whose inode item was found (intact: a directory known by its names alone
+ * has no mode or times). */
+static int remember_dir(struct ex *x, const char *rel, const struct btrfsimg_recovered *r)
+{
+	if (x->ndirs == x->cdirs) {
+		size_t cap = x->cdirs ? x->cdirs * 2 : 16;
+		struct done_dir *d = realloc(x->dirs, cap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		x->dirs = d;
+		x->cdirs = cap;
+	}
+	x->dirs[x->ndirs++] = (struct done_dir){ rel, r };
+	return 0;
+}
+
+static int deeper_first(const void *pa, const void *pb)
+{
+	size_t a = strlen(((const struct done_dir *)pa)->rel);
+	size_t b = strlen(((const struct done_dir *)pb)->rel);
+	return a > b ? -1 : a < b;
+}
+
+static void finish_dirs(struct ex *x)
+{
+	if (x->ndirs)
+		qsort(x->dirs, x->ndirs, sizeof(*x->dirs), deeper_first);
+	for (size_t i = 0; i < x->ndirs; i++) {
+		const char *leaf;
+		int dir = out_parent(x->root, x->dirs[i].rel, false, &leaf);
+		int fd = dir < 0 ? dir : out_dir(dir, leaf, 0, false, false);
+		if (dir >= 0)
+			close(dir);
+		if (fd < 0)
+			continue;
+		if (out_owner_mode(fd, &x->dirs[i].r->inode, x->as_root) < 0)
+			x->c->errors++;
+		btrfsimg_forensic_xattrs(x->f, x->dirs[i].r->id, out_xattr, &fd);
+		out_times(fd, &x->dirs[i].r->inode);
+		close(fd);
+	}
 }
 
 static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
@@ -334,22 +493,36 @@ static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 	struct ex *x = ctx;
 	if (r->status == BTRFSIMG_REC_ARTEFACT)
 		return 0; /* a state nobody saw: listed by deleted, not restored */
+	if (x->c->intact_only && r->status != BTRFSIMG_REC_INTACT) {
+		x->left_out++;
+		return 0;
+	}
+	rec_name_damage(x->c, r);
 	char *rel = safe_rel(r, x);
 	if (!rel)
 		return -ENOMEM;
-	int rc = write_one(x, rel, r);
+	char hex[EVP_MAX_MD_SIZE * 2 + 1];
+	int rc = write_one(x, rel, r, hex);
 	if (rc < 0) {
-		cli_warn("extract: %s (%s): %s", rel, r->id, strerror(-rc));
-		x->failed++;
+		bool clash = out_clash(-rc) && !ours(x, rel);
+		cli_warn("extract: %s (%s): %s%s", rel, r->id, strerror(-rc),
+			 clash ? OUT_CLASH_SAID : "");
+		*(clash ? &x->clashes : &x->failed) += 1;
 		free(rel);
 		return 0;
 	}
 	x->written++;
+	if (!S_ISDIR(r->inode.mode))
+		x->not_whole[r->status & 3] += r->status != BTRFSIMG_REC_INTACT;
 	struct jw w;
 	jw_begin(&w, x->manifest);
 	jw_str(&w, "file", rel);
-	rec_json(&w, r, NULL);
+	rec_json(&w, r, hex[0] ? hex : NULL);
 	jw_end(&w);
+	if (S_ISDIR(r->inode.mode) && r->status == BTRFSIMG_REC_INTACT && remember_dir(x, rel, r)) {
+		free(rel);
+		return -ENOMEM;
+	}
 	if (x->npaths == x->cpaths) {
 		size_t cap = x->cpaths ? x->cpaths * 2 : 64;
 		char **p = realloc(x->paths, cap * sizeof(*p));
@@ -362,6 +535,81 @@ static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 	}
 	x->paths[x->npaths++] = rel;
 	return 0;
+}
+
+/* ------------------------------------------------------------ order */
+
+/* Versions sharing a path: the plain name PATH goes to the best, the
+ * others to PATH.~ID~. Best: a directory (the parent of other records),
+ * then an intact and verified version, intact, partial, overwritten,
+ * metadata-only; among equals the newest generation, then the larger
+ * size, then the library's order. rec_extract writes the versions in this
+ * order, so the first of a path takes its plain name (taken()). */
+static int trust_rank(const struct btrfsimg_recovered *r)
+{
+	if (S_ISDIR(r->inode.mode))
+		return 0;
+	switch (r->status) {
+	case BTRFSIMG_REC_INTACT: return r->verified ? 1 : 2;
+	case BTRFSIMG_REC_PARTIAL: return 3;
+	case BTRFSIMG_REC_OVERWRITTEN: return 4;
+	default: return 5;
+	}
+}
+
+struct slot {
+	struct btrfsimg_recovered r; /* its strings borrowed from the index */
+	size_t idx;		     /* the library's order */
+};
+
+static int better_first(const void *pa, const void *pb)
+{
+	const struct slot *a = pa, *b = pb;
+	int ra = trust_rank(&a->r), rb = trust_rank(&b->r);
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	if (a->r.generation != b->r.generation)
+		return a->r.generation > b->r.generation ? -1 : 1;
+	if (a->r.inode.size != b->r.inode.size)
+		return a->r.inode.size > b->r.inode.size ? -1 : 1;
+	return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+struct slots {
+	struct slot *v;
+	size_t n, cap;
+};
+
+static int collect(void *ctx, const struct btrfsimg_recovered *r)
+{
+	struct slots *s = ctx;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		struct slot *v = realloc(s->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n] = (struct slot){ *r, s->n };
+	s->n++;
+	return 0;
+}
+
+/* Every version, best first (better_first), through extract_one. */
+static int extract_all(struct ex *x)
+{
+	struct slots s = { NULL, 0, 0 };
+	int rc = btrfsimg_forensic_recovered(x->f, collect, &s);
+	if (rc == 0 && s.n)
+		qsort(s.v, s.n, sizeof(*s.v), better_first);
+	for (size_t i = 0; i < s.n && rc == 0; i++)
+		rc = extract_one(x, &s.v[i].r);
+	if (rc == 0)
+		finish_dirs(x);
+	free(s.v);
+	free(x->dirs);
+	return rc;
 }
 
 /* The manifest's place is taken, or cannot be had: said, EXIT_FAILED. */
@@ -410,15 +658,40 @@ static int open_dest(struct ex *x)
 	return 0;
 }
 
+/* What was written, and what of it is not the version whole. */
+static void summary(const struct ex *x, uint64_t not_whole)
+{
+	const char *d = x->c->destdir;
+	char left[64] = "", clash[96] = "";
+	if (x->c->intact_only)
+		snprintf(left, sizeof(left), ", %" PRIu64 " left out (not intact: --intact-only)",
+			 x->left_out);
+	if (x->clashes)
+		snprintf(clash, sizeof(clash),
+			 ", %" PRIu64 " not written: their place in DESTDIR taken (not damage)",
+			 x->clashes);
+	cli_warn("extract: %" PRIu64 " recovered versions into '%s' (manifest %s/" REC_MANIFEST
+		 "), %" PRIu64 " of them not whole (%" PRIu64 " partial, %" PRIu64
+		 " overwritten, %" PRIu64 " metadata-only: the bytes not read written as %s)%s, %"
+		 PRIu64 " errors%s",
+		 x->written, d, d, not_whole, x->not_whole[BTRFSIMG_REC_PARTIAL],
+		 x->not_whole[BTRFSIMG_REC_OVERWRITTEN], x->not_whole[BTRFSIMG_REC_METADATA_ONLY],
+		 x->flags & BTRFSIMG_FORENSIC_RAW
+			 ? "zeros, csum mismatches as the bytes on disk (--no-verify)"
+			 : "zeros",
+		 left, x->failed, clash);
+}
+
 int rec_extract(struct cli *c)
 {
 	btrfsimg_forensic *f;
 	int st = rec_scan(c, &f);
 	if (st)
 		return st;
-	struct ex x = { .c = c, .f = f, .root = -1 };
+	struct ex x = { .c = c, .f = f, .root = -1, .flags = rec_read_flags(c),
+			.as_root = geteuid() == 0 };
 	st = open_dest(&x);
-	int rc = st ? 0 : btrfsimg_forensic_recovered(f, extract_one, &x);
+	int rc = st ? 0 : extract_all(&x);
 	if (x.manifest && fclose(x.manifest) != 0 && rc >= 0)
 		rc = -EIO;
 	if (x.root >= 0)
@@ -426,17 +699,20 @@ int rec_extract(struct cli *c)
 	for (size_t i = 0; i < x.npaths; i++)
 		free(x.paths[i]);
 	free(x.paths);
+	uint64_t not_whole = x.not_whole[BTRFSIMG_REC_PARTIAL] +
+			     x.not_whole[BTRFSIMG_REC_OVERWRITTEN] +
+			     x.not_whole[BTRFSIMG_REC_METADATA_ONLY];
 	if (!st)
-		cli_warn("extract: %" PRIu64 " recovered versions into '%s' (manifest %s/"
-			 REC_MANIFEST "), %" PRIu64 " errors",
-			 x.written, c->destdir, c->destdir, x.failed);
+		summary(&x, not_whole);
 	btrfsimg_forensic_free(f);
 	if (st)
 		return st;
 	if (rc < 0)
 		return *btrfsimg_errmsg(c->fs) ? cli_fail(c, rc, "extract") : EXIT_FAILED;
-	c->errors += x.failed;
-	return cli_status(c);
+	/* a version written with bytes not read is a result despite damage;
+	 * a taken place is the destination's doing: refused */
+	c->errors += x.failed + not_whole;
+	return x.clashes ? EXIT_FAILED : cli_status(c);
 }
 
 /* ------------------------------------------------------------ bodyfile */
@@ -466,6 +742,7 @@ static int body_one(void *ctx, const struct btrfsimg_recovered *r)
 	const struct btrfsimg_inode *i = &r->inode;
 	if (r->status == BTRFSIMG_REC_ARTEFACT)
 		return 0; /* its times are a later state's: no event of its own */
+	rec_name_damage(b->c, r);
 	char md5[33] = "0";
 	if (b->c->hash && r->status == BTRFSIMG_REC_INTACT && !S_ISDIR(i->mode) &&
 	    rec_digest(b->f, r->id, "md5", md5) != 0)

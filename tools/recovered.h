@@ -19,11 +19,22 @@ int rec_scan(struct cli *c, btrfsimg_forensic **out);
  * Returns btrfsimg_forensic_read's value (0 whole, 1 partial, < 0). */
 int rec_digest(btrfsimg_forensic *f, const char *id, const char *alg, char *hex);
 /* The record's fields (a JSON object already begun); @sha256 may be NULL. */
+/* A version whose path shows a damaged name by its safe form
+ * (btrfsimg_name_safe): said on stderr and counted as damage. */
+void rec_name_damage(struct cli *c, const struct btrfsimg_recovered *r);
 void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha256);
-/* Write a version's bytes to @out. Returns as rec_digest. */
-int rec_write(btrfsimg_forensic *f, const char *id, FILE *out);
+/* The read flags the options ask for: --no-verify gives BTRFSIMG_FORENSIC_RAW
+ * (csum mismatch ranges as the bytes on disk), else 0. */
+unsigned rec_read_flags(const struct cli *c);
+/* Write a version's bytes to @out (@flags: BTRFSIMG_FORENSIC_*). Returns
+ * as rec_digest. */
+int rec_write(btrfsimg_forensic *f, const char *id, unsigned flags, FILE *out);
+/* How a bad range was written under @flags, for the warnings: "written as
+ * zeros", or as the bytes on disk (unverified) for a csum mismatch read raw. */
+const char *rec_bad_as(const struct btrfsimg_bad_range *b, unsigned flags);
 /* cat --deleted ID: the version's bytes on standard output; exit 1 when
- * partial (the untrusted ranges said on stderr, written as zeros). */
+ * partial (the untrusted ranges said on stderr, written as zeros, or with
+ * --no-verify the csum mismatch ones as on disk, said so). */
 int rec_cat(struct cli *c);
 /* extract --deleted's manifest (JSON lines, one per version: "file", its
  * path under DESTDIR, then rec_json's fields), inside DESTDIR. Created

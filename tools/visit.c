@@ -27,6 +27,18 @@ static void report(btrfsimg_fs *fs, const struct btrfsimg_walk_entry *e, uint64_
 	(*errors)++;
 }
 
+/* An entry whose name cannot be a path component (btrfsimg_name_damage):
+ * the walk shows it by its safe form; say where it is and what is wrong. */
+static void report_name(const struct btrfsimg_walk_entry *e, uint64_t *errors)
+{
+	char m[1024];
+	if (e->is_start || !btrfsimg_name_damage(e->dir_subvol, e->dir_objectid, &e->ent, m,
+						 sizeof(m)))
+		return;
+	fprintf(stderr, "btrfsimg: %.*s: %s\n", (int)e->path_len, (const char *)e->path, m);
+	(*errors)++;
+}
+
 static void node_of(const struct btrfsimg_walk_entry *e, struct visit_node *n)
 {
 	*n = (struct visit_node){ .path = e->path,
@@ -63,6 +75,8 @@ int visit_tree(btrfsimg_fs *fs, const struct visit_opts *o, visit_fn fn, void *c
 			report(fs, e, errors);
 			continue;
 		}
+		if (e->kind == BTRFSIMG_WALK_PATH)
+			report_name(e, errors);
 		node_of(e, &n);
 		if (e->kind == BTRFSIMG_WALK_POST) {
 			rc = o->post(ctx, &n);

@@ -255,7 +255,10 @@ class Filesystem:
         32..64): --inumbits N, each path's number under the 2021
         proposals, numdevs=2 relative to `mount_subvol`, default the
         default subvolume). An entry that cannot be read is skipped with a
-        DamageWarning, as the CLI reports it and goes on."""
+        DamageWarning, as the CLI reports it and goes on; a name that cannot
+        be a path component (NUL, '/', ".", "..") is in `path` by its safe
+        form (%00, %2F, %2E...: btrfsimg(1), DAMAGED NAMES), with a
+        DamageWarning."""
         return self._h.walk(5 if subvol is None else subvol,
                             b"" if path is None else _name_bytes(path), bool(hash),
                             -1 if inumbits is None else inumbits,
@@ -290,16 +293,19 @@ class Filesystem:
         later calls reuse that scan."""
         return self._h.deleted(bool(hash))
 
-    def read_deleted(self, id: str) -> bytes:
+    def read_deleted(self, id: str, no_verify: bool = False) -> bytes:
         """The bytes of the recovered version `id` (a deleted() record's
         "id"). Ranges that cannot be trusted (its "bad_ranges") read as
-        zeros, with a DamageWarning (or on_damage) saying so."""
-        data, complete = self._h.read_deleted(id)
+        zeros, with a DamageWarning (or on_damage) saying so; with
+        `no_verify` (the CLI's --no-verify), those whose checksums fail
+        ("csum mismatch") read as the bytes on disk instead, unverified."""
+        data, complete = self._h.read_deleted(id, bool(no_verify))
         if not complete:
             cb = self._h.on_damage
             if cb is not None:
-                cb("recovered version %s: some ranges could not be read; they read as zeros"
-                   % id)
+                cb("recovered version %s: some ranges could not be read; they read as %s"
+                   % (id, "zeros, or as on disk where checksums fail (no_verify)"
+                      if no_verify else "zeros"))
         return data
 
     # ------------------------------------------------------------ paths

@@ -198,12 +198,13 @@ static int take_piece(void *ctx, uint64_t off, const void *data, size_t len)
 	return 0;
 }
 
-PyObject *read_deleted(Handle *h, const char *id)
+PyObject *read_deleted(Handle *h, const char *id, unsigned flags)
 {
 	struct buf b = { 0 };
 	int rc;
 	HANDLE_CALL(h, rc, rc = scan(h);
-		    if (rc == 0) rc = btrfsimg_forensic_read(h->forensic, id, take_piece, &b));
+		    if (rc == 0) rc = btrfsimg_forensic_read_flags(h->forensic, id, flags, take_piece,
+									&b));
 	PyObject *r = rc < 0 ? NULL
 			     : Py_BuildValue("(y#O)", b.p ? (const char *)b.p : "",
 					     (Py_ssize_t)b.len, rc == 0 ? Py_True : Py_False);

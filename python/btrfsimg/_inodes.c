@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,12 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
 		    const struct btrfsimg_inode_numbers *p)
 {
 	Inodes *it = ctx;
+	if (e->name_damage) { /* the path shows the name's safe form: a DamageWarning */
+		char m[1400];
+		snprintf(m, sizeof(m), "%.*s: damaged name: %s", (int)e->path_len,
+			 e->path ? e->path : "", e->name_damage);
+		handle_note(it->h, m);
+	}
 	if (!it->fill && !(it->fill = calloc(1, sizeof(*it->fill))))
 		return -ENOMEM;
 	struct batch *b = it->fill;

@@ -776,9 +776,10 @@ static PyObject *Handle_deleted(Handle *h, PyObject *args)
 static PyObject *Handle_read_deleted(Handle *h, PyObject *args)
 {
 	const char *id;
-	if (!PyArg_ParseTuple(args, "s", &id) || handle_check_open(h) < 0)
+	int raw = 0;
+	if (!PyArg_ParseTuple(args, "s|p", &id, &raw) || handle_check_open(h) < 0)
 		return NULL;
-	PyObject *r = read_deleted(h, id);
+	PyObject *r = read_deleted(h, id, raw ? BTRFSIMG_FORENSIC_RAW : 0);
 	return r ? finish(h, 0, r) : (handle_drain(h), NULL);
 }
 
@@ -822,7 +823,7 @@ static PyMethodDef Handle_methods[] = {
 	  "collisions(mount_subvol, max_examples)" },
 	{ "deleted", (PyCFunction)Handle_deleted, METH_VARARGS, "deleted(hash) -> list" },
 	{ "read_deleted", (PyCFunction)Handle_read_deleted, METH_VARARGS,
-	  "read_deleted(id) -> (bytes, complete)" },
+	  "read_deleted(id, raw=False) -> (bytes, complete)" },
 	{ "counts", (PyCFunction)Handle_counts, METH_NOARGS,
 	  "counts() -> (damage events, missing devices)" },
 	{ NULL, NULL, 0, NULL },

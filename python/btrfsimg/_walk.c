@@ -45,6 +45,7 @@ enum {
 	K_NUMDEVS2_DEV,
 	K_TYPE,
 	K_HEX,
+	K_NAME_DAMAGE,
 	K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -52,7 +53,7 @@ static const char *const key_names[K_COUNT] = {
 	"gid",	  "size",	"rdev",	      "atime",	      "mtime",	      "ctime",
 	"btime",  "target",	"d_ino",      "handle",	      "handle_conn",  "sha256",
 	"xattrs", "scheme_ino", "nfs_fileid", "scheme_d_ino", "nfs_d_fileid", "numdevs2_dev",
-	"type",	  "hex",
+	"type",	  "hex",	"name_damage",
 };
 static PyObject *keys[K_COUNT];
 
@@ -81,6 +82,7 @@ struct rec {
 	bool schemes;
 	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
 	int dev;
+	const char *name_damage; /* btrfsimg_name_problem of a damaged name, or NULL */
 };
 
 typedef struct {
@@ -209,7 +211,10 @@ static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 			   .d_ino = n->ent.location_objectid,
 			   .stub = n->stub,
 			   .is_start = n->is_start,
-			   .dev = -1 };
+			   .dev = -1,
+			   .name_damage = n->is_start ? NULL
+						      : btrfsimg_name_problem(n->ent.name,
+									      n->ent.name_len) };
 	r->symlink = S_ISLNK(n->inode.mode);
 	if (r->symlink) {
 		int rc = btrfsimg_readlink(w->h->fs, n->subvol, n->objectid, &r->target,
@@ -243,6 +248,14 @@ static int step(Walk *w)
 		if (w->e->kind == BTRFSIMG_WALK_ERROR) {
 			note(w, w->e->op, w->e->error);
 			continue;
+		}
+		char m[1024], p[1400]; /* a damaged name: the path shows its safe form */
+		if (w->e->kind == BTRFSIMG_WALK_PATH && !w->e->is_start &&
+		    btrfsimg_name_damage(w->e->dir_subvol, w->e->dir_objectid, &w->e->ent, m,
+					 sizeof(m))) {
+			snprintf(p, sizeof(p), "%.*s: %s", (int)w->e->path_len,
+				 (const char *)w->e->path, m);
+			handle_note(w->h, p);
 		}
 		take(w, w->e);
 		return 1;
@@ -356,6 +369,8 @@ static PyObject *rec_dict(Walk *w)
 		goto fail;
 	if (put(d, K_D_INO, opt_u64(r->is_start, r->d_ino)) < 0 ||
 	    put(d, K_HANDLE, handle_dict(r, 0)) < 0 || put(d, K_HANDLE_CONN, handle_dict(r, 1)) < 0)
+		goto fail;
+	if (r->name_damage && put(d, K_NAME_DAMAGE, PyUnicode_FromString(r->name_damage)) < 0)
 		goto fail;
 	if (r->hashed) {
 		if (r->is_reg && put(d, K_SHA256,

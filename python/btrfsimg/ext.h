@@ -88,7 +88,7 @@ PyObject *walk_new(Handle *h, uint64_t subvol, const char *path, Py_ssize_t path
 		   int inumbits, uint64_t mount_subvol, bool single);
 /* _forensic.c */
 PyObject *list_deleted(Handle *h, bool hash);
-PyObject *read_deleted(Handle *h, const char *id);
+PyObject *read_deleted(Handle *h, const char *id, unsigned flags);
 void forensic_free(Handle *h);
 /* _inodes.c */
 PyObject *inodes_new(Handle *h, uint64_t subvol, unsigned inumbits, uint64_t mount_subvol);

@@ -21,6 +21,7 @@
 #include "0-base/err.h"
 #include "0-base/handle.h"
 #include "0-base/key.h"
+#include "0-base/name.h"
 #include "0-base/ondisk.h"
 #include "3-btrfs/tree.h"
 
@@ -186,11 +187,11 @@ static int sv_backref(struct btrfsimg_fs *fs, struct sv_list *l, const struct bi
 		return 0; /* the kernel allows one; keep the first (even with parent 0) */
 	s->parent_id = it->key.offset;
 	s->dirid = bi_le64(it->data + RR_DIRID);
-	s->path = malloc(nlen + 1u);
+	size_t cap = BI_NAME_SAFE_MAX(nlen) + 1; /* a damaged name: its safe form */
+	s->path = malloc(cap);
 	if (!s->path)
 		return bi_err(fs, -ENOMEM, "out of memory");
-	memcpy(s->path, name, nlen);
-	s->path[nlen] = '\0';
+	bi_name_safe(name, nlen, s->path, cap);
 	return 0;
 }
 
@@ -238,16 +239,16 @@ static int dir_step(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t *d
 		struct bi_cur c = bi_cur_make(item.data, item.size);
 		uint16_t nlen = bi_u16(&c, IREF_NAME_LEN);
 		const uint8_t *name = bi_bytes(&c, IREF_SIZE, nlen);
-		size_t old = strlen(*path);
-		char *p = c.bad ? NULL : malloc(old + nlen + 2);
+		size_t old = strlen(*path), safe = c.bad ? 0 : bi_name_safe(name, nlen, NULL, 0);
+		char *p = c.bad ? NULL : malloc(old + safe + 2);
 		if (!p) {
 			rc = bi_item_err(fs, c.bad ? -EUCLEAN : -ENOMEM, "inode ref", r->id,
 					 item.block, item.slot, "name length %u, item size %u",
 					 nlen, item.size);
 		} else {
-			memcpy(p, name, nlen);
-			p[nlen] = '/';
-			memcpy(p + nlen + 1, *path, old + 1);
+			bi_name_safe(name, nlen, p, safe + 1); /* a damaged name: its safe form */
+			p[safe] = '/';
+			memcpy(p + safe + 1, *path, old + 1);
 			free(*path);
 			*path = p;
 			*dir = item.key.offset;

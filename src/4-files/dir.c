@@ -35,6 +35,7 @@
 #include "0-base/err.h"
 #include "0-base/handle.h"
 #include "0-base/key.h"
+#include "0-base/name.h"
 #include "0-base/ondisk.h"
 #include "3-btrfs/check.h"
 #include "3-btrfs/root.h"
@@ -788,6 +789,45 @@ static int lookup_check(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_
 
 /* -------------------------------------------------------------- lookup */
 
+struct raw_find {
+	const uint8_t *name;
+	size_t len;
+	struct btrfsimg_dirent e;
+	bool found;
+};
+
+static int raw_find(void *ctx, const struct btrfsimg_dirent *e)
+{
+	struct raw_find *f = ctx;
+	if (e->name_len != f->len || memcmp(e->name, f->name, f->len) != 0)
+		return 0;
+	f->e = *e;
+	f->found = true;
+	return 1;
+}
+
+/* @name is the safe form of a damaged name (0-base/name.h): the entry
+ * readdir shows under it, found by its raw bytes in the listing (no hash
+ * of the forged name need match). -ENOENT if it is no such form or no
+ * entry has those bytes. */
+static int lookup_damaged(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
+			  const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
+{
+	uint8_t raw[BI_NAME_MAX];
+	struct raw_find f = { .name = raw };
+	if (!memchr(name, '%', len) ||
+	    bi_name_raw((const char *)name, len, raw, sizeof(raw), &f.len) < 0)
+		return -ENOENT;
+	int rc = btrfsimg_readdir(fs, r->id, dir, raw_find, &f);
+	if (rc < 0 || !f.found)
+		return rc < 0 ? rc : -ENOENT;
+	*out = f.e;
+	out->name = name; /* as lookups give it: the caller's bytes, index 0 */
+	out->name_len = len;
+	out->index = 0;
+	return 0;
+}
+
 static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
 		     const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
 {
@@ -814,6 +854,8 @@ static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t d
 	}
 	bi_iter_end(&it);
 	if (rc < 0)
+		return rc;
+	if (!found && (rc = lookup_damaged(fs, r, dir, name, len, out)) != -ENOENT)
 		return rc;
 	if (!found)
 		return bi_err(fs, -ENOENT,

@@ -13,7 +13,9 @@
  * not reach the subvolume's root directory (orphans, corrupt references,
  * loops) leaves the inode unreachable rather than failing the enumeration.
  */
+#include <inttypes.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +24,7 @@
 #include "0-base/err.h"
 #include "0-base/handle.h"
 #include "0-base/key.h"
+#include "0-base/name.h"
 #include "0-base/ondisk.h"
 #include "1-image/direct.h"
 #include "3-btrfs/check.h"
@@ -66,6 +69,7 @@ struct iwalk {
 	size_t last_parent; /* index into dirs: siblings come in runs */
 	char *buf;	    /* path of the inode being reported */
 	size_t cap;
+	char damage[192];   /* its name_damage */
 	int stop; /* the callback's non-zero return */
 };
 
@@ -143,11 +147,13 @@ static inline void copy_short(char *dst, const char *src, size_t n)
 }
 
 /* dir + "/" + name into @out (no separator after the empty top-level
- * path); returns the length, or -1 when out of memory. */
+ * path), a damaged name in its safe form (0-base/name.h); returns the
+ * length, or -1 when out of memory. */
 static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, const char *name,
 			 size_t nlen)
 {
-	size_t need = dlen + nlen + 2;
+	bool bad = bi_name_problem((const uint8_t *)name, nlen) != NULL;
+	size_t need = dlen + (bad ? BI_NAME_SAFE_MAX(nlen) : nlen) + 2;
 	if (need > *cap) {
 		char *p = realloc(*out, need);
 		if (!p)
@@ -160,6 +166,8 @@ static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, 
 	size_t at = dlen;
 	if (dlen)
 		p[at++] = '/';
+	if (bad)
+		return (ssize_t)(at + bi_name_safe((const uint8_t *)name, nlen, p + at, need - at));
 	copy_short(p + at, name, nlen);
 	p[at + nlen] = '\0';
 	return (ssize_t)(at + nlen);
@@ -252,6 +260,13 @@ static int report(struct iwalk *w, const struct irec *r, const char *name)
 		else if (d) {
 			e.path = w->buf;
 			e.path_len = (size_t)n;
+		}
+		const char *why = bi_name_problem((const uint8_t *)name, r->name_len);
+		if (why) { /* its own name; a damaged ancestor was said with its own inode */
+			snprintf(w->damage, sizeof(w->damage),
+				 "subvolume %" PRIu64 " INODE_REF (%" PRIu64 " 12 %" PRIu64 "), %s",
+				 r->ino.subvol, r->ino.objectid, r->parent, why);
+			e.name_damage = w->damage;
 		}
 	}
 	if (err)

@@ -20,6 +20,7 @@
 
 #include "0-base/err.h"
 #include "0-base/handle.h"
+#include "0-base/name.h"
 #include "0-base/ondisk.h"
 #include "3-btrfs/root.h"
 #include "4-files/dir.h"
@@ -50,9 +51,12 @@ struct btrfsimg_walk {
 	bool have_root;
 };
 
+/* The path of the directory at @base bytes, then @name in its safe form
+ * (0-base/name.h): a damaged name never reads as a separator or a step
+ * up, and a NUL in it never ends the path. */
 static int path_set(struct btrfsimg_walk *w, size_t base, const uint8_t *name, size_t len)
 {
-	size_t need = base + len + 2;
+	size_t need = base + BI_NAME_SAFE_MAX(len) + 2;
 	if (need > w->path_cap) {
 		size_t cap = w->path_cap ? w->path_cap : 256;
 		while (cap < need)
@@ -66,9 +70,11 @@ static int path_set(struct btrfsimg_walk *w, size_t base, const uint8_t *name, s
 	w->path_len = base;
 	if (base)
 		w->path[w->path_len++] = '/';
-	memcpy(w->path + w->path_len, name, len);
-	w->path_len += len;
-	w->path[w->path_len] = '\0';
+	if (base == 0 && len == 0) /* the start: "" */
+		w->path[0] = '\0';
+	else
+		w->path_len += bi_name_safe(name, len, (char *)w->path + w->path_len,
+					    w->path_cap - w->path_len);
 	return 0;
 }
 

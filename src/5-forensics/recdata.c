@@ -44,12 +44,20 @@
 #include "4-files/compress.h"
 #include "4-files/extent.h"
 
+/* The why of ranges whose bytes differ from their checksums: one string,
+ * so the raw read tells them by address. */
+static const char CSUM_MISMATCH[] = "csum mismatch";
+
 /* ------------------------------------------------------------ reading data */
 
 /* EXT_MIXED: an uncompressed extent judged sector by sector (some
  * sectors proven by their checksums, others not): its bad sectors are in
  * v->sub. */
-enum ext_state { EXT_GOOD = 0, EXT_VERIFIED = 1, EXT_BAD = 2, EXT_MIXED = 3 };
+/* EXT_MISMATCH: bad as EXT_BAD, because its bytes differ from the
+ * checksums btrfs wrote: the one bad kind whose bytes on disk a raw read
+ * (BTRFSIMG_FORENSIC_RAW) still gives, since they are this extent's
+ * bytes, damaged or not, where reused ones belong to another file. */
+enum ext_state { EXT_GOOD = 0, EXT_VERIFIED = 1, EXT_BAD = 2, EXT_MIXED = 3, EXT_MISMATCH = 4 };
 enum sec_state { SEC_NONE = 0, SEC_MATCH = 1, SEC_MISS = 2 };
 
 /* Read @len bytes at @logical: way @copy through today's chunk map, else
@@ -278,7 +286,7 @@ static int64_t sector_runs(struct fx_version *v, size_t ext, const uint8_t *sec,
 {
 	int64_t bad = 0;
 	for (uint64_t i = 0; i < n;) {
-		const char *why = sec[i] == SEC_MISS		 ? "csum mismatch"
+		const char *why = sec[i] == SEC_MISS		 ? CSUM_MISMATCH
 				  : sec[i] == SEC_NONE && reused ? "reused"
 								 : NULL;
 		uint64_t j = i + 1;
@@ -342,8 +350,8 @@ static enum ext_state eval_extent(struct btrfsimg_forensic *f, struct fx_version
 		free(sec);
 	}
 	if (miss) {
-		*why = "csum mismatch";
-		return EXT_BAD;
+		*why = CSUM_MISMATCH;
+		return EXT_MISMATCH;
 	}
 	if (reused) {
 		*why = "reused";
@@ -452,7 +460,7 @@ static int eval_piece(void *ctx, const struct bi_piece *p, size_t ext)
 		return add_bad(x->v, p->pos, p->len, "items not found");
 	if (ext == SIZE_MAX - 1)
 		return 0;
-	if (x->v->state[ext] == EXT_BAD) {
+	if (x->v->state[ext] == EXT_BAD || x->v->state[ext] == EXT_MISMATCH) {
 		x->bad_data += p->len;
 		return add_bad(x->v, p->pos, p->len, x->whys[ext]);
 	}
@@ -628,6 +636,7 @@ struct out_ctx {
 	void *ctx;
 	uint8_t *buf, *dec;
 	size_t dec_ext; /* extent decoded in dec (+1), 0 none */
+	bool raw;	/* csum mismatch ranges as on disk, not zeros */
 	int rc;
 };
 
@@ -697,7 +706,7 @@ static int decode(struct out_ctx *o, size_t i)
 static int out_disk(void *ctx, uint64_t pos, uint64_t src, uint64_t len, const char *why)
 {
 	struct out_ctx *o = ctx;
-	if (why)
+	if (why && !(o->raw && why == CSUM_MISMATCH))
 		return emit_zeros(o, pos, len);
 	for (uint64_t d = 0; d < len;) {
 		size_t n = len - d < OUT_CHUNK ? (size_t)(len - d) : OUT_CHUNK;
@@ -713,7 +722,8 @@ static int out_disk(void *ctx, uint64_t pos, uint64_t src, uint64_t len, const c
 
 static int out_piece_in(struct out_ctx *o, const struct bi_piece *p, size_t ext)
 {
-	if (ext >= SIZE_MAX - 1 || o->v->state[ext] == EXT_BAD || p->kind == BI_EXT_ZERO)
+	if (ext >= SIZE_MAX - 1 || o->v->state[ext] == EXT_BAD || p->kind == BI_EXT_ZERO ||
+	    (o->v->state[ext] == EXT_MISMATCH && !o->raw))
 		return emit_zeros(o, p->pos, p->len);
 	if (p->kind == BI_EXT_DISK && o->v->state[ext] == EXT_MIXED)
 		return mixed_split(o->v, ext, p, out_disk, o);
@@ -739,8 +749,10 @@ static int out_piece_in(struct out_ctx *o, const struct bi_piece *p, size_t ext)
  * ranges cover is zeros whatever the extents say: a range the record
  * calls untrusted never shows bytes (for "items disagree with the inode"
  * the extents at its offsets can be a later state's, the live file's).
- * v->bad is in file order (added by one walk over the pieces, then the
- * whole file, or the size's bound at the end).
+ * A raw read (BTRFSIMG_FORENSIC_RAW) leaves "csum mismatch" ranges to
+ * out_piece_in, which gives their bytes on disk. v->bad is in file order
+ * (added by one walk over the pieces, then the whole file, or the size's
+ * bound at the end).
  */
 static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
 {
@@ -748,7 +760,8 @@ static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
 	uint64_t at = p->pos, end = p->pos + p->len;
 	for (size_t i = 0; i < o->v->nbad && at < end; i++) {
 		const struct btrfsimg_bad_range *b = &o->v->bad[i];
-		if (b->offset + b->length <= at || b->offset >= end)
+		if (b->offset + b->length <= at || b->offset >= end ||
+		    (o->raw && b->why == CSUM_MISMATCH))
 			continue;
 		int rc;
 		if (b->offset > at) {
@@ -770,10 +783,10 @@ static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
 	return out_piece_in(o, &q, ext);
 }
 
-int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v,
+int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,
 			 btrfsimg_data_fn fn, bi_fx_hole_fn hole, void *ctx)
 {
-	struct out_ctx o = { f, v, fn, hole, ctx, malloc(OUT_CHUNK), NULL, 0, 0 };
+	struct out_ctx o = { f, v, fn, hole, ctx, malloc(OUT_CHUNK), NULL, 0, raw, 0 };
 	if (!o.buf)
 		return bi_err(f->fs, -ENOMEM, "forensic: out of memory");
 	int rc = walk_pieces_to(v, v->out_end, out_piece, &o);
@@ -782,8 +795,8 @@ int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v,
 	return rc;
 }
 
-int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
-		   void *ctx)
+int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,
+		   btrfsimg_data_fn fn, void *ctx)
 {
-	return bi_fx_out_walk_holes(f, v, fn, NULL, ctx);
+	return bi_fx_out_walk_holes(f, v, raw, fn, NULL, ctx);
 }

@@ -40,7 +40,9 @@
 
 #include "0-base/cursor.h"
 #include "0-base/err.h"
+#include "0-base/name.h"
 #include "0-base/ondisk.h"
+#include "3-btrfs/check.h"
 #include "3-btrfs/root.h"
 #include "3-btrfs/tree.h"
 #include "4-files/compress.h"
@@ -94,13 +96,14 @@ static void item_at(const uint8_t *blk, uint32_t slot, struct leaf_item *it)
 	it->size = bi_le32(p + ITEM_DSIZE);
 }
 
+/* A name's safe form (0-base/name.h), NUL-terminated: a NUL in it no
+ * longer cuts the path, a '/' no longer adds a level. */
 static char *dup_name(const uint8_t *p, size_t n)
 {
-	char *s = malloc(n + 1);
-	if (s) {
-		memcpy(s, p, n);
-		s[n] = '\0';
-	}
+	size_t cap = BI_NAME_SAFE_MAX(n) + 1;
+	char *s = malloc(cap);
+	if (s)
+		bi_name_safe(p, n, s, cap);
 	return s;
 }
 
@@ -112,7 +115,8 @@ static int add_ref(struct bi_fx_recovered *r, uint64_t subvol, uint64_t ino, uin
 	char *s = dup_name(name, n);
 	if (!s)
 		return -ENOMEM;
-	r->refs[r->nrefs++] = (struct fx_ref){ subvol, ino, parent, gen, s, false };
+	r->refs[r->nrefs++] =
+		(struct fx_ref){ subvol, ino, parent, gen, s, bi_name_problem(name, n), false };
 	return 0;
 }
 
@@ -348,7 +352,10 @@ static int fs_leaf(struct btrfsimg_forensic *f, size_t idx, size_t lo, size_t hi
 			continue;
 		struct fx_version v = { .subvol = b->owner,
 					.ino = it.key.objectid,
-					.leaf_gen = b->generation };
+					.leaf_gen = b->generation,
+					.has_leaf = true,
+					.leaf = idx,
+					.slot = s };
 		if (bi_inode_parse(it.data, it.size, b->owner, v.ino, 0, &v.inode, why,
 				   sizeof(why)) < 0 ||
 		    !(S_ISREG(v.inode.mode) || S_ISLNK(v.inode.mode) || S_ISDIR(v.inode.mode)))
@@ -413,7 +420,8 @@ static int root_leaf(struct btrfsimg_forensic *f, size_t idx)
 		if (!name)
 			return -ENOMEM;
 		r->rrefs[r->nrrefs++] = (struct fx_rootref){ it.key.objectid, it.key.offset,
-							     rr.dirid, b->generation, name };
+							     rr.dirid,	      b->generation,
+							     name, bi_name_problem(rr.name, rr.name_len) };
 	}
 	return 0;
 }
@@ -630,7 +638,21 @@ struct sbuf {
 	char *s;
 	size_t len, cap;
 	bool oom;
+	char *damage; /* where the first damaged name is said (@damage_cap bytes) */
+	size_t damage_cap;
 };
+
+/* Say the first name of the path that is shown by its safe form. */
+static void sb_damage(struct sbuf *b, const char *kind, uint64_t subvol, uint64_t ino,
+		      uint64_t parent, uint64_t gen, const char *why)
+{
+	if (!why || !b->damage || b->damage[0])
+		return;
+	snprintf(b->damage, b->damage_cap,
+		 "%s of %" PRIu64 " in directory %" PRIu64 " of subvolume %" PRIu64
+		 " (leaf generation %" PRIu64 "): %s",
+		 kind, ino, parent, subvol, gen, why);
+}
 
 static void sb_prepend(struct sbuf *b, const char *p, size_t n)
 {
@@ -687,6 +709,7 @@ static void dir_path(const struct bi_fx_recovered *r, struct sbuf *b, uint64_t s
 			return;
 		}
 		sb_part(b, n->name);
+		sb_damage(b, "name", subvol, dir, n->parent, n->gen, n->bad);
 		dir = n->parent;
 	}
 	if (depth >= MAX_DEPTH || subvol == OBJ_FS_TREE)
@@ -706,18 +729,21 @@ static void dir_path(const struct bi_fx_recovered *r, struct sbuf *b, uint64_t s
 		return;
 	}
 	sb_part(b, best->name);
+	sb_damage(b, "subvolume name", best->parent, subvol, best->dirid, best->gen, best->bad);
 	dir_path(r, b, best->parent, best->dirid, gen, depth + 1);
 }
 
-static char *version_path(const struct bi_fx_recovered *r, const struct fx_version *v)
+static char *version_path(const struct bi_fx_recovered *r, struct fx_version *v)
 {
-	struct sbuf b = { 0 };
+	struct sbuf b = { .damage = v->name_damage, .damage_cap = sizeof(v->name_damage) };
+	v->name_damage[0] = '\0';
 	sb_prepend(&b, "", 0);
 	const struct fx_ref *n = name_of(r, v->subvol, v->ino, v->leaf_gen);
 	if (v->ino == OBJ_FIRST_FREE) /* a subvolume's top directory: its place */
 		dir_path(r, &b, v->subvol, OBJ_FIRST_FREE, v->leaf_gen, 0);
 	else if (n) {
 		sb_part(&b, n->name);
+		sb_damage(&b, "name", v->subvol, v->ino, n->parent, n->gen, n->bad);
 		dir_path(r, &b, v->subvol, n->parent, v->leaf_gen, 0);
 	} else {
 		sb_unknown(&b, v->subvol, v->ino);
@@ -864,6 +890,7 @@ static int finish(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *bu
 	rec->objectid = v->ino;
 	rec->generation = v->leaf_gen;
 	rec->path = v->path;
+	rec->name_damage = v->name_damage[0] ? v->name_damage : NULL;
 	rec->inode = v->inode;
 	rec->bad = v->bad;
 	rec->nbad = v->nbad;
@@ -1028,7 +1055,7 @@ static int same_contents(struct btrfsimg_forensic *f)
 		if (v->skip || v->dir || v->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
 		struct content_hash c = { 0xcbf29ce484222325ull, 0 };
-		int rc = bi_fx_out_walk_holes(f, v, hash_piece, hash_hole, &c);
+		int rc = bi_fx_out_walk_holes(f, v, false, hash_piece, hash_hole, &c);
 		if (rc < 0)
 			return rc;
 		fold_zeros(&c);
@@ -1116,25 +1143,87 @@ int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_recovered_fn fn, 
 	return 0;
 }
 
-int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn, void *ctx)
+/* The version of id @id (the index built first if need be): 0, -ENOENT
+ * (said), or build's error. */
+static int find_version(struct btrfsimg_forensic *f, const char *id, struct fx_version **out)
 {
-	if (!f || !id || !fn)
-		return -EINVAL;
 	if (!f->rec) {
 		int rc = build(f);
 		if (rc < 0)
 			return rc;
 	}
-	struct fx_version *v = NULL;
-	for (size_t i = 0; i < f->rec->nv && !v; i++)
-		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].id, id) == 0)
-			v = &f->rec->v[i];
-	if (!v)
-		return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
+	for (size_t i = 0; i < f->rec->nv; i++)
+		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].id, id) == 0) {
+			*out = &f->rec->v[i];
+			return 0;
+		}
+	return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
+}
+
+/* The XATTR_ITEMs after a version's INODE_ITEM in its leaf (@blk, a copy:
+ * @fn may read other blocks), in key order. */
+static int leaf_xattrs(const struct fx_version *v, const uint8_t *blk, uint32_t nritems,
+		       btrfsimg_xattr_fn fn, void *ctx)
+{
+	char why[192];
+	for (uint32_t s = v->slot + 1; s < nritems; s++) {
+		struct leaf_item it;
+		item_at(blk, s, &it);
+		if (it.key.objectid != v->ino || it.key.type > KT_XATTR_ITEM)
+			break;
+		if (it.key.type != KT_XATTR_ITEM ||
+		    bi_dir_item_check(it.data, it.size, &it.key, why, sizeof(why)) < 0)
+			continue; /* a damaged item: its xattrs are not given */
+		struct bi_dir_entry e;
+		uint32_t pos = 0;
+		while (bi_dir_item_next(it.data, it.size, KT_XATTR_ITEM, &pos, &e, NULL, 0) > 0) {
+			int rc = fn(ctx, e.name, e.name_len, e.data, e.data_len);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+int btrfsimg_forensic_xattrs(btrfsimg_forensic *f, const char *id, btrfsimg_xattr_fn fn,
+			     void *ctx)
+{
+	if (!f || !id || !fn)
+		return -EINVAL;
+	struct fx_version *v;
+	int rc = find_version(f, id, &v);
+	if (rc < 0 || !v->has_leaf)
+		return rc;
+	const struct bi_fx_block *b = &f->blocks[v->leaf];
+	if ((rc = bi_fx_read_block(f, b)) < 0)
+		return rc;
+	uint8_t *blk = malloc(f->fs->nodesize);
+	if (!blk)
+		return bi_err(f->fs, -ENOMEM, "forensic: out of memory");
+	memcpy(blk, f->buf, f->fs->nodesize);
+	rc = leaf_xattrs(v, blk, b->nritems, fn, ctx);
+	free(blk);
+	return rc;
+}
+
+int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn, void *ctx)
+{
+	return btrfsimg_forensic_read_flags(f, id, 0, fn, ctx);
+}
+
+int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned flags,
+				 btrfsimg_data_fn fn, void *ctx)
+{
+	if (!f || !id || !fn || (flags & ~(unsigned)BTRFSIMG_FORENSIC_RAW))
+		return -EINVAL;
+	struct fx_version *v;
+	int err = find_version(f, id, &v);
+	if (err < 0)
+		return err;
 	if (v->dir)
 		return bi_err(f->fs, -EISDIR, "forensic: %s is a directory (%s): no contents", id,
 			      v->path);
-	int rc = bi_fx_out_walk(f, v, fn, ctx);
+	int rc = bi_fx_out_walk(f, v, flags & BTRFSIMG_FORENSIC_RAW, fn, ctx);
 	if (rc)
 		return rc;
 	return v->rec.status == BTRFSIMG_REC_INTACT ? 0 : 1;

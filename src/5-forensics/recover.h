@@ -22,7 +22,8 @@
 /* A name of an inode: INODE_REF (ino -> parent) or DIR_INDEX. */
 struct fx_ref {
 	uint64_t subvol, ino, parent, gen;
-	char *name;
+	char *name;	 /* its safe form (0-base/name.h) */
+	const char *bad; /* why the raw name is no component, or NULL */
 	bool dir; /* a DIR_INDEX entry of type directory */
 };
 
@@ -42,7 +43,8 @@ struct fx_csum {
 
 struct fx_rootref {
 	uint64_t child, parent, dirid, gen;
-	char *name;
+	char *name;	 /* its safe form */
+	const char *bad; /* why the raw name is no component, or NULL */
 };
 
 /* A bad part of an extent judged sector by sector: logical [lo, hi). */
@@ -60,10 +62,14 @@ struct fx_version {
 	bool complete;
 	bool dir;	 /* a directory: a record of its own, no contents */
 	bool names_only; /* a directory known from names only (no INODE_ITEM) */
+	bool has_leaf;	 /* its INODE_ITEM is at @slot of block @leaf (xattrs) */
+	size_t leaf;
+	uint32_t slot;
 	/* results */
 	struct btrfsimg_recovered rec;
 	char id[80];
 	char *path;
+	char name_damage[192]; /* the first damaged name of the path ("": none) */
 	struct btrfsimg_bad_range *bad;
 	size_t nbad, cbad;
 	uint8_t *state;	       /* per extent: enum ext_state */
@@ -132,16 +138,16 @@ uint64_t bi_fx_nbytes(const struct fx_version *v);
  * reuse, their checksums, whether their items agree with the inode. */
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf);
 /* The version's bytes [0, out_end) in order through @fn (untrusted ranges
- * as zeros): out_end is i_size unless that is past bi_size_bound, where
- * the data's end is (bi_fx_evaluate sets it). 0, @fn's value, or a
- * negative errno. */
-int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, btrfsimg_data_fn fn,
-		   void *ctx);
+ * as zeros; with @raw, "csum mismatch" ranges as the bytes on disk):
+ * out_end is i_size unless that is past bi_size_bound, where the data's
+ * end is (bi_fx_evaluate sets it). 0, @fn's value, or a negative errno. */
+int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,
+		   btrfsimg_data_fn fn, void *ctx);
 /* Zeros (holes, untrusted ranges) [off, off + len) as one call. */
 typedef int (*bi_fx_hole_fn)(void *ctx, uint64_t off, uint64_t len);
 /* bi_fx_out_walk, with every run of zeros it would produce given to @hole
  * instead, whatever its length: for work that need not touch each byte. */
-int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v,
+int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,
 			 btrfsimg_data_fn fn, bi_fx_hole_fn hole, void *ctx);
 
 #endif

@@ -355,8 +355,11 @@ static int check_parity(struct scrub *s, const struct place *at)
 		s->rowbuf = nb;
 		s->rowcap = need;
 	}
-	if (!buf_ok(s, off, len) || read_row(s, c, logical, len) < 0)
-		return 0; /* a device missing or short: this parity stays unchecked */
+	if (!buf_ok(s, off, len) || read_row(s, c, logical, len) < 0) {
+		/* a device missing or short: this parity stays unchecked */
+		at->sd->parity_unchecked_bytes += len;
+		return 0;
+	}
 	uint8_t *calc = s->rowbuf + (size_t)d * c->stripe_len;
 	if (p->pos == d) {
 		memcpy(calc, s->rowbuf, len);
@@ -457,6 +460,29 @@ static void window_read(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 	for (uint64_t u = (lo - pos) / UNIT; u * UNIT < hi - pos; u++) {
 		uint64_t a = pos + u * UNIT, b = a + UNIT;
 		if (bi_dev_read(s->fs, d, a, s->buf + u * UNIT, (size_t)(b - a)) < 0)
+			s->bad[u] = 1;
+	}
+}
+
+/* A missing device's window (@d NULL): the data pieces of [lo, hi)
+ * rebuilt from the rest of their rows (bi_read_copy, copy 0: the row's
+ * other data and parity), so window_check checks them as if read; its
+ * parity pieces are left unread (units bad: check_parity counts them
+ * unchecked), there is nothing of them to compare. */
+static void window_rebuild(struct scrub *s, const struct sm_devext *x, uint64_t pos, uint64_t lo,
+			   uint64_t hi)
+{
+	memset(s->bad, 0, s->win / UNIT);
+	s->buf_pos = pos;
+	s->win_lo = lo;
+	s->winp = s->buf + (lo - pos);
+	struct sm_piece p;
+	for (uint64_t ph = lo; ph < hi; ph += p.len) {
+		bool mapped = piece(x, ph, hi, &p);
+		if (mapped && !p.parity &&
+		    bi_read_copy(s->fs, p.logical, s->buf + (ph - pos), (size_t)p.len, 0) == 0)
+			continue;
+		for (uint64_t u = (ph - pos) / UNIT; u * UNIT < ph + p.len - pos; u++)
 			s->bad[u] = 1;
 	}
 }
@@ -645,9 +671,12 @@ static int scrub_devext(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 				gdata = NULL;
 			if (s->ring && gdata)
 				got = gdata + (w->lo - e.glo);
-			if (!s->ring)
+			if (!d)
+				window_rebuild(s, x, w->pos, w->lo, w->hi);
+			else if (!s->ring)
 				bi_dev_prefetch(d, w->end, s->win);
-			window_read(s, d, sd, w->pos, w->lo, w->hi, got);
+			if (d)
+				window_read(s, d, sd, w->pos, w->lo, w->hi, got);
 			if ((rc = window_check(s, x, sd, w->pos, w->end)) < 0)
 				return rc;
 		}
@@ -703,6 +732,40 @@ static int scrub_device(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 	return rc;
 }
 
+/* Whether the chunk's stripes on missing devices can all be rebuilt:
+ * RAID5/6 with no more of them missing than it has parity. */
+static bool rebuildable(struct btrfsimg_fs *fs, const struct bi_chunk *c)
+{
+	if (!(bi_chunk_profile(c) & (BG_RAID5 | BG_RAID6)))
+		return false;
+	uint32_t lost = 0;
+	for (uint16_t i = 0; i < c->num_stripes; i++)
+		lost += !bi_dev_by_id(fs, c->stripes[i].devid);
+	return lost <= bi_chunk_nparity(c);
+}
+
+/* A missing device: nothing on it can be read, so every stripe byte on it
+ * is unchecked; the tree blocks and data in use of its RAID5/6 stripes
+ * that parity can rebuild are rebuilt and checked (rebuilt_bytes), as
+ * scrub_devext does for a present device. Its mirrored copies are not: the
+ * other copies are checked on their own devices. */
+static int scrub_missing(struct scrub *s, struct btrfsimg_scrub_dev *sd, struct sm_devext *v,
+			 size_t n)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		sd->unchecked_bytes += v[i].span;
+		if (!rebuildable(s->fs, v[i].c)) {
+			rc = progress(s, v[i].span);
+			continue;
+		}
+		uint64_t before = sd->data_bytes_scrubbed + sd->tree_bytes_scrubbed;
+		rc = scrub_devext(s, NULL, sd, &v[i]);
+		sd->rebuilt_bytes += sd->data_bytes_scrubbed + sd->tree_bytes_scrubbed - before;
+	}
+	return rc;
+}
+
 static void load_ctu(struct scrub *s)
 {
 	struct bi_expect e = { .owner = OBJ_CHUNK_TREE, .level = -1 };
@@ -743,15 +806,17 @@ static int scrub_all(struct scrub *s)
 		struct bi_dev *d = bi_dev_by_id(fs, s->r->devs[i].devid);
 		/* up to the device's size in its dev_item: allocated bytes past
 		 * the end of a truncated image are read errors, not skipped */
-		uint64_t limit = d ? (d->total_bytes > d->size ? d->total_bytes : d->size) : 0;
-		if (d && (rc = sm_dev_extents(fs, d->devid, limit, &v[i], &nv[i])) == 0)
+		/* a missing device: up to its dev_item's size, as a present one */
+		uint64_t limit = d ? (d->total_bytes > d->size ? d->total_bytes : d->size)
+				   : fs->devitems[i].total_bytes;
+		if ((rc = sm_dev_extents(fs, s->r->devs[i].devid, limit, &v[i], &nv[i])) == 0)
 			for (size_t j = 0; j < nv[i]; j++)
 				s->total += v[i][j].span;
 	}
 	for (size_t i = 0; rc == 0 && i < ndev; i++) {
 		struct bi_dev *d = bi_dev_by_id(fs, s->r->devs[i].devid);
-		if (d)
-			rc = scrub_device(s, d, &s->r->devs[i], v[i], nv[i]);
+		rc = d ? scrub_device(s, d, &s->r->devs[i], v[i], nv[i])
+		       : scrub_missing(s, &s->r->devs[i], v[i], nv[i]);
 	}
 	for (size_t i = 0; v && i < ndev; i++)
 		free(v[i]);
