@@ -10,7 +10,8 @@
  * range ordered; generations strictly increase; every record has an id,
  * a path, known kind and status names, bad ranges inside the file and
  * not overlapping; reading a record gives exactly its size in bytes, in
- * order, and 0 only for an intact one (a size past
+ * order, zeros wherever a bad range says (never another state's bytes),
+ * and 0 only for an intact one (a size past
  * btrfsimg_file_size_bound: partial, its bytes up to where the last bad
  * range, the holes, begins, read in bounded time); the handle has a
  * message after every failure. Then the oldest generation history lists
@@ -82,12 +83,31 @@ static int on_gen(void *ctx, const struct btrfsimg_generation *g)
 
 struct reading {
 	uint64_t next;
+	const struct btrfsimg_recovered *rec;
+	bool raw; /* BTRFSIMG_FORENSIC_RAW: csum mismatches as on disk */
 };
+
+/* What a bad range covers reads as zeros, whatever the extents hold
+ * (raw: but csum mismatches). */
+static void bad_zeros(const struct reading *rd, uint64_t off, const uint8_t *p, size_t len)
+{
+	const struct btrfsimg_recovered *rec = rd->rec;
+	for (size_t i = 0; i < rec->nbad; i++) {
+		if (rd->raw && strcmp(rec->bad[i].why, "csum mismatch") == 0)
+			continue;
+		uint64_t lo = rec->bad[i].offset, hi = lo + rec->bad[i].length;
+		lo = lo > off ? lo : off;
+		hi = hi < off + len ? hi : off + len;
+		for (uint64_t x = lo; x < hi; x++)
+			CHECK(p[x - off] == 0);
+	}
+}
 
 static int on_data(void *ctx, uint64_t off, const void *data, size_t len)
 {
 	struct reading *r = ctx;
 	CHECK(off == r->next && data && len > 0 && len <= (1u << 20));
+	bad_zeros(r, off, data, len);
 	r->next += len;
 	return 0;
 }
@@ -123,14 +143,14 @@ static int on_rec(void *ctx, const struct btrfsimg_recovered *r)
 	CHECK(!forged || (r->status != BTRFSIMG_REC_INTACT && r->nbad &&
 			  r->bad[r->nbad - 1].offset + r->bad[r->nbad - 1].length == r->inode.size));
 	if (x->reads++ < MAX_READS && (r->inode.size <= (64u << 20) || forged)) {
-		struct reading rd = { 0 };
+		struct reading rd = { 0, r, false };
 		int rc = btrfsimg_forensic_read(x->f, r->id, on_data, &rd);
 		CHECK(rc == 0 || rc == 1 || rc < 0);
 		uint64_t produced = forged ? r->bad[r->nbad - 1].offset : r->inode.size;
 		if (rc >= 0)
 			CHECK(rd.next == produced && (rc == 0) == (r->status == BTRFSIMG_REC_INTACT));
 		/* raw (csum mismatches as on disk): the same length and verdict */
-		struct reading raw = { 0 };
+		struct reading raw = { 0, r, true };
 		int rr = btrfsimg_forensic_read_flags(x->f, r->id, BTRFSIMG_FORENSIC_RAW, on_data,
 						      &raw);
 		CHECK(rr == rc && (rr < 0 || raw.next == produced));

@@ -120,9 +120,18 @@ enum btrfsimg_recovered_status {
 	BTRFSIMG_REC_INTACT = 0,	/**< every byte read */
 	BTRFSIMG_REC_PARTIAL = 1,	/**< some ranges unreadable or reused */
 	BTRFSIMG_REC_OVERWRITTEN = 2,	/**< every data extent was reused */
-	BTRFSIMG_REC_METADATA_ONLY = 3, /**< no extent information found */
+	BTRFSIMG_REC_METADATA_ONLY = 3, /**< no extent information found, or
+					     the extent items found are not of
+					     the inode item's state ("items
+					     disagree with the inode": read as
+					     zeros) */
+	BTRFSIMG_REC_ARTEFACT = 4,	/**< a flush artefact: the inode item of a
+					     later state (same mtime and ctime to
+					     the nanosecond) with its size lagging
+					     (often 0): a state nobody saw, not a
+					     content the file held */
 };
-/** "intact", "partial", "overwritten", "metadata-only". */
+/** "intact", "partial", "overwritten", "metadata-only", "artefact". */
 BTRFSIMG_API const char *btrfsimg_recovered_status_name(enum btrfsimg_recovered_status s);
 
 /** A file range of a recovered version that could not be trusted. */

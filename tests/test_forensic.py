@@ -52,7 +52,15 @@ kernel showed at the end. Checked:
     its names were found), no contents; extract --deleted creates it, bodyfile
     --deleted lists it as a directory, cat --deleted refuses it (exit 2);
     a partial record's sectors outside its bad ranges are the truth's
-    (the generator's per-sector hashes of every version).
+    (the generator's per-sector hashes of every version);
+  - chimeras and flush artefacts (single, two devices, churn, wrap): every
+    range a record calls bad reads as zeros (earlier versions whose items
+    disagree with the inode showed the live file's bytes there); no record
+    called intact or verified is a later state's inode item with its size
+    lagging (same mtime and ctime to the ns, fewer bytes): those are status
+    artefact, left out of bodyfile and extract --deleted; an inode item
+    forged to lag its extent items (transid older than theirs) gives a
+    metadata-only version read as zeros, never intact.
 """
 import collections
 import hashlib
@@ -196,17 +204,19 @@ def check_json_documented(t, recs):
             text[:200])
 
 
-def check_extract(t, cli, img, recs, tmp):
+def check_extract(t, cli, img, recs, tmp, art=()):
     dest = os.path.join(tmp, "out")
     rc, _, err = imgtest.run_cli(cli, ["extract", "--deleted", img, dest], timeout=300)
-    not_whole = sum(not is_dir(r) and r["status"] != "intact" for r in recs)
+    not_whole = sum(not is_dir(r) and r["status"] != "intact" and r["id"] not in art
+                    for r in recs)
     t.check(f"extract --deleted: {not_whole} versions not whole written (as zeros where not "
             f"read): exit 1, counted", not_whole and rc == 1 and
             f"{not_whole} of them not whole".encode() in err, (rc, err[-300:]))
     with open(os.path.join(dest, MANIFEST)) as f:
         man = [json.loads(line) for line in f]
-    t.check("extract --deleted: one manifest line per record",
-            sorted(m["id"] for m in man) == sorted(r["id"] for r in recs), len(man))
+    t.check("extract --deleted: one manifest line per record, flush artefacts left out",
+            sorted(m["id"] for m in man) ==
+            sorted(r["id"] for r in recs if r["id"] not in art), len(man))
     t.check("extract --deleted: no version written at the manifest's name",
             MANIFEST not in [m["file"] for m in man], MANIFEST)
     bad = []
@@ -533,7 +543,7 @@ def check_bodyfile_base(t, cli, img, recs, tmp):
         f" (earlier version {r['id']})" if r["kind"] == "previous-version" else
         f" (deleted with subvolume {r['subvol']}, {r['id']})" if r["kind"] == "dropped-subvolume"
         else f" (deleted, orphan {r['id']})" if r["kind"] == "orphan" else
-        f" (deleted {r['id']})") for r in recs}
+        f" (deleted {r['id']})") for r in recs if r["status"] != "artefact"}
     missing = sorted(set(want.values()) - set(names))
     t.check("bodyfile --deleted: each version named with its kind and id",
             rc == 0 and not missing and {"dropped-subvolume", "deleted", "previous-version"}
@@ -611,6 +621,141 @@ def check_bodyfile_subvols(t, cli, img, tmp):
     t.check("mactime shows the subvolume creation events",
             p.returncode == 0 and events and all(n in shown for n in events
                                                  if "\\x" not in n), p.stderr[-200:])
+
+
+def check_bad_zeros(t, cli, imgs, recs, name):
+    """Chimeras: every range a record calls untrusted reads as zeros from
+    cat --deleted (an earlier version whose items disagree with its inode
+    showed the live file's bytes at those offsets), and its size is whole.
+    Returns the records with a bad range checked."""
+    checked, wrong = 0, []
+    for r in recs:
+        if not r["bad_ranges"] or is_dir(r):
+            continue
+        rc, out, err = imgtest.run_cli(cli, ["cat", "--deleted", r["id"], *imgs], timeout=120)
+        if rc != 1 or len(out) != r["size"]:
+            wrong.append((r["id"], "cat", rc, len(out), r["size"]))
+            continue
+        checked += 1
+        for b in r["bad_ranges"]:
+            seg = out[b["offset"]:b["offset"] + b["length"]]
+            if seg.count(0) != len(seg):
+                wrong.append((r["id"], r["status"], b["why"], b["offset"], b["length"],
+                               len(seg) - seg.count(0)))
+    t.check(f"{name}: {checked} records with bad ranges: each range reads as zeros",
+            not wrong, wrong[:5])
+    return checked
+
+
+def live_inodes(cli, imgs):
+    rc, out, _ = imgtest.run_cli(cli, ["walk", "--json", *imgs], timeout=300)
+    live = {}
+    for line in out.splitlines():
+        w = json.loads(line)
+        live[(w["subvol"], w["ino"])] = w
+    return rc, live
+
+
+def size_lags(r, w):
+    return (w["size"] > r["size"] and w["mtime"] == r["mtime"] and w["ctime"] == r["ctime"])
+
+
+def check_artefacts(t, cli, imgs, recs, name, want=None):
+    """Flush artefacts: no record called intact or verified is the inode
+    item of a later state (another version of the file, or today's inode)
+    with its size lagging: same mtime and ctime to the nanosecond, fewer
+    bytes. Those that are say status artefact; bodyfile --deleted leaves
+    them out (extract --deleted too: check_extract). Returns their ids."""
+    rc, live = live_inodes(cli, imgs)
+    t.check(f"{name}: walk --json lists the live files", rc == 0 and live, rc)
+    byfile = collections.defaultdict(list)
+    for r in recs:
+        byfile[(r["subvol"], r["objectid"])].append(r)
+    false, art = [], []
+    for r in recs:
+        if is_dir(r):
+            continue
+        later = [o for o in byfile[(r["subvol"], r["objectid"])] if o is not r]
+        w = live.get((r["subvol"], r["objectid"]))
+        if w and r["kind"] == "previous-version":
+            later.append(w)
+        lag = any(size_lags(r, o) for o in later)
+        if lag and (r["status"] == "intact" or r["verified"]):
+            false.append((r["id"], r["path"], r["size"], r["status"], r["verified"]))
+        if lag:
+            art.append(r["id"])
+        elif r["status"] == "artefact":
+            false.append((r["id"], "artefact without a later state", r["size"]))
+    t.check(f"{name}: no flush artefact called intact or verified ({len(art)} found)",
+            not false and all(r["status"] == "artefact" for r in recs if r["id"] in art),
+            false[:5])
+    if want is not None:
+        t.check(f"{name}: the flush artefacts of the image are found ({len(art)} >= {want})",
+                len(art) >= want, art)
+    if art:
+        rc, out, err = imgtest.run_cli(cli, ["bodyfile", "--deleted", *imgs], timeout=300)
+        shown = [a for a in art if a.encode() in out]
+        t.check(f"{name}: bodyfile --deleted leaves the flush artefacts out", rc == 0 and
+                not shown, (rc, shown[:5]))
+    return art
+
+
+def forge_lagging_inode(img, out, fsid, ino):
+    """A copy of @img where every fs-tree leaf holding the INODE_ITEM of
+    @ino and its EXTENT_DATA items says the inode's transid is one less
+    than the newest of those items' generations (item data + 8), crc32c
+    recomputed: an inode item that lags its extent items, as in a leaf
+    written mid-transaction. Returns how many leaves changed."""
+    offs, data = fs_leaf_offsets(img, fsid)
+    data = bytearray(data)
+    n = 0
+    for o in offs:
+        inode, gens = None, []
+        for slot in range(struct.unpack_from("<I", data, o + 96)[0]):
+            it = o + 101 + 25 * slot
+            obj, typ, _, ioff = struct.unpack_from("<QBQI", data, it)
+            if obj == ino and typ == 1:      # INODE_ITEM
+                inode = o + 101 + ioff
+            elif obj == ino and typ == 108:  # EXTENT_DATA: generation first
+                gens.append(struct.unpack_from("<Q", data, o + 101 + ioff)[0])
+        if inode is None or not gens or max(gens) < 2:
+            continue
+        struct.pack_into("<Q", data, inode + 8, max(gens) - 1)
+        struct.pack_into("<I", data, o, imgtest.crc32c(bytes(data[o + 32:o + 16384])))
+        n += 1
+    with open(out, "wb") as f:
+        f.write(data)
+    return n
+
+
+def check_lagging_inode(t, cli, img, recs, tmp):
+    """A chimera made: the inode item of an intact, verified deleted file
+    lags its extent items (transid older than their generation). Such
+    items were never one state of the file: the version is metadata-only,
+    its whole size one bad range, read as zeros; never intact, verified."""
+    want = [r for r in recs if r["kind"] == "deleted" and r["verified"] and not r["inline"]
+            and r["size"] > 4096 and not is_dir(r)]
+    t.check("lagging inode: an intact verified deleted file to forge", want, len(recs))
+    if not want:
+        return
+    r0 = want[0]
+    with open(img, "rb") as f:
+        f.seek(0x10000 + 0x20)
+        fsid = f.read(16)
+    forged = os.path.join(tmp, "lagging-inode.img")
+    n = forge_lagging_inode(img, forged, fsid, r0["objectid"])
+    t.check("lagging inode: leaves holding the inode and its extents changed", n > 0, n)
+    got = [r for r in deleted(cli, [forged], t, "lagging inode", ())
+           if r["objectid"] == r0["objectid"] and r["subvol"] == r0["subvol"] and
+           r["size"] == r0["size"]]
+    t.check("lagging inode: never intact or verified; metadata-only, all of it bad",
+            got and all(not r["verified"] and r["status"] == "metadata-only" and
+                        r["bad_ranges"] == [{"offset": 0, "length": r["size"],
+                                             "why": "items disagree with the inode"}]
+                        for r in got),
+            [(r["id"], r["status"], r["verified"], r["bad_ranges"]) for r in got])
+    check_bad_zeros(t, cli, [forged], got, "lagging inode")
+    os.unlink(forged)
 
 
 def check_history(t, cli, img, truth_gen):
@@ -899,12 +1044,15 @@ def main():
         progs = progs_shas([img], progs_script)
         rates(t, "single", recs, truth, progs)
         check_dropped_dirs(t, "single", recs, truth)
+        # two 1 MiB files written, the inode item committed at size 0
+        art = check_artefacts(t, cli, [img], recs, "single", want=2)
+        check_bad_zeros(t, cli, [img], recs, "single")
         check_cat(t, cli, img, recs)
         check_json_documented(t, recs)
-        check_extract(t, cli, img, recs, tmp)
-        check_extract_versions(t, cli, img, recs, truth, tmp)
+        check_extract(t, cli, img, recs, tmp, art)
+        check_extract_versions(t, cli, img, [r for r in recs if r["id"] not in art], truth, tmp)
         check_cat_raw(t, cli, img, recs, tmp)
-        check_destination(t, cli, img, recs, tmp)
+        check_destination(t, cli, img, [r for r in recs if r["id"] not in art], tmp)
         check_manifest_name(t, cli, tmp)
         check_deleted_meta(t, cli, tmp)
         check_bodyfile(t, cli, img, tmp)
@@ -923,6 +1071,7 @@ def main():
 
         check_hostile(t, cli, img, recs, truth, tmp)
         check_forged_size(t, cli, img, recs, tmp)
+        check_lagging_inode(t, cli, img, recs, tmp)
 
         orphan = imgtest.private_copy(os.path.join(src, "orphan.img.zst"), tmp)
         want = imgtest.load_json(os.path.join(src, "orphan.truth.json"))["orphan"]
@@ -947,6 +1096,8 @@ def main():
         claims(t, "two devices", mrecs, mtruth)
         rates(t, "two devices", mrecs, mtruth, progs_shas(devs, progs_script))
         check_dropped_dirs(t, "two devices", mrecs, mtruth)
+        check_artefacts(t, cli, devs, mrecs, "two devices")
+        check_bad_zeros(t, cli, devs, mrecs, "two devices")
         for d in devs:
             os.unlink(d)
 
@@ -958,6 +1109,8 @@ def main():
             claims(t, name, crecs, ctruth)
             rates(t, name, crecs, ctruth, progs_shas([churn], progs_script), strict=True)
             check_dirs(t, cli, churn, crecs, ctruth, tmp, name)
+            check_artefacts(t, cli, [churn], crecs, name)
+            check_bad_zeros(t, cli, [churn], crecs, name)
             checked += check_partial(t, cli, churn, crecs, ctruth, name)
             os.unlink(churn)
         t.check(f"partial records of churn and wrap: {checked} readable sectors checked",

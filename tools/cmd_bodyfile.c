@@ -170,6 +170,8 @@ static int body_one(void *ctx, const struct btrfsimg_recovered *r)
 	const char *name = under_base(b, r->path);
 	if (!name)
 		return 0;
+	if (r->status == BTRFSIMG_REC_ARTEFACT)
+		return 0; /* its times are a later state's: no event of its own */
 	rec_name_damage(b->c, r);
 	const struct btrfsimg_inode *i = &r->inode;
 	char md5[33] = "0", mode[13];

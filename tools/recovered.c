@@ -491,6 +491,8 @@ static void finish_dirs(struct ex *x)
 static int extract_one(void *ctx, const struct btrfsimg_recovered *r)
 {
 	struct ex *x = ctx;
+	if (r->status == BTRFSIMG_REC_ARTEFACT)
+		return 0; /* a state nobody saw: listed by deleted, not restored */
 	if (x->c->intact_only && r->status != BTRFSIMG_REC_INTACT) {
 		x->left_out++;
 		return 0;

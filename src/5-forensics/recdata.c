@@ -542,6 +542,20 @@ static int bound_size(struct btrfsimg_forensic *f, struct fx_version *v)
 	return add_bad(v, end, size - end, forged_why);
 }
 
+static const char disagree_why[] = "items disagree with the inode";
+
+/* An extent item (inside i_size) of a later transaction than the inode
+ * item's transid: writing an extent updates its inode in the same
+ * transaction, so the two are of different states of the file. */
+static bool newer_items(const struct fx_version *v)
+{
+	for (size_t i = 0; i < v->next; i++)
+		if (v->ext[i].file_offset < v->inode.size &&
+		    v->ext[i].generation > v->inode.transid)
+			return true;
+	return false;
+}
+
 /* Status and verified of a version from its extents' states. */
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf)
 {
@@ -583,17 +597,25 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 	rec->nodatasum = (v->inode.flags & INODE_NODATASUM) != 0;
 	/* A block written in the middle of a transaction can hold an inode
 	 * item and extent items that were never true together (a truncate
-	 * half done): nbytes, which the kernel keeps equal to the bytes its
-	 * extents hold (btrfs check's "nbytes wrong"), tells. */
-	if (v->complete && bi_fx_nbytes(v) != v->inode.nbytes && v->inode.size) {
+	 * half done, a rewrite whose inode item lags): nbytes, which the
+	 * kernel keeps equal to the bytes its extents hold (btrfs check's
+	 * "nbytes wrong"), tells, and so does an extent item newer than the
+	 * inode item. */
+	if (v->inode.size && ((v->complete && bi_fx_nbytes(v) != v->inode.nbytes) ||
+			      newer_items(v))) {
 		v->nbad = 0; /* the whole file, instead of what the pieces said */
-		if ((rc = add_bad(v, 0, v->inode.size, "items disagree with the inode")) < 0)
+		if ((rc = add_bad(v, 0, v->inode.size, disagree_why)) < 0)
 			return rc;
+		/* None of its bytes are this version's: the extents at its
+		 * offsets may be a later state's (the live file's). */
+		x.good_data = 0;
+		x.bad_data = v->inode.size;
 	}
 	if ((rc = bound_size(f, v)) < 0)
 		return rc;
 	bool any_items = v->next > 0;
-	if (v->inode.size && !any_items && !v->complete)
+	bool disagree = v->nbad && v->bad[0].why == disagree_why;
+	if (v->inode.size && ((!any_items && !v->complete) || disagree))
 		rec->status = BTRFSIMG_REC_METADATA_ONLY;
 	else if (!v->nbad)
 		rec->status = BTRFSIMG_REC_INTACT;
@@ -698,9 +720,8 @@ static int out_disk(void *ctx, uint64_t pos, uint64_t src, uint64_t len, const c
 	return 0;
 }
 
-static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
+static int out_piece_in(struct out_ctx *o, const struct bi_piece *p, size_t ext)
 {
-	struct out_ctx *o = ctx;
 	if (ext >= SIZE_MAX - 1 || o->v->state[ext] == EXT_BAD || p->kind == BI_EXT_ZERO ||
 	    (o->v->state[ext] == EXT_MISMATCH && !o->raw))
 		return emit_zeros(o, p->pos, p->len);
@@ -721,6 +742,45 @@ static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
 		d += n;
 	}
 	return 0;
+}
+
+/*
+ * A piece as out_piece_in gives it, except that what the version's bad
+ * ranges cover is zeros whatever the extents say: a range the record
+ * calls untrusted never shows bytes (for "items disagree with the inode"
+ * the extents at its offsets can be a later state's, the live file's).
+ * A raw read (BTRFSIMG_FORENSIC_RAW) leaves "csum mismatch" ranges to
+ * out_piece_in, which gives their bytes on disk. v->bad is in file order
+ * (added by one walk over the pieces, then the whole file, or the size's
+ * bound at the end).
+ */
+static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
+{
+	struct out_ctx *o = ctx;
+	uint64_t at = p->pos, end = p->pos + p->len;
+	for (size_t i = 0; i < o->v->nbad && at < end; i++) {
+		const struct btrfsimg_bad_range *b = &o->v->bad[i];
+		if (b->offset + b->length <= at || b->offset >= end ||
+		    (o->raw && b->why == CSUM_MISMATCH))
+			continue;
+		int rc;
+		if (b->offset > at) {
+			struct bi_piece q = { at, b->offset - at, p->kind, p->src + (at - p->pos) };
+			if ((rc = out_piece_in(o, &q, ext)))
+				return rc;
+			at = b->offset;
+		}
+		uint64_t hi = b->length < end - b->offset ? b->offset + b->length : end;
+		if ((rc = emit_zeros(o, at, hi - at)))
+			return rc;
+		at = hi;
+	}
+	if (at == p->pos)
+		return out_piece_in(o, p, ext);
+	if (at >= end)
+		return 0;
+	struct bi_piece q = { at, end - at, p->kind, p->src + (at - p->pos) };
+	return out_piece_in(o, &q, ext);
 }
 
 int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,

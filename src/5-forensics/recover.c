@@ -846,6 +846,8 @@ static void classify(struct btrfsimg_forensic *f)
 			v->skip = true;
 			continue;
 		}
+		v->live = live;
+		v->has_live = true;
 		uint64_t sig = live_signature(f, v->subvol, v->ino, &live);
 		if (sig != v->sig) {
 			v->rec.kind = BTRFSIMG_REC_PREVIOUS_VERSION;
@@ -897,6 +899,112 @@ static int finish(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *bu
 
 static int same_contents(struct btrfsimg_forensic *f);
 
+static bool same_time(const struct btrfsimg_timespec *a, const struct btrfsimg_timespec *b)
+{
+	return a->sec == b->sec && a->nsec == b->nsec;
+}
+
+/* @v's inode item is @w's with the size lagging: the same mtime and ctime
+ * to the nanosecond (a write or truncate that changes the size sets both),
+ * a smaller size, and no later transaction. */
+static bool size_lags(const struct btrfsimg_inode *v, const struct btrfsimg_inode *w)
+{
+	return v->generation == w->generation && v->size < w->size &&
+	       v->transid <= w->transid && same_time(&v->mtime, &w->mtime) &&
+	       same_time(&v->ctime, &w->ctime);
+}
+
+/* Versions of one file by creation generation, mtime and ctime, then
+ * the largest size first: a run of equal times sees the larger sizes
+ * before the smaller ones. Sorts pointers into r->v. */
+static int lag_cmp(const void *pa, const void *pb)
+{
+	const struct fx_version *a = *(const struct fx_version *const *)pa;
+	const struct fx_version *b = *(const struct fx_version *const *)pb;
+	const struct btrfsimg_inode *x = &a->inode, *y = &b->inode;
+#define CMP(p, q)                                                                                  \
+	if ((p) != (q))                                                                            \
+	return (p) < (q) ? -1 : 1
+	CMP(a->subvol, b->subvol);
+	CMP(a->ino, b->ino);
+	CMP(x->generation, y->generation);
+	CMP(x->mtime.sec, y->mtime.sec);
+	CMP(x->mtime.nsec, y->mtime.nsec);
+	CMP(x->ctime.sec, y->ctime.sec);
+	CMP(x->ctime.nsec, y->ctime.nsec);
+	CMP(y->size, x->size);
+	return 0;
+#undef CMP
+}
+
+/* One file, one creation, the same mtime and ctime. */
+static bool same_times(const struct fx_version *a, const struct fx_version *b)
+{
+	return a->subvol == b->subvol && a->ino == b->ino &&
+	       a->inode.generation == b->inode.generation &&
+	       same_time(&a->inode.mtime, &b->inode.mtime) &&
+	       same_time(&a->inode.ctime, &b->inode.ctime);
+}
+
+static void mark_artefact(struct fx_version *v)
+{
+	if (v->skip || v->dir)
+		return;
+	v->rec.status = BTRFSIMG_REC_ARTEFACT;
+	v->rec.verified = false;
+}
+
+/*
+ * Flush artefacts: an inode item written out (a leaf flushed mid-
+ * transaction, or committed before the data's ordered extents completed:
+ * the kernel raises the on-disk i_size only then) with the times of the
+ * write that made a later state but the size from before it, often 0.
+ * Nobody saw that state: its bytes are not a content the file held. The
+ * later state is another version of the file (skipped or not) or today's
+ * inode. Status "artefact", never intact or verified. One sort: each run
+ * of equal times is swept from the largest size down, so the work is
+ * n log n however many versions a file has.
+ */
+static int mark_artefacts(struct bi_fx_recovered *r)
+{
+	for (size_t i = 0; i < r->nv; i++)
+		if (r->v[i].has_live && size_lags(&r->v[i].inode, &r->v[i].live))
+			mark_artefact(&r->v[i]);
+	struct fx_version **p = malloc((r->nv ? r->nv : 1) * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	size_t n = 0;
+	for (size_t i = 0; i < r->nv; i++)
+		if (!r->v[i].dir)
+			p[n++] = &r->v[i];
+	fx_qsort(p, n, sizeof(*p), lag_cmp);
+	for (size_t a = 0; a < n;) {
+		size_t b = a + 1;
+		while (b < n && same_times(p[a], p[b]))
+			b++;
+		/* [a, b): one file, one creation, the same times; larger
+		 * sizes first. @newest: the latest transid of a larger size. */
+		uint64_t newest = 0;
+		bool any = false;
+		for (size_t i = a; i < b;) {
+			size_t j = i + 1;
+			while (j < b && p[j]->inode.size == p[i]->inode.size)
+				j++;
+			for (size_t k = i; k < j; k++)
+				if (any && p[k]->inode.transid <= newest)
+					mark_artefact(p[k]);
+			for (size_t k = i; k < j; k++)
+				if (!any || p[k]->inode.transid > newest)
+					newest = p[k]->inode.transid;
+			any = true;
+			i = j;
+		}
+		a = b;
+	}
+	free(p);
+	return 0;
+}
+
 static int build(struct btrfsimg_forensic *f)
 {
 	struct btrfsimg_fs *fs = f->fs;
@@ -928,6 +1036,8 @@ static int build(struct btrfsimg_forensic *f)
 			rc = finish(f, &r->v[i], buf);
 	if (rc > 0)
 		rc = 0;
+	if (rc == 0)
+		rc = mark_artefacts(r);
 	if (rc == 0)
 		rc = same_contents(f);
 out:
@@ -1070,6 +1180,8 @@ const char *btrfsimg_recovered_status_name(enum btrfsimg_recovered_status s)
 		return "overwritten";
 	case BTRFSIMG_REC_METADATA_ONLY:
 		return "metadata-only";
+	case BTRFSIMG_REC_ARTEFACT:
+		return "artefact";
 	}
 	return "unknown";
 }

@@ -78,6 +78,9 @@ struct fx_version {
 	uint64_t content; /* hash of the bytes (intact versions) */
 	uint64_t out_end; /* bytes produced: i_size, or where the data ends
 			     when i_size is past bi_size_bound */
+	/* today's inode of a live file (classify), for flush artefacts */
+	struct btrfsimg_inode live;
+	bool has_live;
 	bool skip;
 };
 
