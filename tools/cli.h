@@ -45,6 +45,9 @@ struct cli {
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
 	bool foreground;	/* mount -f */
+	/* owner: what range is asked about */
+	bool have_devid, have_physical, have_length, have_logical, have_image_offset;
+	uint64_t devid, physical, length, logical, image_offset;
 	btrfsimg_fs *fs;
 	uint64_t errors;	/* per-item failures that did not stop the command */
 };
@@ -62,6 +65,8 @@ enum cli_opt {
 	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE, OPT_KDF_LIMIT,	/* LUKS */
 	/* mount */
 	OPT_NUMBERS, OPT_FOREGROUND,
+	/* owner: a byte range */
+	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
 	OPT_HELP,
 	OPT_COUNT
 };
@@ -99,6 +104,7 @@ extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_
 	cmd_struct_collisions, cmd_struct_partitions, cmd_struct_mount;
 extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
 extern const struct cmd_struct cmd_struct_verify, cmd_struct_unallocated;
+extern const struct cmd_struct cmd_struct_extents, cmd_struct_owner;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */
