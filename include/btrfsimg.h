@@ -988,6 +988,20 @@ BTRFSIMG_API int btrfsimg_extents_next(btrfsimg_extents *it,
 BTRFSIMG_API void btrfsimg_extents_close(btrfsimg_extents *it);
 
 /**
+ * One word for a whole file's checksum coverage, from its extents (the
+ * csum items looked up): BTRFSIMG_CSUM_FULL (every data byte on disk has
+ * a checksum), PARTIAL (some; also inline bytes beside checksummed
+ * extents), NONE (data on disk, no csum item), NODATASUM, INLINE (its
+ * data is inline only), ZEROS (no data: holes, prealloc, empty). Returns
+ * the enum btrfsimg_csum_cover value or a negative errno (-EINVAL for a
+ * directory). @p data_bytes and @p csum_bytes (may be NULL): the bytes on
+ * disk its records reference and those a checksum covers. One step per
+ * extent item and csum item.
+ */
+BTRFSIMG_API int btrfsimg_file_csum_cover(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+					  uint64_t *data_bytes, uint64_t *csum_bytes);
+
+/**
  * Where byte @p physical of btrfs device @p devid lies in its image: fills
  * @p out's device, has_disk_offset/disk_offset, has_image_offset/
  * image_offset and note (devid and physical as given). 0, or -ENOENT (no

@@ -20,6 +20,7 @@ struct cli {
 	const char *cmd;
 	const struct cmd_struct *command;
 	bool json, hash, verbose, quiet;
+	bool csum;		/* walk --csum */
 	bool have_json_u64;	/* --json-u64 given (it sets jw_big_as_number) */
 	bool only_snapshots, only_readonly, only_deleted;	/* subvols' filters */
 	struct btrfsimg_open_opts opts;
@@ -67,6 +68,7 @@ enum cli_opt {
 	OPT_NUMBERS, OPT_FOREGROUND,
 	/* owner: a byte range */
 	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
+	OPT_CSUM,	/* walk: checksum coverage per file */
 	OPT_HELP,
 	OPT_COUNT
 };

@@ -83,6 +83,9 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_IMAGE_OFFSET] = { "image-offset", 0, "X",
 			       "byte offset X in the image file (a container's:\n"
 			       "in the disk it holds)" },
+	[OPT_CSUM] = { "csum", 0, NULL,
+		       "with --json, each regular file's checksum coverage:\n"
+		       "full, partial, none, nodatasum, inline or zeros" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -282,6 +285,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 		c->have_json_u64 = true;
 		return 0;
 	case OPT_HASH: c->hash = true; return 0;
+	case OPT_CSUM: c->csum = true; return 0;
 	case OPT_SNAPSHOTS: c->only_snapshots = true; return 0;
 	case OPT_READONLY: c->only_readonly = true; return 0;
 	case OPT_DELETED: c->only_deleted = true; return 0;
