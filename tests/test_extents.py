@@ -238,6 +238,7 @@ def per_file(name, devs, opts, f, items, csums, state):
                 " are the file's", data == bytes_[r["file_offset"]:r["file_offset"] + n],
                 f"{len(data)} bytes differ")
         state["image_offsets"].append((c["device"], c["image_offset"], s, o, r["file_offset"]))
+        state["physical"].append((c["devid"], c["physical"], s, o, r["file_offset"]))
     if "csum" in f and csums is not None:
         if f["csum"] in ("full", "partial", "none"):
             want = "full" if csum_total == data_total and not inline_any else \
@@ -280,6 +281,13 @@ def check_owners(name, devs, opts, refs, state, linear):
             want = {(root, obj) for root, obj in refs[bytenr] if root in state["subvols"]}
             T.check(f"{name} owner --logical {logical}: every extent data backref's inode",
                     want <= got, (sorted(want - got), sorted(got)))
+    for devid, phys, s, o, fo in state["physical"][:OWNERS_PER_IMAGE // 2]:
+        rc, recs, err = cli_jsonl(["owner", "--json", "--devid", str(devid), "--physical",
+                                   str(phys)] + opts + devs)
+        hit = [r for r in recs if r["kind"] == "file" and (r["subvol"], r["objectid"]) == (s, o)]
+        T.check(f"{name} owner --devid {devid} --physical {phys}: back to {s}:{o} offset {fo}",
+                rc == 0 and hit and hit[0]["file_offset"] == fo and
+                hit[0]["physical"] == phys, (rc, recs[:2], err[-200:]))
     for dev, off, s, o, fo in state["image_offsets"][:OWNERS_PER_IMAGE // 2]:
         if len(devs) != 1:
             break
@@ -307,7 +315,7 @@ def check_image(name, devs, opts=(), progs_ok=True, linear=True):
         csums = dump_csum_ranges(devs[0])
         refs = dump_backrefs(devs[0])
     rc, subs, _ = cli_jsonl(["subvols", "--json"] + opts + devs)
-    state = {"logicals": [], "image_offsets": [], "extents": {},
+    state = {"logicals": [], "image_offsets": [], "extents": {}, "physical": [],
              "subvols": {v["id"] for v in subs},
              "paths": {}}
     for f in all_files:  # every name of a hard-linked inode
@@ -436,6 +444,10 @@ def main():
         r1 = [imgtest.private_copy(os.path.join(images, "raid1", f"dev{i}.img.zst"), work)
               for i in (1, 2)]
         check_image("raid1", r1)
+        for profile, n in (("raid5", 3), ("raid10", 4)):
+            devs = [imgtest.private_copy(os.path.join(images, profile, f"dev{i}.img.zst"), work)
+                    for i in range(1, n + 1)]
+            check_image(profile, devs, progs_ok=False)  # progs needs every device found
         gpt = imgtest.private_copy(os.path.join(images, "gpt1", "disk.img.zst"), work)
         check_image("gpt1", [gpt], progs_ok=False)
         lvm = imgtest.private_copy(os.path.join(TESTDATA, "volume", "gpt-lvm.img.zst"), work)
