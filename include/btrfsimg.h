@@ -987,6 +987,10 @@ BTRFSIMG_API int btrfsimg_extents_next(btrfsimg_extents *it,
 /** Release the iterator. Accepts NULL. */
 BTRFSIMG_API void btrfsimg_extents_close(btrfsimg_extents *it);
 
+/** A record handed to a callback (recovered versions): borrowed for the
+ *  call. Return 0 to go on, > 0 to stop (returned), < 0 to fail. */
+typedef int (*btrfsimg_extent_fn)(void *ctx, const struct btrfsimg_extent *e);
+
 /**
  * One word for a whole file's checksum coverage, from its extents (the
  * csum items looked up): BTRFSIMG_CSUM_FULL (every data byte on disk has
@@ -1033,8 +1037,11 @@ enum btrfsimg_owner_kind {
 	BTRFSIMG_OWNER_PARITY = 4,	/**< RAID5/6 parity of the row at logical */
 	BTRFSIMG_OWNER_UNMAPPED = 5,	/**< in no chunk (device space never allocated,
 					 *   superblocks, the first MiB) */
+	BTRFSIMG_OWNER_RECOVERED = 6,	/**< a recovered version's data pointed here
+					 *   (btrfsimg_forensic_owners: version_id) */
 };
-/** "file", "extent", "tree-block", "free", "parity", "unmapped"; NULL. */
+/** "file", "extent", "tree-block", "free", "parity", "unmapped",
+ *  "recovered"; NULL. */
 BTRFSIMG_API const char *btrfsimg_owner_kind_name(int kind);
 
 /** One owner of a part of the range asked about. */
@@ -1057,8 +1064,12 @@ struct btrfsimg_owner {
 	int extent_type, compression;
 	uint64_t item_generation;
 	/** FILE: a path from the top level (first names; "<S:O>" for parts no
-	 *  name leads to); borrowed for the callback. NULL for other kinds. */
+	 *  name leads to); borrowed for the callback. NULL for other kinds.
+	 *  RECOVERED: the version's path. */
 	const char *path;
+	/** RECOVERED: the version's id (btrfsimg_forensic_recovered), its
+	 *  generation in extent_generation; borrowed for the callback. */
+	const char *version_id;
 };
 /** Return 0 to go on, > 0 to stop (returned), < 0 to fail. */
 typedef int (*btrfsimg_owner_fn)(void *ctx, const struct btrfsimg_owner *o);

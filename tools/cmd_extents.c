@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "btrfsimg_forensic.h"
 #include "cli.h"
 #include "json.h"
+#include "recovered.h"
 
 static const char *type_name(int t)
 {
@@ -40,12 +42,14 @@ static void copy_json(struct jw *w, const struct btrfsimg_extent_copy *k)
 	jw_close_obj(w);
 }
 
-static void rec_json(uint64_t subvol, uint64_t obj, const struct btrfsimg_extent *e)
+static void extent_json(uint64_t subvol, uint64_t obj, const struct btrfsimg_extent *e)
 {
 	struct jw w;
 	jw_begin(&w, stdout);
-	jw_u64(&w, "subvol", subvol);
-	jw_u64(&w, "objectid", obj);
+	if (obj) { /* a recovered version's records carry no live ids */
+		jw_u64(&w, "subvol", subvol);
+		jw_u64(&w, "objectid", obj);
+	}
 	jw_u64(&w, "file_offset", e->file_offset);
 	jw_u64(&w, "length", e->length);
 	jw_str(&w, "type", type_name(e->type));
@@ -67,7 +71,7 @@ static void rec_json(uint64_t subvol, uint64_t obj, const struct btrfsimg_extent
 	jw_end(&w);
 }
 
-static void rec_text(const struct btrfsimg_extent *e)
+static void extent_text(const struct btrfsimg_extent *e)
 {
 	printf("%14" PRIu64 " %12" PRIu64 "  %-8s %-4s %14" PRIu64 " %10" PRIu64 "  %-9s", e->file_offset,
 	       e->length, type_name(e->type), comp_name(e->compression), e->logical, e->disk_length,
@@ -98,8 +102,51 @@ static void notes(const struct btrfsimg_extent *e, const char **said)
 	}
 }
 
+struct ver_run {
+	struct cli *c;
+	const char *said;
+	uint64_t n;
+};
+
+static int on_version_extent(void *ctx, const struct btrfsimg_extent *e)
+{
+	struct ver_run *r = ctx;
+	if (r->c->json)
+		extent_json(0, 0, e);
+	else
+		extent_text(e);
+	notes(e, &r->said);
+	r->n++;
+	return 0;
+}
+
+/* --deleted ID: the recovered version's items, from the forensic scan. */
+static int version_extents(struct cli *c)
+{
+	btrfsimg_forensic *f;
+	int st = rec_scan(c, &f);
+	if (st)
+		return st;
+	if (!c->json)
+		printf("%14s %12s  %-8s %-4s %14s %10s  %-9s copies (devid:physical@image_offset)\n",
+		       "file_offset", "length", "type", "comp", "logical", "disk_len", "csum");
+	struct ver_run r = { c, NULL, 0 };
+	int rc = btrfsimg_forensic_extents(f, c->deleted_id, on_version_extent, &r);
+	btrfsimg_forensic_free(f);
+	if (rc < 0 && r.n == 0)
+		return cli_fail(c, rc, "extents");
+	if (rc < 0) {
+		cli_warn("extents: stopped after %" PRIu64 " records: %s", r.n,
+			 btrfsimg_errmsg(c->fs));
+		return EXIT_DAMAGED;
+	}
+	return cli_status(c);
+}
+
 static int cmd_extents(struct cli *c)
 {
+	if (c->deleted_id)
+		return version_extents(c);
 	uint64_t subvol = c->inode_subvol, obj = c->inode_objectid;
 	int rc = 0;
 	if (!c->inode) {
@@ -121,9 +168,9 @@ static int cmd_extents(struct cli *c)
 	uint64_t n = 0;
 	while ((rc = btrfsimg_extents_next(it, &e)) > 0) {
 		if (c->json)
-			rec_json(subvol, obj, e);
+			extent_json(subvol, obj, e);
 		else
-			rec_text(e);
+			extent_text(e);
 		notes(e, &said);
 		n++;
 	}
@@ -140,8 +187,12 @@ static int extents_check(struct cli *c)
 {
 	if (cli_need_images(c, 1, "IMAGE...") || cli_inode_alone(c))
 		return EXIT_USAGE;
-	if (!c->path && !c->inode) {
-		cli_warn("extents: give --path P or --inode SUBVOL:OBJECTID");
+	if (c->deleted_id && (c->path || c->inode || c->have_subvol)) {
+		cli_warn("extents: --deleted ID names the version by itself: give it alone");
+		return EXIT_USAGE;
+	}
+	if (!c->path && !c->inode && !c->deleted_id) {
+		cli_warn("extents: give --path P, --inode SUBVOL:OBJECTID or --deleted ID");
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
@@ -151,6 +202,8 @@ static const struct cmd_option extents_options[] = {
 	{ OPT_SUBVOL, "resolve --path in subvolume ID (default 5)" },
 	{ OPT_PATH, "the file at path P" },
 	{ OPT_INODE, "the file of objectid O in subvolume S" },
+	{ OPT_DELETED_ID, "a recovered version (its id from 'btrfsimg deleted'):\n"
+			  "the extents it had" },
 	{ OPT_JSON, NULL },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
@@ -165,7 +218,8 @@ const struct cmd_struct cmd_struct_extents = {
 		 "checksum coverage (full, partial, none, nodatasum, inline, zeros), and\n"
 		 "each copy's devid, physical offset and offset in the image file.",
 	.examples = "btrfsimg extents --path etc/fstab disk.img\n"
-		    "btrfsimg extents --inode 256:260 --json disk.img",
+		    "btrfsimg extents --inode 256:260 --json disk.img\n"
+		    "btrfsimg extents --deleted 5-260-7-24f34ba0 disk.img",
 	.options = extents_options,
 	.check = extents_check,
 	.run = cmd_extents,

@@ -64,6 +64,13 @@ bool bi_file_nodatasum(const struct bi_file *f);
  * item or gap). 0 or a negative errno. */
 int bi_file_csum_bytes(struct bi_file *f, uint64_t logical, uint64_t len, uint64_t *covered);
 
+/* The forward map (btrfsimg_extents' records, no csum lookup) of
+ * EXTENT_DATA items @ext[0..n) in file order, as a file of @size bytes:
+ * for recovered versions, whose items are no longer in a live tree. 0,
+ * @fn's value, or a negative errno. */
+int bi_extmap_items(struct btrfsimg_fs *fs, const struct bi_extent *ext, size_t n, uint64_t size,
+		    bool nodatasum, btrfsimg_extent_fn fn, void *ctx);
+
 /* How large a file's size is believed when nothing but holes backs it: 16
  * bytes for every byte of the devices, at least 1 GiB. An inode's size is
  * only a claim: a real sparse file is rarely that much larger than the

@@ -30,6 +30,7 @@ struct btrfsimg_extents {
 	struct btrfsimg_fs *fs;
 	struct bi_file *f;
 	unsigned flags;
+	bool nodatasum;
 	uint64_t pos, size;
 	struct btrfsimg_extent rec;
 	/* a compressed extent's disk bytes still to list: [zpos, zend) */
@@ -125,7 +126,7 @@ static int cover(struct btrfsimg_extents *it, struct btrfsimg_extent *r)
 		r->csum = BTRFSIMG_CSUM_INLINE;
 		return 0;
 	}
-	if (bi_file_nodatasum(it->f)) {
+	if (it->nodatasum) {
 		r->csum = BTRFSIMG_CSUM_NODATASUM;
 		return 0;
 	}
@@ -226,6 +227,7 @@ int btrfsimg_extents_open(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, u
 	it->fs = fs;
 	it->flags = flags;
 	it->size = bi_file_size(it->f);
+	it->nodatasum = bi_file_nodatasum(it->f);
 	*out = it;
 	return 0;
 }
@@ -300,7 +302,7 @@ int btrfsimg_file_csum_cover(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid
 			csum += e->csum_bytes;
 		}
 	}
-	bool nodatasum = bi_file_nodatasum(it->f);
+	bool nodatasum = it->nodatasum;
 	btrfsimg_extents_close(it);
 	if (rc < 0)
 		return rc;
@@ -309,4 +311,39 @@ int btrfsimg_file_csum_cover(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid
 	if (csum_bytes)
 		*csum_bytes = csum;
 	return fold(nodatasum, any_inline, data, csum);
+}
+
+int bi_extmap_items(struct btrfsimg_fs *fs, const struct bi_extent *ext, size_t n, uint64_t size,
+		    bool nodatasum, btrfsimg_extent_fn fn, void *ctx)
+{
+	struct btrfsimg_extents it = { .fs = fs, .nodatasum = nodatasum };
+	size_t i = 0;
+	int rc = 0;
+	while (rc == 0 && it.pos < size) {
+		while (i < n) { /* the first item still visible at pos */
+			uint64_t nx = i + 1 < n ? ext[i + 1].file_offset : UINT64_MAX;
+			if ((ext[i].end < nx ? ext[i].end : nx) > it.pos)
+				break;
+			i++;
+		}
+		struct bi_piece p[3];
+		const struct bi_extent *e = i < n ? &ext[i] : NULL;
+		if (!e)
+			p[0] = (struct bi_piece){ it.pos, size - it.pos, BI_EXT_ZERO, 0 };
+		else if (bi_extent_pieces(e, i + 1 < n ? ext[i + 1].file_offset : UINT64_MAX, it.pos,
+					  size, p) == 0)
+			return bi_err(fs, -EUCLEAN, "extent map: no piece at file offset %" PRIu64,
+				      it.pos);
+		if ((rc = from_piece(&it, e, &p[0])) < 0)
+			return rc;
+		rc = fn(ctx, &it.rec);
+		while (rc == 0 && it.zpos < it.zend) {
+			if ((rc = next_zpart(&it)) < 0)
+				return rc;
+			rc = fn(ctx, &it.rec);
+		}
+		it.pos = p[0].kind == BI_EXT_COMPRESSED ? p[0].pos + p[0].len
+							: it.rec.file_offset + it.rec.length;
+	}
+	return rc;
 }

@@ -83,8 +83,8 @@ struct owners {
 
 const char *btrfsimg_owner_kind_name(int kind)
 {
-	static const char *const names[] = { "file", "extent", "tree-block", "free", "parity",
-					     "unmapped" };
+	static const char *const names[] = { "file",   "extent",   "tree-block", "free",
+					     "parity", "unmapped", "recovered" };
 	return kind >= 0 && kind < (int)(sizeof(names) / sizeof(names[0])) ? names[kind] : NULL;
 }
 
