@@ -331,21 +331,25 @@ def check_image(name, devs, opts=(), progs_ok=True, linear=True):
 
 # ------------------------------------------------------------ logical-resolve
 
-def check_logical_resolve(name, img, state):
+def check_logical_resolve(name, imgs, state):
     why = imgtest.skip_reason()
     if why:
         print(f"skip {name} logical-resolve: {why}")
         return
     mnt = tempfile.mkdtemp(prefix="test_extents.mnt.")
-    loop = None
+    loops = []
     try:
-        p = subprocess.run(["losetup", "--find", "--show", "--read-only", img],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
-        if p.returncode != 0:
-            print(f"skip {name} logical-resolve: losetup: {p.stderr.decode().strip()}")
-            return
-        loop = p.stdout.decode().strip()
-        p = subprocess.run(["mount", "-o", "ro,subvolid=5", loop, mnt],
+        for img in imgs:
+            p = subprocess.run(["losetup", "--find", "--show", "--read-only", img],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+            if p.returncode != 0:
+                print(f"skip {name} logical-resolve: losetup: {p.stderr.decode().strip()}")
+                return
+            loops.append(p.stdout.decode().strip())
+        if len(loops) > 1:  # the kernel finds the other devices by a scan
+            subprocess.run(["btrfs", "device", "scan"] + loops, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=60)
+        p = subprocess.run(["mount", "-o", "ro,subvolid=5", loops[0], mnt],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
         if p.returncode != 0:
             print(f"skip {name} logical-resolve: mount: {p.stderr.decode().strip()}")
@@ -357,7 +361,7 @@ def check_logical_resolve(name, img, state):
                                  str(logical), mnt])
                 theirs = {tuple(int(x) for x in m.groups()) for m in
                           re.finditer(r"inode (\d+) offset (\d+) root (\d+)", out)}
-                rc2, recs, _ = cli_jsonl(["owner", "--json", "--logical", str(logical), img])
+                rc2, recs, _ = cli_jsonl(["owner", "--json", "--logical", str(logical)] + imgs)
                 mine = {(r["objectid"], r["file_offset"], r["subvol"]) for r in recs
                         if r["kind"] == "file"}
                 T.check(f"{name} logical {logical}: owner's inodes, offsets and roots are"
@@ -366,7 +370,7 @@ def check_logical_resolve(name, img, state):
         finally:
             subprocess.run(["umount", mnt], timeout=60)
     finally:
-        if loop:
+        for loop in loops:
             subprocess.run(["losetup", "-d", loop], timeout=30)
         os.rmdir(mnt)
 
@@ -463,6 +467,42 @@ def check_hostile(work):
             (rc, out[-200:], err[-200:]))
 
 
+def check_hostile_backref(work):
+    """An extent item whose first inline back reference has an unknown type
+    (99; leaf checksum recomputed): owner fails saying which extent, which
+    byte and what was expected (exit 2), never reads past the item."""
+    img = imgtest.private_copy(os.path.join(TESTDATA, "files", "comp.img.zst"), work)
+    rc, recs, _ = cli_jsonl(["extents", "--json", "--path", "none/text-8193", img])
+    bytenr = recs[0]["disk_bytenr"]
+    rc, out = progs(["btrfs", "inspect-internal", "dump-tree", "-t", "extent", img])
+    leaf = itemoff = None
+    for line in out.splitlines():
+        m = re.match(r"leaf (\d+) items", line)
+        if m:
+            cur = int(m[1])
+        m = re.search(r"key \((\d+) EXTENT_ITEM \d+\) itemoff (\d+) itemsize", line)
+        if m and int(m[1]) == bytenr:
+            leaf, itemoff = cur, int(m[2])
+    T.check("hostile backref: the extent item found", leaf is not None, bytenr)
+    if leaf is None:
+        return
+    where = map_logical(img, leaf, 16384) or set()
+    with open(img, "r+b") as f:
+        for _, phys in sorted(where):
+            f.seek(phys)
+            blk = bytearray(f.read(16384))
+            blk[101 + itemoff + 24] = 99  # the first inline ref's type
+            blk[0:4] = imgtest.crc32c(bytes(blk[32:])).to_bytes(4, "little")
+            f.seek(phys)
+            f.write(blk)
+    rc, out, err = cli(["owner", "--logical", str(bytenr), img])
+    T.check("hostile backref: owner exit 2 naming the extent and the ref type",
+            rc == 2 and f"extent {bytenr}: inline ref of type 99".encode() in err,
+            (rc, err[-300:]))
+    rc, out, err = cli(["extents", "--path", "none/text-8193", img])
+    T.check("hostile backref: the forward map does not need it (exit 0)", rc == 0, err[-200:])
+
+
 # ------------------------------------------------------------ main
 
 def main():
@@ -475,13 +515,14 @@ def main():
         files = os.path.join(TESTDATA, "files")
         comp = imgtest.private_copy(os.path.join(files, "comp.img.zst"), work)
         state = check_image("comp", [comp])
-        check_logical_resolve("comp", comp, state)
+        check_logical_resolve("comp", [comp], state)
         images = os.path.join(TESTDATA, "images")
         dup = imgtest.private_copy(os.path.join(images, "dup", "dev1.img.zst"), work)
         check_image("dup", [dup])
         r1 = [imgtest.private_copy(os.path.join(images, "raid1", f"dev{i}.img.zst"), work)
               for i in (1, 2)]
-        check_image("raid1", r1)
+        state = check_image("raid1", r1)
+        check_logical_resolve("raid1", r1, state)  # snapshots share extents there
         for profile, n in (("raid5", 3), ("raid10", 4)):
             devs = [imgtest.private_copy(os.path.join(images, profile, f"dev{i}.img.zst"), work)
                     for i in range(1, n + 1)]
@@ -492,6 +533,7 @@ def main():
         check_image("gpt-lvm", [lvm], progs_ok=False, linear=False)
         check_recovered(work)
         check_hostile(work)
+        check_hostile_backref(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return T.summary(need_one=True)
