@@ -7,7 +7,8 @@
  * safe form, which leads back to its bytes), a lookup of
  * every entry by name (DIR_ITEM, beside readdir's DIR_INDEX) and of stubs,
  * the inode enumeration with each scheme's numbers and a path lookup of its
- * first paths, and the whole-filesystem collision analysis. Any result is
+ * first paths, the whole-filesystem collision analysis, and each file's
+ * extent map with the owners of its first data byte. Any result is
  * fine; crashes, hangs, leaks and sanitizer reports are not. Invariants
  * checked: the handle always has a message after a failure, log messages
  * are never empty, presented numbers follow the formulas, and collision
@@ -27,12 +28,54 @@
 #define MAX_READ (1u << 20)
 #define MAX_PATH_LOOKUPS 200
 #define MAX_EXAMPLES 3
+#define MAX_EXTENT_RECORDS 4096
+#define MAX_OWNER_QUERIES 32
 
 struct budget {
 	btrfsimg_fs *fs;
-	unsigned nodes;
+	unsigned nodes, owner_queries;
 	uint8_t *buf;
 };
+
+static int on_owner(void *ctx, const struct btrfsimg_owner *o)
+{
+	unsigned *n = ctx;
+	CHECK(btrfsimg_owner_kind_name(o->kind));
+	CHECK(o->kind != BTRFSIMG_OWNER_FILE || o->path);
+	return ++*n > 256;
+}
+
+/* The extent map: records in file order, no gap (a compressed extent's
+ * parts repeat its range), at most 4 copies, coverage within the bytes;
+ * then the owners of the first data byte, which must include something. */
+static void check_extents(struct budget *b, uint64_t subvol, uint64_t obj)
+{
+	btrfsimg_extents *it;
+	if (btrfsimg_extents_open(b->fs, subvol, obj, BTRFSIMG_EXTENTS_CSUM, &it) < 0)
+		return;
+	const struct btrfsimg_extent *e;
+	uint64_t end = 0, logical = 0;
+	unsigned n = 0;
+	bool have_logical = false;
+	while (n++ < MAX_EXTENT_RECORDS && btrfsimg_extents_next(it, &e) > 0) {
+		CHECK(e->file_offset == end || (e->compression && e->file_offset + e->length == end));
+		CHECK(e->length > 0 && e->ncopies <= BTRFSIMG_EXTENT_COPIES_MAX);
+		CHECK(e->csum_bytes <= e->disk_length && btrfsimg_csum_cover_name(e->csum));
+		end = e->file_offset + e->length;
+		if (!have_logical && e->type == BTRFSIMG_EXTENT_REGULAR) {
+			logical = e->logical;
+			have_logical = true;
+		}
+	}
+	btrfsimg_extents_close(it);
+	int cover = btrfsimg_file_csum_cover(b->fs, subvol, obj, NULL, NULL);
+	CHECK(cover < 0 || btrfsimg_csum_cover_name(cover));
+	if (have_logical && b->owner_queries++ < MAX_OWNER_QUERIES) {
+		unsigned seen = 0;
+		int rc = btrfsimg_owners_logical(b->fs, logical, 1, on_owner, &seen);
+		CHECK(rc != 0 || seen > 0);
+	}
+}
 
 static int on_xattr(void *ctx, const uint8_t *n, size_t nl, const uint8_t *v, size_t vl)
 {
@@ -103,6 +146,7 @@ static void visit_inode(struct budget *b, uint64_t subvol, uint64_t obj, int dep
 		size_t got = 0;
 		if (btrfsimg_file_read(b->fs, subvol, obj, 0, b->buf, MAX_READ, &got) == 0)
 			CHECK(got <= MAX_READ);
+		check_extents(b, subvol, obj);
 	}
 	uint32_t type;
 	uint8_t fh[40];

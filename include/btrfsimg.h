@@ -937,6 +937,221 @@ BTRFSIMG_API uint64_t btrfsimg_file_size_bound(btrfsimg_fs *fs);
 BTRFSIMG_API int btrfsimg_file_length(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				      uint64_t *len, uint64_t *data_end);
 
+/* ------------------------------------------------------------------ */
+/** @name Where a file's bytes lie (forward map)
+ *
+ * A file's extents as records, in file offset order, covering [0, i_size)
+ * without gaps: what each range of the file is (inline, regular,
+ * prealloc, hole), the extent item it comes from, the logical bytes on
+ * disk, and every copy of those bytes: device, physical offset, and where
+ * that is in the image file given (through partitions and LVM). */
+
+/** What a record's file range is. */
+enum btrfsimg_extent_type {
+	BTRFSIMG_EXTENT_INLINE = 0,	/**< bytes inside the leaf (no logical address) */
+	BTRFSIMG_EXTENT_REGULAR = 1,	/**< data in a data extent (maybe compressed) */
+	BTRFSIMG_EXTENT_PREALLOC = 2,	/**< allocated, never written: reads as zeros */
+	BTRFSIMG_EXTENT_HOLE = 3,	/**< no extent (a hole item, a gap, past the last
+					 *   item, an inline extent's tail): zeros */
+};
+
+/** What checks a record's bytes when they are read: a data checksum per
+ *  sector (csum tree), or not, and why not. */
+enum btrfsimg_csum_cover {
+	BTRFSIMG_CSUM_UNCHECKED = 0,	/**< regular or prealloc data whose csum items
+					 *   were not looked up (no BTRFSIMG_EXTENTS_CSUM) */
+	BTRFSIMG_CSUM_FULL = 1,		/**< every sector of the disk bytes has one */
+	BTRFSIMG_CSUM_PARTIAL = 2,	/**< some sectors have one (csum_bytes says how much) */
+	BTRFSIMG_CSUM_NONE = 3,		/**< no csum item covers the disk bytes */
+	BTRFSIMG_CSUM_NODATASUM = 4,	/**< the inode is NODATASUM: none are kept */
+	BTRFSIMG_CSUM_INLINE = 5,	/**< inline: only the leaf's own checksum covers it */
+	BTRFSIMG_CSUM_ZEROS = 6,	/**< hole or prealloc: nothing is read */
+};
+/** Short name: "unchecked", "full", "partial", "none", "nodatasum",
+ *  "inline", "zeros"; NULL for other values. */
+BTRFSIMG_API const char *btrfsimg_csum_cover_name(int cover);
+
+/** Most copies a block has (raid1c4). */
+#define BTRFSIMG_EXTENT_COPIES_MAX 4
+
+/** One copy of a record's disk bytes. */
+struct btrfsimg_extent_copy {
+	uint64_t devid;		/**< btrfs device id */
+	const char *device;	/**< the image added for it (borrowed from the handle,
+				 *   valid until btrfsimg_fs_free); NULL if missing */
+	uint64_t physical;	/**< byte offset in the btrfs device */
+	bool has_disk_offset;	/**< the bytes lie as they are in the image's disk */
+	uint64_t disk_offset;	/**< byte offset in the disk the image holds (past
+				 *   partition, LVM extents; the virtual disk of a
+				 *   container) */
+	bool has_image_offset;	/**< ... and in the image file itself (raw images) */
+	uint64_t image_offset;	/**< byte offset in the file @c device names */
+	const char *note;	/**< why an offset is missing ("encrypted (LUKS): the
+				 *   image holds ciphertext", "inside an ewf
+				 *   container: ..."), or "". Static string */
+};
+
+/**
+ * One record: the file range [file_offset, file_offset + length) and
+ * where its bytes come from. Uncompressed data ranges are cut where the
+ * logical bytes cross a stripe or chunk boundary, so every copy holds the
+ * record's disk bytes contiguously: [logical, logical + disk_length) is
+ * the file range itself. A compressed extent is one record whose disk
+ * bytes are the whole compressed extent (disk_bytenr, disk_num_bytes);
+ * if those cross a stripe boundary it comes as several records with the
+ * same file range, each a consecutive part of the compressed bytes.
+ */
+struct btrfsimg_extent {
+	uint64_t file_offset, length;
+	int type;		/**< enum btrfsimg_extent_type */
+	int compression;	/**< 0 none, 1 zlib, 2 lzo, 3 zstd */
+	/** The EXTENT_DATA item (key offset, generation, ram_bytes; for
+	 *  regular and prealloc also disk_bytenr, disk_num_bytes, offset);
+	 *  zero for gaps with no item. */
+	uint64_t item_offset, generation, ram_bytes;
+	uint64_t disk_bytenr, disk_num_bytes, extent_offset;
+	/** The bytes on disk this record's copies hold (0, 0 for inline and
+	 *  holes). */
+	uint64_t logical, disk_length;
+	int csum;		/**< enum btrfsimg_csum_cover */
+	uint64_t csum_bytes;	/**< bytes of [logical, +disk_length) with a csum
+				 *   (with BTRFSIMG_EXTENTS_CSUM) */
+	size_t ncopies;		/**< copies[] filled: 1 single/raid0/raid5/6 (the data
+				 *   stripe), 2 dup/raid1/raid10, 3-4 raid1c3/4;
+				 *   0 when unmapped (the message says why) */
+	struct btrfsimg_extent_copy copies[BTRFSIMG_EXTENT_COPIES_MAX];
+};
+
+/** Flags for btrfsimg_extents_open(). */
+#define BTRFSIMG_EXTENTS_CSUM 1u /**< look up csum items for each data record
+				  *   (full/partial/none; one csum tree search
+				  *   per csum item reached) */
+
+typedef struct btrfsimg_extents btrfsimg_extents;
+
+/**
+ * Start listing the extents of inode @p subvol : @p objectid (a regular
+ * file or symlink; -EINVAL for a directory). The iterator borrows @p fs.
+ * Records stop at i_size; a size beyond btrfsimg_file_size_bound() is
+ * listed to where the data ends, then one hole up to i_size.
+ */
+BTRFSIMG_API int btrfsimg_extents_open(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				       unsigned flags, btrfsimg_extents **out);
+/** The next record into *@p out (valid until the next call or close): 1,
+ *  0 at the end, or a negative errno (message on the handle). */
+BTRFSIMG_API int btrfsimg_extents_next(btrfsimg_extents *it,
+				       const struct btrfsimg_extent **out);
+/** Release the iterator. Accepts NULL. */
+BTRFSIMG_API void btrfsimg_extents_close(btrfsimg_extents *it);
+
+/** A record handed to a callback (recovered versions): borrowed for the
+ *  call. Return 0 to go on, > 0 to stop (returned), < 0 to fail. */
+typedef int (*btrfsimg_extent_fn)(void *ctx, const struct btrfsimg_extent *e);
+
+/**
+ * One word for a whole file's checksum coverage, from its extents (the
+ * csum items looked up): BTRFSIMG_CSUM_FULL (every data byte on disk has
+ * a checksum), PARTIAL (some; also inline bytes beside checksummed
+ * extents), NONE (data on disk, no csum item), NODATASUM, INLINE (its
+ * data is inline only), ZEROS (no data: holes, prealloc, empty). Returns
+ * the enum btrfsimg_csum_cover value or a negative errno (-EINVAL for a
+ * directory). @p data_bytes and @p csum_bytes (may be NULL): the bytes on
+ * disk its records reference and those a checksum covers. One step per
+ * extent item and csum item.
+ */
+BTRFSIMG_API int btrfsimg_file_csum_cover(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+					  uint64_t *data_bytes, uint64_t *csum_bytes);
+
+/**
+ * Where byte @p physical of btrfs device @p devid lies in its image: fills
+ * @p out's device, has_disk_offset/disk_offset, has_image_offset/
+ * image_offset and note (devid and physical as given). 0, or -ENOENT (no
+ * such device was supplied).
+ */
+BTRFSIMG_API int btrfsimg_device_place(btrfsimg_fs *fs, uint64_t devid, uint64_t physical,
+				       struct btrfsimg_extent_copy *out);
+
+/* ------------------------------------------------------------------ */
+/** @name Who owns a byte range (reverse map)
+ *
+ * A range of logical address space, of a btrfs device, or of an image
+ * (a carving hit, an unallocated range) back to what holds it: the chunk
+ * map in reverse, the extent tree's items over the range, their back
+ * references (EXTENT_DATA_REF, SHARED_DATA_REF; TREE_BLOCK_REF for
+ * metadata), and in every subvolume and snapshot the inodes whose
+ * EXTENT_DATA items point into it, as `btrfs inspect-internal
+ * logical-resolve` finds them. */
+
+/** What an owner record is. */
+enum btrfsimg_owner_kind {
+	BTRFSIMG_OWNER_FILE = 0,	/**< file data: subvol, objectid, file range */
+	BTRFSIMG_OWNER_EXTENT = 1,	/**< a data extent no file's item was found
+					 *   pointing into (ref_* give its first back
+					 *   reference) */
+	BTRFSIMG_OWNER_TREE_BLOCK = 2,	/**< metadata: a tree block (tree_root) */
+	BTRFSIMG_OWNER_FREE = 3,	/**< in a chunk, in no extent: free now (it may
+					 *   hold older data: see the forensic scan) */
+	BTRFSIMG_OWNER_PARITY = 4,	/**< RAID5/6 parity of the row at logical */
+	BTRFSIMG_OWNER_UNMAPPED = 5,	/**< in no chunk (device space never allocated,
+					 *   superblocks, the first MiB) */
+	BTRFSIMG_OWNER_RECOVERED = 6,	/**< a recovered version's data pointed here
+					 *   (btrfsimg_forensic_owners: version_id) */
+};
+/** "file", "extent", "tree-block", "free", "parity", "unmapped",
+ *  "recovered"; NULL. */
+BTRFSIMG_API const char *btrfsimg_owner_kind_name(int kind);
+
+/** One owner of a part of the range asked about. */
+struct btrfsimg_owner {
+	int kind;			/**< enum btrfsimg_owner_kind */
+	uint64_t logical, length;	/**< the part (logical addresses; for PARITY the row;
+					 *   for UNMAPPED 0 and the device bytes) */
+	bool has_device;		/**< asked by device or image: where the part is */
+	uint64_t devid, physical;
+	/** The EXTENT_ITEM / METADATA_ITEM holding the part (FILE, EXTENT,
+	 *  TREE_BLOCK): its start, length and generation. */
+	uint64_t extent_bytenr, extent_bytes, extent_generation;
+	uint64_t tree_root;		/**< TREE_BLOCK: its TREE_BLOCK_REF root; 0 when
+					 *   only shared references name it */
+	/** FILE: the inode and the file range whose bytes lie in the part (a
+	 *  compressed extent: the whole range its item serves); the
+	 *  EXTENT_DATA item's type (regular or prealloc), compression and
+	 *  generation. EXTENT: the back reference's root, objectid, offset. */
+	uint64_t subvol, objectid, file_offset, file_length;
+	int extent_type, compression;
+	uint64_t item_generation;
+	/** FILE: a path from the top level (first names; "<S:O>" for parts no
+	 *  name leads to); borrowed for the callback. NULL for other kinds.
+	 *  RECOVERED: the version's path. */
+	const char *path;
+	/** RECOVERED: the version's id (btrfsimg_forensic_recovered), its
+	 *  generation in extent_generation; borrowed for the callback. */
+	const char *version_id;
+};
+/** Return 0 to go on, > 0 to stop (returned), < 0 to fail. */
+typedef int (*btrfsimg_owner_fn)(void *ctx, const struct btrfsimg_owner *o);
+
+/**
+ * Every owner of logical [@p logical, + @p len), in logical order (one
+ * record per part and owner; a shared extent has one FILE record per
+ * subvolume and inode). 0, @p fn's value, or a negative errno. Cost: the
+ * extent items of the range and their references; per reference, one
+ * inode's extent items in each subvolume.
+ */
+BTRFSIMG_API int btrfsimg_owners_logical(btrfsimg_fs *fs, uint64_t logical, uint64_t len,
+					 btrfsimg_owner_fn fn, void *ctx);
+/** The same for bytes [@p physical, + @p len) of btrfs device @p devid
+ *  (chunk map in reverse; every record has_device). -ENOENT: no such
+ *  device in the chunk tree's stripes and none supplied. */
+BTRFSIMG_API int btrfsimg_owners_device(btrfsimg_fs *fs, uint64_t devid, uint64_t physical,
+					uint64_t len, btrfsimg_owner_fn fn, void *ctx);
+/** The same for bytes of an image: @p image names it as added (NULL: the
+ *  only one), @p offset counts in the image file (for a container: in the
+ *  disk it holds). -EOPNOTSUPP when btrfs lies under LUKS or LVM there
+ *  (no linear way back: ask by device), -ENOENT past the filesystem. */
+BTRFSIMG_API int btrfsimg_owners_image(btrfsimg_fs *fs, const char *image, uint64_t offset,
+				       uint64_t len, btrfsimg_owner_fn fn, void *ctx);
+
 /**
  * Digest of the first @p len bytes of a regular file (UINT64_MAX: all of
  * it), read as btrfsimg_file_read() does, as lowercase hex into @p hex

@@ -217,6 +217,28 @@ BTRFSIMG_API int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *
 BTRFSIMG_API int btrfsimg_forensic_xattrs(btrfsimg_forensic *f, const char *id,
 					  btrfsimg_xattr_fn fn, void *ctx);
 
+/**
+ * Where the bytes of recovered version @p id lay: its EXTENT_DATA items
+ * as btrfsimg_extents records (file order, covering its size; csum
+ * UNCHECKED: the version's own check is its record's verified), each
+ * copy's device, physical and image offset as for live files. The bytes
+ * may since have been reused (the record's bad ranges say which). 0,
+ * -ENOENT for an unknown id, -EISDIR for a directory's, @p fn's value,
+ * or a negative errno.
+ */
+BTRFSIMG_API int btrfsimg_forensic_extents(btrfsimg_forensic *f, const char *id,
+					   btrfsimg_extent_fn fn, void *ctx);
+
+/**
+ * The recovered versions whose data extents covered logical
+ * [@p logical, + @p len) (a free range, a carving hit): one
+ * BTRFSIMG_OWNER_RECOVERED record per version and item, with the
+ * version's id, path, generation and the file range. 0, @p fn's value or
+ * a negative errno.
+ */
+BTRFSIMG_API int btrfsimg_forensic_owners(btrfsimg_forensic *f, uint64_t logical, uint64_t len,
+					  btrfsimg_owner_fn fn, void *ctx);
+
 /* ------------------------------------------------------------------ */
 /** @name Offline scrub */
 

@@ -224,6 +224,27 @@ def test_dicts_equal_cli_json(name, files_img):
                 [[(m["subvol"], m["objectid"]) for m in g] for g in c["examples"]]
 
 
+@pytest.mark.parametrize("name", ["comp", "holes"])
+def test_extents_and_csum_equal_cli(name, files_img):
+    """extents() is `extents --json` (less the ids); walk(csum=True) and
+    stat()'s "csum" are `walk --json --csum`'s."""
+    img = files_img(name)
+    with btrfsimg.open(img) as fs:
+        lines = cli_json(["walk", "--csum"], img)
+        assert list(fs.walk(csum=True)) == lines
+        regular = [r for r in lines if r["mode"] & 0o170000 == 0o100000][:40]
+        assert regular
+        for r in regular:
+            assert fs.stat(r["path"])["csum"] == r["csum"]
+            assert fs.csum(r["path"]) == r["csum"]
+            want = cli_json(["extents", "--inode", "%d:%d" % (r["subvol"], r["ino"])], img)
+            for w in want:
+                del w["subvol"], w["objectid"]
+            assert fs.extents(r["path"]) == want
+        with pytest.raises(OSError):
+            fs.extents("")  # a directory
+
+
 def test_walk_paths_and_stat(files_img):
     img = files_img("names")
     exp = imgtest.load_jsonl(dict(views("names"))[""])

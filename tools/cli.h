@@ -20,6 +20,7 @@ struct cli {
 	const char *cmd;
 	const struct cmd_struct *command;
 	bool json, hash, verbose, quiet;
+	bool csum;		/* walk --csum */
 	bool have_json_u64;	/* --json-u64 given (it sets jw_big_as_number) */
 	bool only_snapshots, only_readonly, only_deleted;	/* subvols' filters */
 	bool intact_only;	/* extract --deleted --intact-only */
@@ -48,6 +49,9 @@ struct cli {
 	const char *numbers;	/* mount --numbers SCHEME */
 	const char *mount_point;	/* bodyfile --mount-point: names' prefix */
 	bool foreground;	/* mount -f */
+	/* owner: what range is asked about */
+	bool have_devid, have_physical, have_length, have_logical, have_image_offset;
+	uint64_t devid, physical, length, logical, image_offset;
 	btrfsimg_fs *fs;
 	uint64_t errors;	/* per-item failures that did not stop the command */
 };
@@ -67,6 +71,9 @@ enum cli_opt {
 	OPT_NUMBERS, OPT_FOREGROUND,
 	/* bodyfile: the name prefix, as fls -m */
 	OPT_MOUNT_POINT,
+	/* owner: a byte range */
+	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
+	OPT_CSUM,	/* walk: checksum coverage per file */
 	OPT_HELP,
 	OPT_COUNT
 };
@@ -104,6 +111,7 @@ extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_
 	cmd_struct_collisions, cmd_struct_partitions, cmd_struct_mount;
 extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
 extern const struct cmd_struct cmd_struct_verify, cmd_struct_unallocated;
+extern const struct cmd_struct cmd_struct_extents, cmd_struct_owner;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */

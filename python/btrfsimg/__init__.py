@@ -251,7 +251,8 @@ class Filesystem:
 
     def walk(self, subvol: Optional[int] = None, path: Optional[PathLike] = None,
              hash: bool = False, inumbits: Optional[int] = None,
-             mount_subvol: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+             mount_subvol: Optional[int] = None,
+             csum: bool = False) -> Iterator[Dict[str, Any]]:
         """Every path under the start (the top level; subvolume `subvol`'s
         root; `path` resolved from there), depth-first in readdir order,
         crossing into subvolumes, with what stat/statx, readdir and
@@ -260,15 +261,23 @@ class Filesystem:
         regular files and of each xattr value; with `inumbits` N (0 or
         32..64): --inumbits N, each path's number under the 2021
         proposals, numdevs=2 relative to `mount_subvol`, default the
-        default subvolume). An entry that cannot be read is skipped with a
-        DamageWarning, as the CLI reports it and goes on; a name that cannot
-        be a path component (NUL, '/', ".", "..") is in `path` by its safe
-        form (%00, %2F, %2E...: btrfsimg(1), DAMAGED NAMES), with a
-        DamageWarning."""
-        return self._h.walk(5 if subvol is None else subvol,
-                            b"" if path is None else _name_bytes(path), bool(hash),
-                            -1 if inumbits is None else inumbits,
-                            mount_subvol or 0, False)
+        default subvolume; with `csum`: --csum, each regular file's
+        checksum coverage under "csum"). An entry that cannot be read is
+        skipped with a DamageWarning, as the CLI reports it and goes on; a
+        name that cannot be a path component (NUL, '/', ".", "..") is in
+        `path` by its safe form (%00, %2F, %2E...: btrfsimg(1), DAMAGED
+        NAMES), with a DamageWarning."""
+        it = self._h.walk(5 if subvol is None else subvol,
+                          b"" if path is None else _name_bytes(path), bool(hash),
+                          -1 if inumbits is None else inumbits,
+                          mount_subvol or 0, False)
+        return self._with_csum(it) if csum else it
+
+    def _with_csum(self, it: Iterator[Dict[str, Any]]) -> Iterator[Dict[str, Any]]:
+        for rec in it:
+            if rec["mode"] & 0o170000 == 0o100000 and rec["subvol"] is not None:
+                rec["csum"] = self._h.csum_cover(rec["subvol"], rec["ino"])
+            yield rec
 
     def inodes(self, inumbits: int = 56, subvol: Optional[int] = None,
                mount_subvol: Optional[int] = None) -> Iterator[Dict[str, Any]]:
@@ -325,13 +334,31 @@ class Filesystem:
         symlink): ino, subvol, mode, nlink, uid, gid, size, rdev, the four
         times as [seconds, nanoseconds], target, file handles: the first
         line of `walk --json --path PATH`, with d_ino, what readdir of the
-        parent directory shows for it (None for a subvolume's root)."""
+        parent directory shows for it (None for a subvolume's root), and for
+        regular files "csum", their checksum coverage (see csum())."""
         sv = 5 if subvol is None else subvol
         raw = _name_bytes(path)
         rec = next(self._h.walk(sv, raw, False, -1, 0, True))
         if raw.strip(b"/"):
             rec["d_ino"] = self._h.lookup(sv, raw)[3]
+        if rec["mode"] & 0o170000 == 0o100000 and rec["subvol"] is not None:
+            rec["csum"] = self._h.csum_cover(rec["subvol"], rec["ino"])
         return rec
+
+    def extents(self, path: PathLike, subvol: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Where the bytes of the file at `path` lie: its extents in file
+        order, covering its size, as the lines of `btrfsimg extents
+        --json` (file_offset, length, type, compression, logical,
+        disk_length, csum, csum_bytes, and copies: devid, device,
+        physical, disk_offset, image_offset, note)."""
+        _, sv, obj, _, _ = self._resolve(path, subvol)
+        return self._h.extents(sv, obj)
+
+    def csum(self, path: PathLike, subvol: Optional[int] = None) -> str:
+        """The file's checksum coverage, as `walk --json --csum` says it:
+        "full", "partial", "none", "nodatasum", "inline" or "zeros"."""
+        _, sv, obj, _, _ = self._resolve(path, subvol)
+        return self._h.csum_cover(sv, obj)
 
     def listdir(self, path: PathLike = "", subvol: Optional[int] = None) -> list:
         """The names of a directory in readdir order ("." and ".." left

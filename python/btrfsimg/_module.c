@@ -787,6 +787,22 @@ static PyObject *Handle_collisions(Handle *h, PyObject *args)
 	return d ? finish(h, 0, d) : (handle_drain(h), NULL);
 }
 
+static PyObject *Handle_extents(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, obj;
+	if (!PyArg_ParseTuple(args, "KK", &subvol, &obj) || handle_check_open(h) < 0)
+		return NULL;
+	return list_extents(h, subvol, obj);
+}
+
+static PyObject *Handle_csum_cover(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, obj;
+	if (!PyArg_ParseTuple(args, "KK", &subvol, &obj) || handle_check_open(h) < 0)
+		return NULL;
+	return csum_cover(h, subvol, obj);
+}
+
 static PyObject *Handle_deleted(Handle *h, PyObject *args)
 {
 	int hash;
@@ -849,6 +865,9 @@ static PyMethodDef Handle_methods[] = {
 	{ "collisions", (PyCFunction)Handle_collisions, METH_VARARGS,
 	  "collisions(mount_subvol, max_examples)" },
 	{ "deleted", (PyCFunction)Handle_deleted, METH_VARARGS, "deleted(hash) -> list" },
+	{ "extents", (PyCFunction)Handle_extents, METH_VARARGS, "extents(subvol, objectid)" },
+	{ "csum_cover", (PyCFunction)Handle_csum_cover, METH_VARARGS,
+	  "csum_cover(subvol, objectid) -> str" },
 	{ "read_deleted", (PyCFunction)Handle_read_deleted, METH_VARARGS,
 	  "read_deleted(id, raw=False) -> (bytes, complete)" },
 	{ "counts", (PyCFunction)Handle_counts, METH_NOARGS,

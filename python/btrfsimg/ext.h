@@ -91,6 +91,9 @@ PyObject *list_deleted(Handle *h, bool hash);
 PyObject *read_deleted(Handle *h, const char *id, unsigned flags);
 void forensic_free(Handle *h);
 /* _inodes.c */
+/* _extents.c: a file's extents as dicts; its checksum coverage word. */
+PyObject *list_extents(Handle *h, uint64_t subvol, uint64_t obj);
+PyObject *csum_cover(Handle *h, uint64_t subvol, uint64_t obj);
 PyObject *inodes_new(Handle *h, uint64_t subvol, unsigned inumbits, uint64_t mount_subvol);
 
 int walk_init_keys(void);

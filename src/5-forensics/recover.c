@@ -1186,6 +1186,11 @@ const char *btrfsimg_recovered_status_name(enum btrfsimg_recovered_status s)
 	return "unknown";
 }
 
+int bi_fx_ready(struct btrfsimg_forensic *f)
+{
+	return f->rec ? 0 : build(f);
+}
+
 int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_recovered_fn fn, void *ctx)
 {
 	if (!f || !fn)

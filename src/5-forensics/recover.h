@@ -130,6 +130,9 @@ static inline int dext_cmp(const void *pa, const void *pb)
 
 /* The longest logical range one csum item covers (the backward search
  * of a sector's checksum stops there). */
+/* Build the versions (the first call's work of btrfsimg_forensic_recovered)
+ * unless done. 0 or a negative errno. */
+int bi_fx_ready(struct btrfsimg_forensic *f);
 uint64_t bi_fx_csum_span(const struct bi_fx_recovered *r);
 /* The bytes the version's extents hold as the kernel counts them in the
  * inode's nbytes (inline ram_bytes, regular and prealloc num_bytes). */
