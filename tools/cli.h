@@ -42,6 +42,9 @@ struct cli {
 	uint32_t kdf_ms;	/* --kdf-limit, milliseconds; 0: not given */
 	const char *volume;	/* --partition VG/LV: an LVM logical volume */
 	const char *out;	/* unallocated's OUT ('-': standard output) */
+	const char *output;	/* dfxml -f FILE (NULL: standard output) */
+	int argc;		/* the command line as given (dfxml records it) */
+	char **argv;
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
 	bool foreground;	/* mount -f */
@@ -62,6 +65,7 @@ enum cli_opt {
 	OPT_PASSPHRASE_FILE, OPT_VOLUME_KEY_FILE, OPT_KDF_LIMIT,	/* LUKS */
 	/* mount */
 	OPT_NUMBERS, OPT_FOREGROUND,
+	OPT_OUTPUT,	/* dfxml -f FILE */
 	OPT_HELP,
 	OPT_COUNT
 };
@@ -99,6 +103,7 @@ extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_
 	cmd_struct_collisions, cmd_struct_partitions, cmd_struct_mount;
 extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
 extern const struct cmd_struct cmd_struct_verify, cmd_struct_unallocated;
+extern const struct cmd_struct cmd_struct_dfxml;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */

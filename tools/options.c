@@ -76,6 +76,9 @@ static const struct opt_def defs[OPT_COUNT] = {
 			  "per subvolume, which one FUSE mount cannot show" },
 	[OPT_FOREGROUND] = { "foreground", 'f', NULL, "stay in the foreground (else serve in the\n"
 							 "background once mounted)" },
+	[OPT_OUTPUT] = { "output", 'f', "FILE",
+			 "write to FILE, created new (an existing file or link\n"
+			 "there is refused); else standard output" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -273,6 +276,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_KDF_LIMIT: return set_kdf_limit(c, arg);
 	case OPT_NUMBERS: c->numbers = arg; return 0;
 	case OPT_FOREGROUND: c->foreground = true; return 0;
+	case OPT_OUTPUT: c->output = arg; return 0;
 	case OPT_FORMAT:
 		c->format = btrfsimg_format_parse(arg);
 		if (c->format < 0)
@@ -303,12 +307,20 @@ static int not_taken(const struct cli *c, const char *dashes, const char *name)
 	return EXIT_USAGE;
 }
 
-static int short_id(char ch)
+/* The option -@ch means for @cmd (mount's -f is --foreground, dfxml's
+ * --output), else the first option with that letter. */
+static int short_id(const struct cmd_struct *cmd, char ch)
 {
-	for (int id = OPT_END + 1; id < OPT_COUNT; id++)
-		if (defs[id].short_name == ch)
+	int any = -1;
+	for (int id = OPT_END + 1; id < OPT_COUNT; id++) {
+		if (defs[id].short_name != ch)
+			continue;
+		if (takes(cmd, id))
 			return id;
-	return -1;
+		if (any < 0)
+			any = id;
+	}
+	return any;
 }
 
 /* Options whose name starts with @name[0..len) (the command's, or all). */
@@ -384,7 +396,7 @@ static const char *short_elem(int argc, char **argv, char ch)
 
 static int bad_short(const struct cli *c, int argc, char **argv, char ch)
 {
-	int id = short_id(ch);
+	int id = short_id(c->command, ch);
 	if (id > 0 && !takes(c->command, id))
 		return not_taken(c, "-", (char[]){ ch, '\0' });
 	const char *elem = short_elem(argc, argv, ch);
@@ -406,7 +418,7 @@ static int bad_option(const struct cli *c, int argc, char **argv)
 
 static int missing_value(const struct cli *c)
 {
-	int id = optopt >= VAL_BASE ? optopt - VAL_BASE : short_id((char)optopt);
+	int id = optopt >= VAL_BASE ? optopt - VAL_BASE : short_id(c->command, (char)optopt);
 	if (id > 0 && defs[id].arg)
 		cli_warn("%s: --%s needs a value (%s)", c->cmd, defs[id].name, defs[id].arg);
 	else
@@ -468,7 +480,7 @@ int cli_parse(struct cli *c, int argc, char **argv)
 		else if (o == ':')
 			rc = missing_value(c);
 		else
-			rc = set_option(c, o >= VAL_BASE ? o - VAL_BASE : short_id((char)o), optarg);
+			rc = set_option(c, o >= VAL_BASE ? o - VAL_BASE : short_id(c->command, (char)o), optarg);
 		if (rc)
 			return EXIT_USAGE;
 	}
