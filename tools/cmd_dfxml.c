@@ -263,13 +263,14 @@ static void put_hashes(struct dfx *d, const struct fobj *o)
 /* The btrfsimg elements after DFXML's own. */
 static void put_extensions(struct dfx *d, const struct fobj *o)
 {
-	el_u64(d, "btrfsimg:generation", o->inode->generation);
+	el_u64(d, "btrfsimg:inode_generation", o->inode->generation);
 	el_u64(d, "btrfsimg:transid", o->inode->transid);
 	if (!o->rec)
 		return;
+	/* as deleted --json names them */
 	el(d, "btrfsimg:kind", btrfsimg_recovered_kind_name(o->rec->kind));
 	el(d, "btrfsimg:status", btrfsimg_recovered_status_name(o->rec->status));
-	el_u64(d, "btrfsimg:seen_generation", o->rec->generation);
+	el_u64(d, "btrfsimg:generation", o->rec->generation);
 	el(d, "btrfsimg:verified", o->rec->verified ? "1" : "0");
 	for (size_t k = 0; k < o->rec->nbad; k++) {
 		start(d, "btrfsimg:bad_range");
