@@ -880,6 +880,122 @@ BTRFSIMG_API uint64_t btrfsimg_file_size_bound(btrfsimg_fs *fs);
 BTRFSIMG_API int btrfsimg_file_length(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
 				      uint64_t *len, uint64_t *data_end);
 
+/* ------------------------------------------------------------------ */
+/** @name Where a file's bytes lie (forward map)
+ *
+ * A file's extents as records, in file offset order, covering [0, i_size)
+ * without gaps: what each range of the file is (inline, regular,
+ * prealloc, hole), the extent item it comes from, the logical bytes on
+ * disk, and every copy of those bytes: device, physical offset, and where
+ * that is in the image file given (through partitions and LVM). */
+
+/** What a record's file range is. */
+enum btrfsimg_extent_type {
+	BTRFSIMG_EXTENT_INLINE = 0,	/**< bytes inside the leaf (no logical address) */
+	BTRFSIMG_EXTENT_REGULAR = 1,	/**< data in a data extent (maybe compressed) */
+	BTRFSIMG_EXTENT_PREALLOC = 2,	/**< allocated, never written: reads as zeros */
+	BTRFSIMG_EXTENT_HOLE = 3,	/**< no extent (a hole item, a gap, past the last
+					 *   item, an inline extent's tail): zeros */
+};
+
+/** What checks a record's bytes when they are read: a data checksum per
+ *  sector (csum tree), or not, and why not. */
+enum btrfsimg_csum_cover {
+	BTRFSIMG_CSUM_UNCHECKED = 0,	/**< regular or prealloc data whose csum items
+					 *   were not looked up (no BTRFSIMG_EXTENTS_CSUM) */
+	BTRFSIMG_CSUM_FULL = 1,		/**< every sector of the disk bytes has one */
+	BTRFSIMG_CSUM_PARTIAL = 2,	/**< some sectors have one (csum_bytes says how much) */
+	BTRFSIMG_CSUM_NONE = 3,		/**< no csum item covers the disk bytes */
+	BTRFSIMG_CSUM_NODATASUM = 4,	/**< the inode is NODATASUM: none are kept */
+	BTRFSIMG_CSUM_INLINE = 5,	/**< inline: only the leaf's own checksum covers it */
+	BTRFSIMG_CSUM_ZEROS = 6,	/**< hole or prealloc: nothing is read */
+};
+/** Short name: "unchecked", "full", "partial", "none", "nodatasum",
+ *  "inline", "zeros"; NULL for other values. */
+BTRFSIMG_API const char *btrfsimg_csum_cover_name(int cover);
+
+/** Most copies a block has (raid1c4). */
+#define BTRFSIMG_EXTENT_COPIES_MAX 4
+
+/** One copy of a record's disk bytes. */
+struct btrfsimg_extent_copy {
+	uint64_t devid;		/**< btrfs device id */
+	const char *device;	/**< the image added for it (borrowed from the handle,
+				 *   valid until btrfsimg_fs_free); NULL if missing */
+	uint64_t physical;	/**< byte offset in the btrfs device */
+	bool has_disk_offset;	/**< the bytes lie as they are in the image's disk */
+	uint64_t disk_offset;	/**< byte offset in the disk the image holds (past
+				 *   partition, LVM extents; the virtual disk of a
+				 *   container) */
+	bool has_image_offset;	/**< ... and in the image file itself (raw images) */
+	uint64_t image_offset;	/**< byte offset in the file @c device names */
+	const char *note;	/**< why an offset is missing ("encrypted (LUKS): the
+				 *   image holds ciphertext", "inside an ewf
+				 *   container: ..."), or "". Static string */
+};
+
+/**
+ * One record: the file range [file_offset, file_offset + length) and
+ * where its bytes come from. Uncompressed data ranges are cut where the
+ * logical bytes cross a stripe or chunk boundary, so every copy holds the
+ * record's disk bytes contiguously: [logical, logical + disk_length) is
+ * the file range itself. A compressed extent is one record whose disk
+ * bytes are the whole compressed extent (disk_bytenr, disk_num_bytes);
+ * if those cross a stripe boundary it comes as several records with the
+ * same file range, each a consecutive part of the compressed bytes.
+ */
+struct btrfsimg_extent {
+	uint64_t file_offset, length;
+	int type;		/**< enum btrfsimg_extent_type */
+	int compression;	/**< 0 none, 1 zlib, 2 lzo, 3 zstd */
+	/** The EXTENT_DATA item (key offset, generation, ram_bytes; for
+	 *  regular and prealloc also disk_bytenr, disk_num_bytes, offset);
+	 *  zero for gaps with no item. */
+	uint64_t item_offset, generation, ram_bytes;
+	uint64_t disk_bytenr, disk_num_bytes, extent_offset;
+	/** The bytes on disk this record's copies hold (0, 0 for inline and
+	 *  holes). */
+	uint64_t logical, disk_length;
+	int csum;		/**< enum btrfsimg_csum_cover */
+	uint64_t csum_bytes;	/**< bytes of [logical, +disk_length) with a csum
+				 *   (with BTRFSIMG_EXTENTS_CSUM) */
+	size_t ncopies;		/**< copies[] filled: 1 single/raid0/raid5/6 (the data
+				 *   stripe), 2 dup/raid1/raid10, 3-4 raid1c3/4;
+				 *   0 when unmapped (the message says why) */
+	struct btrfsimg_extent_copy copies[BTRFSIMG_EXTENT_COPIES_MAX];
+};
+
+/** Flags for btrfsimg_extents_open(). */
+#define BTRFSIMG_EXTENTS_CSUM 1u /**< look up csum items for each data record
+				  *   (full/partial/none; one csum tree search
+				  *   per csum item reached) */
+
+typedef struct btrfsimg_extents btrfsimg_extents;
+
+/**
+ * Start listing the extents of inode @p subvol : @p objectid (a regular
+ * file or symlink; -EINVAL for a directory). The iterator borrows @p fs.
+ * Records stop at i_size; a size beyond btrfsimg_file_size_bound() is
+ * listed to where the data ends, then one hole up to i_size.
+ */
+BTRFSIMG_API int btrfsimg_extents_open(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+				       unsigned flags, btrfsimg_extents **out);
+/** The next record into *@p out (valid until the next call or close): 1,
+ *  0 at the end, or a negative errno (message on the handle). */
+BTRFSIMG_API int btrfsimg_extents_next(btrfsimg_extents *it,
+				       const struct btrfsimg_extent **out);
+/** Release the iterator. Accepts NULL. */
+BTRFSIMG_API void btrfsimg_extents_close(btrfsimg_extents *it);
+
+/**
+ * Where byte @p physical of btrfs device @p devid lies in its image: fills
+ * @p out's device, has_disk_offset/disk_offset, has_image_offset/
+ * image_offset and note (devid and physical as given). 0, or -ENOENT (no
+ * such device was supplied).
+ */
+BTRFSIMG_API int btrfsimg_device_place(btrfsimg_fs *fs, uint64_t devid, uint64_t physical,
+				       struct btrfsimg_extent_copy *out);
+
 /**
  * Digest of the first @p len bytes of a regular file (UINT64_MAX: all of
  * it), read as btrfsimg_file_read() does, as lowercase hex into @p hex

@@ -349,6 +349,71 @@ static int vol_dev_read(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t
 }
 
 /* ---------------------------------------------------------------- */
+/* Where a device byte lies in its image */
+
+/* bi_lvm_read's PV reads, recorded instead of done: a one-byte read finds
+ * the PV and offset the LV's segment table maps a byte to (the first leg
+ * of a mirror), with the segment arithmetic kept in lvm.c alone. */
+struct lvwhere {
+	int pv;
+	uint64_t off;
+};
+
+static int lv_where_read(void *ctx, int pv, uint64_t off, void *buf, size_t len)
+{
+	struct lvwhere *w = ctx;
+	w->pv = pv;
+	w->off = off;
+	memset(buf, 0, len);
+	return 0;
+}
+
+static int vol_locate(struct btrfsimg_fs *fs, const struct bi_vol *v, uint64_t off,
+		      const struct bi_dev **img, uint64_t *disk, const char **why)
+{
+	for (int depth = 0; depth < 16; depth++) {
+		if (off >= v->size) {
+			*why = "past the end of its volume";
+			return 1;
+		}
+		if (v->kind == V_IMAGE) {
+			*img = v->img;
+			*disk = v->base + off;
+			return 0;
+		}
+		if (v->kind == V_LUKS) {
+			*why = "encrypted (LUKS): the image holds ciphertext";
+			return 1;
+		}
+		struct vg_ent *g = &fs->vols->vg[v->vg];
+		struct lvwhere w = { -1, 0 };
+		uint8_t byte;
+		char err[300] = "";
+		if (bi_lvm_read(&g->vg, v->lv, lv_where_read, &w, off, &byte, 1, err,
+				sizeof(err)) < 0 || w.pv < 0 || !g->pv[w.pv]) {
+			*why = "on an LVM physical volume not supplied";
+			return 1;
+		}
+		v = g->pv[w.pv];
+		off = w.off;
+	}
+	*why = "volume layers nested too deep";
+	return 1;
+}
+
+int bi_vol_locate(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off,
+		  const struct bi_dev **img, uint64_t *disk, const char **why)
+{
+	*why = "";
+	if (!d->vol) {
+		*img = d;
+		*disk = d->base + off;
+		return 0;
+	}
+	return vol_locate(fs, d->vol, off, img, disk, why);
+}
+
+/* ---------------------------------------------------------------- */
 /* Layer rows */
 
 /* One more row, or -1 (out of memory, or the listing full). The last

@@ -22,6 +22,14 @@ struct bi_dev;
  * LUKS or LVM layer this is bi_dev_locate() on each device. */
 int bi_vol_assemble(struct btrfsimg_fs *fs);
 
+/* Where byte @off of device @d (counted from its base) lies: *img the
+ * image device holding it and *disk its offset in the disk that image
+ * holds (past partitions and LVM segments; the first leg of a mirror).
+ * 0; 1 when no linear place exists, *why (static) saying why: encrypted
+ * (LUKS), or on a PV not supplied. Reads nothing. */
+int bi_vol_locate(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off,
+		  const struct bi_dev **img, uint64_t *disk, const char **why);
+
 /* Release everything the volume layer keeps on the handle (wiping keys).
  * Accepts a handle without any. */
 void bi_vols_free(struct btrfsimg_fs *fs);

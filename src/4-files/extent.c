@@ -116,7 +116,7 @@ struct bi_file {
 	struct btrfsimg_fs *fs;
 	uint64_t subvol, ino, isize;
 	struct bi_root root;
-	bool verify;
+	bool verify, nodatasum;
 	uint8_t *sector;	/* one sector of scratch */
 
 	/* extent cursor: cur, then nxt, then the iterator's remaining items */
@@ -713,8 +713,8 @@ int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct b
 	f->ino = ino;
 	f->root = root;
 	f->isize = inode.size;
-	f->verify = !(fs->opts.flags & BTRFSIMG_OPEN_NO_DATA_VERIFY) &&
-		    !(inode.flags & INODE_NODATASUM);
+	f->nodatasum = (inode.flags & INODE_NODATASUM) != 0;
+	f->verify = !(fs->opts.flags & BTRFSIMG_OPEN_NO_DATA_VERIFY) && !f->nodatasum;
 	*out = f;
 	return 0;
 }
@@ -813,6 +813,61 @@ int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t
 		return rc;
 	}
 	return in ? 0 : -ENXIO;
+}
+
+int bi_file_extent_at(struct bi_file *f, uint64_t pos, const struct bi_extent **e,
+		      uint64_t *next)
+{
+	int rc = 0;
+	*e = NULL;
+	if (!f->live || pos < f->from || (f->have_nxt && pos > f->nxt.end))
+		rc = cursor_seek(f, pos);
+	while (rc == 0 && f->have_cur) {
+		uint64_t nx = f->have_nxt ? f->nxt.file_offset : UINT64_MAX;
+		uint64_t stop = f->cur.end < nx ? f->cur.end : nx;
+		if (pos < stop)
+			break;
+		rc = cursor_advance(f);
+	}
+	if (rc < 0) {
+		cursor_drop(f);
+		return rc;
+	}
+	if (f->have_cur) {
+		*e = &f->cur;
+		*next = f->have_nxt ? f->nxt.file_offset : UINT64_MAX;
+	}
+	return 0;
+}
+
+bool bi_file_nodatasum(const struct bi_file *f)
+{
+	return f->nodatasum;
+}
+
+/* One step per csum item or gap between items: the window is the item
+ * covering a position, or the gap up to the next item. */
+int bi_file_csum_bytes(struct bi_file *f, uint64_t logical, uint64_t len, uint64_t *covered)
+{
+	*covered = 0;
+	uint64_t end;
+	if (!bi_add_ok(logical, len, &end))
+		return bi_err(f->fs, -EUCLEAN, "extent at logical %" PRIu64 " of %" PRIu64
+				" bytes wraps around", logical, len);
+	for (uint64_t pos = logical; pos < end;) {
+		if (pos < f->win_start || pos >= f->win_end) {
+			int rc = csum_load(f, pos);
+			if (rc < 0)
+				return rc;
+		}
+		if (f->win_end <= pos) /* cannot happen after a load; never loop */
+			return bi_err(f->fs, -EUCLEAN, "csum window stuck at %" PRIu64, pos);
+		uint64_t stop = f->win_end < end ? f->win_end : end;
+		if (f->win_has)
+			*covered += stop - pos;
+		pos = stop;
+	}
+	return 0;
 }
 
 uint64_t bi_devices_bytes(const struct btrfsimg_fs *fs)

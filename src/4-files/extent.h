@@ -50,6 +50,20 @@ int bi_file_pread(struct bi_file *f, uint64_t offset, void *buf, size_t len, siz
  * whatever the sizes. */
 int bi_file_next_data(struct bi_file *f, uint64_t pos, uint64_t *start, uint64_t *end);
 
+/* The extent item serving file offset @pos (the first item whose visible
+ * range, cut where the next item starts, ends past @pos): *e borrowed
+ * until the next call on @f, *next the next item's file offset
+ * (UINT64_MAX: none); *e NULL past the last item. Steps forward from the
+ * cursor; seeks only when @pos is behind it. */
+int bi_file_extent_at(struct bi_file *f, uint64_t pos, const struct bi_extent **e,
+		      uint64_t *next);
+/* Whether the inode is NODATASUM. */
+bool bi_file_nodatasum(const struct bi_file *f);
+/* Bytes of logical [logical, +len) that csum items cover (the window of
+ * bi_file_pread's checks, so a file's extents cost one search per csum
+ * item or gap). 0 or a negative errno. */
+int bi_file_csum_bytes(struct bi_file *f, uint64_t logical, uint64_t len, uint64_t *covered);
+
 /* How large a file's size is believed when nothing but holes backs it: 16
  * bytes for every byte of the devices, at least 1 GiB. An inode's size is
  * only a claim: a real sparse file is rarely that much larger than the
