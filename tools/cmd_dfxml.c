@@ -283,19 +283,147 @@ static void put_extensions(struct dfx *d, const struct fobj *o)
 
 /* ------------------------------------------------------------ byte runs */
 
+/* A file's records from the forward map (btrfsimg_extents), gathered
+ * before the fileobject is written; kept in a jw buffer, the CLI's one
+ * growth helper. Each is written as one <byte_run>:
+ *   regular data   file_offset, len, fs_offset (the byte offset in the
+ *                  btrfs device: what fiwalk's fs_offset is on a
+ *                  one-device filesystem), img_offset (in the image file,
+ *                  when the bytes lie there as they are: raw images),
+ *                  btrfsimg:logical, btrfsimg:devid, btrfsimg:image (which
+ *                  <image_filename>, from 1), btrfsimg:disk_offset (in the
+ *                  disk a container holds), btrfsimg:other_copies
+ *                  ("DEVID:PHYSICAL:IMG_OFFSET ...", "-" for none: DUP and
+ *                  RAID1 copies); compressed: len is the bytes on disk,
+ *                  uncompressed_len the file range's, btrfsimg:compression;
+ *   inline         type="resident", as TSK marks data inside metadata;
+ *   hole, prealloc fill="0" (they read as zeros), btrfsimg:type. */
 struct runs {
-	int unused;
+	struct jw buf;	/* struct btrfsimg_extent, one after another */
+	size_t n;
 };
-
-static void put_runs(struct dfx *d, const struct fobj *o)
-{
-	(void)d;
-	(void)o;
-}
 
 static void runs_free(struct runs *r)
 {
+	if (r)
+		jw_line_free(&r->buf);
 	free(r);
+}
+
+static const struct btrfsimg_extent *run_at(const struct runs *r, size_t k)
+{
+	return (const struct btrfsimg_extent *)(void *)(r->buf.buf + k * sizeof(struct btrfsimg_extent));
+}
+
+static int image_index(const struct cli *c, const char *device)
+{
+	for (int i = 0; device && i < c->nimages; i++)
+		if (strcmp(c->images[i], device) == 0)
+			return i + 1;
+	return 0;
+}
+
+static void put_copies(struct dfx *d, const struct btrfsimg_extent *e)
+{
+	const struct btrfsimg_extent_copy *c0 = &e->copies[0];
+	attr_u64(d, "fs_offset", c0->physical);
+	if (c0->has_image_offset)
+		attr_u64(d, "img_offset", c0->image_offset);
+	attr_u64(d, "btrfsimg:logical", e->logical);
+	attr_u64(d, "btrfsimg:devid", c0->devid);
+	int img = image_index(d->c, c0->device);
+	if (img)
+		attr_u64(d, "btrfsimg:image", (uint64_t)img);
+	if (c0->has_disk_offset && !c0->has_image_offset)
+		attr_u64(d, "btrfsimg:disk_offset", c0->disk_offset);
+	if (c0->note && c0->note[0])
+		attr(d, "btrfsimg:note", c0->note);
+	if (e->ncopies < 2)
+		return;
+	struct jw w = { 0 };
+	char one[72];
+	for (size_t k = 1; k < e->ncopies && k < BTRFSIMG_EXTENT_COPIES_MAX; k++) {
+		const struct btrfsimg_extent_copy *ck = &e->copies[k];
+		int n = ck->has_image_offset
+				? snprintf(one, sizeof(one), "%s%" PRIu64 ":%" PRIu64 ":%" PRIu64,
+					   k > 1 ? " " : "", ck->devid, ck->physical, ck->image_offset)
+				: snprintf(one, sizeof(one), "%s%" PRIu64 ":%" PRIu64 ":-",
+					   k > 1 ? " " : "", ck->devid, ck->physical);
+		jw_raw(&w, one, (size_t)n);
+	}
+	jw_raw(&w, "", 1);
+	attr(d, "btrfsimg:other_copies", w.buf);
+	jw_line_free(&w);
+}
+
+static void put_run(struct dfx *d, const struct btrfsimg_extent *e)
+{
+	static const char *const comp[] = { "none", "zlib", "lzo", "zstd" };
+	start(d, "byte_run");
+	attr_u64(d, "file_offset", e->file_offset);
+	switch (e->type) {
+	case BTRFSIMG_EXTENT_REGULAR:
+		attr_u64(d, "len", e->compression ? e->disk_length : e->length);
+		if (e->compression && e->logical == e->disk_bytenr)
+			attr_u64(d, "uncompressed_len", e->length);
+		if (e->ncopies)
+			put_copies(d, e);
+		else
+			attr_u64(d, "btrfsimg:logical", e->logical);
+		if (e->compression)
+			attr(d, "btrfsimg:compression",
+			     e->compression > 0 && e->compression < 4 ? comp[e->compression]
+								       : "unknown");
+		break;
+	case BTRFSIMG_EXTENT_INLINE:
+		attr_u64(d, "len", e->length);
+		attr(d, "type", "resident");
+		break;
+	default: /* hole, prealloc */
+		attr_u64(d, "len", e->length);
+		attr(d, "fill", "0");
+		attr(d, "btrfsimg:type", e->type == BTRFSIMG_EXTENT_PREALLOC ? "prealloc" : "hole");
+		if (e->type == BTRFSIMG_EXTENT_PREALLOC)
+			attr_u64(d, "btrfsimg:logical", e->logical);
+		break;
+	}
+	end(d);
+}
+
+static void put_runs(struct dfx *d, const struct fobj *o)
+{
+	if (!o->runs)
+		return;
+	start(d, "byte_runs");
+	for (size_t k = 0; k < o->runs->n; k++)
+		put_run(d, run_at(o->runs, k));
+	end(d);
+}
+
+/* The forward map of a live regular file or symlink into o->runs; a
+ * failure is the fileobject's <error> (the runs read before it stay). */
+static void live_runs(struct dfx *d, const struct visit_node *n, struct fobj *o)
+{
+	btrfsimg_extents *it = NULL;
+	const struct btrfsimg_extent *e;
+	if (n->stub || !(S_ISREG(n->inode.mode) || S_ISLNK(n->inode.mode)))
+		return;
+	o->runs = calloc(1, sizeof(*o->runs));
+	if (!o->runs) {
+		fobj_error(d, o, "byte runs", "out of memory");
+		return;
+	}
+	int rc = btrfsimg_extents_open(d->c->fs, n->subvol, n->objectid, 0, &it);
+	while (rc >= 0 && (rc = btrfsimg_extents_next(it, &e)) > 0) {
+		jw_raw(&o->runs->buf, (const char *)e, sizeof(*e));
+		o->runs->n++;
+		if (e->type == BTRFSIMG_EXTENT_REGULAR && !e->ncopies)
+			fobj_error(d, o, "byte runs: no copy mapped",
+				   btrfsimg_errmsg(d->c->fs));
+	}
+	if (rc < 0)
+		fobj_error(d, o, "byte runs", btrfsimg_errmsg(d->c->fs));
+	btrfsimg_extents_close(it);
 }
 
 static void put_fileobject(struct dfx *d, const struct fobj *o)
@@ -353,13 +481,6 @@ static void live_target(struct dfx *d, const struct visit_node *n, struct fobj *
 		o->target = NULL;
 		fobj_error(d, o, "readlink", btrfsimg_errmsg(d->c->fs));
 	}
-}
-
-static void live_runs(struct dfx *d, const struct visit_node *n, struct fobj *o)
-{
-	(void)d;
-	(void)n;
-	(void)o;
 }
 
 static int on_node(void *ctx, const struct visit_node *n)
