@@ -706,7 +706,7 @@ static const struct cmd_option dfxml_options[] = {
 	{ OPT_OUTPUT, NULL },
 	{ OPT_HASH, "MD5 and SHA-256 of regular files' contents (as fiwalk)" },
 	{ OPT_DELETED, "add the recovered versions ('btrfsimg deleted'):\n"
-		       "alloc 0, unalloc 1, their id, kind, status and generation" },
+		       "alloc 0, unalloc 1, id, kind, status, generation" },
 	{ OPT_SUBVOL, NULL },
 	{ OPT_PATH, NULL },
 	{ OPT_INODE, "start at inode S:O (subvolume S, objectid O)" },

@@ -114,7 +114,8 @@ static void put_option(FILE *out, int id, const char *help)
 	const struct opt_def *d = &defs[id];
 	char head[48];
 	if (d->short_name)
-		snprintf(head, sizeof(head), "-%c, --%s", d->short_name, d->name);
+		snprintf(head, sizeof(head), "-%c, --%s%s%s", d->short_name, d->name,
+			 d->arg ? " " : "", d->arg ? d->arg : "");
 	else
 		snprintf(head, sizeof(head), "--%s%s%s", d->name, d->arg ? " " : "",
 			 d->arg ? d->arg : "");
@@ -480,7 +481,9 @@ int cli_parse(struct cli *c, int argc, char **argv)
 		else if (o == ':')
 			rc = missing_value(c);
 		else
-			rc = set_option(c, o >= VAL_BASE ? o - VAL_BASE : short_id(c->command, (char)o), optarg);
+			rc = set_option(c, o >= VAL_BASE ? o - VAL_BASE
+							 : short_id(c->command, (char)o),
+					optarg);
 		if (rc)
 			return EXIT_USAGE;
 	}
