@@ -19,6 +19,10 @@ Checked, on every testdata/files image against its recorded kernel view
     parts of one extent share a range); the bytes at img_offset..+len of
     the image are the file's bytes at file_offset for uncompressed data,
     and bytes outside data runs (holes, prealloc) read as zeros;
+  - through an MBR partition, DUP, RAID1 and RAID10 (testdata/images):
+    every copy of a data run (the first, then btrfsimg:other_copies) holds
+    the file's bytes at its img_offset in its image; img_offset counts the
+    partition's start;
   - --deleted: every record of `deleted --json` is a fileobject with its
     id, alloc 0 and unalloc 1, kind, status and generation; intact
     versions with --hash carry the SHA-256 of `cat --deleted`, and the
@@ -287,6 +291,76 @@ def forensic(cli, testdata, schema, tmp):
                "generation, sha256", probs[:20])
 
 
+def copies_of(fo):
+    """[(file_offset, len, [(devid, image_offset or None)...])] of the
+    uncompressed data runs: the first copy, then btrfsimg:other_copies."""
+    out = []
+    runs = fo.find(q("byte_runs"))
+    for r in [] if runs is None else runs.findall(q("byte_run")):
+        if r.get("fs_offset") is None or r.get(b("compression")):
+            continue
+        cs = [(r.get(b("devid")), r.get(b("image")), r.get("img_offset"), r.get("fs_offset"))]
+        for c in (r.get(b("other_copies")) or "").split():
+            devid, phys, img, off = c.split(":")
+            cs.append((devid, None if img == "-" else img, None if off == "-" else off, phys))
+        out.append((int(r.get("file_offset")), int(r.get("len")), cs))
+    return out
+
+
+def layouts(cli, testdata, schema, tmp):
+    """Byte runs through a partition table, DUP and RAID: every copy's
+    bytes at its img_offset are the file's."""
+    for name, files, args in (("mbr1", ["disk.img"], ["--partition", "1"]),
+                              ("dup", ["dev1.img"], []),
+                              ("raid1", ["dev1.img", "dev2.img"], []),
+                              ("raid10", ["dev1.img", "dev2.img", "dev3.img", "dev4.img"], [])):
+        src = os.path.join(testdata, "images", name)
+        if not os.path.exists(os.path.join(src, files[0] + ".zst")):
+            print("skip %s: not in testdata/images" % name)
+            continue
+        imgs = [imgtest.private_copy(os.path.join(src, f + ".zst"), tmp) for f in files]
+        out = os.path.join(tmp, name + ".dfxml")
+        rc, err = run_dfxml(cli, args + imgs, out)
+        t.check("%s dfxml: exit 0" % name, rc == 0, "exit %r: %s" % (rc, err[-300:]))
+        if rc != 0:
+            continue
+        okv, msg = validate(schema, out)
+        t.check("%s: valid against the DFXML schema" % name, okv, msg)
+        fos = [fo for fo in fileobjects(ET.parse(out).getroot()) if text_of(fo, "name_type") == "r"]
+        dev_image = {}
+        for fo in fos:
+            for _, _, cs in copies_of(fo):
+                dev_image.update((c[0], imgs[int(c[1]) - 1]) for c in cs if c[1])
+        probs, checked, shifted = [], 0, False
+        for fo in fos[:40]:
+            runs = copies_of(fo)
+            if not runs:
+                continue
+            p = name_bytes(fo.find(q("filename")))
+            rc, data, _ = imgtest.run_cli(cli, ["cat", "--path", p] + args + imgs, timeout=TIMEOUT)
+            for off, ln, cs in runs:
+                for devid, _, img_off, fs_off in cs:
+                    if img_off is None or devid not in dev_image:
+                        probs.append("%r: run %d+%d: a copy on devid %s without img_offset"
+                                     % (p, off, ln, devid))
+                        continue
+                    shifted |= img_off != fs_off
+                    with open(dev_image[devid], "rb") as f:
+                        f.seek(int(img_off))
+                        if f.read(ln) != data[off:off + ln]:
+                            probs.append("%r: run %d+%d, copy on devid %s at %s differs"
+                                         % (p, off, ln, devid, img_off))
+                    checked += 1
+        copies = {len(cs) for fo in fos for _, _, cs in copies_of(fo)}
+        t.problems("%s: %d copies of data runs read back at img_offset" % (name, checked),
+                   probs[:10] + ([] if checked else ["no data run checked"]))
+        profile = imgtest.load_json(os.path.join(src, "manifest.json"))["profile"]["data"]
+        want = {"single": 1, "dup": 2, "raid1": 2, "raid10": 2}[profile]
+        t.check("%s: data runs list %d copies" % (name, want), copies == {want}, copies)
+        if name == "mbr1":
+            t.check("mbr1: img_offset counts the partition's start (not fs_offset)", shifted)
+
+
 def output_file(cli, testdata, tmp):
     img = imgtest.private_copy(os.path.join(testdata, "files", "special.img.zst"), tmp)
     out = os.path.join(tmp, "new.dfxml")
@@ -335,6 +409,9 @@ def main():
         d = os.path.join(tmp, "forensic")
         os.mkdir(d)
         forensic(cli, testdata, schema, d)
+        d = os.path.join(tmp, "layouts")
+        os.mkdir(d)
+        layouts(cli, testdata, schema, d)
         d = os.path.join(tmp, "out")
         os.mkdir(d)
         output_file(cli, testdata, d)

@@ -293,8 +293,8 @@ static void put_extensions(struct dfx *d, const struct fobj *o)
  *                  btrfsimg:logical, btrfsimg:devid, btrfsimg:image (which
  *                  <image_filename>, from 1), btrfsimg:disk_offset (in the
  *                  disk a container holds), btrfsimg:other_copies
- *                  ("DEVID:PHYSICAL:IMG_OFFSET ...", "-" for none: DUP and
- *                  RAID1 copies); compressed: len is the bytes on disk,
+ *                  ("DEVID:PHYSICAL:IMAGE:IMG_OFFSET ...", "-" for none:
+ *                  DUP and RAID1 copies); compressed: len is the bytes on disk,
  *                  uncompressed_len the file range's, btrfsimg:compression;
  *   inline         type="resident", as TSK marks data inside metadata;
  *   hole, prealloc fill="0" (they read as zeros), btrfsimg:type. */
@@ -341,14 +341,15 @@ static void put_copies(struct dfx *d, const struct btrfsimg_extent *e)
 	if (e->ncopies < 2)
 		return;
 	struct jw w = { 0 };
-	char one[72];
+	char one[96], img_s[24], off_s[24];
 	for (size_t k = 1; k < e->ncopies && k < BTRFSIMG_EXTENT_COPIES_MAX; k++) {
 		const struct btrfsimg_extent_copy *ck = &e->copies[k];
-		int n = ck->has_image_offset
-				? snprintf(one, sizeof(one), "%s%" PRIu64 ":%" PRIu64 ":%" PRIu64,
-					   k > 1 ? " " : "", ck->devid, ck->physical, ck->image_offset)
-				: snprintf(one, sizeof(one), "%s%" PRIu64 ":%" PRIu64 ":-",
-					   k > 1 ? " " : "", ck->devid, ck->physical);
+		int ik = image_index(d->c, ck->device);
+		snprintf(img_s, sizeof(img_s), ik ? "%d" : "-", ik);
+		snprintf(off_s, sizeof(off_s), ck->has_image_offset ? "%" PRIu64 : "-",
+			 ck->image_offset);
+		int n = snprintf(one, sizeof(one), "%s%" PRIu64 ":%" PRIu64 ":%s:%s", k > 1 ? " " : "",
+				 ck->devid, ck->physical, img_s, off_s);
 		jw_raw(&w, one, (size_t)n);
 	}
 	jw_raw(&w, "", 1);
