@@ -23,6 +23,8 @@ Checked, on every testdata/files image against its recorded kernel view
     every copy of a data run (the first, then btrfsimg:other_copies) holds
     the file's bytes at its img_offset in its image; img_offset counts the
     partition's start;
+  - inside qcow2 (qemu-img convert): no img_offset, btrfsimg:disk_offset
+    (the raw image's img_offset for that run) and a note;
   - --deleted: every record of `deleted --json` is a fileobject with its
     id, alloc 0 and unalloc 1, kind, status and generation; intact
     versions with --hash carry the SHA-256 of `cat --deleted`, and the
@@ -361,6 +363,49 @@ def layouts(cli, testdata, schema, tmp):
             t.check("mbr1: img_offset counts the partition's start (not fs_offset)", shifted)
 
 
+def container(cli, testdata, schema, tmp):
+    """Inside a qcow2 container the bytes do not lie in the image file as
+    they are: no img_offset, btrfsimg:disk_offset (in the disk the
+    container holds) and a note instead; disk_offset is where the raw
+    image, given as it is, has the run (its img_offset)."""
+    if not shutil.which("qemu-img"):
+        print("skip qcow2: qemu-img not found (qemu-utils)")
+        return
+    raw = imgtest.private_copy(os.path.join(testdata, "files", "extents.img.zst"), tmp)
+    qcow = os.path.join(tmp, "extents.qcow2")
+    subprocess.run(["qemu-img", "convert", "-O", "qcow2", raw, qcow], check=True,
+                   timeout=TIMEOUT)
+    out = os.path.join(tmp, "qcow2.dfxml")
+    rc, err = run_dfxml(cli, [qcow], out)
+    t.check("qcow2 dfxml: exit 0", rc == 0, "exit %r: %s" % (rc, err[-300:]))
+    if rc != 0:
+        return
+    okv, msg = validate(schema, out)
+    t.check("qcow2: valid against the DFXML schema", okv, msg)
+    rawout = os.path.join(tmp, "raw.dfxml")
+    run_dfxml(cli, [raw], rawout)
+
+    def runs_by_file(path):
+        out = {}
+        for fo in fileobjects(ET.parse(path).getroot()):
+            for r in fo.iter(q("byte_run")):
+                if r.get("fs_offset") is not None and not r.get(b("compression")):
+                    out[(fo.findtext(q("filename")), r.get("file_offset"))] = r
+        return out
+    raw_runs = runs_by_file(rawout)
+    probs, checked = [], 0
+    for k, r in runs_by_file(out).items():
+        if r.get("img_offset") is not None or not r.get(b("note")) or \
+                k not in raw_runs or r.get(b("disk_offset")) != raw_runs[k].get("img_offset"):
+            probs.append("%s: img_offset %r, disk_offset %r (raw: %r), note %r" % (
+                k, r.get("img_offset"), r.get(b("disk_offset")),
+                k in raw_runs and raw_runs[k].get("img_offset"), r.get(b("note"))))
+            continue
+        checked += 1
+    t.problems("qcow2: %d data runs: disk_offset and a note, no img_offset" % checked,
+               probs[:10] + ([] if checked else ["no data run"]))
+
+
 def output_file(cli, testdata, tmp):
     img = imgtest.private_copy(os.path.join(testdata, "files", "special.img.zst"), tmp)
     out = os.path.join(tmp, "new.dfxml")
@@ -412,6 +457,9 @@ def main():
         d = os.path.join(tmp, "layouts")
         os.mkdir(d)
         layouts(cli, testdata, schema, d)
+        d = os.path.join(tmp, "container")
+        os.mkdir(d)
+        container(cli, testdata, schema, d)
         d = os.path.join(tmp, "out")
         os.mkdir(d)
         output_file(cli, testdata, d)
