@@ -988,6 +988,20 @@ BTRFSIMG_API int btrfsimg_extents_next(btrfsimg_extents *it,
 BTRFSIMG_API void btrfsimg_extents_close(btrfsimg_extents *it);
 
 /**
+ * One word for a whole file's checksum coverage, from its extents (the
+ * csum items looked up): BTRFSIMG_CSUM_FULL (every data byte on disk has
+ * a checksum), PARTIAL (some; also inline bytes beside checksummed
+ * extents), NONE (data on disk, no csum item), NODATASUM, INLINE (its
+ * data is inline only), ZEROS (no data: holes, prealloc, empty). Returns
+ * the enum btrfsimg_csum_cover value or a negative errno (-EINVAL for a
+ * directory). @p data_bytes and @p csum_bytes (may be NULL): the bytes on
+ * disk its records reference and those a checksum covers. One step per
+ * extent item and csum item.
+ */
+BTRFSIMG_API int btrfsimg_file_csum_cover(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+					  uint64_t *data_bytes, uint64_t *csum_bytes);
+
+/**
  * Where byte @p physical of btrfs device @p devid lies in its image: fills
  * @p out's device, has_disk_offset/disk_offset, has_image_offset/
  * image_offset and note (devid and physical as given). 0, or -ENOENT (no
@@ -995,6 +1009,80 @@ BTRFSIMG_API void btrfsimg_extents_close(btrfsimg_extents *it);
  */
 BTRFSIMG_API int btrfsimg_device_place(btrfsimg_fs *fs, uint64_t devid, uint64_t physical,
 				       struct btrfsimg_extent_copy *out);
+
+/* ------------------------------------------------------------------ */
+/** @name Who owns a byte range (reverse map)
+ *
+ * A range of logical address space, of a btrfs device, or of an image
+ * (a carving hit, an unallocated range) back to what holds it: the chunk
+ * map in reverse, the extent tree's items over the range, their back
+ * references (EXTENT_DATA_REF, SHARED_DATA_REF; TREE_BLOCK_REF for
+ * metadata), and in every subvolume and snapshot the inodes whose
+ * EXTENT_DATA items point into it, as `btrfs inspect-internal
+ * logical-resolve` finds them. */
+
+/** What an owner record is. */
+enum btrfsimg_owner_kind {
+	BTRFSIMG_OWNER_FILE = 0,	/**< file data: subvol, objectid, file range */
+	BTRFSIMG_OWNER_EXTENT = 1,	/**< a data extent no file's item was found
+					 *   pointing into (ref_* give its first back
+					 *   reference) */
+	BTRFSIMG_OWNER_TREE_BLOCK = 2,	/**< metadata: a tree block (tree_root) */
+	BTRFSIMG_OWNER_FREE = 3,	/**< in a chunk, in no extent: free now (it may
+					 *   hold older data: see the forensic scan) */
+	BTRFSIMG_OWNER_PARITY = 4,	/**< RAID5/6 parity of the row at logical */
+	BTRFSIMG_OWNER_UNMAPPED = 5,	/**< in no chunk (device space never allocated,
+					 *   superblocks, the first MiB) */
+};
+/** "file", "extent", "tree-block", "free", "parity", "unmapped"; NULL. */
+BTRFSIMG_API const char *btrfsimg_owner_kind_name(int kind);
+
+/** One owner of a part of the range asked about. */
+struct btrfsimg_owner {
+	int kind;			/**< enum btrfsimg_owner_kind */
+	uint64_t logical, length;	/**< the part (logical addresses; for PARITY the row;
+					 *   for UNMAPPED 0 and the device bytes) */
+	bool has_device;		/**< asked by device or image: where the part is */
+	uint64_t devid, physical;
+	/** The EXTENT_ITEM / METADATA_ITEM holding the part (FILE, EXTENT,
+	 *  TREE_BLOCK): its start, length and generation. */
+	uint64_t extent_bytenr, extent_bytes, extent_generation;
+	uint64_t tree_root;		/**< TREE_BLOCK: its TREE_BLOCK_REF root; 0 when
+					 *   only shared references name it */
+	/** FILE: the inode and the file range whose bytes lie in the part (a
+	 *  compressed extent: the whole range its item serves); the
+	 *  EXTENT_DATA item's type (regular or prealloc), compression and
+	 *  generation. EXTENT: the back reference's root, objectid, offset. */
+	uint64_t subvol, objectid, file_offset, file_length;
+	int extent_type, compression;
+	uint64_t item_generation;
+	/** FILE: a path from the top level (first names; "<S:O>" for parts no
+	 *  name leads to); borrowed for the callback. NULL for other kinds. */
+	const char *path;
+};
+/** Return 0 to go on, > 0 to stop (returned), < 0 to fail. */
+typedef int (*btrfsimg_owner_fn)(void *ctx, const struct btrfsimg_owner *o);
+
+/**
+ * Every owner of logical [@p logical, + @p len), in logical order (one
+ * record per part and owner; a shared extent has one FILE record per
+ * subvolume and inode). 0, @p fn's value, or a negative errno. Cost: the
+ * extent items of the range and their references; per reference, one
+ * inode's extent items in each subvolume.
+ */
+BTRFSIMG_API int btrfsimg_owners_logical(btrfsimg_fs *fs, uint64_t logical, uint64_t len,
+					 btrfsimg_owner_fn fn, void *ctx);
+/** The same for bytes [@p physical, + @p len) of btrfs device @p devid
+ *  (chunk map in reverse; every record has_device). -ENOENT: no such
+ *  device in the chunk tree's stripes and none supplied. */
+BTRFSIMG_API int btrfsimg_owners_device(btrfsimg_fs *fs, uint64_t devid, uint64_t physical,
+					uint64_t len, btrfsimg_owner_fn fn, void *ctx);
+/** The same for bytes of an image: @p image names it as added (NULL: the
+ *  only one), @p offset counts in the image file (for a container: in the
+ *  disk it holds). -EOPNOTSUPP when btrfs lies under LUKS or LVM there
+ *  (no linear way back: ask by device), -ENOENT past the filesystem. */
+BTRFSIMG_API int btrfsimg_owners_image(btrfsimg_fs *fs, const char *image, uint64_t offset,
+				       uint64_t len, btrfsimg_owner_fn fn, void *ctx);
 
 /**
  * Digest of the first @p len bytes of a regular file (UINT64_MAX: all of

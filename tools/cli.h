@@ -20,6 +20,7 @@ struct cli {
 	const char *cmd;
 	const struct cmd_struct *command;
 	bool json, hash, verbose, quiet;
+	bool csum;		/* walk --csum */
 	bool have_json_u64;	/* --json-u64 given (it sets jw_big_as_number) */
 	bool only_snapshots, only_readonly, only_deleted;	/* subvols' filters */
 	struct btrfsimg_open_opts opts;
@@ -48,6 +49,9 @@ struct cli {
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
 	bool foreground;	/* mount -f */
+	/* owner: what range is asked about */
+	bool have_devid, have_physical, have_length, have_logical, have_image_offset;
+	uint64_t devid, physical, length, logical, image_offset;
 	btrfsimg_fs *fs;
 	uint64_t errors;	/* per-item failures that did not stop the command */
 };
@@ -66,6 +70,9 @@ enum cli_opt {
 	/* mount */
 	OPT_NUMBERS, OPT_FOREGROUND,
 	OPT_OUTPUT,	/* dfxml -f FILE */
+	/* owner: a byte range */
+	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
+	OPT_CSUM,	/* walk: checksum coverage per file */
 	OPT_HELP,
 	OPT_COUNT
 };
@@ -104,6 +111,7 @@ extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_
 extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
 extern const struct cmd_struct cmd_struct_verify, cmd_struct_unallocated;
 extern const struct cmd_struct cmd_struct_dfxml;
+extern const struct cmd_struct cmd_struct_extents, cmd_struct_owner;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */

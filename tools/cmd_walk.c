@@ -152,6 +152,27 @@ static void take_schemes(struct walk_ctx *wc, const struct visit_node *n, struct
 	r->dev = (int8_t)(dev < 0 ? -1 : dev);
 }
 
+/* ,"csum":"full" (btrfsimg_file_csum_cover) for a regular file, after the
+ * hashes: only when asked, as it reads each file's extent and csum items. */
+static void take_csum(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
+{
+	if (n->stub || !S_ISREG(n->inode.mode))
+		return;
+	struct jw *w = &wc->scratch;
+	size_t before = w->len;
+	w->need_comma = true;
+	int cover = btrfsimg_file_csum_cover(wc->c->fs, n->subvol, n->objectid, NULL, NULL);
+	if (cover >= 0) {
+		jw_str(w, "csum", btrfsimg_csum_cover_name(cover));
+	} else {
+		fprintf(stderr, "btrfsimg: %.*s: %s\n", (int)n->path_len, (const char *)n->path,
+			btrfsimg_errmsg(wc->c->fs));
+		jw_null(w, "csum");
+		wc->c->errors++;
+	}
+	r->hashes_len += (uint32_t)(w->len - before);
+}
+
 /* The record's bytes into wc->scratch (path, symlink target, --hash
  * fields), their lengths into @r. */
 static void bytes_of(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
@@ -166,6 +187,8 @@ static void bytes_of(struct walk_ctx *wc, const struct visit_node *n, struct wro
 	take_target(wc, n, r);
 	if (wc->c->hash)
 		take_hashes(wc, n, r);
+	if (wc->c->csum)
+		take_csum(wc, n, r);
 }
 
 /* The rest of the line into @r, field by field (the record is in the
@@ -591,6 +614,7 @@ static int walk_check(struct cli *c)
 {
 	if (cli_need_images(c, 1, "IMAGE...") || cli_inode_alone(c) ||
 	    cli_needs(c, c->inumbits >= 0, "--inumbits", c->json, "--json") ||
+	    cli_needs(c, c->csum, "--csum", c->json, "--json") ||
 	    cli_needs(c, c->have_mount_subvol, "--mount-subvol", c->inumbits >= 0, "--inumbits") ||
 	    cli_needs(c, c->opts.flags & BTRFSIMG_OPEN_NO_DATA_VERIFY, "--no-verify", c->hash,
 		      "--hash"))
@@ -612,6 +636,7 @@ static const struct cmd_option walk_options[] = {
 	{ OPT_MOUNT_SUBVOL, "with --inumbits: the mounted subvolume for numdevs=2\n"
 			    "(default: the default subvolume)" },
 	{ OPT_NO_VERIFY, "with --hash: do not verify data checksums" },
+	{ OPT_CSUM, NULL },
 	CMD_IMAGE_OPTIONS,
 	{ OPT_END, NULL },
 };

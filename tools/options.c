@@ -79,6 +79,16 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_OUTPUT] = { "output", 'f', "FILE",
 			 "write to FILE, created new (an existing file or link\n"
 			 "there is refused); else standard output" },
+	[OPT_DEVID] = { "devid", 0, "N", "btrfs device N (its devid, as 'btrfsimg super' lists)" },
+	[OPT_PHYSICAL] = { "physical", 0, "BYTES", "byte offset BYTES in the btrfs device" },
+	[OPT_LENGTH] = { "length", 0, "N", "N bytes from there (default 1)" },
+	[OPT_LOGICAL] = { "logical", 0, "L", "logical address L" },
+	[OPT_IMAGE_OFFSET] = { "image-offset", 0, "X",
+			       "byte offset X in the image file (a container's:\n"
+			       "in the disk it holds)" },
+	[OPT_CSUM] = { "csum", 0, NULL,
+		       "with --json, each regular file's checksum coverage:\n"
+		       "full, partial, none, nodatasum, inline or zeros" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -244,6 +254,22 @@ static int set_number(struct cli *c, int id, const char *arg)
 			return bad_value("--examples (0: all, or up to 1000000)", arg);
 		c->have_examples = true;
 		return 0;
+	case OPT_DEVID:
+		c->have_devid = parse_u64(arg, &c->devid);
+		return c->have_devid ? 0 : bad_value("--devid", arg);
+	case OPT_PHYSICAL:
+		c->have_physical = parse_u64(arg, &c->physical);
+		return c->have_physical ? 0 : bad_value("--physical", arg);
+	case OPT_LENGTH:
+		c->have_length = parse_u64(arg, &c->length) && c->length > 0 &&
+				 c->length <= INT64_MAX;
+		return c->have_length ? 0 : bad_value("--length (1 .. 2^63-1)", arg);
+	case OPT_LOGICAL:
+		c->have_logical = parse_u64(arg, &c->logical);
+		return c->have_logical ? 0 : bad_value("--logical", arg);
+	case OPT_IMAGE_OFFSET:
+		c->have_image_offset = parse_u64(arg, &c->image_offset);
+		return c->have_image_offset ? 0 : bad_value("--image-offset", arg);
 	default: /* OPT_INUMBITS */
 		if (!parse_u64(arg, &v) || (v != 0 && (v < 32 || v > 64)))
 			return bad_value("--inumbits (0 or 32..64)", arg);
@@ -263,6 +289,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 		c->have_json_u64 = true;
 		return 0;
 	case OPT_HASH: c->hash = true; return 0;
+	case OPT_CSUM: c->csum = true; return 0;
 	case OPT_SNAPSHOTS: c->only_snapshots = true; return 0;
 	case OPT_READONLY: c->only_readonly = true; return 0;
 	case OPT_DELETED: c->only_deleted = true; return 0;

@@ -251,6 +251,60 @@ int bi_chunk_map_row(const struct bi_chunk *c, uint64_t logical, uint32_t pos,
 	return 0;
 }
 
+/* Bytes each stripe of @c holds on its device (the dev extent's length). */
+static uint64_t stripe_bytes(const struct bi_chunk *c)
+{
+	uint64_t p = bi_chunk_profile(c);
+	if (p == BG_RAID0)
+		return c->length / c->num_stripes;
+	if (p == BG_RAID10)
+		return c->length / (c->num_stripes / 2u);
+	if (p & (BG_RAID5 | BG_RAID6))
+		return c->length / bi_chunk_data_stripes(c);
+	return c->length;
+}
+
+int bi_chunk_map_reverse(const struct bi_chunk *c, uint32_t idx, uint64_t physical,
+			 uint64_t *logical, uint64_t *len)
+{
+	if (idx >= c->num_stripes || physical < c->stripes[idx].offset ||
+	    physical - c->stripes[idx].offset >= stripe_bytes(c))
+		return -EINVAL;
+	uint64_t dev_off = physical - c->stripes[idx].offset, sl = c->stripe_len;
+	uint64_t row = dev_off / sl, so = dev_off % sl, nr;
+	uint32_t n = c->num_stripes, d;
+	switch (bi_chunk_profile(c)) {
+	case BG_RAID0:
+		nr = row * n + idx;
+		break;
+	case BG_RAID10:
+		nr = row * (n / 2u) + idx / 2u;
+		break;
+	case BG_RAID5:
+	case BG_RAID6:
+		/* map_off puts data position p of row r on stripe (r + p) % n */
+		d = bi_chunk_data_stripes(c);
+		nr = (idx + n - row % n) % n;
+		if (nr >= d) { /* parity: say which row it protects */
+			*logical = c->logical + row * d * sl;
+			*len = d * sl;
+			return 1;
+		}
+		nr += row * d;
+		break;
+	default:
+		*logical = c->logical + dev_off;
+		*len = c->length - dev_off;
+		return 0;
+	}
+	uint64_t off = nr * sl + so;
+	if (off >= c->length)
+		return -EINVAL;
+	*logical = c->logical + off;
+	*len = sl - so < c->length - off ? sl - so : c->length - off;
+	return 0;
+}
+
 /* -------------------------------------------------------------- reads */
 
 /* The member device of stripe @idx: same devid and dev_uuid, as the

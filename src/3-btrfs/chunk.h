@@ -45,6 +45,12 @@ int bi_chunk_map_phys(const struct bi_chunk *c, uint64_t logical, int copy,
  * the stripe. -EINVAL for other profiles or a bad position. */
 int bi_chunk_map_row(const struct bi_chunk *c, uint64_t logical, uint32_t pos,
 		     struct bi_phys *out);
+/* The inverse of bi_chunk_map_phys: byte @physical of stripe @idx of @c
+ * is *logical, and *len bytes from there stay on that stripe. 1 when it is
+ * RAID5/6 parity (*logical, *len: the row it protects); -EINVAL outside
+ * the stripe's device extent. Pure. */
+int bi_chunk_map_reverse(const struct bi_chunk *c, uint32_t idx, uint64_t physical,
+			 uint64_t *logical, uint64_t *len);
 /* How many ways there are to read a block of @c, as the kernel counts
  * them (btrfs_num_copies): the mirror count for dup, raid1 to raid1c4 and
  * raid10; raid5 2 (direct, rebuilt from P); raid6 num_stripes (direct,

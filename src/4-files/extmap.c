@@ -269,3 +269,44 @@ void btrfsimg_extents_close(btrfsimg_extents *it)
 	bi_file_close(it->f);
 	free(it);
 }
+
+/* The records' coverage folded into one word: what a reader of the whole
+ * file can rely on. */
+static int fold(bool nodatasum, bool any_inline, uint64_t data, uint64_t csum)
+{
+	if (nodatasum && data)
+		return BTRFSIMG_CSUM_NODATASUM;
+	if (!data)
+		return any_inline ? BTRFSIMG_CSUM_INLINE : BTRFSIMG_CSUM_ZEROS;
+	if (csum == data)
+		return any_inline ? BTRFSIMG_CSUM_PARTIAL : BTRFSIMG_CSUM_FULL;
+	return csum ? BTRFSIMG_CSUM_PARTIAL : BTRFSIMG_CSUM_NONE;
+}
+
+int btrfsimg_file_csum_cover(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid,
+			     uint64_t *data_bytes, uint64_t *csum_bytes)
+{
+	btrfsimg_extents *it;
+	int rc = btrfsimg_extents_open(fs, subvol, objectid, BTRFSIMG_EXTENTS_CSUM, &it);
+	if (rc < 0)
+		return rc;
+	const struct btrfsimg_extent *e;
+	uint64_t data = 0, csum = 0;
+	bool any_inline = false;
+	while ((rc = btrfsimg_extents_next(it, &e)) > 0) {
+		any_inline |= e->type == BTRFSIMG_EXTENT_INLINE;
+		if (e->type == BTRFSIMG_EXTENT_REGULAR) {
+			data += e->disk_length;
+			csum += e->csum_bytes;
+		}
+	}
+	bool nodatasum = bi_file_nodatasum(it->f);
+	btrfsimg_extents_close(it);
+	if (rc < 0)
+		return rc;
+	if (data_bytes)
+		*data_bytes = data;
+	if (csum_bytes)
+		*csum_bytes = csum;
+	return fold(nodatasum, any_inline, data, csum);
+}
