@@ -25,6 +25,8 @@ Checked, on every testdata/files image against its recorded kernel view
     partition's start;
   - inside qcow2 (qemu-img convert): no img_offset, btrfsimg:disk_offset
     (the raw image's img_offset for that run) and a note;
+  - btrfsimg:csum on data runs: nodatasum for the NODATASUM files of the
+    forensic image, full for its regular ones;
   - --deleted: every record of `deleted --json` is a fileobject with its
     id, alloc 0 and unalloc 1, kind, status and generation; intact
     versions with --hash carry the SHA-256 of `cat --deleted`, and the
@@ -286,6 +288,14 @@ def forensic(cli, testdata, schema, tmp):
             elif sha not in written or (sha != empty and sha not in truth_sums.get(r["path"], ())):
                 probs.append("%s: sha256 %s was never written to %s" % (r["id"], sha, r["path"]))
     live = [fo for fo in fos if text_of(fo, "alloc") == "1"]
+    csum = {}
+    for fo in live:
+        kind = os.path.basename(fo.findtext(q("filename")) or "").split("-")[0]
+        for r in fo.iter(q("byte_run")):
+            if r.get("fs_offset") is not None:
+                csum.setdefault(kind, set()).add(r.get(b("csum")))
+    t.check("single: data runs of nodatasum-* files say csum nodatasum, of regular-* full",
+            csum.get("nodatasum") == {"nodatasum"} and csum.get("regular") == {"full"}, csum)
     if len(live) + len(recs) != len(fos):
         probs.append("%d fileobjects: %d live + %d recovered expected" % (
             len(fos), len(live), len(recs)))

@@ -294,7 +294,8 @@ static void put_extensions(struct dfx *d, const struct fobj *o)
  *                  <image_filename>, from 1), btrfsimg:disk_offset (in the
  *                  disk a container holds), btrfsimg:other_copies
  *                  ("DEVID:PHYSICAL:IMAGE:IMG_OFFSET ...", "-" for none:
- *                  DUP and RAID1 copies); compressed: len is the bytes on disk,
+ *                  DUP and RAID1 copies), btrfsimg:csum (what checks the
+ *                  bytes: full, partial, none, nodatasum); compressed: len is the bytes on disk,
  *                  uncompressed_len the file range's, btrfsimg:compression;
  *   inline         type="resident", as TSK marks data inside metadata;
  *   hole, prealloc fill="0" (they read as zeros), btrfsimg:type. */
@@ -357,6 +358,18 @@ static void put_copies(struct dfx *d, const struct btrfsimg_extent *e)
 	jw_line_free(&w);
 }
 
+/* What checks the run's bytes when they are read: "full", "partial" (with
+ * the bytes covered), "none", "nodatasum", "inline". */
+static void put_csum(struct dfx *d, const struct btrfsimg_extent *e)
+{
+	const char *name = btrfsimg_csum_cover_name(e->csum);
+	if (!name)
+		return;
+	attr(d, "btrfsimg:csum", name);
+	if (e->csum == BTRFSIMG_CSUM_PARTIAL)
+		attr_u64(d, "btrfsimg:csum_bytes", e->csum_bytes);
+}
+
 static void put_run(struct dfx *d, const struct btrfsimg_extent *e)
 {
 	static const char *const comp[] = { "none", "zlib", "lzo", "zstd" };
@@ -375,10 +388,12 @@ static void put_run(struct dfx *d, const struct btrfsimg_extent *e)
 			attr(d, "btrfsimg:compression",
 			     e->compression > 0 && e->compression < 4 ? comp[e->compression]
 								       : "unknown");
+		put_csum(d, e);
 		break;
 	case BTRFSIMG_EXTENT_INLINE:
 		attr_u64(d, "len", e->length);
 		attr(d, "type", "resident");
+		put_csum(d, e);
 		break;
 	default: /* hole, prealloc */
 		attr_u64(d, "len", e->length);
@@ -414,7 +429,8 @@ static void live_runs(struct dfx *d, const struct visit_node *n, struct fobj *o)
 		fobj_error(d, o, "byte runs", "out of memory");
 		return;
 	}
-	int rc = btrfsimg_extents_open(d->c->fs, n->subvol, n->objectid, 0, &it);
+	int rc = btrfsimg_extents_open(d->c->fs, n->subvol, n->objectid, BTRFSIMG_EXTENTS_CSUM,
+				       &it);
 	while (rc >= 0 && (rc = btrfsimg_extents_next(it, &e)) > 0) {
 		jw_raw(&o->runs->buf, (const char *)e, sizeof(*e));
 		o->runs->n++;
