@@ -425,6 +425,11 @@ def output_file(cli, testdata, tmp):
         data.split(b"<source>")[1]
     t.check("-f FILE: the document standard output gets", rc == 0 and rc2 == 0 and same,
             "exit %r/%r: %s" % (rc, rc2, err))
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "wb") as full:
+            rc, _, err = imgtest.run_cli(cli, ["dfxml", img], timeout=TIMEOUT, stdout=full)
+        t.check("a write error (standard output /dev/full): exit 2, said", rc == 2 and
+                b"write error" in err, "exit %r: %r" % (rc, err[-300:]))
     victim = os.path.join(tmp, "victim")
     with open(victim, "wb") as f:
         f.write(b"keep")

@@ -313,7 +313,8 @@ static void runs_free(struct runs *r)
 
 static const struct btrfsimg_extent *run_at(const struct runs *r, size_t k)
 {
-	return (const struct btrfsimg_extent *)(void *)(r->buf.buf + k * sizeof(struct btrfsimg_extent));
+	size_t at = k * sizeof(struct btrfsimg_extent);
+	return (const struct btrfsimg_extent *)(void *)(r->buf.buf + at);
 }
 
 static int image_index(const struct cli *c, const char *device)
@@ -349,8 +350,8 @@ static void put_copies(struct dfx *d, const struct btrfsimg_extent *e)
 		snprintf(img_s, sizeof(img_s), ik ? "%d" : "-", ik);
 		snprintf(off_s, sizeof(off_s), ck->has_image_offset ? "%" PRIu64 : "-",
 			 ck->image_offset);
-		int n = snprintf(one, sizeof(one), "%s%" PRIu64 ":%" PRIu64 ":%s:%s", k > 1 ? " " : "",
-				 ck->devid, ck->physical, img_s, off_s);
+		int n = snprintf(one, sizeof(one), "%s%" PRIu64 ":%" PRIu64 ":%s:%s",
+				 k > 1 ? " " : "", ck->devid, ck->physical, img_s, off_s);
 		jw_raw(&w, one, (size_t)n);
 	}
 	jw_raw(&w, "", 1);
@@ -680,11 +681,20 @@ static int walk_and_write(struct dfx *d)
 	return d->failed ? EXIT_FAILED : EXIT_OK;
 }
 
+/* libxml2 prints its I/O errors on stderr itself; the command says them
+ * once, its way ("dfxml: write error on ..."). */
+static void quiet(void *ctx, const char *fmt, ...)
+{
+	(void)ctx;
+	(void)fmt;
+}
+
 static int cmd_dfxml(struct cli *c)
 {
 	FILE *out = open_output(c);
 	if (!out)
 		return EXIT_FAILED;
+	xmlSetGenericErrorFunc(NULL, quiet);
 	struct dfx d = { .c = c };
 	xmlOutputBufferPtr buf = xmlOutputBufferCreateFile(out, NULL);
 	d.w = buf ? xmlNewTextWriter(buf) : NULL; /* owns buf from here */
@@ -698,6 +708,9 @@ static int cmd_dfxml(struct cli *c)
 		if (xmlTextWriterFlush(d.w) < 0)
 			d.failed = true;
 		xmlFreeTextWriter(d.w);
+		/* a failed fflush inside libxml2 leaves only the stream's mark */
+		if (fflush(out) != 0 || ferror(out))
+			d.failed = true;
 	}
 	if (d.failed)
 		cli_warn("dfxml: write error on %s", c->output ? c->output : "standard output");
