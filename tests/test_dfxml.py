@@ -150,7 +150,7 @@ def check_runs(fo, size, img, content):
     with open(img, "rb") as f:
         for r in runs.findall(q("byte_run")):
             off, ln = int(r.get("file_offset")), int(r.get("len"))
-            comp = r.get(b("compression"))
+            comp = r.get(b("compression")) and r.get("type") != "resident"
             if comp and r.get("uncompressed_len") is None:
                 continue  # a further part of one compressed extent's bytes
             span = int(r.get("uncompressed_len")) if comp else ln
@@ -238,6 +238,10 @@ def one_image(cli, testdata, schema, tmp, name):
             probs.extend("%r: %s" % (p, x) for x in check_runs(by_path[p][0], rec["size"],
                                                                 img, None))
     t.problems("%s: byte runs of every regular file tile [0, size)" % name, probs[:20])
+    bad = [text_of(fo, "filename") for fo in fos
+           if (text_of(fo, "compressed") == "1") !=
+           any(r.get(b("compression")) for r in fo.iter(q("byte_run")))]
+    t.check("%s: <compressed> exactly where a byte run is compressed" % name, not bad, bad[:5])
 
 
 def forensic(cli, testdata, schema, tmp):

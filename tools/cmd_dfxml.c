@@ -218,6 +218,8 @@ static void fobj_error(struct dfx *d, struct fobj *o, const char *what, const ch
 	d->c->errors++;
 }
 
+static bool runs_compressed(const struct runs *r);
+
 static void put_inode(struct dfx *d, const struct fobj *o)
 {
 	const struct btrfsimg_inode *i = o->inode;
@@ -229,7 +231,7 @@ static void put_inode(struct dfx *d, const struct fobj *o)
 	if (o->recovered)
 		el(d, "unalloc", "1");
 	el(d, "alloc", o->recovered ? "0" : "1");
-	if (o->rec && o->rec->compressed)
+	if ((o->rec && o->rec->compressed) || runs_compressed(o->runs))
 		el(d, "compressed", "1");
 	start(d, "inode");
 	attr_u64(d, "btrfsimg:subvol", o->subvol);
@@ -317,6 +319,16 @@ static const struct btrfsimg_extent *run_at(const struct runs *r, size_t k)
 	return (const struct btrfsimg_extent *)(void *)(r->buf.buf + at);
 }
 
+/* Whether any of a live file's data is stored compressed (fiwalk's
+ * <compressed>). */
+static bool runs_compressed(const struct runs *r)
+{
+	for (size_t k = 0; r && k < r->n; k++)
+		if (run_at(r, k)->compression)
+			return true;
+	return false;
+}
+
 static int image_index(const struct cli *c, const char *device)
 {
 	for (int i = 0; device && i < c->nimages; i++)
@@ -371,9 +383,16 @@ static void put_csum(struct dfx *d, const struct btrfsimg_extent *e)
 		attr_u64(d, "btrfsimg:csum_bytes", e->csum_bytes);
 }
 
-static void put_run(struct dfx *d, const struct btrfsimg_extent *e)
+static void put_compression(struct dfx *d, const struct btrfsimg_extent *e)
 {
 	static const char *const comp[] = { "none", "zlib", "lzo", "zstd" };
+	if (e->compression)
+		attr(d, "btrfsimg:compression",
+		     e->compression > 0 && e->compression < 4 ? comp[e->compression] : "unknown");
+}
+
+static void put_run(struct dfx *d, const struct btrfsimg_extent *e)
+{
 	start(d, "byte_run");
 	attr_u64(d, "file_offset", e->file_offset);
 	switch (e->type) {
@@ -385,15 +404,13 @@ static void put_run(struct dfx *d, const struct btrfsimg_extent *e)
 			put_copies(d, e);
 		else
 			attr_u64(d, "btrfsimg:logical", e->logical);
-		if (e->compression)
-			attr(d, "btrfsimg:compression",
-			     e->compression > 0 && e->compression < 4 ? comp[e->compression]
-								       : "unknown");
+		put_compression(d, e);
 		put_csum(d, e);
 		break;
 	case BTRFSIMG_EXTENT_INLINE:
 		attr_u64(d, "len", e->length);
 		attr(d, "type", "resident");
+		put_compression(d, e);
 		put_csum(d, e);
 		break;
 	default: /* hole, prealloc */
