@@ -13,6 +13,7 @@ pkgs=(build-essential meson ninja-build pkg-config python3 time
       libargon2-dev libjson-c-dev  # LUKS2 keyslots and metadata (crypto itself: OpenSSL)
       liburing-dev  # a tree's leaves read through the page cache, many at once
       lvm2 cryptsetup-bin grub-common python3-libluksde  # LVM/LUKS test images and their truth
+      libxml2-dev libxml2-utils  # dfxml: its writer, and xmllint to check it on the schema
       libfuse3-dev fuse3 rsync  # btrfsimg mount, and the tool study run under it
       python3-dev python3-mesonpy python3-pytest  # the Python binding and its tests
       python3-pip patchelf  # pip install --no-build-isolation: meson-python 0.12 runs patchelf

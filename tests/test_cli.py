@@ -58,7 +58,8 @@ VALUES = {"--json-u64": "string", "--subvol": "5", "--path": "x", "--inode": "5:
           "--volume-key-file": "/dev/null", "--kdf-limit": "10", "--format": "raw",
           "--deleted": "5-256-1-00000000", "--mount-point": "C:",
           "--devid": "1", "--physical": "0", "--length": "1",
-          "--logical": "0", "--image-offset": "0"}
+          "--logical": "0", "--image-offset": "0",
+          "--output": "out.dfxml", "-f": "out.dfxml"}
 # The fields of the kernel's view that do not depend on how a path was reached.
 STABLE = ("path", "ino", "subvol", "mode", "nlink", "uid", "gid", "size", "rdev", "target",
           "sha256")

@@ -611,6 +611,52 @@ def case_inode_size(base, work):
                   f"{sum(ln not in lines for ln in others)} of {len(others)} missing")
 
 
+def case_dfxml_times(base, work):
+    """dfxml on hostile inode fields: var/log1's INODE_ITEM (leaf checksum
+    recomputed) with size 2^62 over its 5000 bytes, mtime 2^62 seconds (no
+    calendar year XML can hold) and atime nanoseconds 2*10^9. dfxml --hash
+    must stay valid DFXML (xmllint on testdata/dfxml/schema): those two
+    times left out, ctime kept, the unhashed size an <error> of that
+    fileobject and on stderr (exit 1), within bounded time and memory."""
+    import xml.etree.ElementTree as ET
+    ns = int(dump_super(base)["nodesize"])
+    blocks = dump_tree(base, 258)
+    log1 = next(int(re.search(r"location key \((\d+) ", it["text"])[1])
+                for b in blocks for it in b["items"]
+                if it["key"][1] == "DIR_INDEX" and "name: log1\n" in it["text"])
+    leaf, ino = find_item(blocks, log1, "INODE_ITEM", 0)
+    img = fresh(base, work, "dfxml-times.img")
+
+    def mutate(b):
+        d = item_data(ino)
+        set_u64(b, d + 16, 1 << 62)              # size
+        b[d + 112 + 8:d + 112 + 12] = struct.pack("<I", 2000000000)  # atime nsec
+        set_u64(b, d + 136, 1 << 62)             # mtime sec
+    edit_block(img, leaf["bytenr"], ns, mutate)
+    out = os.path.join(work, "dfxml-times.xml")
+    rc, _, err = run_limited(["dfxml", "--hash", "-f", out], img)
+    expect_error("hostile inode times and size: dfxml --hash", rc, err,
+                 ("inode=" + str(log1),), codes=(1,))
+    if not os.path.exists(out):
+        check("hostile inode times and size: dfxml wrote its document", False, err[-300:])
+        return
+    schema = os.path.join(TESTDATA, "dfxml", "schema", "dfxml.xsd")
+    if shutil.which("xmllint"):
+        p = subprocess.run(["xmllint", "--noout", "--schema", schema, out],
+                           capture_output=True, timeout=TIMEOUT)
+        check("hostile inode times and size: dfxml valid against the schema",
+              p.returncode == 0, p.stderr[-400:])
+    else:
+        print("skip the schema check: xmllint not found (libxml2-utils)")
+    nsd = "{http://www.forensicswiki.org/wiki/Category:Digital_Forensics_XML}"
+    fo = [f for f in ET.parse(out).getroot().iter(nsd + "fileobject")
+          if f.findtext(nsd + "id") == "258-%d" % log1]
+    have = fo and {c.tag[len(nsd):] for c in fo[0] if c.tag.startswith(nsd)}
+    check("hostile inode times and size: mtime and atime left out, ctime and <error> kept",
+          have and "mtime" not in have and "atime" not in have and "ctime" in have
+          and "error" in have, have)
+
+
 HANG_TIMEOUT = 20   # seconds: work that follows extents, not a forged size, is done in <1 s
 
 
@@ -1359,6 +1405,7 @@ def main():
         if want("leaf"):
             case_fs_leaf(base, work)
             case_inode_size(base, work)
+            case_dfxml_times(base, work)
             case_inline_size(base, work)
             case_dir_name_len(base, work)
             case_dir_loop(base, work)

@@ -23,7 +23,7 @@ static const struct cmd_struct *const commands[] = {
 	&cmd_struct_history, &cmd_struct_deleted,
 	&cmd_struct_layers, &cmd_struct_verify_image,
 	&cmd_struct_verify, &cmd_struct_unallocated,
-	&cmd_struct_extents, &cmd_struct_owner,
+	&cmd_struct_extents, &cmd_struct_owner, &cmd_struct_dfxml,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -269,7 +269,8 @@ int main(int argc, char **argv)
 	const struct cmd_struct *cmd = find_command(argv[1]);
 	if (!cmd)
 		return no_command(argc, argv);
-	struct cli c = { .cmd = cmd->name, .command = cmd, .inumbits = -1 };
+	struct cli c = { .cmd = cmd->name, .command = cmd, .inumbits = -1,
+			 .argc = argc, .argv = argv };
 	btrfsimg_open_opts_init(&c.opts);
 	if (cli_parse(&c, argc - 1, argv + 1) != EXIT_OK)
 		return EXIT_USAGE;

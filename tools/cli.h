@@ -45,6 +45,9 @@ struct cli {
 	uint32_t kdf_ms;	/* --kdf-limit, milliseconds; 0: not given */
 	const char *volume;	/* --partition VG/LV: an LVM logical volume */
 	const char *out;	/* unallocated's OUT ('-': standard output) */
+	const char *output;	/* dfxml -f FILE (NULL: standard output) */
+	int argc;		/* the command line as given (dfxml records it) */
+	char **argv;
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
 	const char *mount_point;	/* bodyfile --mount-point: names' prefix */
@@ -71,6 +74,7 @@ enum cli_opt {
 	OPT_NUMBERS, OPT_FOREGROUND,
 	/* bodyfile: the name prefix, as fls -m */
 	OPT_MOUNT_POINT,
+	OPT_OUTPUT,	/* dfxml -f FILE */
 	/* owner: a byte range */
 	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
 	OPT_CSUM,	/* walk: checksum coverage per file */
@@ -111,6 +115,7 @@ extern const struct cmd_struct cmd_struct_super, cmd_struct_subvols, cmd_struct_
 	cmd_struct_collisions, cmd_struct_partitions, cmd_struct_mount;
 extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
 extern const struct cmd_struct cmd_struct_verify, cmd_struct_unallocated;
+extern const struct cmd_struct cmd_struct_dfxml;
 extern const struct cmd_struct cmd_struct_extents, cmd_struct_owner;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else

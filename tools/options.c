@@ -86,6 +86,9 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_MOUNT_POINT] = { "mount-point", 0, "DIR",
 			      "names begin with DIR, where the image was mounted\n"
 			      "(as fls -m; default: /)" },
+	[OPT_OUTPUT] = { "output", 'f', "FILE",
+			 "write to FILE, created new (an existing file or link\n"
+			 "there is refused); else standard output" },
 	[OPT_DEVID] = { "devid", 0, "N", "btrfs device N (its devid, as 'btrfsimg super' lists)" },
 	[OPT_PHYSICAL] = { "physical", 0, "BYTES", "byte offset BYTES in the btrfs device" },
 	[OPT_LENGTH] = { "length", 0, "N", "N bytes from there (default 1)" },
@@ -131,7 +134,8 @@ static void put_option(FILE *out, int id, const char *help)
 	const struct opt_def *d = &defs[id];
 	char head[48];
 	if (d->short_name)
-		snprintf(head, sizeof(head), "-%c, --%s", d->short_name, d->name);
+		snprintf(head, sizeof(head), "-%c, --%s%s%s", d->short_name, d->name,
+			 d->arg ? " " : "", d->arg ? d->arg : "");
 	else
 		snprintf(head, sizeof(head), "--%s%s%s", d->name, d->arg ? " " : "",
 			 d->arg ? d->arg : "");
@@ -316,6 +320,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_NUMBERS: c->numbers = arg; return 0;
 	case OPT_MOUNT_POINT: c->mount_point = arg; return 0;
 	case OPT_FOREGROUND: c->foreground = true; return 0;
+	case OPT_OUTPUT: c->output = arg; return 0;
 	case OPT_FORMAT:
 		c->format = btrfsimg_format_parse(arg);
 		if (c->format < 0)
@@ -346,12 +351,20 @@ static int not_taken(const struct cli *c, const char *dashes, const char *name)
 	return EXIT_USAGE;
 }
 
-static int short_id(char ch)
+/* The option -@ch means for @cmd (mount's -f is --foreground, dfxml's
+ * --output), else the first option with that letter. */
+static int short_id(const struct cmd_struct *cmd, char ch)
 {
-	for (int id = OPT_END + 1; id < OPT_COUNT; id++)
-		if (defs[id].short_name == ch)
+	int any = -1;
+	for (int id = OPT_END + 1; id < OPT_COUNT; id++) {
+		if (defs[id].short_name != ch)
+			continue;
+		if (takes(cmd, id))
 			return id;
-	return -1;
+		if (any < 0)
+			any = id;
+	}
+	return any;
 }
 
 /* Options whose name starts with @name[0..len) (the command's, or all). */
@@ -427,7 +440,7 @@ static const char *short_elem(int argc, char **argv, char ch)
 
 static int bad_short(const struct cli *c, int argc, char **argv, char ch)
 {
-	int id = short_id(ch);
+	int id = short_id(c->command, ch);
 	if (id > 0 && !takes(c->command, id))
 		return not_taken(c, "-", (char[]){ ch, '\0' });
 	const char *elem = short_elem(argc, argv, ch);
@@ -449,7 +462,7 @@ static int bad_option(const struct cli *c, int argc, char **argv)
 
 static int missing_value(const struct cli *c)
 {
-	int id = optopt >= VAL_BASE ? optopt - VAL_BASE : short_id((char)optopt);
+	int id = optopt >= VAL_BASE ? optopt - VAL_BASE : short_id(c->command, (char)optopt);
 	if (id > 0 && defs[id].arg)
 		cli_warn("%s: --%s needs a value (%s)", c->cmd, defs[id].name, defs[id].arg);
 	else
@@ -511,7 +524,9 @@ int cli_parse(struct cli *c, int argc, char **argv)
 		else if (o == ':')
 			rc = missing_value(c);
 		else
-			rc = set_option(c, o >= VAL_BASE ? o - VAL_BASE : short_id((char)o), optarg);
+			rc = set_option(c, o >= VAL_BASE ? o - VAL_BASE
+							 : short_id(c->command, (char)o),
+					optarg);
 		if (rc)
 			return EXIT_USAGE;
 	}
