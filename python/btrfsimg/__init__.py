@@ -377,9 +377,12 @@ class Filesystem:
         if isinstance(target, dict):
             if subvol is not None:
                 raise TypeError("subvol is given with a path, not with a record")
+            name = target.get("path", "")
+            if _stat.S_ISDIR(target.get("mode", 0)):
+                raise IsADirectoryError(21, "%s is a directory" % (name or "/"))
             # A regular file's st_ino is its objectid (only subvolume roots
             # and stubs, directories, are presented otherwise).
-            return target["subvol"], target["ino"], target.get("path", "")
+            return target["subvol"], target["ino"], name
         _, sv, obj, _, _ = self._resolve(target, subvol)
         name = os.fspath(target)
         if isinstance(name, bytes):
