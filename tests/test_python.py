@@ -650,6 +650,7 @@ def test_references_released(files_img):
 def test_module_docs():
     assert btrfsimg.version() == btrfsimg.__version__
     for obj in (btrfsimg, btrfsimg.open, btrfsimg.Filesystem.walk, btrfsimg.Filesystem.open,
+                btrfsimg.Filesystem.read_bytes,
                 btrfsimg.Error, btrfsimg.File):
         assert obj.__doc__ and len(obj.__doc__) > 40, obj
     stub = os.path.join(os.path.dirname(btrfsimg.__file__), "_btrfsimg.pyi")
