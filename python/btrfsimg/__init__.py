@@ -15,8 +15,10 @@ Hash every file of an image::
             if stat.S_ISREG(rec["mode"]):
                 print(hashlib.sha256(fs.read_bytes(rec)).hexdigest(), rec["path"])
 
-(or fs.walk(hash=True), whose records carry the sha256 the library
-computes with the GIL released).
+read_bytes() takes the walked record itself (no second lookup) and holds
+the file whole; hashlib.file_digest(fs.open(rec), "sha256") streams one
+too large for that; fs.walk(hash=True) gives records that carry the
+sha256 the library computes with the GIL released.
 
 The records of Filesystem.walk(), .inodes(), .subvolumes(), .superblock
 and .collisions() are dicts with the keys and values of the CLI's JSON
