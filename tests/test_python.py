@@ -28,6 +28,7 @@ import os
 import random
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -290,6 +291,107 @@ def test_open_inode(files_img):
                         assert n > 0
                         got += n
                     assert hashlib.sha256(buf).hexdigest() == r["sha256"].lower()
+
+
+class CountingHandle:
+    """The Filesystem's handle with its calls counted by name."""
+
+    def __init__(self, h):
+        self._h = h
+        self.calls = {}
+
+    def __getattr__(self, name):
+        f = getattr(self._h, name)
+        if not callable(f):
+            return f
+
+        def counted(*a):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return f(*a)
+        return counted
+
+
+@pytest.mark.parametrize("name", FILE_IMAGES)
+def test_read_walked_records(name, files_img):
+    """Every regular file of fs.walk(), read from its record by
+    read_bytes(rec) and open(rec).read(), equals the kernel's sha256 of
+    that path, with no path lookup at all (the record names its subvolume
+    and inode); read_bytes(path) reads the same. A directory's record
+    raises IsADirectoryError; a record with a subvol argument TypeError."""
+    img = files_img(name)
+    exp = {r["path"]: r for r in imgtest.load_jsonl(dict(views(name))[""])}
+    with btrfsimg.open(img) as fs:
+        h = fs._h = CountingHandle(fs._h)
+        n = 0
+        for rec in fs.walk():
+            if stat.S_ISDIR(rec["mode"]) and rec["path"]:
+                with pytest.raises(IsADirectoryError):
+                    fs.read_bytes(rec)
+            if not stat.S_ISREG(rec["mode"]):
+                continue
+            want = exp[rec["path"]]["sha256"].lower()
+            data = fs.read_bytes(rec)
+            assert type(data) is bytes and len(data) == rec["size"], rec["path"]
+            assert hashlib.sha256(data).hexdigest() == want, rec["path"]
+            with fs.open(rec) as f:
+                assert f.read() == data, rec["path"]
+                assert f.read() == b""
+            with fs.open(rec, buffering=0) as f:
+                f.seek(len(data) // 3)
+                assert f.read() == data[len(data) // 3:], rec["path"]
+            n += 1
+        assert n == sum(1 for r in exp.values() if r.get("sha256")), n
+        assert h.calls.get("lookup", 0) == 0, h.calls
+        assert h.calls.get("read_all", 0) >= n, h.calls
+        some = next(p for p, r in exp.items() if r.get("sha256"))
+        assert hashlib.sha256(fs.read_bytes(some)).hexdigest() == exp[some]["sha256"].lower()
+        with pytest.raises(TypeError):
+            fs.read_bytes({"subvol": 5, "ino": 257}, subvol=5)
+
+
+def test_read_forged_size(tmp, files_img):
+    """A file's INODE_ITEM size set to 2^62 (leaf checksums recomputed), a
+    size the kernel allows over no extents: read() and read_bytes() used
+    to allocate the whole claimed size (MemoryError); now they return the
+    file's data up to where it ends, with a DamageWarning naming the
+    inode, its size and the bound, as `btrfsimg cat` does."""
+    img = files_img("holes")
+    exp = {r["path"]: r for r in imgtest.load_jsonl(dict(views("holes"))[""])}
+    r = exp["plain/trunc-down"]
+    with open(img, "rb") as f:
+        data = bytearray(f.read())
+    fsid = bytes(data[0x10020:0x10030])
+    ns = struct.unpack_from("<I", data, 0x10000 + 0x94)[0]
+    n = 0
+    for o in range(0, len(data) - ns, 4096):
+        if data[o + 32:o + 48] != fsid or data[o + 100] != 0 or \
+                struct.unpack_from("<Q", data, o + 88)[0] != r["subvol"]:
+            continue
+        for slot in range(struct.unpack_from("<I", data, o + 96)[0]):
+            it = o + 101 + 25 * slot
+            obj, typ, _, ioff = struct.unpack_from("<QBQI", data, it)
+            if obj == r["ino"] and typ == 1:     # INODE_ITEM: size at data + 16
+                struct.pack_into("<Q", data, o + 101 + ioff + 16, 1 << 62)
+                struct.pack_into("<I", data, o, imgtest.crc32c(bytes(data[o + 32:o + ns])))
+                n += 1
+    assert n > 0, "no leaf holds inode %d" % r["ino"]
+    bad = tmp / "holes-forged.img"
+    with open(bad, "wb") as f:
+        f.write(data)
+    with btrfsimg.open(str(bad)) as fs:
+        assert fs.stat(r["path"])["size"] == 1 << 62
+        rec = next(x for x in fs.walk() if x["path"] == r["path"])
+        for read in (lambda: fs.read_bytes(rec), lambda: fs.open(r["path"]).read()):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always", btrfsimg.DamageWarning)
+                got = read()
+            msgs = [str(x.message) for x in w if issubclass(x.category, btrfsimg.DamageWarning)]
+            assert r["size"] <= len(got) < 1 << 30, len(got)
+            assert hashlib.sha256(got[:r["size"]]).hexdigest() == r["sha256"].lower()
+            assert len(msgs) == 1, msgs
+            for word in ("inode=%d" % r["ino"], "size=%d" % (1 << 62), "more than", "forged"):
+                assert word in msgs[0], msgs[0]
+    os.unlink(bad)
 
 
 # ------------------------------------------------------------ devices
@@ -571,6 +673,7 @@ def test_references_released(files_img):
 def test_module_docs():
     assert btrfsimg.version() == btrfsimg.__version__
     for obj in (btrfsimg, btrfsimg.open, btrfsimg.Filesystem.walk, btrfsimg.Filesystem.open,
+                btrfsimg.Filesystem.read_bytes,
                 btrfsimg.Error, btrfsimg.File):
         assert obj.__doc__ and len(obj.__doc__) > 40, obj
     stub = os.path.join(os.path.dirname(btrfsimg.__file__), "_btrfsimg.pyi")

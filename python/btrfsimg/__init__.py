@@ -13,10 +13,12 @@ Hash every file of an image::
     with btrfsimg.open(["disk.img"]) as fs:
         for rec in fs.walk():
             if stat.S_ISREG(rec["mode"]):
-                print(hashlib.file_digest(fs.open(rec["path"]), "sha256").hexdigest(), rec["path"])
+                print(hashlib.sha256(fs.read_bytes(rec)).hexdigest(), rec["path"])
 
-(or fs.walk(hash=True), whose records carry the sha256 the library
-computes with the GIL released).
+read_bytes() takes the walked record itself (no second lookup) and holds
+the file whole; hashlib.file_digest(fs.open(rec), "sha256") streams one
+too large for that; fs.walk(hash=True) gives records that carry the
+sha256 the library computes with the GIL released.
 
 The records of Filesystem.walk(), .inodes(), .subvolumes(), .superblock
 and .collisions() are dicts with the keys and values of the CLI's JSON
@@ -156,16 +158,17 @@ class File(io.RawIOBase):
         return n
 
     def readall(self) -> bytes:
+        """The rest of the file, read in one call straight into the bytes
+        returned (read() and BufferedReader.read() come here). A size
+        past what the devices could hold (16 bytes per byte) is cut where
+        the file's data ends, with a DamageWarning, as `btrfsimg cat`
+        does."""
         self._checkClosed()
-        out = bytearray(max(0, self._size - self._pos))
-        got = 0
-        while got < len(out):
-            n = self.readinto(memoryview(out)[got:])
-            if n == 0:
-                break
-            got += n
-        del out[got:]
-        return bytes(out)
+        if self._pos >= self._size:
+            return b""
+        data = self._fs._h.read_all(self._subvol, self._objectid, self._pos)
+        self._pos += len(data)
+        return data
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         self._checkClosed()
@@ -402,17 +405,48 @@ class Filesystem:
                 return v
         raise NotFoundError(61, "no xattr %r on %r" % (want, os.fspath(path)))
 
-    def open(self, path: PathLike, subvol: Optional[int] = None,
+    def _target(self, target: Union[PathLike, Dict[str, Any]],
+                subvol: Optional[int]) -> tuple:
+        """(subvol, objectid, name) of a path, or of a record of walk()
+        (its "subvol" and "ino": no lookup)."""
+        if isinstance(target, dict):
+            if subvol is not None:
+                raise TypeError("subvol is given with a path, not with a record")
+            name = target.get("path", "")
+            if _stat.S_ISDIR(target.get("mode", 0)):
+                raise IsADirectoryError(21, "%s is a directory" % (name or "/"))
+            # A regular file's st_ino is its objectid (only subvolume roots
+            # and stubs, directories, are presented otherwise).
+            return target["subvol"], target["ino"], name
+        _, sv, obj, _, _ = self._resolve(target, subvol)
+        name = os.fspath(target)
+        if isinstance(name, bytes):
+            name = name.decode("utf-8", "surrogateescape")
+        return sv, obj, name
+
+    def open(self, path: Union[PathLike, Dict[str, Any]], subvol: Optional[int] = None,
              buffering: int = io.DEFAULT_BUFFER_SIZE) -> Union[io.BufferedReader, File]:
         """A regular file as a seekable binary file object (read, readinto,
         seek, tell), streaming through the library: an io.BufferedReader,
-        or with buffering=0 the unbuffered File itself."""
-        _, sv, obj, _, _ = self._resolve(path, subvol)
-        name = os.fspath(path)
-        if isinstance(name, bytes):
-            name = name.decode("utf-8", "surrogateescape")
+        or with buffering=0 the unbuffered File itself. `path` may also be
+        a record of walk(): the file is then opened by its subvolume and
+        inode ("subvol", "ino"), with no second lookup of its path."""
+        sv, obj, name = self._target(path, subvol)
         raw = File(self, sv, obj, name)
         return io.BufferedReader(raw, buffering) if buffering else raw
+
+    def read_bytes(self, path: Union[PathLike, Dict[str, Any]],
+                   subvol: Optional[int] = None) -> bytes:
+        """A regular file's whole contents as bytes, read in one call with
+        the GIL released straight into the bytes object returned: the
+        cheapest way to hash or scan every file of a walk
+        (``hashlib.sha256(fs.read_bytes(rec))``). `path` is a path or a
+        record of walk() (no second lookup). The file is held in memory
+        whole: use open() to stream large ones. A size past what the
+        devices could hold (16 bytes per byte) is cut where the file's
+        data ends, with a DamageWarning, as `btrfsimg cat` does."""
+        sv, obj, _ = self._target(path, subvol)
+        return self._h.read_all(sv, obj, 0)
 
     def open_inode(self, subvol: int, objectid: int,
                    buffering: int = io.DEFAULT_BUFFER_SIZE) -> Union[io.BufferedReader, File]:

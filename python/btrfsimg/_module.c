@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static PyObject *Error, *NotFoundError, *DamagedError, *UnsupportedError;
 
@@ -755,6 +756,60 @@ static PyObject *Handle_readinto(Handle *h, PyObject *args)
 	return finish(h, rc, rc < 0 ? NULL : PyLong_FromSize_t(got));
 }
 
+/* read_all(subvol, objectid, offset) -> bytes: a regular file from @offset
+ * to its end in one call, read straight into the bytes object returned
+ * (no buffer in between, no lookup per chunk: one inode lookup for the
+ * length, then one read with the GIL released). The length is i_size,
+ * cut where btrfsimg_file_length says the size may be forged (a
+ * DamageWarning saying so), so a forged size cannot make the module
+ * allocate more than the devices could hold. */
+static PyObject *Handle_read_all(Handle *h, PyObject *args)
+{
+	unsigned long long subvol, obj, off;
+	if (!PyArg_ParseTuple(args, "KKK", &subvol, &obj, &off) || handle_check_open(h) < 0)
+		return NULL;
+	struct btrfsimg_inode i;
+	uint64_t len = 0, end = 0;
+	int rc, cut = 0;
+	HANDLE_CALL(h, rc, {
+		rc = btrfsimg_inode_get(h->fs, subvol, obj, &i);
+		len = rc == 0 ? i.size : 0;
+		if (rc == 0 && S_ISREG(i.mode) && len > btrfsimg_file_size_bound(h->fs))
+			rc = cut = btrfsimg_file_length(h->fs, subvol, obj, &len, &end);
+	});
+	if (rc < 0)
+		return finish(h, rc, NULL);
+	if (!S_ISREG(i.mode)) {
+		handle_drain(h);
+		return PyErr_Format(S_ISDIR(i.mode) ? PyExc_IsADirectoryError : PyExc_OSError,
+				    "%llu:%llu is %s (mode 0%o)", subvol, obj,
+				    S_ISDIR(i.mode) ? "a directory" : "not a regular file", i.mode);
+	}
+	if (cut == 1) {
+		char m[400];
+		snprintf(m, sizeof(m),
+			 "subvol=%llu inode=%llu size=%llu is more than %llu (16 bytes per byte"
+			 " of the devices) and its data ends at byte %llu: read up to byte %llu;"
+			 " the rest, under a size that may be forged, left out",
+			 subvol, obj, (unsigned long long)i.size,
+			 (unsigned long long)btrfsimg_file_size_bound(h->fs),
+			 (unsigned long long)end, (unsigned long long)len);
+		handle_note(h, m);
+	}
+	uint64_t left = off < len ? len - off : 0;
+	if (left > (uint64_t)PY_SSIZE_T_MAX)
+		return finish(h, 0, PyErr_NoMemory());
+	size_t want = (size_t)left, got = 0;
+	PyObject *r = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)want);
+	if (!r || !want)
+		return finish(h, 0, r);
+	char *buf = PyBytes_AS_STRING(r);
+	HANDLE_CALL(h, rc, rc = btrfsimg_file_read(h->fs, subvol, obj, off, buf, want, &got));
+	if (rc == 0 && got < want && _PyBytes_Resize(&r, (Py_ssize_t)got) < 0)
+		return finish(h, 0, NULL);
+	return finish(h, rc, r);
+}
+
 static PyObject *Handle_walk(Handle *h, PyObject *args)
 {
 	unsigned long long subvol, mount;
@@ -859,6 +914,8 @@ static PyMethodDef Handle_methods[] = {
 	{ "inode", (PyCFunction)Handle_inode, METH_VARARGS, "inode(subvol, objectid)" },
 	{ "readinto", (PyCFunction)Handle_readinto, METH_VARARGS,
 	  "readinto(subvol, objectid, offset, buffer)" },
+	{ "read_all", (PyCFunction)Handle_read_all, METH_VARARGS,
+	  "read_all(subvol, objectid, offset) -> bytes from offset to the end" },
 	{ "walk", (PyCFunction)Handle_walk, METH_VARARGS,
 	  "walk(subvol, path, hash, inumbits, mount_subvol, single)" },
 	{ "inodes", (PyCFunction)Handle_inodes, METH_VARARGS, "inodes(subvol, inumbits, mount)" },
