@@ -15,11 +15,19 @@
 #include "cli.h"
 #include "json.h"
 
+/* Unreadable ranges are said as runs: adjacent bad pieces make one line
+ * (its first error said), and after VERIFY_LINES lines only a count. A
+ * disk mostly unreadable gives a few lines, not one per 32 KiB. */
+#define VERIFY_LINES 50
+
 struct vstate {
 	const char *image;
 	bool tty;
 	struct timespec start, last;
 	bool shown;
+	uint64_t run_off, run_end; /* the run not yet said; run_end 0: none */
+	char run_msg[1024];	   /* its first piece's error */
+	uint64_t lines, unsaid;	   /* runs said; runs past VERIFY_LINES */
 };
 
 static double secs(const struct timespec *a, const struct timespec *b)
@@ -45,13 +53,43 @@ static int progress(void *ctx, uint64_t done, uint64_t total)
 	return 0;
 }
 
+/* Say the run held (if any). */
+static void run_flush(struct vstate *v)
+{
+	if (!v->run_end)
+		return;
+	if (v->lines++ < VERIFY_LINES) {
+		if (v->tty && v->shown)
+			fputc('\n', stderr);
+		v->shown = false;
+		cli_warn("%s: bytes %" PRIu64 "-%" PRIu64 " unreadable (%" PRIu64
+			 " bytes; the first: %s)",
+			 v->image, v->run_off, v->run_end - 1, v->run_end - v->run_off, v->run_msg);
+	} else {
+		v->unsaid++;
+	}
+	v->run_end = 0;
+}
+
 static void bad_range(void *ctx, uint64_t off, uint64_t len, const char *msg)
 {
 	struct vstate *v = ctx;
-	if (v->tty && v->shown)
-		fputc('\n', stderr);
-	v->shown = false;
-	cli_warn("%s: bytes %" PRIu64 "-%" PRIu64 ": %s", v->image, off, off + len - 1, msg);
+	if (v->run_end && off == v->run_end) {
+		v->run_end = off + len;
+		return;
+	}
+	run_flush(v);
+	v->run_off = off;
+	v->run_end = off + len;
+	snprintf(v->run_msg, sizeof(v->run_msg), "%s", msg);
+}
+
+/* The last run, and how many were not said. */
+static void runs_end(struct vstate *v)
+{
+	run_flush(v);
+	if (v->unsaid)
+		cli_warn("%s: %" PRIu64 " more unreadable ranges not listed", v->image, v->unsaid);
 }
 
 static void hex(const uint8_t *b, size_t n, char *out)
@@ -152,6 +190,7 @@ static int verify_one(const struct cli *c, const char *image)
 	clock_gettime(CLOCK_MONOTONIC, &v.start);
 	struct btrfsimg_image_verify r;
 	rc = btrfsimg_image_verify(img, progress, bad_range, &v, &r);
+	runs_end(&v);
 	if (v.tty && v.shown)
 		fputs("\r\033[K", stderr);
 	if (rc < 0) {

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "1-image/bfiofd.h"
@@ -141,6 +142,58 @@ static int vhdi_chain(struct bi_ctr *c, struct vhdi *v, char *err, size_t errlen
 	return rc;
 }
 
+static uint64_t be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)(be64(p) >> 32);
+}
+
+/* A fixed VHD's size from its footer (the file's last 512 bytes; big-
+ * endian; "Virtual Hard Disk Image Format Specification" v1.0):
+ *   40 original_size (at creation; informational)   48 current_size
+ *   60 disk_type (2: fixed)
+ * The disk is current_size bytes, and a fixed disk's data is the file
+ * before the footer (qemu-img reads current_size too). libvhdi takes
+ * original_size as the media size, so the size is taken here: the
+ * current_size, and where the file cannot hold it, what the file holds,
+ * noted as damage. *@size is left alone for a disk that is not fixed. */
+static void vhd_fixed_size(struct bi_ctr *c, uint64_t *size)
+{
+	uint8_t ft[512];
+	struct stat st;
+	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ft) &&
+		  pread(fd, ft, sizeof(ft), st.st_size - (off_t)sizeof(ft)) == (ssize_t)sizeof(ft);
+	if (fd >= 0)
+		close(fd);
+	if (!ok || memcmp(ft, "conectix", 8) != 0 || be32(ft + 60) != 2)
+		return;
+	uint64_t cur = be64(ft + 48);
+	uint64_t holds = (uint64_t)st.st_size - sizeof(ft);
+	*size = cur;
+	if (cur > holds) {
+		bi_ctr_note(c,
+			    "VHD image '%s': fixed disk of current_size %" PRIu64
+			    " bytes (footer byte %" PRIu64 "), but the file holds %" PRIu64
+			    " bytes before its footer: read as %" PRIu64 " bytes",
+			    c->path, cur, holds + 48, holds, holds);
+		*size = holds;
+	} else if (cur < holds) {
+		bi_ctr_note(c,
+			    "VHD image '%s': fixed disk of current_size %" PRIu64
+			    " bytes (footer byte %" PRIu64 "), but the file holds %" PRIu64
+			    " bytes before its footer: the %" PRIu64 " bytes after the disk not read",
+			    c->path, cur, holds + 48, holds, holds - cur);
+	}
+}
+
 static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 {
 	struct vhdi *v = calloc(1, sizeof(*v));
@@ -173,6 +226,8 @@ static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 		snprintf(err, errlen, "image '%s': no media size", c->path);
 		rc = -EIO;
 	}
+	if (rc == 0 && c->ops->format == BTRFSIMG_FORMAT_VHD)
+		vhd_fixed_size(c, &size);
 	if (rc == 0 && libvhdi_file_get_disk_type(v->f[0], &t, NULL) == 1)
 		c->detail = t == LIBVHDI_DISK_TYPE_FIXED	  ? "fixed"
 			    : t == LIBVHDI_DISK_TYPE_DYNAMIC	  ? "dynamic"
