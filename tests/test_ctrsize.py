@@ -15,7 +15,8 @@ descriptor is text). Every run is bounded by a timeout: a hang fails.
     (verify-image ran for ever); the size its L1 table maps exactly: read;
   - a fixed VHD whose footer original_size is 1 TiB or 2^64 - 1: the disk
     is its current_size (libvhdi took original_size: 1 TiB, or the heap
-    overflow); current_size 1 TiB with a 256 MiB file: damage said, the
+    overflow); original_size 1 MiB: all of current_size read (libvhdi read
+    no further than original_size); current_size 1 TiB with a 256 MiB file: damage said, the
     size the file holds read, exit 1;
   - a VMDK descriptor naming one flat file 100 times at offset 0, or twice
     at overlapping offsets: refused, exit 2 (it was a 25 GiB disk); the two
@@ -23,6 +24,7 @@ descriptor is text). Every run is bounded by a timeout: a hang fails.
   - a qcow2 whose data clusters all point past its file: verify-image says
     the unreadable bytes as a few runs, not one line per 32 KiB.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -126,6 +128,14 @@ def test_vhd(raw, d):
         rc, out, err = run(["walk", "--json", "--hash", v])
         T.check("vhd fixed, original_size %s: walk --hash reads it, exit 0" % name,
                 rc == 0 and len(out.splitlines()) > 10, (rc, err[-300:]))
+    v = vhd_footer(base, os.path.join(d, "small.vhd"), 40, 1 << 20)
+    with open(base, "rb") as f:
+        want = hashlib.md5(f.read(disk)).hexdigest()
+    rc, out, err = run(["verify-image", "--json", v])
+    r = json.loads(out) if out else {}
+    T.check("vhd fixed, original_size 1 MiB: every byte of current_size read, the file's MD5",
+            rc == 0 and r.get("bytes") == disk and r.get("unreadable_ranges") == 0
+            and r.get("md5") == want, (rc, r, err[-300:]))
     v = vhd_footer(base, os.path.join(d, "cur.vhd"), 48, 1 << 40)
     rc, c, err = layers(v)
     T.check("vhd fixed, current_size 1 TiB in a 256 MiB file: damage said, the file's "

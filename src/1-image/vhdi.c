@@ -27,6 +27,9 @@ struct vhdi {
 	libvhdi_file_t *f[VHDI_CHAIN];
 	libbfio_handle_t *io[VHDI_CHAIN]; /* what libvhdi reads f[i] through */
 	int n;
+	/* a fixed VHD: its data read here, the file before the footer
+	 * (libvhdi ends the disk at original_size); -1 otherwise */
+	int fixed_fd;
 };
 
 static void vhdi_why(libvhdi_error_t **e, char *why, size_t len)
@@ -49,6 +52,8 @@ static void vhdi_close(struct bi_ctr *c)
 		libvhdi_file_free(&v->f[i], NULL);
 		libbfio_handle_free(&v->io[i], NULL);
 	}
+	if (v->fixed_fd >= 0)
+		close(v->fixed_fd);
 	free(v);
 	c->h = NULL;
 }
@@ -161,20 +166,23 @@ static uint32_t be32(const uint8_t *p)
  *   60 disk_type (2: fixed)
  * The disk is current_size bytes, and a fixed disk's data is the file
  * before the footer (qemu-img reads current_size too). libvhdi takes
- * original_size as the media size, so the size is taken here: the
- * current_size, and where the file cannot hold it, what the file holds,
- * noted as damage. *@size is left alone for a disk that is not fixed. */
-static void vhd_fixed_size(struct bi_ctr *c, uint64_t *size)
+ * original_size as the media size (and reads no further), so the size is
+ * taken here, the current_size, and the data read here too (v->fixed_fd);
+ * where the file cannot hold current_size, what the file holds, noted as
+ * damage. *@size and v are left alone for a disk that is not fixed. */
+static void vhd_fixed_size(struct bi_ctr *c, struct vhdi *v, uint64_t *size)
 {
 	uint8_t ft[512];
 	struct stat st;
 	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
 	bool ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ft) &&
 		  pread(fd, ft, sizeof(ft), st.st_size - (off_t)sizeof(ft)) == (ssize_t)sizeof(ft);
-	if (fd >= 0)
-		close(fd);
-	if (!ok || memcmp(ft, "conectix", 8) != 0 || be32(ft + 60) != 2)
+	if (!ok || memcmp(ft, "conectix", 8) != 0 || be32(ft + 60) != 2 || v->n != 1) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
+	v->fixed_fd = fd;
 	uint64_t cur = be64(ft + 48);
 	uint64_t holds = (uint64_t)st.st_size - sizeof(ft);
 	*size = cur;
@@ -200,6 +208,7 @@ static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 	if (!v)
 		return -ENOMEM;
 	c->h = v;
+	v->fixed_fd = -1;
 	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int en = errno;
@@ -227,7 +236,7 @@ static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 		rc = -EIO;
 	}
 	if (rc == 0 && c->ops->format == BTRFSIMG_FORMAT_VHD)
-		vhd_fixed_size(c, &size);
+		vhd_fixed_size(c, v, &size);
 	if (rc == 0 && libvhdi_file_get_disk_type(v->f[0], &t, NULL) == 1)
 		c->detail = t == LIBVHDI_DISK_TYPE_FIXED	  ? "fixed"
 			    : t == LIBVHDI_DISK_TYPE_DYNAMIC	  ? "dynamic"
@@ -237,12 +246,36 @@ static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 	return rc;
 }
 
+/* A fixed disk's [off, off+len): the same bytes of the file (inside
+ * c->size, which the file holds). */
+static int fixed_read(struct bi_ctr *c, int fd, uint64_t off, uint8_t *p, size_t len, char *err,
+		      size_t errlen)
+{
+	while (len > 0) {
+		ssize_t r = pread(fd, p, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			snprintf(err, errlen,
+				 "vhd read of %zu bytes at offset %" PRIu64 " of fixed disk '%s' failed: %s",
+				 len, off, c->path, r == 0 ? "end of file" : strerror(errno));
+			return -EIO;
+		}
+		p += r;
+		off += (uint64_t)r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
 static int vhdi_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char *err,
 		     size_t errlen)
 {
 	struct vhdi *v = c->h;
 	libvhdi_error_t *e = NULL;
 	uint8_t *p = buf;
+	if (v->fixed_fd >= 0)
+		return fixed_read(c, v->fixed_fd, off, p, len, err, errlen);
 	while (len > 0) {
 		ssize_t r = libvhdi_file_read_buffer_at_offset(v->f[0], p, len, (off64_t)off, &e);
 		if (r <= 0) {
