@@ -197,7 +197,8 @@ static void vhd_fixed_size(struct bi_ctr *c, struct vhdi *v, uint64_t *size)
 		bi_ctr_note(c,
 			    "VHD image '%s': fixed disk of current_size %" PRIu64
 			    " bytes (footer byte %" PRIu64 "), but the file holds %" PRIu64
-			    " bytes before its footer: the %" PRIu64 " bytes after the disk not read",
+			    " bytes before its footer: the %" PRIu64
+			    " bytes after the disk not read",
 			    c->path, cur, holds + 48, holds, holds - cur);
 	}
 }
@@ -257,7 +258,8 @@ static int fixed_read(struct bi_ctr *c, int fd, uint64_t off, uint8_t *p, size_t
 			continue;
 		if (r <= 0) {
 			snprintf(err, errlen,
-				 "vhd read of %zu bytes at offset %" PRIu64 " of fixed disk '%s' failed: %s",
+				 "vhd read of %zu bytes at offset %" PRIu64
+				 " of fixed disk '%s' failed: %s",
 				 len, off, c->path, r == 0 ? "end of file" : strerror(errno));
 			return -EIO;
 		}

@@ -243,8 +243,8 @@ static bool same_file(const struct bi_ctr *c, size_t a, size_t b)
  * twice, or flat ranges that overlap, make one file's bytes two parts of
  * the disk (a 256 MiB file listed 100 times read as a 25 GiB disk):
  * refused. A flat extent past its file's end is noted (its reads fail). */
-static int ext_check(struct bi_ctr *c, const char *name, const struct ext_at *at, int i,
-		     char *err, size_t errlen)
+static int ext_check(struct bi_ctr *c, const char *name, const struct ext_at *at, int i, char *err,
+		     size_t errlen)
 {
 	const struct ext_at *x = &at[i];
 	for (int j = 0; j < i; j++) {
