@@ -147,6 +147,44 @@ def test_vhd(raw, d):
             rc == 1 and ("%d bytes read" % disk).encode() in out, (rc, out[:200], err[-300:]))
 
 
+def test_vhd_dynamic(raw, d):
+    base = os.path.join(d, "dyn.vhd")
+    sh(["qemu-img", "convert", "-O", "vpc", raw, base])
+    with open(base, "rb") as f:
+        ft = f.read(512)
+        cur = struct.unpack(">Q", ft[48:56])[0]
+        f.seek(struct.unpack(">Q", ft[16:24])[0] + 28)
+        ents, bsize = struct.unpack(">II", f.read(8))
+
+    def both(dst, fields):
+        """@base with its footer's 8-byte @fields {offset: value} set, in the
+        footer and its copy at 0, the checksum recomputed."""
+        shutil.copyfile(base, dst)
+        with open(dst, "r+b") as f:
+            ft = bytearray(f.read(512))
+            for at, value in fields.items():
+                ft[at:at + 8] = struct.pack(">Q", value)
+            ft[64:68] = bytes(4)
+            ft[64:68] = struct.pack(">I", ~sum(ft) & 0xffffffff)
+            f.seek(0)
+            f.write(ft)
+            f.seek(-512, 2)
+            f.write(ft)
+        return dst
+    v = both(os.path.join(d, "o.vhd"), {40: 1 << 40})
+    rc, c, err = layers(v)
+    T.check("vhd dynamic, original_size 1 TiB: the disk is current_size, exit 0",
+            rc == 0 and c.get("size") == cur, (rc, c.get("size"), err[-300:]))
+    v2 = both(os.path.join(d, "oc.vhd"), {40: 1 << 40, 48: 1 << 40})
+    rc, c, err = layers(v2)
+    T.check("vhd dynamic, both sizes 1 TiB: read as far as its block table maps, exit 1",
+            rc == 1 and c.get("size") == ents * bsize and b"block table maps" in err,
+            (rc, c.get("size"), ents * bsize, err[-300:]))
+    rc, out, err = run(["verify-image", v2])
+    T.check("vhd dynamic, both sizes 1 TiB: verify-image bounded, exit 1", rc == 1,
+            (rc, err[-300:]))
+
+
 def test_vmdk(raw, d):
     desc = os.path.join(d, "disk.vmdk")
     sh(["qemu-img", "convert", "-O", "vmdk", "-o", "subformat=monolithicFlat", raw, desc])
@@ -226,7 +264,8 @@ def main():
         x for x in (os.environ.get("LSAN_OPTIONS"), "suppressions=" + supp) if x)
     try:
         raw = imgtest.private_copy(os.path.join(testdata, "files", "subvols.img.zst"), work)
-        for name, fn in (("q", test_qcow), ("h", test_vhd), ("m", test_vmdk),
+        for name, fn in (("q", test_qcow), ("h", test_vhd),
+                         ("hd", test_vhd_dynamic), ("m", test_vmdk),
                          ("r", test_verify_runs)):
             d = os.path.join(work, name)
             os.makedirs(d)

@@ -160,6 +160,38 @@ static uint32_t be32(const uint8_t *p)
 	return (uint32_t)(be64(p) >> 32);
 }
 
+/* A dynamic or differencing VHD (footer @ft read from @fd): the disk is
+ * current_size (footer byte 48), as far as libvhdi reads it (*@size: its
+ * media size, original_size) and as far as the block table maps it (the
+ * dynamic header at footer byte 16: 28 max_table_entries, 32 block_size);
+ * what either cuts off is noted as damage. */
+static void vhd_dynamic_size(struct bi_ctr *c, int fd, const uint8_t *ft, uint64_t *size)
+{
+	uint64_t cur = be64(ft + 48), hdr = be64(ft + 16), want = cur;
+	uint8_t dh[64];
+	if (cur > *size) {
+		bi_ctr_note(c,
+			    "VHD image '%s': current_size %" PRIu64 " bytes, original_size %" PRIu64
+			    " (footer bytes 48 and 40): read as %" PRIu64 " bytes",
+			    c->path, cur, *size, *size);
+		want = *size;
+	}
+	if (hdr <= INT64_MAX && pread(fd, dh, sizeof(dh), (off_t)hdr) == (ssize_t)sizeof(dh) &&
+	    memcmp(dh, "cxsparse", 8) == 0) {
+		uint64_t maps = (uint64_t)be32(dh + 28) * be32(dh + 32); /* < 2^64 */
+		if (want > maps) {
+			bi_ctr_note(c,
+				    "VHD image '%s': disk of %" PRIu64
+				    " bytes, but its block table maps %" PRIu64 " (%" PRIu32
+				    " blocks of %" PRIu32 " bytes, dynamic header at %" PRIu64
+				    "): read as %" PRIu64 " bytes",
+				    c->path, want, maps, be32(dh + 28), be32(dh + 32), hdr, maps);
+			want = maps;
+		}
+	}
+	*size = want;
+}
+
 /* A fixed VHD's size from its footer (the file's last 512 bytes; big-
  * endian; "Virtual Hard Disk Image Format Specification" v1.0):
  *   40 original_size (at creation; informational)   48 current_size
@@ -177,6 +209,8 @@ static void vhd_fixed_size(struct bi_ctr *c, struct vhdi *v, uint64_t *size)
 	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
 	bool ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ft) &&
 		  pread(fd, ft, sizeof(ft), st.st_size - (off_t)sizeof(ft)) == (ssize_t)sizeof(ft);
+	if (ok && memcmp(ft, "conectix", 8) == 0 && be32(ft + 60) != 2)
+		vhd_dynamic_size(c, fd, ft, size);
 	if (!ok || memcmp(ft, "conectix", 8) != 0 || be32(ft + 60) != 2 || v->n != 1) {
 		if (fd >= 0)
 			close(fd);
