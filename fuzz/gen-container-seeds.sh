@@ -39,6 +39,29 @@ for x in fifo /dev/zero /proc/self/mem ../in.vmdk; do
 	n=$(printf %s "$x" | sed 's/[.][.]/up/g' | tr -c 'a-z0-9\n' - | sed 's/^-*//')
 	sed "s|\"flat-flat.vmdk\"|\"$x\"|" flat.vmdk >"ext$n.vmdk"
 done
+# sizes a header states past what the format maps or the files back
+# (issue 26): a qcow2 of 2^64 - 4096 bytes (the cache's block count
+# wrapped) and of 2^62 (more than its L1 table maps); a fixed VHD whose
+# original_size is 2^64 - 1 and one whose current_size is 1 TiB (footer
+# checksum recomputed); a descriptor naming its flat file three times
+python3 - <<'PY'
+import shutil, struct
+def be64(src, dst, at, v, vhd=False):
+    b = bytearray(open(src, "rb").read())
+    f = len(b) - 512 if vhd else 0
+    b[f + at:f + at + 8] = struct.pack(">Q", v)
+    if vhd:
+        b[f + 64:f + 68] = bytes(4)
+        b[f + 64:f + 68] = struct.pack(">I", ~sum(b[f:]) & 0xffffffff)
+    open(dst, "wb").write(b)
+be64("c.qcow2", "wrap.qcow2", 24, (1 << 64) - 4096)
+be64("c.qcow2", "huge.qcow2", 24, 1 << 62)
+be64("fixed.vhd", "orig.vhd", 40, (1 << 64) - 1, vhd=True)
+be64("fixed.vhd", "cur.vhd", 48, 1 << 40, vhd=True)
+t = open("flat.vmdk", "rb").read()
+l = [x for x in t.split(b"\n") if x.startswith(b"RW ")][0]
+open("rep.vmdk", "wb").write(t.replace(l, b"\n".join([l] * 3)))
+PY
 seed() { # NAME FORMAT FILE
 	{ printf "\\x$(printf %02x "$2")"; cat "$3"; } >"$out/$1"
 }
@@ -51,6 +74,11 @@ seed vmdk-descriptor 5 flat.vmdk
 seed vhd-dynamic 6 dyn.vhd
 seed vhd-fixed 0 fixed.vhd
 seed split 2 disk.img
+seed qcow2-size-wrap 4 wrap.qcow2
+seed qcow2-size-huge 4 huge.qcow2
+seed vhd-fixed-original-size 6 orig.vhd
+seed vhd-fixed-current-size 6 cur.vhd
+seed vmdk-extent-repeated 5 rep.vmdk
 for f in back*.qcow2; do g=${f#back}; seed "qcow2-backing-${g%.qcow2}" 4 "$f"; done
 for f in ext*.vmdk; do g=${f#ext}; seed "vmdk-extent-${g%.vmdk}" 5 "$f"; done
 ls -la "$out"

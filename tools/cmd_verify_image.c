@@ -15,6 +15,12 @@
 #include "cli.h"
 #include "json.h"
 
+/* Unreadable ranges are said as runs: adjacent bad pieces failing for one
+ * reason make one line (its first error said), and after VERIFY_LINES
+ * lines only a count. A disk mostly unreadable gives a few lines, not one
+ * per 32 KiB. */
+#define VERIFY_LINES 50
+
 struct vstate {
 	const char *image;
 	bool tty;
@@ -24,6 +30,7 @@ struct vstate {
 	 * as one line when it ends: a missing segment is thousands of reads */
 	uint64_t run_off, run_end, run_n;
 	char run_msg[512], run_shape[512];
+	uint64_t lines, unsaid; /* runs said; runs past VERIFY_LINES */
 };
 
 static double secs(const struct timespec *a, const struct timespec *b)
@@ -65,6 +72,11 @@ static void run_say(struct vstate *v)
 {
 	if (!v->run_n)
 		return;
+	if (v->lines++ >= VERIFY_LINES) {
+		v->unsaid++;
+		v->run_n = 0;
+		return;
+	}
 	if (v->tty && v->shown)
 		fputc('\n', stderr);
 	v->shown = false;
@@ -94,6 +106,15 @@ static void bad_range(void *ctx, uint64_t off, uint64_t len, const char *msg)
 	v->run_n = 1;
 	snprintf(v->run_msg, sizeof(v->run_msg), "%s", msg);
 	memcpy(v->run_shape, sh, sizeof(sh));
+}
+
+/* The last run, and how many were not said. */
+static void runs_end(struct vstate *v)
+{
+	run_say(v);
+	if (v->unsaid)
+		cli_warn("%s: %" PRIu64 " more runs of unreadable ranges not listed", v->image,
+			 v->unsaid);
 }
 
 static void hex(const uint8_t *b, size_t n, char *out)
@@ -194,7 +215,7 @@ static int verify_one(const struct cli *c, const char *image)
 	clock_gettime(CLOCK_MONOTONIC, &v.start);
 	struct btrfsimg_image_verify r;
 	rc = btrfsimg_image_verify(img, progress, bad_range, &v, &r);
-	run_say(&v);
+	runs_end(&v);
 	if (v.tty && v.shown)
 		fputs("\r\033[K", stderr);
 	if (rc < 0) {

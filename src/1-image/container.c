@@ -308,6 +308,15 @@ int bi_ctr_open(struct bi_ctr **out, const char *path, int format, char *err, si
 	pthread_cond_init(&c->wake, NULL);
 	pthread_cond_init(&c->done, NULL);
 	int rc = ops->open(c, err, errlen);
+	if (rc == 0 && c->size > BI_CTR_MAX_SIZE) {
+		/* the libraries take offsets as off64_t: a larger disk is no
+		 * disk any of them can read, only a forged header */
+		snprintf(err, errlen,
+			 "%s image '%s': virtual size %" PRIu64 " bytes, expect at most %" PRIu64
+			 " (2^63 - 1): refused",
+			 btrfsimg_format_name(format), path, c->size, (uint64_t)BI_CTR_MAX_SIZE);
+		rc = -EUCLEAN;
+	}
 	if (rc == 0 && ops->cached) {
 		c->cache = malloc((size_t)BI_CTR_SLOTS * BI_CTR_BLOCK);
 		c->tags = calloc(BI_CTR_SLOTS, sizeof(*c->tags));
@@ -374,9 +383,16 @@ void bi_ctr_free(struct bi_ctr *c)
  * call to the format; on failure retry block by block, so a bad chunk
  * fails only its own block. The slots are reserved meanwhile (the
  * background reader does not write them). Called with mu, not cmu. */
+/* The disk's blocks, the last one partial: counted without rounding the
+ * size up first, which wraps for a size within a block of 2^64. */
+static uint64_t nblocks_of(const struct bi_ctr *c)
+{
+	return c->size / BI_CTR_BLOCK + (c->size % BI_CTR_BLOCK != 0);
+}
+
 static int fill(struct bi_ctr *c, uint64_t b, unsigned n, char *err, size_t errlen)
 {
-	uint64_t nblocks = (c->size + BI_CTR_BLOCK - 1) / BI_CTR_BLOCK;
+	uint64_t nblocks = nblocks_of(c);
 	if (b + n > nblocks)
 		n = (unsigned)(nblocks - b);
 	/* slots of consecutive blocks are consecutive, unless they wrap */
@@ -412,7 +428,7 @@ static int fill(struct bi_ctr *c, uint64_t b, unsigned n, char *err, size_t errl
 static void *ahead_main(void *arg)
 {
 	struct bi_ctr *c = arg;
-	uint64_t nblocks = (c->size + BI_CTR_BLOCK - 1) / BI_CTR_BLOCK;
+	uint64_t nblocks = nblocks_of(c);
 	pthread_mutex_lock(&c->cmu);
 	while (!c->stop) {
 		uint64_t b = c->want_lo;

@@ -113,6 +113,8 @@ struct bi_ctr {
  * BI_CTR_DEPTH blocks (2 MiB) decoded ahead of the reads, one block in
  * flight at a time. */
 #define BI_CTR_DEPTH 32u
+/* The largest virtual disk opened: offsets are off64_t in every library. */
+#define BI_CTR_MAX_SIZE ((uint64_t)INT64_MAX)
 
 /* The format at @path by signature (or, for split raw, by name:
  * NAME.001 with NAME.002 beside it). BTRFSIMG_FORMAT_RAW when none. Reads

@@ -5,6 +5,7 @@
  *
  *   header  0 magic "QFI\xfb"   4 version (2, 3)    20 cluster_bits
  *          24 size (virtual)   36 l1_size          40 l1_table_offset
+ *   the L1 table maps l1_size << (2 * cluster_bits - 3) bytes >= size
  *   virtual cluster c:  L1[c >> (cluster_bits - 3)] -> L2 table offset
  *                       L2[c & (2^(cluster_bits-3) - 1)] -> cluster
  *   L1/L2 entry bits 9..55: offset; L2 bit 62: compressed, then
@@ -109,6 +110,20 @@ static int header(struct bi_qcheck *q, uint64_t *l1off, char *err, size_t errlen
 			 "qcow image '%s': L1 table of %" PRIu32 " entries at offset %" PRIu64
 			 " does not fit in the file (%" PRIu64 " bytes; at most %u entries)",
 			 q->path, q->l1n, *l1off, q->fsize, QC_MAX_L1_BYTES / 8);
+		return -EUCLEAN;
+	}
+	/* Each L1 entry maps csize / 8 clusters; QEMU refuses an image whose
+	 * L1 table cannot map its virtual size ("L1 table is too small"),
+	 * and so is it here: a size no table maps is a forged one, and
+	 * would drive unbounded work (verify-image hashes every byte). At
+	 * most 2^22 entries of 2^39 bytes: no overflow. */
+	uint64_t vsize = be64(h + 24);
+	uint64_t maps = (uint64_t)q->l1n << (2 * q->cbits - 3);
+	if (vsize > maps) {
+		snprintf(err, errlen,
+			 "qcow image '%s': virtual size %" PRIu64 " (header byte 24) is more than "
+			 "its L1 table maps: %" PRIu32 " entries of %" PRIu64 " bytes = %" PRIu64,
+			 q->path, vsize, q->l1n, (uint64_t)1 << (2 * q->cbits - 3), maps);
 		return -EUCLEAN;
 	}
 	return 0;

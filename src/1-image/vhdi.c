@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "1-image/bfiofd.h"
@@ -26,6 +27,9 @@ struct vhdi {
 	libvhdi_file_t *f[VHDI_CHAIN];
 	libbfio_handle_t *io[VHDI_CHAIN]; /* what libvhdi reads f[i] through */
 	int n;
+	/* a fixed VHD: its data read here, the file before the footer
+	 * (libvhdi ends the disk at original_size); -1 otherwise */
+	int fixed_fd;
 };
 
 static void vhdi_why(libvhdi_error_t **e, char *why, size_t len)
@@ -48,6 +52,8 @@ static void vhdi_close(struct bi_ctr *c)
 		libvhdi_file_free(&v->f[i], NULL);
 		libbfio_handle_free(&v->io[i], NULL);
 	}
+	if (v->fixed_fd >= 0)
+		close(v->fixed_fd);
 	free(v);
 	c->h = NULL;
 }
@@ -141,12 +147,103 @@ static int vhdi_chain(struct bi_ctr *c, struct vhdi *v, char *err, size_t errlen
 	return rc;
 }
 
+static uint64_t be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)(be64(p) >> 32);
+}
+
+/* A dynamic or differencing VHD (footer @ft read from @fd): the disk is
+ * current_size (footer byte 48), as far as libvhdi reads it (*@size: its
+ * media size, original_size) and as far as the block table maps it (the
+ * dynamic header at footer byte 16: 28 max_table_entries, 32 block_size);
+ * what either cuts off is noted as damage. */
+static void vhd_dynamic_size(struct bi_ctr *c, int fd, const uint8_t *ft, uint64_t *size)
+{
+	uint64_t cur = be64(ft + 48), hdr = be64(ft + 16), want = cur;
+	uint8_t dh[64];
+	if (cur > *size) {
+		bi_ctr_note(c,
+			    "VHD image '%s': current_size %" PRIu64 " bytes, original_size %" PRIu64
+			    " (footer bytes 48 and 40): read as %" PRIu64 " bytes",
+			    c->path, cur, *size, *size);
+		want = *size;
+	}
+	if (hdr <= INT64_MAX && pread(fd, dh, sizeof(dh), (off_t)hdr) == (ssize_t)sizeof(dh) &&
+	    memcmp(dh, "cxsparse", 8) == 0) {
+		uint64_t maps = (uint64_t)be32(dh + 28) * be32(dh + 32); /* < 2^64 */
+		if (want > maps) {
+			bi_ctr_note(c,
+				    "VHD image '%s': disk of %" PRIu64
+				    " bytes, but its block table maps %" PRIu64 " (%" PRIu32
+				    " blocks of %" PRIu32 " bytes, dynamic header at %" PRIu64
+				    "): read as %" PRIu64 " bytes",
+				    c->path, want, maps, be32(dh + 28), be32(dh + 32), hdr, maps);
+			want = maps;
+		}
+	}
+	*size = want;
+}
+
+/* A fixed VHD's size from its footer (the file's last 512 bytes; big-
+ * endian; "Virtual Hard Disk Image Format Specification" v1.0):
+ *   40 original_size (at creation; informational)   48 current_size
+ *   60 disk_type (2: fixed)
+ * The disk is current_size bytes, and a fixed disk's data is the file
+ * before the footer (qemu-img reads current_size too). libvhdi takes
+ * original_size as the media size (and reads no further), so the size is
+ * taken here, the current_size, and the data read here too (v->fixed_fd);
+ * where the file cannot hold current_size, what the file holds, noted as
+ * damage. *@size and v are left alone for a disk that is not fixed. */
+static void vhd_fixed_size(struct bi_ctr *c, struct vhdi *v, uint64_t *size)
+{
+	uint8_t ft[512];
+	struct stat st;
+	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ft) &&
+		  pread(fd, ft, sizeof(ft), st.st_size - (off_t)sizeof(ft)) == (ssize_t)sizeof(ft);
+	if (ok && memcmp(ft, "conectix", 8) == 0 && be32(ft + 60) != 2)
+		vhd_dynamic_size(c, fd, ft, size);
+	if (!ok || memcmp(ft, "conectix", 8) != 0 || be32(ft + 60) != 2 || v->n != 1) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	v->fixed_fd = fd;
+	uint64_t cur = be64(ft + 48);
+	uint64_t holds = (uint64_t)st.st_size - sizeof(ft);
+	*size = cur;
+	if (cur > holds) {
+		bi_ctr_note(c,
+			    "VHD image '%s': fixed disk of current_size %" PRIu64
+			    " bytes (footer byte %" PRIu64 "), but the file holds %" PRIu64
+			    " bytes before its footer: read as %" PRIu64 " bytes",
+			    c->path, cur, holds + 48, holds, holds);
+		*size = holds;
+	} else if (cur < holds) {
+		bi_ctr_note(c,
+			    "VHD image '%s': fixed disk of current_size %" PRIu64
+			    " bytes (footer byte %" PRIu64 "), but the file holds %" PRIu64
+			    " bytes before its footer: the %" PRIu64
+			    " bytes after the disk not read",
+			    c->path, cur, holds + 48, holds, holds - cur);
+	}
+}
+
 static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 {
 	struct vhdi *v = calloc(1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	c->h = v;
+	v->fixed_fd = -1;
 	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int en = errno;
@@ -173,6 +270,8 @@ static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 		snprintf(err, errlen, "image '%s': no media size", c->path);
 		rc = -EIO;
 	}
+	if (rc == 0 && c->ops->format == BTRFSIMG_FORMAT_VHD)
+		vhd_fixed_size(c, v, &size);
 	if (rc == 0 && libvhdi_file_get_disk_type(v->f[0], &t, NULL) == 1)
 		c->detail = t == LIBVHDI_DISK_TYPE_FIXED	  ? "fixed"
 			    : t == LIBVHDI_DISK_TYPE_DYNAMIC	  ? "dynamic"
@@ -182,12 +281,37 @@ static int vhdi_open(struct bi_ctr *c, char *err, size_t errlen)
 	return rc;
 }
 
+/* A fixed disk's [off, off+len): the same bytes of the file (inside
+ * c->size, which the file holds). */
+static int fixed_read(struct bi_ctr *c, int fd, uint64_t off, uint8_t *p, size_t len, char *err,
+		      size_t errlen)
+{
+	while (len > 0) {
+		ssize_t r = pread(fd, p, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			snprintf(err, errlen,
+				 "vhd read of %zu bytes at offset %" PRIu64
+				 " of fixed disk '%s' failed: %s",
+				 len, off, c->path, r == 0 ? "end of file" : strerror(errno));
+			return -EIO;
+		}
+		p += r;
+		off += (uint64_t)r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
 static int vhdi_read(struct bi_ctr *c, uint64_t off, void *buf, size_t len, char *err,
 		     size_t errlen)
 {
 	struct vhdi *v = c->h;
 	libvhdi_error_t *e = NULL;
 	uint8_t *p = buf;
+	if (v->fixed_fd >= 0)
+		return fixed_read(c, v->fixed_fd, off, p, len, err, errlen);
 	while (len > 0) {
 		ssize_t r = libvhdi_file_read_buffer_at_offset(v->f[0], p, len, (off64_t)off, &e);
 		if (r <= 0) {

@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "1-image/container.h"
@@ -217,6 +218,62 @@ static int extent_there(const char *name, const char *fn, const char *path, bool
 	return rc;
 }
 
+/* Where an extent's bytes lie in its file (extents()). */
+struct ext_at {
+	size_t seg; /* in c->segs */
+	int type;
+	uint64_t off, size;
+};
+
+static bool flat(int type)
+{
+	return type == LIBVMDK_EXTENT_TYPE_FLAT || type == LIBVMDK_EXTENT_TYPE_VMFS_FLAT;
+}
+
+static bool same_file(const struct bi_ctr *c, size_t a, size_t b)
+{
+	const struct bi_ctr_seg *x = &c->segs[a], *y = &c->segs[b];
+	if (x->present && y->present)
+		return x->dev == y->dev && x->ino == y->ino;
+	return !strcmp(x->name, y->name);
+}
+
+/* Extent @i (at[i]) against the extents before it: one file backs two
+ * extents only as disjoint byte ranges of a flat file. A sparse file named
+ * twice, or flat ranges that overlap, make one file's bytes two parts of
+ * the disk (a 256 MiB file listed 100 times read as a 25 GiB disk):
+ * refused. A flat extent past its file's end is noted (its reads fail). */
+static int ext_check(struct bi_ctr *c, const char *name, const struct ext_at *at, int i, char *err,
+		     size_t errlen)
+{
+	const struct ext_at *x = &at[i];
+	for (int j = 0; j < i; j++) {
+		const struct ext_at *y = &at[j];
+		if (y->seg == SIZE_MAX || !same_file(c, x->seg, y->seg))
+			continue;
+		bool both_flat = flat(x->type) && flat(y->type);
+		if (both_flat && (x->off >= y->off + y->size || y->off >= x->off + x->size))
+			continue;
+		snprintf(err, errlen,
+			 "VMDK image '%s': extents %d and %d both read file '%s'%s (bytes %" PRIu64
+			 "-%" PRIu64 " and %" PRIu64 "-%" PRIu64 " of it): refused",
+			 name, j, i, c->segs[x->seg].name,
+			 both_flat ? " at overlapping offsets" : ", a sparse extent file", y->off,
+			 y->off + y->size - 1, x->off, x->off + x->size - 1);
+		return -EUCLEAN;
+	}
+	struct stat st;
+	if (flat(x->type) && c->segs[x->seg].present && stat(c->segs[x->seg].name, &st) == 0 &&
+	    (uint64_t)st.st_size < x->off + x->size)
+		bi_ctr_note(c,
+			    "VMDK image '%s': extent %d needs bytes %" PRIu64 "-%" PRIu64
+			    " of its flat file '%s', which holds %" PRIu64
+			    " bytes: the disk is larger than its files",
+			    name, i, x->off, x->off + x->size - 1, c->segs[x->seg].name,
+			    (uint64_t)st.st_size);
+	return 0;
+}
+
 /* Record the extent files of @h (descriptor @name). Whether each is there
  * goes to *@missing (how many are not); a parent (@top false) must have
  * them all. */
@@ -230,11 +287,16 @@ static int extents(struct bi_ctr *c, libvmdk_handle_t *h, const char *name, bool
 		snprintf(err, errlen, "VMDK image '%s': cannot count its extents", name);
 		return -EIO;
 	}
+	struct ext_at *at = calloc((size_t)n + 1, sizeof(*at));
+	if (!at)
+		return -ENOMEM;
+	int rc = 0;
 	for (int i = 0; i < n; i++) {
 		char fn[4096];
 		int type;
 		uint64_t size;
 		int64_t off;
+		at[i].seg = SIZE_MAX; /* no file */
 		if (extent_of(h, i, &type, &size, &off, fn, sizeof(fn)) < 0 || !fn[0])
 			continue; /* a ZERO extent has no file */
 		bool moved, there;
@@ -242,9 +304,10 @@ static int extents(struct bi_ctr *c, libvmdk_handle_t *h, const char *name, bool
 		if (!path) {
 			snprintf(err, errlen, "VMDK image '%s': extent %d names no file ('%s')",
 				 name, i, fn);
-			return -EUCLEAN;
+			rc = -EUCLEAN;
+			break;
 		}
-		int rc = extent_there(name, fn, path, &there, err, errlen);
+		rc = extent_there(name, fn, path, &there, err, errlen);
 		if (rc == 0 && moved && !top) {
 			snprintf(err, errlen,
 				 "VMDK image '%s': extent file named with a folder ('%s') in a "
@@ -264,10 +327,25 @@ static int extents(struct bi_ctr *c, libvmdk_handle_t *h, const char *name, bool
 		}
 		*missing += !there;
 		free(path);
+		/* libvmdk gives the offset in the file as the descriptor
+		 * writes it, in 512-byte sectors; the size in bytes */
+		if (rc == 0 && (off < 0 || (uint64_t)off > UINT64_MAX / 512 ||
+				!bi_fits64(UINT64_MAX, (uint64_t)off * 512, size))) {
+			snprintf(err, errlen,
+				 "VMDK image '%s': extent %d at sector %" PRId64 " of %" PRIu64
+				 " bytes: past 2^64",
+				 name, i, off, size);
+			rc = -EUCLEAN;
+		}
+		if (rc == 0) {
+			at[i] = (struct ext_at){ c->nsegs - 1, type, (uint64_t)off * 512, size };
+			rc = ext_check(c, name, at, i, err, errlen);
+		}
 		if (rc < 0)
-			return rc;
+			break;
 	}
-	return 0;
+	free(at);
+	return rc;
 }
 
 /* The folder of @name, for libvmdk to find the extent files in. */
