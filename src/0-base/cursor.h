@@ -56,6 +56,23 @@ static inline uint64_t bi_le64(const uint8_t *p)
 	return (uint64_t)bi_le32(p) | (uint64_t)bi_le32(p + 4) << 32;
 }
 
+/* Raw big-endian loads, for the formats that store them (LUKS headers,
+ * qcow2, VHD): only after a bounds check. */
+static inline uint16_t bi_be16(const uint8_t *p)
+{
+	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+static inline uint32_t bi_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline uint64_t bi_be64(const uint8_t *p)
+{
+	return (uint64_t)bi_be32(p) << 32 | bi_be32(p + 4);
+}
+
 /* Little-endian writers: for the few places that build on-disk bytes
  * (file handles, test and fuzz fixtures). */
 static inline void bi_put_le16(uint8_t *p, uint16_t v)

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "0-base/cursor.h"
 #include "1-image/qcheck.h"
 
 /* L1 tables above this are refused (QEMU's own limit: QCOW_MAX_L1_SIZE). */
@@ -47,19 +48,6 @@ struct bi_qcheck {
 	struct inflate_state *inf;
 };
 
-static uint64_t be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
@@ -83,10 +71,10 @@ static int header(struct bi_qcheck *q, uint64_t *l1off, char *err, size_t errlen
 			 q->fsize);
 		return -EIO;
 	}
-	uint32_t version = be32(h + 4);
-	q->cbits = be32(h + 20);
-	q->l1n = be32(h + 36);
-	*l1off = be64(h + 40);
+	uint32_t version = bi_be32(h + 4);
+	q->cbits = bi_be32(h + 20);
+	q->l1n = bi_be32(h + 36);
+	*l1off = bi_be64(h + 40);
 	if (version != 2 && version != 3) {
 		snprintf(err, errlen,
 			 "qcow image '%s': version %" PRIu32 " not supported (2 and 3 are)",
@@ -103,7 +91,7 @@ static int header(struct bi_qcheck *q, uint64_t *l1off, char *err, size_t errlen
 	/* incompatible features (version 3, byte 72) */
 	uint8_t f8[8];
 	q->fast = version == 2 ||
-		  (pread_all(q->fd, f8, sizeof(f8), 72) == 0 && (be64(f8) & ~3ull) == 0);
+		  (pread_all(q->fd, f8, sizeof(f8), 72) == 0 && (bi_be64(f8) & ~3ull) == 0);
 	uint64_t l1bytes = (uint64_t)q->l1n * 8;
 	if (l1bytes > QC_MAX_L1_BYTES || *l1off > q->fsize || l1bytes > q->fsize - *l1off) {
 		snprintf(err, errlen,
@@ -117,7 +105,7 @@ static int header(struct bi_qcheck *q, uint64_t *l1off, char *err, size_t errlen
 	 * and so is it here: a size no table maps is a forged one, and
 	 * would drive unbounded work (verify-image hashes every byte). At
 	 * most 2^22 entries of 2^39 bytes: no overflow. */
-	uint64_t vsize = be64(h + 24);
+	uint64_t vsize = bi_be64(h + 24);
 	uint64_t maps = (uint64_t)q->l1n << (2 * q->cbits - 3);
 	if (vsize > maps) {
 		snprintf(err, errlen,
@@ -154,7 +142,7 @@ int bi_qcheck_open(struct bi_qcheck **out, int fd, const char *path, char *err, 
 		rc = -EIO;
 	}
 	for (uint32_t i = 0; rc == 0 && i < q->l1n; i++)
-		q->l1[i] = be64(raw + 8 * (size_t)i) & QC_OFF_MASK;
+		q->l1[i] = bi_be64(raw + 8 * (size_t)i) & QC_OFF_MASK;
 	free(raw);
 	if (rc < 0) {
 		bi_qcheck_free(q);
@@ -201,7 +189,7 @@ static int l2_entry(struct bi_qcheck *q, uint64_t c, uint64_t *e, char *err, siz
 		}
 		q->l2at = at;
 	}
-	*e = be64((const uint8_t *)&q->l2[c & ((1ull << l2bits) - 1)]);
+	*e = bi_be64((const uint8_t *)&q->l2[c & ((1ull << l2bits) - 1)]);
 	return 0;
 }
 

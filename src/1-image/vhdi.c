@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "0-base/cursor.h"
 #include "1-image/bfiofd.h"
 #include "1-image/container.h"
 
@@ -147,19 +148,6 @@ static int vhdi_chain(struct bi_ctr *c, struct vhdi *v, char *err, size_t errlen
 	return rc;
 }
 
-static uint64_t be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)(be64(p) >> 32);
-}
-
 /* A dynamic or differencing VHD (footer @ft read from @fd): the disk is
  * current_size (footer byte 48), as far as libvhdi reads it (*@size: its
  * media size, original_size) and as far as the block table maps it (the
@@ -167,7 +155,7 @@ static uint32_t be32(const uint8_t *p)
  * what either cuts off is noted as damage. */
 static void vhd_dynamic_size(struct bi_ctr *c, int fd, const uint8_t *ft, uint64_t *size)
 {
-	uint64_t cur = be64(ft + 48), hdr = be64(ft + 16), want = cur;
+	uint64_t cur = bi_be64(ft + 48), hdr = bi_be64(ft + 16), want = cur;
 	uint8_t dh[64];
 	if (cur > *size) {
 		bi_ctr_note(c,
@@ -178,14 +166,14 @@ static void vhd_dynamic_size(struct bi_ctr *c, int fd, const uint8_t *ft, uint64
 	}
 	if (hdr <= INT64_MAX && pread(fd, dh, sizeof(dh), (off_t)hdr) == (ssize_t)sizeof(dh) &&
 	    memcmp(dh, "cxsparse", 8) == 0) {
-		uint64_t maps = (uint64_t)be32(dh + 28) * be32(dh + 32); /* < 2^64 */
+		uint64_t maps = (uint64_t)bi_be32(dh + 28) * bi_be32(dh + 32); /* < 2^64 */
 		if (want > maps) {
 			bi_ctr_note(c,
 				    "VHD image '%s': disk of %" PRIu64
 				    " bytes, but its block table maps %" PRIu64 " (%" PRIu32
 				    " blocks of %" PRIu32 " bytes, dynamic header at %" PRIu64
 				    "): read as %" PRIu64 " bytes",
-				    c->path, want, maps, be32(dh + 28), be32(dh + 32), hdr, maps);
+				    c->path, want, maps, bi_be32(dh + 28), bi_be32(dh + 32), hdr, maps);
 			want = maps;
 		}
 	}
@@ -209,15 +197,15 @@ static void vhd_fixed_size(struct bi_ctr *c, struct vhdi *v, uint64_t *size)
 	int fd = open(c->path, O_RDONLY | O_CLOEXEC);
 	bool ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ft) &&
 		  pread(fd, ft, sizeof(ft), st.st_size - (off_t)sizeof(ft)) == (ssize_t)sizeof(ft);
-	if (ok && memcmp(ft, "conectix", 8) == 0 && be32(ft + 60) != 2)
+	if (ok && memcmp(ft, "conectix", 8) == 0 && bi_be32(ft + 60) != 2)
 		vhd_dynamic_size(c, fd, ft, size);
-	if (!ok || memcmp(ft, "conectix", 8) != 0 || be32(ft + 60) != 2 || v->n != 1) {
+	if (!ok || memcmp(ft, "conectix", 8) != 0 || bi_be32(ft + 60) != 2 || v->n != 1) {
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
 	v->fixed_fd = fd;
-	uint64_t cur = be64(ft + 48);
+	uint64_t cur = bi_be64(ft + 48);
 	uint64_t holds = (uint64_t)st.st_size - sizeof(ft);
 	*size = cur;
 	if (cur > holds) {

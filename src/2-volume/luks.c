@@ -46,24 +46,9 @@
 static const uint8_t magic1[6] = { 'L', 'U', 'K', 'S', 0xba, 0xbe };
 static const uint8_t magic2[6] = { 'S', 'K', 'U', 'L', 0xba, 0xbe };
 
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t be64(const uint8_t *p)
-{
-	return (uint64_t)be32(p) << 32 | be32(p + 4);
-}
-
-static uint16_t be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
 bool bi_luks_magic(const uint8_t *p)
 {
-	return memcmp(p, magic1, 6) == 0 && (be16(p + 6) == 1 || be16(p + 6) == 2);
+	return memcmp(p, magic1, 6) == 0 && (bi_be16(p + 6) == 1 || bi_be16(p + 6) == 2);
 }
 
 /* A fixed-size on-disk string field, NUL-terminated into @out. */
@@ -95,7 +80,7 @@ static bool split_cipher(const char *spec, struct bi_luks *l)
 static int l1_slot(struct bi_luks *l, const uint8_t *p, int i, uint64_t size, char *err,
 		   size_t errlen)
 {
-	uint32_t active = be32(p), off = be32(p + 40), stripes = be32(p + 44);
+	uint32_t active = bi_be32(p), off = bi_be32(p + 40), stripes = bi_be32(p + 44);
 	if (active == L1_SLOT_OFF)
 		return 0;
 	if (active != L1_SLOT_ON)
@@ -104,7 +89,7 @@ static int l1_slot(struct bi_luks *l, const uint8_t *p, int i, uint64_t size, ch
 			      L1_SLOT_ON, L1_SLOT_OFF);
 	struct bi_luks_slot *s = &l->slots[l->nslots];
 	*s = (struct bi_luks_slot){ .id = i,
-				    .iter = be32(p + 4),
+				    .iter = bi_be32(p + 4),
 				    .salt_len = 32,
 				    .area_off = (uint64_t)off * 512,
 				    .stripes = stripes,
@@ -137,14 +122,14 @@ static int l1_parse(const uint8_t *h, uint64_t size, struct bi_luks *l, char *er
 	fixstr(l->uuid, sizeof(l->uuid), h + 168, 40);
 	snprintf(l->cipher, sizeof(l->cipher), "%s", c);
 	snprintf(l->mode, sizeof(l->mode), "%s", m);
-	l->payload_off = (uint64_t)be32(h + 104) * 512;
-	l->key_bytes = be32(h + 108);
+	l->payload_off = (uint64_t)bi_be32(h + 104) * 512;
+	l->key_bytes = bi_be32(h + 108);
 	l->sector_size = 512;
 	memcpy(l->digest, h + 112, 20);
 	l->digest_len = 20;
 	memcpy(l->dsalt, h + 132, 32);
 	l->dsalt_len = 32;
-	l->diter = be32(h + 164);
+	l->diter = bi_be32(h + 164);
 	if (l->key_bytes == 0 || l->key_bytes > BI_LUKS_KEY_MAX)
 		return bi_msg(err, errlen, -EUCLEAN, "LUKS1 header: key of %zu bytes, expect 1..%d",
 			      l->key_bytes, BI_LUKS_KEY_MAX);
@@ -194,16 +179,16 @@ static int l2_copy_at(bi_read_at_fn rd, void *ctx, uint64_t size, uint64_t off, 
 	if (rc)
 		return rc < 0 ? rc : -EIO;
 	const uint8_t *b = c->bin;
-	if (memcmp(b, second ? magic2 : magic1, 6) != 0 || be16(b + 6) != 2)
+	if (memcmp(b, second ? magic2 : magic1, 6) != 0 || bi_be16(b + 6) != 2)
 		return bi_why(why, whylen, "no LUKS2 magic at byte %" PRIu64, off);
-	c->hdr_size = be64(b + 8);
-	c->seqid = be64(b + 16);
-	if (!l2_size_ok(c->hdr_size) || be64(b + 256) != off || !bi_fits64(size, off, c->hdr_size))
+	c->hdr_size = bi_be64(b + 8);
+	c->seqid = bi_be64(b + 16);
+	if (!l2_size_ok(c->hdr_size) || bi_be64(b + 256) != off || !bi_fits64(size, off, c->hdr_size))
 		return bi_why(why, whylen,
 			      "header at byte %" PRIu64 ": size %" PRIu64 ", offset field %" PRIu64
 			      " (expect a power of two 16 KiB..4 MiB, its own offset, inside the "
 			      "volume)",
-			      off, c->hdr_size, be64(b + 256));
+			      off, c->hdr_size, bi_be64(b + 256));
 	char alg[33];
 	fixstr(alg, sizeof(alg), b + 72, 32);
 	size_t hl = bi_hash_len(alg);
@@ -575,7 +560,7 @@ int bi_luks_parse(bi_read_at_fn rd, void *ctx, uint64_t size, struct bi_luks *ou
 		return rc < 0 ? rc : -EIO;
 	if (!bi_luks_magic(h))
 		return 0;
-	rc = be16(h + 6) == 1 ? l1_parse(h, size, out, err, errlen)
+	rc = bi_be16(h + 6) == 1 ? l1_parse(h, size, out, err, errlen)
 			      : l2_parse(rd, ctx, size, out, err, errlen);
 	if (rc > 0 && (out->payload_off == 0 || out->key_bytes == 0))
 		rc = bi_msg(err, errlen, -EUCLEAN, "LUKS%d header: %s", out->version,
