@@ -271,6 +271,9 @@ def check_owners(name, devs, opts, refs, state, linear):
     for bytenr, (s, o, logical) in list(state["extents"].items())[:OWNERS_PER_IMAGE]:
         rc, recs, err = cli_jsonl(["owner", "--json", "--logical", str(logical)] + opts + devs)
         got = {(r["subvol"], r["objectid"]) for r in recs if r["kind"] == "file"}
+        T.check(f"{name} owner --logical {logical}: compression named as extents names it",
+                all(r["compression"] in ("none", "zlib", "lzo", "zstd")
+                    for r in recs if r["kind"] == "file"), recs[:2])
         bad = [r["path"] for r in recs if r["kind"] == "file" and
                (r["subvol"], r["objectid"]) in state["paths"] and
                r["path"] not in state["paths"][(r["subvol"], r["objectid"])]]
@@ -406,7 +409,8 @@ def check_recovered(work):
                                       str(r["logical"]), img])
             hit = [o for o in own if o["kind"] == "recovered" and o["version_id"] == v["id"]]
             T.check(f"{name} @{r['file_offset']}: owner --deleted names the version",
-                    rc == 0 and hit and hit[0]["file_offset"] == r["file_offset"],
+                    rc == 0 and hit and hit[0]["file_offset"] == r["file_offset"] and
+                    hit[0]["compression"] == r["compression"],
                     (rc, own[-3:], err[-200:]))
             checked += 1
             break

@@ -57,7 +57,10 @@ static void owner_json(const struct btrfsimg_owner *o)
 	if (o->kind == BTRFSIMG_OWNER_FILE || o->kind == BTRFSIMG_OWNER_RECOVERED) {
 		jw_u64(&w, "file_length", o->file_length);
 		jw_bool(&w, "prealloc", o->extent_type == BTRFSIMG_EXTENT_PREALLOC);
-		jw_u64(&w, "compression", (uint64_t)o->compression);
+		/* named as extents --json names it, so the two maps join */
+		static const char *const comp[] = { "none", "zlib", "lzo", "zstd" };
+		jw_str(&w, "compression", o->compression >= 0 && o->compression < 4
+						  ? comp[o->compression] : "unknown");
 		jw_u64(&w, "item_generation", o->item_generation);
 		jw_str(&w, "path", o->path);
 	}
