@@ -17,7 +17,7 @@ root tree is gone must exit 2 naming the generations history lists. The
 image is such that each outcome happens at least once: the last
 generation exact (the superblock's root), an older one exact through a
 backup root, one found by scanning, one with damage, one gone.
-Then cat, extract, subvols and inodes with --generation, a generation no
+Then cat, extents, dfxml, extract, subvols and inodes with --generation, a generation no
 history lists, and the Python binding's open(..., generation=N).
 """
 import hashlib
@@ -112,6 +112,27 @@ def other_commands(res, cli, img, views, steps, tmp):
         res.check("cat --generation %d b/big: the kernel's bytes of then" % gen,
                   rc == 0 and len(out) == want["size"] and sha(out) == want["sha256"],
                   "rc=%r size %d expect %d %s" % (rc, len(out), want["size"], err[-200:]))
+        # the file's extents and DFXML of then: runs cover its size of then,
+        # and the image bytes there are its bytes of then
+        rc, out, err = imgtest.run_cli(cli, ["extents", "--json", "--generation", str(gen),
+                                             "--path", "b/big", img], timeout=TIMEOUT)
+        recs = [json.loads(line) for line in out.splitlines() if line.strip()]
+        got = b""
+        with open(img, "rb") as f:
+            for r in recs:
+                if r["type"] == "regular" and r["compression"] == "none" and r["copies"]:
+                    f.seek(r["copies"][0]["image_offset"])
+                    got += f.read(r["length"])
+        res.check("extents --generation %d b/big: the image bytes at its runs are its bytes "
+                  "of then" % gen, rc == 0 and recs and sha(got) == want["sha256"],
+                  "rc=%r %d bytes, expect %d %s" % (rc, len(got), want["size"], err[-200:]))
+        rc, out, err = imgtest.run_cli(cli, ["dfxml", "--generation", str(gen), "--path", "b",
+                                             img], timeout=TIMEOUT)
+        size = re.search(rb"<filename>big</filename>.*?<filesize>(\d+)</filesize>", out, re.S)
+        # (exit 1: other files of b/ were written over since, said on stderr)
+        res.check("dfxml --generation %d: b/big of size %d" % (gen, want["size"]),
+                  rc in (0, 1) and size and int(size.group(1)) == want["size"],
+                  "rc=%r %r %s" % (rc, size and size.group(1), err[-200:]))
     dest = os.path.join(tmp, "x%d" % g4)
     rc, out, err = imgtest.run_cli(cli, ["extract", "--generation", str(g4), img, dest],
                                    timeout=TIMEOUT)

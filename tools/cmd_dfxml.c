@@ -819,7 +819,7 @@ static const struct cmd_option dfxml_options[] = {
 	{ OPT_PATH, NULL },
 	{ OPT_INODE, "start at inode S:O (subvolume S, objectid O)" },
 	{ OPT_NO_VERIFY, "with --hash: do not verify data checksums" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

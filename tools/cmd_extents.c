@@ -205,7 +205,7 @@ static const struct cmd_option extents_options[] = {
 	{ OPT_DELETED_ID, "a recovered version (its id from 'btrfsimg deleted'):\n"
 			  "the extents it had" },
 	{ OPT_JSON, NULL },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 
