@@ -202,7 +202,7 @@ static const struct cmd_option owner_options[] = {
 	{ OPT_DELETED, "also the recovered versions whose data covered it\n"
 		       "(reads every device: see 'btrfsimg deleted')" },
 	{ OPT_JSON, NULL },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 
