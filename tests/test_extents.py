@@ -410,7 +410,8 @@ def check_recovered(work):
             hit = [o for o in own if o["kind"] == "recovered" and o["version_id"] == v["id"]]
             T.check(f"{name} @{r['file_offset']}: owner --deleted names the version",
                     rc == 0 and hit and hit[0]["file_offset"] == r["file_offset"] and
-                    hit[0]["compression"] == r["compression"],
+                    hit[0]["compression"] == r["compression"] and
+                    hit[0].get("generation") == v["generation"],
                     (rc, own[-3:], err[-200:]))
             checked += 1
             break

@@ -50,6 +50,8 @@ static void owner_json(const struct btrfsimg_owner *o)
 	}
 	if (o->kind == BTRFSIMG_OWNER_RECOVERED) {
 		jw_str(&w, "version_id", o->version_id);
+		/* the version's, as deleted --json and the text line give it */
+		jw_u64(&w, "generation", o->extent_generation);
 		jw_u64(&w, "subvol", o->subvol);
 		jw_u64(&w, "objectid", o->objectid);
 		jw_u64(&w, "file_offset", o->file_offset);
