@@ -389,6 +389,11 @@ def check_recovered(work):
     intact = [r for r in recs if r.get("status") == "intact" and not r.get("compressed")
               and (r["mode"] & 0o170000) == 0o100000 and r["size"] > 0][:8]
     T.check("recovered: intact versions found", intact, (rc, err[-200:]))
+    rc, out, err = cli(["extents", "--deleted", "5-1-1-00000000", img])
+    T.check("recovered: extents --deleted with an unknown id: exit 2, nothing on stdout, "
+            "said without internal module names",
+            rc == 2 and out == b"" and b"no recovered version has id 5-1-1-00000000" in err
+            and b"forensic:" not in err, (rc, out[:100], err[-200:]))
     checked = 0
     for v in intact:
         rc, ext, err = cli_jsonl(["extents", "--json", "--deleted", v["id"], img])
