@@ -394,6 +394,11 @@ def check_recovered(work):
             "said without internal module names",
             rc == 2 and out == b"" and b"no recovered version has id 5-1-1-00000000" in err
             and b"forensic:" not in err, (rc, out[:100], err[-200:]))
+    rc, out, err = cli(["owner", "--image-offset", str(1 << 50), img])
+    T.check("owner --image-offset past the filesystem: exit 2, nothing on stdout, said once "
+            "without internal module names",
+            rc == 2 and out == b"" and b"is outside the filesystem" in err
+            and b"owners:" not in err, (rc, out[:100], err[-200:]))
     checked = 0
     for v in intact:
         rc, ext, err = cli_jsonl(["extents", "--json", "--deleted", v["id"], img])

@@ -121,6 +121,8 @@ static int on_owner(void *ctx, const struct btrfsimg_owner *o)
 			r->cut = true;
 		}
 	}
+	if (!r->c->json && r->n == 0) /* the header only above records: none for a refusal */
+		printf("%-10s %14s %10s  owner\n", "kind", "logical", "length");
 	if (r->c->json)
 		owner_json(o);
 	else
@@ -151,8 +153,6 @@ static int cmd_owner(struct cli *c)
 	struct owner_run r = { c, 0, NULL, 0, 0, false };
 	uint64_t len = c->have_length ? c->length : 1;
 	int rc;
-	if (!c->json)
-		printf("%-10s %14s %10s  owner\n", "kind", "logical", "length");
 	if (c->have_logical)
 		rc = btrfsimg_owners_logical(c->fs, c->logical, len, on_owner, &r);
 	else if (c->have_devid)
