@@ -291,6 +291,19 @@ def forensic(cli, testdata, schema, tmp):
                     r["id"], sha, hashlib.sha256(data).hexdigest()))
             elif sha not in written or (sha != empty and sha not in truth_sums.get(r["path"], ())):
                 probs.append("%s: sha256 %s was never written to %s" % (r["id"], sha, r["path"]))
+            # the version's byte runs: where cat --deleted's bytes lie in the image
+            probs += ["%s: %s" % (r["id"], p) for p in check_runs(fo, r["size"], img, data)]
+            bad = [x for x in fo.iter(q("byte_run")) if x.get(b("bad"))]
+            if bad:
+                probs.append("%s: intact, yet a run says btrfsimg:bad=%r" % (r["id"],
+                                                                           bad[0].get(b("bad"))))
+        elif not stat.S_ISDIR(r["mode"]):
+            runs = list(fo.iter(q("byte_run")))
+            if not runs and r["size"]:
+                probs.append("%s: %s version without byte runs" % (r["id"], r["status"]))
+            elif r.get("bad_ranges") and not any(x.get(b("bad")) for x in runs):
+                probs.append("%s: bad ranges %r, no run says btrfsimg:bad" % (
+                    r["id"], r["bad_ranges"]))
     live = [fo for fo in fos if text_of(fo, "alloc") == "1"]
     csum = {}
     for fo in live:
@@ -304,7 +317,8 @@ def forensic(cli, testdata, schema, tmp):
         probs.append("%d fileobjects: %d live + %d recovered expected" % (
             len(fos), len(live), len(recs)))
     t.problems("single: every recovered version, alloc 0 / unalloc 1, id, kind, status, "
-               "generation, sha256", probs[:20])
+               "generation, sha256, byte runs (image bytes = cat --deleted's; btrfsimg:bad)",
+               probs[:20])
 
 
 def copies_of(fo):

@@ -271,6 +271,9 @@ def check_owners(name, devs, opts, refs, state, linear):
     for bytenr, (s, o, logical) in list(state["extents"].items())[:OWNERS_PER_IMAGE]:
         rc, recs, err = cli_jsonl(["owner", "--json", "--logical", str(logical)] + opts + devs)
         got = {(r["subvol"], r["objectid"]) for r in recs if r["kind"] == "file"}
+        T.check(f"{name} owner --logical {logical}: compression named as extents names it",
+                all(r["compression"] in ("none", "zlib", "lzo", "zstd")
+                    for r in recs if r["kind"] == "file"), recs[:2])
         bad = [r["path"] for r in recs if r["kind"] == "file" and
                (r["subvol"], r["objectid"]) in state["paths"] and
                r["path"] not in state["paths"][(r["subvol"], r["objectid"])]]
@@ -386,6 +389,16 @@ def check_recovered(work):
     intact = [r for r in recs if r.get("status") == "intact" and not r.get("compressed")
               and (r["mode"] & 0o170000) == 0o100000 and r["size"] > 0][:8]
     T.check("recovered: intact versions found", intact, (rc, err[-200:]))
+    rc, out, err = cli(["extents", "--deleted", "5-1-1-00000000", img])
+    T.check("recovered: extents --deleted with an unknown id: exit 2, nothing on stdout, "
+            "said without internal module names",
+            rc == 2 and out == b"" and b"no recovered version has id 5-1-1-00000000" in err
+            and b"forensic:" not in err, (rc, out[:100], err[-200:]))
+    rc, out, err = cli(["owner", "--image-offset", str(1 << 50), img])
+    T.check("owner --image-offset past the filesystem: exit 2, nothing on stdout, said once "
+            "without internal module names",
+            rc == 2 and out == b"" and b"is outside the filesystem" in err
+            and b"owners:" not in err, (rc, out[:100], err[-200:]))
     checked = 0
     for v in intact:
         rc, ext, err = cli_jsonl(["extents", "--json", "--deleted", v["id"], img])
@@ -406,7 +419,9 @@ def check_recovered(work):
                                       str(r["logical"]), img])
             hit = [o for o in own if o["kind"] == "recovered" and o["version_id"] == v["id"]]
             T.check(f"{name} @{r['file_offset']}: owner --deleted names the version",
-                    rc == 0 and hit and hit[0]["file_offset"] == r["file_offset"],
+                    rc == 0 and hit and hit[0]["file_offset"] == r["file_offset"] and
+                    hit[0]["compression"] == r["compression"] and
+                    hit[0].get("generation") == v["generation"],
                     (rc, own[-3:], err[-200:]))
             checked += 1
             break

@@ -17,10 +17,12 @@ root tree is gone must exit 2 naming the generations history lists. The
 image is such that each outcome happens at least once: the last
 generation exact (the superblock's root), an older one exact through a
 backup root, one found by scanning, one with damage, one gone.
-Then cat, extract, subvols and inodes with --generation, a generation no
+Then cat, extents, dfxml, owner, unallocated, extract, subvols and inodes
+with --generation, a generation no
 history lists, and the Python binding's open(..., generation=N).
 """
 import hashlib
+import stat
 import struct
 import re
 import json
@@ -112,6 +114,27 @@ def other_commands(res, cli, img, views, steps, tmp):
         res.check("cat --generation %d b/big: the kernel's bytes of then" % gen,
                   rc == 0 and len(out) == want["size"] and sha(out) == want["sha256"],
                   "rc=%r size %d expect %d %s" % (rc, len(out), want["size"], err[-200:]))
+        # the file's extents and DFXML of then: runs cover its size of then,
+        # and the image bytes there are its bytes of then
+        rc, out, err = imgtest.run_cli(cli, ["extents", "--json", "--generation", str(gen),
+                                             "--path", "b/big", img], timeout=TIMEOUT)
+        recs = [json.loads(line) for line in out.splitlines() if line.strip()]
+        got = b""
+        with open(img, "rb") as f:
+            for r in recs:
+                if r["type"] == "regular" and r["compression"] == "none" and r["copies"]:
+                    f.seek(r["copies"][0]["image_offset"])
+                    got += f.read(r["length"])
+        res.check("extents --generation %d b/big: the image bytes at its runs are its bytes "
+                  "of then" % gen, rc == 0 and recs and sha(got) == want["sha256"],
+                  "rc=%r %d bytes, expect %d %s" % (rc, len(got), want["size"], err[-200:]))
+        rc, out, err = imgtest.run_cli(cli, ["dfxml", "--generation", str(gen), "--path", "b",
+                                             img], timeout=TIMEOUT)
+        size = re.search(rb"<filename>big</filename>.*?<filesize>(\d+)</filesize>", out, re.S)
+        # (exit 1: other files of b/ were written over since, said on stderr)
+        res.check("dfxml --generation %d: b/big of size %d" % (gen, want["size"]),
+                  rc in (0, 1) and size and int(size.group(1)) == want["size"],
+                  "rc=%r %r %s" % (rc, size and size.group(1), err[-200:]))
     dest = os.path.join(tmp, "x%d" % g4)
     rc, out, err = imgtest.run_cli(cli, ["extract", "--generation", str(g4), img, dest],
                                    timeout=TIMEOUT)
@@ -147,6 +170,46 @@ def other_commands(res, cli, img, views, steps, tmp):
     rc, out, err = imgtest.run_cli(cli, ["walk", "--generation", "0", img], timeout=TIMEOUT)
     res.check("walk --generation 0: refused as a usage error", rc == 2 and out == b"",
               "rc=%r %s" % (rc, err[-300:]))
+
+
+def owner_then(res, cli, img, views, steps):
+    """owner and unallocated --generation N: a data extent of a file that
+    step 3 had and the last state has not is that file's then (owner names
+    it, unallocated leaves it out), and today owner does not name it."""
+    g3, last = steps[2], max(views)
+    gone = [r for r in views[g3] if stat.S_ISREG(r["mode"]) and r["size"] > 4096
+            and r["path"] not in {v["path"] for v in views[last]}]
+    hit = None
+    for r in gone:
+        rc, out, _ = imgtest.run_cli(cli, ["extents", "--json", "--generation", str(g3),
+                                           "--path", r["path"], img], timeout=TIMEOUT)
+        runs = [json.loads(line) for line in out.splitlines() if line.strip()]
+        data = [x for x in runs if x["type"] == "regular"]
+        if rc == 0 and data:
+            hit = (r["path"], data[0]["logical"])
+            break
+    res.check("generation %d: a file gone since with a data extent" % g3, hit, len(gone))
+    if not hit:
+        return
+    path, logical = hit
+    names = {}
+    for gen in (g3, None):
+        opt = ["--generation", str(gen)] if gen else []
+        rc, out, err = imgtest.run_cli(cli, ["owner", "--json", "--logical", str(logical)] + opt
+                                       + [img], timeout=TIMEOUT)
+        recs = [json.loads(line) for line in out.splitlines() if line.strip()]
+        names[gen] = (rc, {x.get("path") for x in recs if x["kind"] == "file"}, err[-200:])
+    res.check("owner --generation %d --logical %d: %s, which today's owner does not name"
+              % (g3, logical, path), names[g3][0] == 0 and path in names[g3][1]
+              and path not in names[None][1], names)
+    rc, out, err = imgtest.run_cli(cli, ["unallocated", "--json", "--generation", str(g3), img],
+                                   timeout=TIMEOUT)
+    free = [json.loads(line) for line in out.splitlines() if line.strip()]
+    inside = [x for x in free if x.get("logical") is not None
+              and x["logical"] <= logical < x["logical"] + x["length"]]
+    res.check("unallocated --generation %d: exit 0, %s's extent at %d not listed free"
+              % (g3, path, logical), rc == 0 and free and not inside,
+              "rc=%r %r %s" % (rc, inside[:1], err[-200:]))
 
 
 def plant_newer_root(img, gen):
@@ -323,6 +386,7 @@ def main():
             res.check("some generation is %r (the image covers it)" % want,
                       any(x.endswith(want) for x in o), outcomes)
         other_commands(res, cli, img, views, steps, tmp)
+        owner_then(res, cli, img, views, steps)
         python_binding(res, img, views, steps, pythonpath)
         mount_check(res, cli, img, views[steps[2]], steps[2])
         log_check(res, cli, testdata, tmp)

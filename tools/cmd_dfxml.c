@@ -300,7 +300,9 @@ static void put_extensions(struct dfx *d, const struct fobj *o)
  *                  bytes: full, partial, none, nodatasum); compressed: len is the bytes on disk,
  *                  uncompressed_len the file range's, btrfsimg:compression;
  *   inline         type="resident", as TSK marks data inside metadata;
- *   hole, prealloc fill="0" (they read as zeros), btrfsimg:type. */
+ *   hole, prealloc fill="0" (they read as zeros), btrfsimg:type;
+ * a recovered version's runs (btrfsimg_forensic_extents) the same, plus
+ * btrfsimg:bad where they overlap its bad ranges. */
 struct runs {
 	struct jw buf;	/* struct btrfsimg_extent, one after another */
 	size_t n;
@@ -391,7 +393,39 @@ static void put_compression(struct dfx *d, const struct btrfsimg_extent *e)
 		     e->compression > 0 && e->compression < 4 ? comp[e->compression] : "unknown");
 }
 
-static void put_run(struct dfx *d, const struct btrfsimg_extent *e)
+/* Why a recovered version's run cannot be trusted where its bytes overlap
+ * the version's bad ranges: each distinct why once, comma-separated
+ * ("reused", "unreadable", "csum mismatch", "items not found"), so a run's
+ * img_offset is never taken as the version's bytes where they are not. */
+static void put_bad(struct dfx *d, const struct btrfsimg_recovered *rec,
+		    const struct btrfsimg_extent *e)
+{
+	struct jw w = { 0 };
+	uint64_t end_off = e->file_offset + e->length;
+	for (size_t k = 0; rec && k < rec->nbad; k++) {
+		const struct btrfsimg_bad_range *br = &rec->bad[k];
+		if (br->offset >= end_off || br->offset + br->length <= e->file_offset)
+			continue;
+		bool seen = false;
+		for (size_t j = 0; j < k && !seen; j++)
+			seen = strcmp(rec->bad[j].why, br->why) == 0 &&
+			       rec->bad[j].offset < end_off &&
+			       rec->bad[j].offset + rec->bad[j].length > e->file_offset;
+		if (seen)
+			continue;
+		if (w.len)
+			jw_raw(&w, ",", 1);
+		jw_raw(&w, br->why, strlen(br->why));
+	}
+	if (w.len) {
+		jw_raw(&w, "", 1);
+		attr(d, "btrfsimg:bad", w.buf);
+	}
+	jw_line_free(&w);
+}
+
+static void put_run(struct dfx *d, const struct btrfsimg_recovered *rec,
+		    const struct btrfsimg_extent *e)
 {
 	start(d, "byte_run");
 	attr_u64(d, "file_offset", e->file_offset);
@@ -421,6 +455,7 @@ static void put_run(struct dfx *d, const struct btrfsimg_extent *e)
 			attr_u64(d, "btrfsimg:logical", e->logical);
 		break;
 	}
+	put_bad(d, rec, e);
 	end(d);
 }
 
@@ -430,7 +465,7 @@ static void put_runs(struct dfx *d, const struct fobj *o)
 		return;
 	start(d, "byte_runs");
 	for (size_t k = 0; k < o->runs->n; k++)
-		put_run(d, run_at(o->runs, k));
+		put_run(d, o->rec, run_at(o->runs, k));
 	end(d);
 }
 
@@ -459,6 +494,31 @@ static void live_runs(struct dfx *d, const struct visit_node *n, struct fobj *o)
 	if (rc < 0)
 		fobj_error(d, o, "byte runs", btrfsimg_errmsg(d->c->fs));
 	btrfsimg_extents_close(it);
+}
+
+static int on_version_run(void *ctx, const struct btrfsimg_extent *e)
+{
+	struct runs *r = ctx;
+	jw_raw(&r->buf, (const char *)e, sizeof(*e));
+	r->n++;
+	return 0;
+}
+
+/* A recovered version's runs (btrfsimg_forensic_extents: where its bytes
+ * lay when it was written; csum "unchecked", its own check being
+ * btrfsimg:verified), as a live file's; none for a directory. */
+static void version_runs(struct dfx *d, const struct btrfsimg_recovered *r, struct fobj *o)
+{
+	if (!(S_ISREG(r->inode.mode) || S_ISLNK(r->inode.mode)))
+		return;
+	o->runs = calloc(1, sizeof(*o->runs));
+	if (!o->runs) {
+		fobj_error(d, o, "byte runs", "out of memory");
+		return;
+	}
+	int rc = btrfsimg_forensic_extents(d->f, r->id, on_version_run, o->runs);
+	if (rc < 0)
+		fobj_error(d, o, "byte runs", btrfsimg_errmsg(d->c->fs));
 }
 
 static void put_fileobject(struct dfx *d, const struct fobj *o)
@@ -557,6 +617,7 @@ static int on_recovered(void *ctx, const struct btrfsimg_recovered *r)
 		o.md5[0] = o.sha256[0] = '\0';
 		fobj_error(d, &o, "hash", "the version could not be read whole");
 	}
+	version_runs(d, r, &o);
 	put_fileobject(d, &o);
 	fobj_free(&o);
 	return d->failed ? -EIO : 0;
@@ -758,7 +819,7 @@ static const struct cmd_option dfxml_options[] = {
 	{ OPT_PATH, NULL },
 	{ OPT_INODE, "start at inode S:O (subvolume S, objectid O)" },
 	{ OPT_NO_VERIFY, "with --hash: do not verify data checksums" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

@@ -111,6 +111,9 @@ struct ver_run {
 static int on_version_extent(void *ctx, const struct btrfsimg_extent *e)
 {
 	struct ver_run *r = ctx;
+	if (!r->c->json && r->n == 0) /* the header only above records: none for a bad id */
+		printf("%14s %12s  %-8s %-4s %14s %10s  %-9s copies (devid:physical@image_offset)\n",
+		       "file_offset", "length", "type", "comp", "logical", "disk_len", "csum");
 	if (r->c->json)
 		extent_json(0, 0, e);
 	else
@@ -127,9 +130,6 @@ static int version_extents(struct cli *c)
 	int st = rec_scan(c, &f);
 	if (st)
 		return st;
-	if (!c->json)
-		printf("%14s %12s  %-8s %-4s %14s %10s  %-9s copies (devid:physical@image_offset)\n",
-		       "file_offset", "length", "type", "comp", "logical", "disk_len", "csum");
 	struct ver_run r = { c, NULL, 0 };
 	int rc = btrfsimg_forensic_extents(f, c->deleted_id, on_version_extent, &r);
 	btrfsimg_forensic_free(f);
@@ -205,7 +205,7 @@ static const struct cmd_option extents_options[] = {
 	{ OPT_DELETED_ID, "a recovered version (its id from 'btrfsimg deleted'):\n"
 			  "the extents it had" },
 	{ OPT_JSON, NULL },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

@@ -50,6 +50,8 @@ static void owner_json(const struct btrfsimg_owner *o)
 	}
 	if (o->kind == BTRFSIMG_OWNER_RECOVERED) {
 		jw_str(&w, "version_id", o->version_id);
+		/* the version's, as deleted --json and the text line give it */
+		jw_u64(&w, "generation", o->extent_generation);
 		jw_u64(&w, "subvol", o->subvol);
 		jw_u64(&w, "objectid", o->objectid);
 		jw_u64(&w, "file_offset", o->file_offset);
@@ -57,7 +59,10 @@ static void owner_json(const struct btrfsimg_owner *o)
 	if (o->kind == BTRFSIMG_OWNER_FILE || o->kind == BTRFSIMG_OWNER_RECOVERED) {
 		jw_u64(&w, "file_length", o->file_length);
 		jw_bool(&w, "prealloc", o->extent_type == BTRFSIMG_EXTENT_PREALLOC);
-		jw_u64(&w, "compression", (uint64_t)o->compression);
+		/* named as extents --json names it, so the two maps join */
+		static const char *const comp[] = { "none", "zlib", "lzo", "zstd" };
+		jw_str(&w, "compression", o->compression >= 0 && o->compression < 4
+						  ? comp[o->compression] : "unknown");
 		jw_u64(&w, "item_generation", o->item_generation);
 		jw_str(&w, "path", o->path);
 	}
@@ -116,6 +121,8 @@ static int on_owner(void *ctx, const struct btrfsimg_owner *o)
 			r->cut = true;
 		}
 	}
+	if (!r->c->json && r->n == 0) /* the header only above records: none for a refusal */
+		printf("%-10s %14s %10s  owner\n", "kind", "logical", "length");
 	if (r->c->json)
 		owner_json(o);
 	else
@@ -146,8 +153,6 @@ static int cmd_owner(struct cli *c)
 	struct owner_run r = { c, 0, NULL, 0, 0, false };
 	uint64_t len = c->have_length ? c->length : 1;
 	int rc;
-	if (!c->json)
-		printf("%-10s %14s %10s  owner\n", "kind", "logical", "length");
 	if (c->have_logical)
 		rc = btrfsimg_owners_logical(c->fs, c->logical, len, on_owner, &r);
 	else if (c->have_devid)
@@ -199,7 +204,7 @@ static const struct cmd_option owner_options[] = {
 	{ OPT_DELETED, "also the recovered versions whose data covered it\n"
 		       "(reads every device: see 'btrfsimg deleted')" },
 	{ OPT_JSON, NULL },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

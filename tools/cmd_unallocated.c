@@ -262,7 +262,7 @@ static int unallocated_check(struct cli *c)
 
 static const struct cmd_option unallocated_options[] = {
 	{ OPT_JSON, "one JSON object per range, then a summary" },
-	CMD_IMAGE_OPTIONS,
+	CMD_IMAGE_OPTIONS, { OPT_GENERATION, NULL },
 	{ OPT_END, NULL },
 };
 

@@ -633,7 +633,7 @@ static int device_range(struct owners *o, uint64_t devid, uint64_t p, uint64_t e
 		uint64_t next, l = 0, n = 0;
 		const struct bi_chunk *c = stripe_at(o->fs, devid, p, &idx, &next, &known);
 		if (!known)
-			return bi_err(o->fs, -ENOENT, "owners: no device %" PRIu64
+			return bi_err(o->fs, -ENOENT, "no device %" PRIu64
 				      " (neither supplied nor in a chunk's stripes)", devid);
 		if (!c) {
 			uint64_t stop = next < end ? next : end;
@@ -692,14 +692,14 @@ int btrfsimg_owners_image(btrfsimg_fs *fs, const char *image, uint64_t offset, u
 			d = x;
 	}
 	if (!d || (!image && members != 1))
-		return bi_err(fs, -ENOENT, "owners: %s", image ? "no device was added by that name"
+		return bi_err(fs, -ENOENT, "%s", image ? "no device was added by that name"
 						: "several devices: name the image");
 	if (d->vol)
-		return bi_err(fs, -EOPNOTSUPP, "owners: image '%s': btrfs lies under LUKS or LVM"
+		return bi_err(fs, -EOPNOTSUPP, "image '%s': btrfs lies under LUKS or LVM"
 			      " there, so an image offset has no linear way back; ask by device"
 			      " (devid %" PRIu64 ") instead", d->name, d->devid);
 	if (offset < d->base || offset - d->base >= d->size)
-		return bi_err(fs, -ENOENT, "owners: image '%s' offset %" PRIu64 " is outside the"
+		return bi_err(fs, -ENOENT, "image '%s' offset %" PRIu64 " is outside the"
 			      " filesystem (bytes %" PRIu64 " to %" PRIu64 ")", d->name, offset,
 			      d->base, d->base + d->size);
 	uint64_t n = d->size - (offset - d->base) < len ? d->size - (offset - d->base) : len;

@@ -33,9 +33,9 @@ int btrfsimg_forensic_extents(btrfsimg_forensic *f, const char *id, btrfsimg_ext
 		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].id, id) == 0)
 			v = &f->rec->v[i];
 	if (!v)
-		return bi_err(f->fs, -ENOENT, "forensic: no recovered version has id %s", id);
+		return bi_err(f->fs, -ENOENT, "no recovered version has id %s", id);
 	if (v->dir)
-		return bi_err(f->fs, -EISDIR, "forensic: %s is a directory (%s): no extents", id,
+		return bi_err(f->fs, -EISDIR, "recovered version %s is a directory (%s): no extents", id,
 			      v->path);
 	return bi_extmap_items(f->fs, v->ext, v->next, v->inode.size,
 			       (v->inode.flags & INODE_FLAG_NODATASUM) != 0, fn, ctx);
