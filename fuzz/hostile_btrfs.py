@@ -533,8 +533,12 @@ def mut_dir_disagree(inp, rng):
     return False
 
 
-SHORT_VICTIM = "/tmp/hv" + "".join(random.Random(os.getpid()).choice("abcdefghjkmnpqrstuvwxyz")
-                                   for _ in range(6))   # 13 bytes: fits an inline symlink
+# 13 bytes, to fit an inline symlink; one name a process, drawn once from
+# the system's randomness: two campaigns at once (CI runs the short one
+# while a long one may run by hand) must not watch each other's victim.
+_VICTIM_RNG = random.Random(os.urandom(16))
+SHORT_VICTIM = "/tmp/hv" + "".join(_VICTIM_RNG.choice("abcdefghjkmnpqrstuvwxyz")
+                                   for _ in range(6))
 
 
 def mut_symlink_escape(inp, rng):
