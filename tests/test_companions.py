@@ -264,11 +264,7 @@ def main():
         print("SKIP: not installed: %s (bash scripts/deps.sh)" % ", ".join(need))
         return imgtest.SKIP
     work = tempfile.mkdtemp(prefix="companion-test-")
-    supp = os.path.join(work, "lsan.supp")
-    with open(supp, "w") as f:
-        f.write("leak:libewf.so\nleak:libqcow.so\nleak:libvmdk.so\nleak:libvhdi.so\n")
-    os.environ["LSAN_OPTIONS"] = ":".join(
-        x for x in (os.environ.get("LSAN_OPTIONS"), "suppressions=" + supp) if x)
+    imgtest.suppress_container_leaks(work)
     try:
         raw = imgtest.private_copy(os.path.join(testdata, "files", "special.img.zst"), work)
         test_qcow(raw, work)

@@ -629,13 +629,7 @@ def main():
         print("SKIP: not installed: %s (bash scripts/deps.sh)" % ", ".join(need))
         return imgtest.SKIP
     work = tempfile.mkdtemp(prefix="ctr-test-")
-    # libewf 20140813 loses chunk buffers on some read errors (a missing
-    # segment): its leak, not ours, kept out of a sanitizer build's report
-    supp = os.path.join(work, "lsan.supp")
-    with open(supp, "w") as f:
-        f.write("leak:libewf.so\nleak:libqcow.so\nleak:libvmdk.so\nleak:libvhdi.so\n")
-    os.environ["LSAN_OPTIONS"] = ":".join(
-        x for x in (os.environ.get("LSAN_OPTIONS"), "suppressions=" + supp) if x)
+    imgtest.suppress_container_leaks(work)
     try:
         raw = imgtest.private_copy(os.path.join(testdata, "files", "extents.img.zst"), work)
         ev, segs = test_ewf(raw, work)
