@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/ondisk.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/ondisk.h"
 
 typedef uint32_t (*crc_fn)(uint32_t, const uint8_t *, size_t);
 

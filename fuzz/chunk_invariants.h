@@ -12,12 +12,12 @@
 
 #include <stdlib.h>
 
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "0-base/ondisk.h"
-#include "1-image/dev.h"
-#include "3-btrfs/check.h"
-#include "3-btrfs/chunk.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "base/ondisk.h"
+#include "image/dev.h"
+#include "btrfs/tree_checker.h"
+#include "btrfs/chunk.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/err.h"
-#include "0-base/ondisk.h"
-#include "4-files/compress.h"
+#include "base/err.h"
+#include "base/ondisk.h"
+#include "files/compress.h"
 
 #define FUZZ_CHECK(c) do { if (!(c)) abort(); } while (0)
 

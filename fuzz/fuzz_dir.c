@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/csum.h"
-#include "0-base/err.h"
-#include "0-base/key.h"
-#include "0-base/ondisk.h"
-#include "3-btrfs/check.h"
+#include "base/csum.h"
+#include "base/err.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/tree_checker.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

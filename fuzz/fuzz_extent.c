@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/ondisk.h"
-#include "3-btrfs/check.h"
-#include "4-files/extent.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/ondisk.h"
+#include "btrfs/tree_checker.h"
+#include "files/extent.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/ondisk.h"
-#include "3-btrfs/check.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/ondisk.h"
+#include "btrfs/tree_checker.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

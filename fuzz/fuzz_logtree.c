@@ -26,12 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/key.h"
-#include "0-base/ondisk.h"
-#include "3-btrfs/tree.h"
-#include "4-files/logreplay.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/tree.h"
+#include "logreplay/replay.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 #define MAX_ITEMS 4096

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * LUKS1 and LUKS2 headers and keyslot unlocking (src/2-volume/luks.c,
+ * LUKS1 and LUKS2 headers and keyslot unlocking (src/volume/luks.c,
  * crypto.c). Input: the first bytes of a volume (zeros past them, volume
  * size 64 MiB). Invariants on success: version 1 or 2, a key of 1..64
  * bytes, 1..32 keyslots with distinct ids whose areas lie inside the
@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/cursor.h"
-#include "2-volume/luks.h"
+#include "base/cursor.h"
+#include "volume/luks.h"
 
 #define CHECK(c)                                                                                   \
 	do {                                                                                       \

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * LVM2 labels, metadata areas and text, and the LV byte map
- * (src/2-volume/lvm.c). Input: the first bytes of a physical volume (zeros
+ * (src/volume/lvm.c). Input: the first bytes of a physical volume (zeros
  * past them, size 64 MiB). The label is looked for; each metadata area's
  * text is read and parsed; the input is also parsed as metadata text
  * itself (so the fuzzer reaches the parser without building a CRC). On a
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/cursor.h"
-#include "2-volume/lvm.h"
+#include "base/cursor.h"
+#include "volume/lvm.h"
 
 #define CHECK(c)                                                                                   \
 	do {                                                                                       \

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Partition tables and locating the filesystem (src/1-image/dev.c, src/2-volume/part.c). Input: the first
+ * Partition tables and locating the filesystem (src/image/dev.c, src/volume/part.c). Input: the first
  * bytes of a disk image. It is presented through a read callback as images
  * of three sizes: exactly the input (so backup GPT headers at its end are
  * reached), 64 MiB and 1 TiB (zeros past the input). Invariants on
@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "0-base/ondisk.h"
-#include "1-image/dev.h"
-#include "2-volume/part.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "base/ondisk.h"
+#include "image/dev.h"
+#include "volume/part.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 #define MAXP 64

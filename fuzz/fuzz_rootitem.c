@@ -31,18 +31,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "0-base/key.h"
-#include "0-base/ondisk.h"
-#include "1-image/dev.h"
-#include "3-btrfs/check.h"
-#include "3-btrfs/chunk.h"
-#include "3-btrfs/root.h"
-#include "3-btrfs/tree.h"
-#include "4-files/dir.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "image/dev.h"
+#include "btrfs/tree_checker.h"
+#include "btrfs/chunk.h"
+#include "btrfs/root.h"
+#include "btrfs/tree.h"
+#include "files/dir.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 #define NODESIZE 16384u

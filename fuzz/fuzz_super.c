@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/handle.h"
-#include "0-base/ondisk.h"
-#include "3-btrfs/super.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/handle.h"
+#include "base/ondisk.h"
+#include "btrfs/super.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

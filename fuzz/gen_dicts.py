@@ -5,12 +5,12 @@
 
     gen_dicts.py [FUZZDIR]
 
-Every value comes from src/0-base/ondisk.h or the compression / partition
+Every value comes from src/base/ondisk.h or the compression / partition
 formats. Each target gets the groups that match what its input holds.
 """
 import os, struct, sys
 
-KEY_TYPES = {  # src/0-base/ondisk.h KT_*
+KEY_TYPES = {  # src/base/ondisk.h KT_*
     "INODE_ITEM": 1, "INODE_REF": 12, "INODE_EXTREF": 13, "XATTR_ITEM": 24,
     "ORPHAN_ITEM": 48, "DIR_LOG_ITEM": 60, "DIR_LOG_INDEX": 72, "DIR_ITEM": 84,
     "DIR_INDEX": 96, "EXTENT_DATA": 108, "EXTENT_CSUM": 128, "ROOT_ITEM": 132,

@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/ondisk.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/ondisk.h"
 
 #define SPARSE_MAX_RECORDS 4096
 

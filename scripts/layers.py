@@ -5,10 +5,10 @@
     scripts/layers.py REPO [LIBBTRFSIMG_INTERNAL.a]
 
 src/ has one folder per layer, numbered in the order data flows up:
-0-base, 1-image, 2-volume, 3-btrfs, 4-files, 5-analysis. Two graphs are
+base, image, volume, btrfs, files, inum. Two graphs are
 checked:
   - includes: a file may include headers of its own layer or a lower one
-    (the public btrfsimg_inum.h counts as the analysis layer's); tools/
+    (the public headers count as the levels src/README.md gives them); tools/
     includes only the public headers in include/ and its own;
   - calls (with the static library): file A depends on file B when A's
     object file uses a symbol B's defines (nm). Every such edge must point
@@ -20,14 +20,24 @@ import re
 import subprocess
 import sys
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"(\d)-([a-z0-9-]+)/([A-Za-z0-9_]+\.h)"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z0-9]+)/([A-Za-z0-9_]+\.h)"', re.M)
 ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-PUBLIC_LAYER = {'btrfsimg.h': 0, 'btrfsimg_inum.h': 5, 'btrfsimg_forensic.h': 5}
+LEVEL_ROW = re.compile(r'^\|\s*(\d+)\s*\|\s*`([a-z0-9]+)/`\s*\|', re.M)
+PUBLIC_ROW = re.compile(r'`(btrfsimg[a-z_]*\.h)` to\s+(?:level (\d+)|`([a-z0-9]+)/`)')
+LEVELS = {}
+PUBLIC_LAYER = {}
+
+
+def read_levels(src):
+    """The stack as src/README.md tables it: folder -> level."""
+    text = open(os.path.join(src, 'README.md')).read()
+    LEVELS.update({m.group(2): int(m.group(1)) for m in LEVEL_ROW.finditer(text)})
+    for m in PUBLIC_ROW.finditer(re.sub(r'\s+', ' ', text)):
+        PUBLIC_LAYER[m.group(1)] = int(m.group(2)) if m.group(2) else LEVELS[m.group(3)]
 
 
 def layer_of(path):
-    m = re.match(r'(\d)-[a-z0-9-]+/', path)
-    return int(m.group(1)) if m else None
+    return LEVELS.get(path.split('/')[0]) if '/' in path else None
 
 
 def sources(src):
@@ -44,12 +54,15 @@ def include_problems(src):
     for f in sources(src):
         text = open(os.path.join(src, f)).read()
         for m in INCLUDE.finditer(text):
-            target = '%s-%s/%s' % m.groups()
-            if not os.path.exists(os.path.join(src, target)):
-                bad.append('%s includes %s, which does not exist' % (f, target))
-            elif int(m.group(1)) > layer_of(f):
-                bad.append('%s (layer %d) includes %s (layer %s): an upward include'
-                           % (f, layer_of(f), target, m.group(1)))
+            target = '%s/%s' % m.groups()
+            if not os.path.exists(os.path.join(src, target)) or layer_of(target) is None:
+                bad.append('%s includes %s, which is in no layer folder' % (f, target))
+            elif layer_of(target) > layer_of(f):
+                bad.append('%s (layer %d) includes %s (layer %d): an upward include'
+                           % (f, layer_of(f), target, layer_of(target)))
+            elif layer_of(target) == layer_of(f) and m.group(1) != f.split('/')[0]:
+                bad.append('%s includes %s: peer folders do not use each other'
+                           % (f, target))
         for m in ANY_INCLUDE.finditer(text):
             layer = PUBLIC_LAYER.get(m.group(1))
             if layer is not None and layer > layer_of(f):
@@ -75,8 +88,8 @@ def tools_problems(repo):
 
 
 def object_name(member):
-    # meson names objects src_3-btrfs_tree.c.o
-    m = re.match(r'src_(\d-[a-z0-9-]+)_(.+)\.c\.o$', os.path.basename(member))
+    # meson names objects src_btrfs_tree.c.o
+    m = re.match(r'src_([a-z0-9]+)_(.+)\.c\.o$', os.path.basename(member))
     return '%s/%s.c' % m.groups() if m else None
 
 
@@ -143,7 +156,8 @@ def call_problems(archive):
     bad = []
     for f, targets in sorted(edges.items()):
         for g, syms in sorted(targets.items()):
-            if layer_of(g) > layer_of(f):
+            if layer_of(g) > layer_of(f) or (layer_of(g) == layer_of(f)
+                                             and g.split('/')[0] != f.split('/')[0]):
                 bad.append('%s (layer %d) calls %s (layer %d): %s'
                            % (f, layer_of(f), g, layer_of(g), ', '.join(sorted(set(syms)))))
     for comp in cycles(edges):
@@ -158,7 +172,11 @@ def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
     src = os.path.join(sys.argv[1], 'src')
-    bad = include_problems(src) + tools_problems(sys.argv[1])
+    read_levels(src)
+    missing = sorted(d for d in os.listdir(src)
+                     if os.path.isdir(os.path.join(src, d)) and d not in LEVELS)
+    bad = ['src/%s/ is not in the stack table of src/README.md' % d for d in missing]
+    bad += include_problems(src) + tools_problems(sys.argv[1])
     summary = 'includes of %d library files and of tools/' % len(list(sources(src)))
     if len(sys.argv) == 3:
         more, nfiles, nedges = call_problems(sys.argv[2])

@@ -5,7 +5,7 @@
  * docs/inode-numbers.md on its own (its own byte swap, overlay and
  * device rules) and materialises every (device, presented number, inode)
  * triple, sorts them and counts. Slow on purpose: nothing here is shared
- * with src/5-analysis/collide.c.
+ * with src/inum/collide.c.
  */
 #ifndef COLLIDE_BRUTE_H
 #define COLLIDE_BRUTE_H

@@ -14,13 +14,13 @@
 
 #include <zstd.h>
 
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "3-btrfs/check.h"
-#include "4-files/dir.h"
-#include "4-files/inode.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "btrfs/tree_checker.h"
+#include "files/dir.h"
+#include "files/inode.h"
 
 #define DX_MAXTOK 24
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "1-image/dev.h"
+#include "image/dev.h"
 
 /* The byte at offset @i of every pattern file: it differs from its
  * neighbours and from the bytes 256 and 65536 away. */

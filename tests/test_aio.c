@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Scattered reads with many in flight (bi_aio_*, 1-image/direct.c), as the
+ * Scattered reads with many in flight (bi_aio_*, image/ring.c), as the
  * inode enumeration reads a tree's leaves: through the page cache by
  * io_uring, or with O_DIRECT by native AIO.
  *
@@ -37,9 +37,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "0-base/handle.h"
-#include "1-image/dev.h"
-#include "1-image/direct.h"
+#include "base/handle.h"
+#include "image/dev.h"
+#include "image/ring.h"
 #include "patfile.h"
 
 #define SIZE ((1u << 20) + 1234u)

@@ -27,17 +27,17 @@
 #include <isa-l/erasure_code.h>
 #include <isa-l/raid.h>
 
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "0-base/ondisk.h"
-#include "1-image/dev.h"
-#include "3-btrfs/check.h"
-#include "3-btrfs/chunk.h"
-#include "3-btrfs/open.h"
-#include "3-btrfs/raid.h"
-#include "3-btrfs/tree.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "base/ondisk.h"
+#include "image/dev.h"
+#include "btrfs/tree_checker.h"
+#include "btrfs/chunk.h"
+#include "btrfs/open.h"
+#include "btrfs/raid.h"
+#include "btrfs/tree.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024ull)

@@ -25,10 +25,10 @@
 
 #include <cmocka.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "5-analysis/collide.h"
-#include "5-analysis/schemes.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "inum/collide.h"
+#include "inum/schemes.h"
 #include "collide_brute.h"
 
 /* ------------------------------ helpers ------------------------------ */

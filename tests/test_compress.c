@@ -27,10 +27,10 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/ondisk.h"
-#include "4-files/compress.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/ondisk.h"
+#include "files/compress.h"
 
 static struct bi_zctx *zc;
 static char why[256];

@@ -21,10 +21,10 @@
 #include <cmocka.h>
 
 #include "btrfsimg.h"
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/ondisk.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/ondisk.h"
 
 static void unhex(const char *hex, uint8_t *out, size_t n)
 {

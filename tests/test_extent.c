@@ -31,11 +31,11 @@
 #include <sodium.h>
 #include <zstd.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "3-btrfs/check.h"
-#include "4-files/extent.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "btrfs/tree_checker.h"
+#include "files/extent.h"
 
 #define SS 4096u
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Devices and partition tables (src/1-image/dev.c, src/2-volume/part.c).
+ * Devices and partition tables (src/image/dev.c, src/volume/part.c).
  *
  * Truth: partition tables are written by sfdisk (util-linux) and what
  * `sfdisk -d` reports about them is what bi_part_parse must find. Live
@@ -27,12 +27,12 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "0-base/ondisk.h"
-#include "1-image/dev.h"
-#include "2-volume/part.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "base/ondisk.h"
+#include "image/dev.h"
+#include "volume/part.h"
 
 #define MAXP 16
 #define MAGIC_AT (SB_PRIMARY_OFFSET + SB_MAGIC_OFF)

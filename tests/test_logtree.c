@@ -34,14 +34,14 @@
 #include <openssl/evp.h>
 #include <zstd.h>
 
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "0-base/key.h"
-#include "0-base/ondisk.h"
-#include "3-btrfs/tree.h"
-#include "4-files/logreplay.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/tree.h"
+#include "logreplay/replay.h"
 #include "unpack.h"
 
 #define T 8u			/* replay transaction */

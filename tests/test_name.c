@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Damaged names (0-base/name.h): which names cannot be a path component,
+/* Damaged names (base/name.h): which names cannot be a path component,
  * their one safe form, and the way back from it. Vectors worked by hand
  * from the rule in the man page (DAMAGED NAMES). */
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "0-base/name.h"
+#include "base/name.h"
 #include "btrfsimg.h"
 
 #define N(s) (const uint8_t *)(s), sizeof(s) - 1

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The ring reader (1-image/direct.c) and the two whole-device passes that
+ * The ring reader (image/ring.c) and the two whole-device passes that
  * use it (forensic scan, offline scrub).
  *
  * Ring: every byte it hands out must equal the file's byte at that offset
@@ -29,12 +29,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "0-base/handle.h"
-#include "1-image/dev.h"
-#include "1-image/direct.h"
+#include "base/handle.h"
+#include "image/dev.h"
+#include "image/ring.h"
 #include "patfile.h"
-#include "5-forensics/fscan.h"
-#include "5-forensics/scrub.h"
+#include "forensic/block_scan.h"
+#include "forensic/scrub.h"
 #include "unpack.h"
 
 static void check_bytes(const uint8_t *p, uint64_t abs, size_t len)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Whole-tree scans (scan.c): on the kernel-made snaps image (snapshots of a
+ * Whole-tree scans (snapshot_scan.c): on the kernel-made snaps image (snapshots of a
  * many-leaf tree that add, delete, rewrite and rename inodes, and a source
  * that changed after them), every subvolume's inode set, full or stored as
  * a difference from a full set, must hold exactly the INODE_ITEMs an
@@ -18,12 +18,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "0-base/handle.h"
-#include "0-base/key.h"
-#include "0-base/ondisk.h"
-#include "3-btrfs/root.h"
-#include "3-btrfs/tree.h"
-#include "5-analysis/scan.h"
+#include "base/handle.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/root.h"
+#include "btrfs/tree.h"
+#include "inum/snapshot_scan.h"
 #include "unpack.h"
 
 struct ids {

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "5-analysis/collide.h"
-#include "5-analysis/schemes.h"
+#include "inum/collide.h"
+#include "inum/schemes.h"
 
 static void test_swab64(void **state)
 {

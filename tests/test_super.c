@@ -16,12 +16,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "0-base/csum.h"
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "0-base/ondisk.h"
-#include "3-btrfs/super.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "base/ondisk.h"
+#include "btrfs/super.h"
 
 static const char *const types[] = { "crc32c", "xxhash64", "sha256", "blake2b" };
 

@@ -17,16 +17,16 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "0-base/cursor.h"
-#include "0-base/err.h"
-#include "0-base/handle.h"
-#include "0-base/key.h"
-#include "0-base/ondisk.h"
-#include "1-image/dev.h"
-#include "3-btrfs/check.h"
-#include "3-btrfs/chunk.h"
-#include "3-btrfs/root.h"
-#include "3-btrfs/tree.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/handle.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "image/dev.h"
+#include "btrfs/tree_checker.h"
+#include "btrfs/chunk.h"
+#include "btrfs/root.h"
+#include "btrfs/tree.h"
 #include "unpack.h"
 
 #define NS 4096u
@@ -222,7 +222,7 @@ static void close_names(btrfsimg_fs *fs, char *img)
 	free(img);
 }
 
-/* The rule inodes.c uses: past one objectid's names, before the next
+/* The rule inode_enum.c uses: past one objectid's names, before the next
  * objectid's INODE_ITEM. */
 static bool only_entries(const bi_key *lo, const bi_key *hi)
 {

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "2-volume/crypto.h"
-#include "2-volume/luks.h"
-#include "2-volume/lvm.h"
+#include "volume/crypto.h"
+#include "volume/luks.h"
+#include "volume/lvm.h"
 
 static void unhex(const char *h, uint8_t *out)
 {

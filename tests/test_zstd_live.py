@@ -5,7 +5,7 @@
 
 Whether Linux decodes a zstd extent depends on whether the frame's stream
 buffers fit its decompression workspace, not on a window cap (see
-src/4-files/compress.c). This test asks the running kernel: it writes a 20,000-byte
+src/files/compress.c). This test asks the running kernel: it writes a 20,000-byte
 compressible file to a fresh image (compress=zstd, so one regular extent of
 one 4 KiB sector), then for each variant rewrites the frame header in place
 (window descriptor, content size or none), mounts the image read-only with

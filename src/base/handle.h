@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The filesystem handle, as every layer sees it. Types only: each layer
+ * owns the functions that fill its part (devices: image, superblock
+ * and chunk map: btrfs, log overlays: files), and forward
+ * declarations keep this header at the bottom of the stack.
+ */
+#ifndef BI_HANDLE_H
+#define BI_HANDLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btrfsimg.h"
+#include "base/ondisk.h"
+
+struct bi_dev;
+struct bi_cache;
+struct bi_chunk_map;
+struct bi_log_overlay;
+struct bi_vols;
+
+struct bi_super {
+	struct btrfsimg_super_info info;
+	uint8_t raw[SB_SIZE];
+	uint64_t chunk_root_generation;
+	uint64_t log_root_transid;
+	uint32_t sys_array_size;
+	/* the dev_item of the device the copy came from */
+	uint64_t devid;
+	uint8_t dev_uuid[16];
+	uint8_t dev_fsid[16];
+	uint64_t dev_total_bytes;
+};
+
+/* One DEV_ITEM of the chunk tree: a device the filesystem has. */
+struct bi_devitem {
+	uint64_t devid, total_bytes;
+	uint8_t uuid[16];
+};
+
+struct bi_root {
+	uint64_t id;
+	uint64_t bytenr;
+	uint64_t generation;
+	uint8_t level;
+};
+
+struct btrfsimg_fs {
+	struct btrfsimg_open_opts opts;
+	char err[1024];
+	btrfsimg_log_fn log;
+	void *log_ctx;
+	uint64_t damage;
+
+	struct bi_dev *devs;	/* every device added, in order */
+	size_t ndevs, devcap;
+	bool opened;
+
+	struct bi_super sb;	/* the copy in use */
+	uint64_t missing_devs;
+	uint32_t nodesize, sectorsize, csum_size;
+	int csum_type;
+	uint8_t meta_fsid[16];	/* fsid tree blocks carry */
+
+	struct bi_chunk_map *chunks;
+	struct bi_cache *cache;
+	struct bi_root root_tree, chunk_tree;
+	struct bi_log_overlay *overlays;	/* replayed log, per subvolume (replay.c) */
+	struct btrfsimg_log_info log_info;	/* what the replay did (replay.c) */
+	struct bi_devitem *devitems;		/* the chunk tree's DEV_ITEMs, devid order */
+	size_t ndevitems;
+	struct bi_vols *vols;	/* LUKS/LVM layers, keys, layer rows (volume/vol.c) */
+	struct bi_dlist *dirs;	/* readdir's buffers, reused (files/dir.c) */
+
+	/* --generation: the transid whose root tree the open reads (0: the
+	 * superblock's), how that root was found (for the report), and the
+	 * device scan that finds it when no superblock names it, set by
+	 * btrfsimg_set_generation (forensic/generation.c) so that the
+	 * open (btrfs) calls up only through this pointer. */
+	uint64_t want_gen;
+	char gen_how[160];
+	int (*gen_scan)(struct btrfsimg_fs *fs, uint64_t gen, struct bi_root *out);
+};
+
+#endif

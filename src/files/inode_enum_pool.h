@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The worker pool behind the inode enumeration's parallel walk (private
+ * to src/files): the ring of leaves, their events, and what inode_enum.c
+ * calls to fill and drain it. Apart so that the walk's state machine
+ * (inode_enum.c) and the threads that feed it each stay readable on their own.
+ *
+ * Threads: bi_ipool_new starts the workers; every other function here is
+ * called by the one walking thread, which alone touches the handle.
+ */
+#ifndef BI_INODES_POOL_H
+#define BI_INODES_POOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/handle.h"
+#include "base/key.h"
+#include "btrfs/leafwalk.h"
+#include "btrfs/tree.h"
+
+#define IPOOL_RING 256
+/* Workers are woken for this many leaves at once, not for each one: a
+ * wake-up per leaf cost more in context switches than the parsing saved. */
+#define IPOOL_BATCH	  16
+#define IPOOL_WORKERS_MAX 3
+
+enum { IEV_INODE, IEV_INODE_BAD, IEV_DAMAGE, IEV_REF };
+enum { ISLOT_FREE, ISLOT_QUEUED, ISLOT_PARSING, ISLOT_PARSED };
+
+struct bi_iev {
+	uint8_t kind;
+	uint16_t name_len;	   /* IEV_INODE: its first name in this leaf, or 0 */
+	uint32_t slot;		   /* IEV_REF: the item's */
+	uint32_t size;		   /* IEV_REF */
+	uint32_t msg_off;	   /* IEV_INODE_BAD, IEV_DAMAGE: into the slot's text */
+	uint64_t parent;	   /* IEV_INODE */
+	const uint8_t *data;	   /* IEV_INODE: its name; IEV_REF: the item (in the leaf) */
+	bi_key key;		   /* IEV_REF */
+	struct btrfsimg_inode ino; /* IEV_INODE */
+};
+
+struct bi_islot {
+	/* the leaf's copy 0 as read by the walking thread, checked (checksum,
+	 * header, item table, what the parent expects) by the worker */
+	struct bi_leaf_ptr at; /* where it is, what its parent expects */
+	uint8_t *buf;	       /* the slot's own, nodesize bytes (page-aligned) */
+	bool read_ok;	       /* copy 0 was read into buf */
+	bool io_done;	       /* read (not in flight): the walking thread's */
+	bool fallback;	       /* unread or failed a check: the walking thread
+				* reads it through the block cache (every copy,
+				* the messages) when it gets there */
+	bool held;	       /* leaf is a block cache reference */
+	struct bi_block blk;   /* the view of buf once checked */
+	struct bi_block *leaf; /* &blk, a cache reference, or NULL */
+	uint32_t from;	       /* first slot at or after the walk's start */
+	_Atomic int state;     /* ISLOT_*: handed between threads */
+	int rc;		       /* the parse's: -ENOMEM */
+	bool end;	       /* an item past the walk's range: nothing after it */
+	bool has_first;	       /* the leaf holds an item in range */
+	bi_key first, last;    /* keys of its first and last items in range */
+	struct bi_iev *ev;
+	size_t nev, evcap;
+	char *text;
+	size_t text_len, text_cap;
+};
+
+struct bi_ipool {
+	pthread_mutex_t mu; /* for sleeping only: the ring runs on atomics */
+	pthread_cond_t work, done;
+	pthread_t th[IPOOL_WORKERS_MAX];
+	int nth;
+	bool quit;	      /* under mu */
+	size_t head;	      /* the next leaf to play (this thread's) */
+	size_t issued;	      /* leaves read or being read (>= tail; this thread's) */
+	struct bi_aio *aio;   /* leaves not in the page cache read around it, or NULL */
+	bool aio_last;	      /* the last leaf went to it: the cache is cold */
+	bool aio_refused;     /* a read was refused (EINVAL): none more */
+	uint32_t hot;	      /* leaves found in the page cache in a row */
+	_Atomic size_t tail;  /* leaves queued so far (ever-growing) */
+	_Atomic size_t next;  /* leaves taken by a worker so far */
+	_Atomic size_t batch; /* queued leaves a sleeping worker waits for */
+	_Atomic int sleepers; /* workers asleep (or about to be) on work */
+	_Atomic bool waiting; /* this thread asleep (or about to be) on done */
+	/* the walk's constants (set before its first leaf is queued) */
+	uint64_t subvol, max_gen;
+	bi_key min, max;
+	uint32_t nodesize, csum_size;
+	int csum_type;
+	uint8_t fsid[16];
+	struct bi_islot ring[IPOOL_RING];
+};
+
+/* The first entry of an INODE_REF (key offset = parent) or INODE_EXTREF
+ * item: false, with the message in @why, when it is unusable. @name_out
+ * points into @data. */
+bool bi_ipool_ref_first(const bi_key *key, const uint8_t *data, uint32_t size, uint64_t block,
+			uint32_t slot, uint64_t subvol, uint64_t *parent_out,
+			const uint8_t **name_out, uint16_t *nlen_out, char *why, size_t whylen);
+
+/* Worker threads: one per processor beyond this one (at least one, at most
+ * IPOOL_WORKERS_MAX). NULL when none can be had. Freed by bi_ipool_free
+ * (NULL is fine), which stops and joins them. */
+struct bi_ipool *bi_ipool_new(void);
+void bi_ipool_free(struct bi_ipool *p);
+
+/* Wake the workers if some sleep and enough is queued for them. */
+void bi_ipool_wake(struct bi_ipool *p);
+
+/* Read copy 0 of the leaf @at into the next slot of the ring, to be queued
+ * for the workers once it and those before it are read. */
+void bi_ipool_queue(struct bi_ipool *p, struct btrfsimg_fs *fs, struct bi_leafwalk *lw,
+		    const struct bi_leaf_ptr *at);
+
+/* What to do next: 1 play the head leaf, 2 read one more, 3 look again
+ * (a read finished), 0 nothing is left. */
+int bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking);
+
+/* Take back every leaf still queued, waiting for those taken; all slots
+ * are released (block cache references put). */
+void bi_ipool_drop(struct bi_ipool *p, struct btrfsimg_fs *fs);
+
+/* One checked leaf (@s->leaf from @s->from) into events: on a worker, or
+ * on the walking thread for a leaf read again through the block cache. */
+void bi_ipool_parse_leaf(const struct bi_ipool *p, struct bi_islot *s);
+
+#endif
