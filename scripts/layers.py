@@ -77,13 +77,13 @@ def tools_problems(repo):
     """The CLI is thin over the public headers: nothing from src/."""
     bad, tools = [], os.path.join(repo, 'tools')
     public = set(os.listdir(os.path.join(repo, 'include')))
-    for f in sorted(os.listdir(tools)):
-        if not f.endswith(('.c', '.h')):
-            continue
-        for m in ANY_INCLUDE.finditer(open(os.path.join(tools, f)).read()):
-            name = m.group(1)
-            if name not in public and not os.path.exists(os.path.join(tools, name)):
-                bad.append('tools/%s includes "%s": not a public header' % (f, name))
+    for d, _, names in sorted(os.walk(tools)):
+        for f in sorted(n for n in names if n.endswith(('.c', '.h'))):
+            rel = os.path.relpath(os.path.join(d, f), tools)
+            for m in ANY_INCLUDE.finditer(open(os.path.join(d, f)).read()):
+                name = m.group(1)
+                if name not in public and not os.path.exists(os.path.join(tools, name)):
+                    bad.append('tools/%s includes "%s": not a public header' % (rel, name))
     return bad
 
 

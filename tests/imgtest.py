@@ -24,7 +24,7 @@ or by bench/exact.py):
   load_jsonl(path), load_json(path)   recorded views and expected results
   json_int(v)      an integer of btrfsimg's JSON: past 2^53 - 1 it is a
                    decimal string (--json-u64 string, the default)
-  text_unescape(b) a name of the text output (tools/text.h) as its bytes
+  text_unescape(b) a name of the text output (tools/common/text.h) as its bytes
   import_kview(testdata)   testdata/gen_kview.py (FIELDS, the stub rule)
   crc32c(data), sha256_file(path)   from testdata/genlib.py
 """
@@ -184,7 +184,7 @@ TEXT_ESCAPES = {b"\\": b"\\", b"n": b"\n", b"t": b"\t", b"r": b"\r"}
 
 def text_unescape(b):
     """Undo the escapes of a name in btrfsimg's text output (\\\\, \\n, \\t,
-    \\r, \\xNN: tools/text.h); None if @b holds any other escape."""
+    \\r, \\xNN: tools/common/text.h); None if @b holds any other escape."""
     bad = []
 
     def one(m):

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The CLI's JSON writer (tools/json.c): the word-at-a-time scan for bytes
+ * The CLI's JSON writer (tools/common/json.c): the word-at-a-time scan for bytes
  * a JSON string holds as they are against the byte-by-byte definition, on
  * every string of a small alphabet holding each class's edges; numbers
  * written in place against printf on the edges of their digit counts, of

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The text output's times and names (tools/text.c), built from its source.
+ * The text output's times and names (tools/common/text.c), built from its source.
  *
  * Times: text_time_at formats most times itself; every one must equal what
  * the C library's gmtime_r and strftime give (written out here, not taken

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "keys.h"
-#include "suggest.h"
+#include "common/keys.h"
+#include "common/suggest.h"
 
 static const struct cmd_struct *const commands[] = {
 	&cmd_struct_super, &cmd_struct_subvols, &cmd_struct_walk, &cmd_struct_cat,

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "json.h"
-#include "suggest.h"
+#include "common/json.h"
+#include "common/suggest.h"
 
 struct opt_def {
 	const char *name;

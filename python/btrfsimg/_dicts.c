@@ -2,8 +2,8 @@
 /*
  * Filesystem.superblock, .subvolumes() and .collisions(): the public
  * structs as dicts with the keys and values of `btrfsimg super --json`
- * (tools/cmd_super.c), `subvols --json` (tools/cmd_subvols.c) and
- * `collisions --json` (tools/cmd_collisions.c). tests/test_python.py
+ * (tools/cmds/super.c), `subvols --json` (tools/cmds/subvols.c) and
+ * `collisions --json` (tools/cmds/collisions.c). tests/test_python.py
  * compares them with the CLI's lines on every committed image.
  */
 #include "ext.h"
@@ -60,7 +60,7 @@ struct facts {
 	bool have_log;
 };
 
-/* Copy of tools/where.c dev_where (the binding links no CLI source): "partition
+/* Copy of tools/common/where.c dev_where (the binding links no CLI source): "partition
  * 1 at offset N > luks2 UUID > lvm-pv VG > lvm-lv VG/LV" for @d, into @out. */
 static void dev_chain(btrfsimg_fs *fs, const struct btrfsimg_device *d, char *out, size_t len)
 {
@@ -100,7 +100,7 @@ static void dev_chain(btrfsimg_fs *fs, const struct btrfsimg_device *d, char *ou
 			 (unsigned long long)d->offset);
 }
 
-/* Copy of tools/cmd_super.c facts_get (calls, 32-profile cap): kept equal by
+/* Copy of tools/cmds/super.c facts_get (calls, 32-profile cap): kept equal by
  * tests/test_python.py test_dicts_equal_cli_json (superblock == super --json). */
 static int facts_get(btrfsimg_fs *fs, struct facts *f)
 {
@@ -359,7 +359,7 @@ static PyObject *headroom(const struct btrfsimg_collide_result *res)
 	return d;
 }
 
-/* 0 (none found) as null, as tools/cmd_collisions.c put_min:
+/* 0 (none found) as null, as tools/cmds/collisions.c put_min:
  * kept equal by tests/test_python.py test_dicts_equal_cli_json. */
 static PyObject *opt_min(unsigned n)
 {
@@ -396,7 +396,7 @@ static PyObject *schemes_list(const struct btrfsimg_fs_collisions *c)
 }
 
 /* Which schemes get a headroom row (collision-free; without stubs: only
- * there), as tools/cmd_collisions.c decides: kept equal by
+ * there), as tools/cmds/collisions.c decides: kept equal by
  * tests/test_python.py test_dicts_equal_cli_json (collisions --json). */
 static PyObject *headroom_list(const struct btrfsimg_collide_report *rep,
 			       const struct btrfsimg_collide_report *with)

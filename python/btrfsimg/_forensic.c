@@ -2,7 +2,7 @@
 /*
  * Filesystem.deleted() and .read_deleted(): btrfsimg_forensic.h's
  * recovered versions as dicts with the keys and values of `btrfsimg
- * deleted --json` (tools/recovered.c rec_json), and their bytes. The
+ * deleted --json` (tools/common/recovered.c rec_json), and their bytes. The
  * scan (every device read end to end) runs once per Filesystem; its index
  * lives on the handle until it is closed.
  */
@@ -36,7 +36,7 @@ static int digest_piece(void *ctx, uint64_t off, const void *data, size_t len)
 	return 0;
 }
 
-/* sha256 of a version read whole, as tools/recovered.c rec_digest (only
+/* sha256 of a version read whole, as tools/common/recovered.c rec_digest (only
  * intact versions): kept equal by tests/test_python.py test_deleted_equals_cli. */
 static bool version_sha(btrfsimg_forensic *f, const char *id, char hex[65])
 {
@@ -124,7 +124,7 @@ static PyObject *bad_list(const struct drow *w)
 	return l;
 }
 
-/* tools/recovered.c rec_json, key for key. */
+/* tools/common/recovered.c rec_json, key for key. */
 static PyObject *row_dict(const struct drow *w)
 {
 	const struct btrfsimg_recovered *r = &w->r;

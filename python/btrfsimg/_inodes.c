@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Filesystem.inodes(): btrfsimg_inodes_presented() as an iterator of
- * dicts shaped as `btrfsimg inodes --json` lines (tools/cmd_inodes.c).
+ * dicts shaped as `btrfsimg inodes --json` lines (tools/cmds/inodes.c).
  * The library pushes inodes through a callback; a Python iterator pulls.
  * So the library runs on a thread of its own (holding the handle's lock
  * throughout) and hands batches of rows over a small bounded queue; the
@@ -244,7 +244,7 @@ static int iput(PyObject *d, int k, PyObject *v)
 	return rc;
 }
 
-/* tools/cmd_inodes.c put_json, key for key (proc_ino "subvol:objectid", st_ino
+/* tools/cmds/inodes.c put_json, key for key (proc_ino "subvol:objectid", st_ino
  * and tree_id shared when equal): kept equal by tests/test_python.py
  * test_dicts_equal_cli_json (inodes --json). */
 static PyObject *row_dict(Inodes *it, const struct irow *r, const uint8_t *bytes)

@@ -2,7 +2,7 @@
 /*
  * Filesystem.walk(): every path under a start, depth-first in readdir
  * (DIR_INDEX) order, crossing into subvolumes, stub directories empty, as
- * `btrfsimg walk --json` lists them (tools/cmd_walk.c), one dict per path
+ * `btrfsimg walk --json` lists them (tools/cmds/walk.c), one dict per path
  * with the same keys and values. The traversal is the library's walk
  * iterator (btrfsimg_walk_next), the CLI's too; one record per next(). The
  * test tests/test_python.py holds the two equal on every committed image.
@@ -341,7 +341,7 @@ static int put_schemes(PyObject *d, const struct rec *r)
 	return put(d, K_NUMDEVS2_DEV, opt_u64(r->dev < 0, (uint64_t)r->dev));
 }
 
-/* tools/cmd_walk.c put_json, key for key. */
+/* tools/cmds/walk.c put_json, key for key. */
 static PyObject *rec_dict(Walk *w)
 {
 	const struct rec *r = &w->r;
