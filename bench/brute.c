@@ -16,7 +16,7 @@
  * Prints one line per scheme, "NAME GROUPS INODES READDIR_MISMATCH
  * GROUPS_WITHOUT_STUBS INODES_WITHOUT_STUBS", in the order and with the
  * names of `collisions --json`. The rules are those of
- * tests/test_inodes.py's brute(): an inode is a distinct (subvolume, st_ino);
+ * tests/images/test_inodes.py's brute(): an inode is a distinct (subvolume, st_ino);
  * a stub directory (st_ino 2) counts once per place it appears, on device 0
  * (on a device of its own under numdevs=many); numdevs=2 puts a subvolume on
  * the device of its parent's subvolume flipped, the top level on device 0; a

@@ -6,7 +6,7 @@
 Mounts IMAGE read-only at the top level (root, loop device), walks it as
 the kernel shows it (lstat: st_dev, st_ino; readdir: d_ino), names each
 st_dev's subvolume with `btrfs inspect-internal rootid`, and counts every
-scheme's shared numbers with the brute force of tests/test_inodes.py (a dict
+scheme's shared numbers with the brute force of tests/images/test_inodes.py (a dict
 of every presented number per device). With --c, the walk and the count are
 bench/brute.c's instead (statx with STATX_SUBVOL; sorting), which copes with
 a hundred million inodes. `btrfsimg collisions --json --mount-subvol 5` must
@@ -16,7 +16,8 @@ Prints the comparison; exit 1 on any difference.
 """
 import os, subprocess, sys, tempfile, time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "images"))
 import test_inodes as ti  # noqa: E402  (the brute force, shared with the tests)
 
 
@@ -49,7 +50,7 @@ def kernel_view(mnt):
 
 
 def python_brute(mnt):
-    """Scheme name -> (groups, inodes, readdir mismatches), by tests/test_inodes.py."""
+    """Scheme name -> (groups, inodes, readdir mismatches), by tests/images/test_inodes.py."""
     view = kernel_view(mnt)
     inodes, stubs, entries = ti.kernel_inodes(view)
     dev2 = ti.depth_parity(view)

@@ -14,7 +14,7 @@ the tools run on the first, and the loop devices are detached at the end.
 
 Prints one JSON object: {"roots": [bytenr, ...], "sha256": [hex, ...]}:
 the roots tried and the sha256 of every regular file any restore wrote.
-tests/test_forensic.py compares it with `btrfsimg deleted` per kind and
+tests/images/test_forensic.py compares it with `btrfsimg deleted` per kind and
 size band; run by hand it shows what progs gets back.
 """
 import hashlib

@@ -3,7 +3,7 @@
 # walk --hash through LUKS2 beside the same walk of the plaintext: the cost
 # of decryption (OpenSSL AES-XTS, 4096-byte sectors). The btrfs is the
 # kernel-made testdata/files/extents.img (512 MiB); the LUKS2 image is made
-# as tests/test_volumes.py makes them (cryptsetup luksFormat on a file, the
+# as tests/images/test_volumes.py makes them (cryptsetup luksFormat on a file, the
 # payload encrypted by build/tests/luks_encrypt with the dumped volume key).
 # Paired runs (A B A B ...) with farm-bench when present, else hyperfine-like
 # plain repetitions with /usr/bin/time.

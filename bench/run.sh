@@ -337,7 +337,7 @@ fi
 if [ "$EXACT" = 1 ]; then
   BRUTE=${BRUTE:-$(dirname "$BIN")/../bench/brute}
   echo
-  # two independent brute forces: tests/test_inodes.py's (Python: lstat and a
+  # two independent brute forces: tests/images/test_inodes.py's (Python: lstat and a
   # dict) where a Python walk is quick enough, bench/brute.c's (statx and
   # sorting) on all, including the 101 M inodes of the snapshot image
   exact() { # IMAGE [c]: both brute forces, or only the C one

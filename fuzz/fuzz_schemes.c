@@ -4,7 +4,7 @@
  * (subvolume ids from a palette of colliding shapes, shared objectid sets
  * aimed at the schemes' constants, deltas, stubs, parities) and a scheme.
  * The engine must agree with the brute-force reference of
- * tests/collide_brute.h on counts, examples and members; it must reject
+ * tests/support/collide_brute.h on counts, examples and members; it must reject
  * exactly the inputs the reference calls invalid; "proven" must never
  * come with a collision. Any difference aborts.
  */
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "btrfsimg_inum.h"
-#include "../tests/collide_brute.h"
+#include "../tests/support/collide_brute.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,7 @@
 # target tries), cut after the first keyslot's key material; the label and
 # metadata area of a PV made by lvm2 (testdata/volume/gpt-lvm.img), its
 # metadata text alone, and a hand-written raid1 + mirror VG
-# (tests/test_volume.c parses the same text).
+# (tests/unit/test_volume.c parses the same text).
 set -euo pipefail
 cd "$(dirname "$0")"
 tmp=$(mktemp -d /tmp/vol-seeds.XXXXXX)
@@ -40,4 +40,4 @@ open("corpus/lvm/text-counts", "wb").write(
     t.replace(b"segment_count = 2", b"segment_count = -1", 1)
      .replace(b"extent_count = ", b"extent_count = 99999999999", 1))
 PY
-cp ../tests/lvm-raid1.txt corpus/lvm/raid1-text
+cp ../tests/support/lvm-raid1.txt corpus/lvm/raid1-text

@@ -4,7 +4,7 @@
 
     gen_dirs_seed.py TESTDATA/sample.img.zst OUT
 
-testdata/sample.img with the mutations of tests/test_corrupt.py's
+testdata/sample.img with the mutations of tests/images/test_corrupt.py's
 case_dir_disagree, so that fuzz_image starts from the DIR_ITEM / DIR_INDEX /
 INODE_REF cross-check's every branch: in subvolume 258 (var) the DIR_INDEX
 of log5 points at log6's inode, the DIR_INDEX of log3 is renamed log4, the

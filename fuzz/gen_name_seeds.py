@@ -4,7 +4,7 @@
 
     gen_name_seeds.py
 
-The damaged images of tests/test_names.py, as seeds of the image and
+The damaged images of tests/images/test_names.py, as seeds of the image and
 forensic targets (fuzz/sparse_image.h format, checksums recomputed by the
 harness): testdata/sample.img with names rewritten to "..", ".", "l/g1",
 "l<NUL>g2" and "/a/b/c/de" (DIR_INDEX and INODE_REF items) into
@@ -15,7 +15,7 @@ import os, subprocess, sys, tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "images"))
 import test_names  # noqa: E402  (rename: the damage, one definition)
 
 TESTDATA = os.path.join(HERE, "..", "testdata")

@@ -57,7 +57,7 @@ from hostile_volumes import (mut_e01, mut_flip_any, mut_gpt, mut_luks1, mut_luks
                              mut_lvm, mut_mbr, mut_qcow2, mut_split, mut_vhd, mut_vhdx,
                              mut_vmdk)
 
-PASS = b"test pass"        # the passphrase tests/test_volumes.py uses
+PASS = b"test pass"        # the passphrase tests/images/test_volumes.py uses
 SANITIZER = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer", b"runtime error:",
              b"ERROR: UndefinedBehaviorSanitizer", b"SUMMARY: AddressSanitizer")
 
@@ -503,7 +503,7 @@ class Runner:
         e["UBSAN_OPTIONS"] = "print_stacktrace=1"
         # leaks inside the container libraries (libewf 20140813 loses chunk
         # buffers on read errors) are theirs: left out, as fuzz_container.c
-        # and tests/test_containers.py do; ours are still reported
+        # and tests/images/test_containers.py do; ours are still reported
         supp = os.path.join(self.o.work, "lsan.supp")
         if not os.path.exists(supp):
             with open(supp, "w") as f:

@@ -110,8 +110,8 @@ if $with_tests; then
     --num-processes 2 >/dev/null || echo "coverage.sh: some tests failed" >&2
   "$profdata" merge -sparse "$cov/tests"/*.profraw -o "$cov/tests.profdata"
   "$profdata" merge -sparse "$cov/fuzz.profdata" "$cov/tests.profdata" -o "$cov/all.profdata"
-  mapfile -t tbins < <(find "$build/tests" "$build/tools" "$build/fuzz" -maxdepth 1 -type f \
-                         -perm -u+x 2>/dev/null | sort)
+  mapfile -t tbins < <(find "$build/tests" "$build/tests/unit" "$build/tools" "$build/fuzz" \
+                         -maxdepth 1 -type f -perm -u+x 2>/dev/null | sort)
   for so in "$build"/libbtrfsimg.so*; do [ -f "$so" ] && ! [ -L "$so" ] && tbins+=("$so"); done
   echo
   echo "== test suite alone / fuzz corpora and test suite together (lines regions funcs)"

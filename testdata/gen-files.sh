@@ -3,12 +3,12 @@
 # Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # Rebuild testdata/files/: small btrfs images made by the real kernel, each
 # with the kernel's own view of it (testdata/gen_kview.py on a fresh read-only
-# mount), for tests/test_files.py. Needs root, loop devices, btrfs-progs,
+# mount), for tests/images/test_files.py. Needs root, loop devices, btrfs-progs,
 # zstd, chattr, python3.
 #
 #   gen-files.sh [--small] [--raw] [--only NAME[,NAME...]] [OUTDIR]
 #
-#   --small  fewer/smaller files (for tests/test_oracle.py; same features)
+#   --small  fewer/smaller files (for tests/images/test_oracle.py; same features)
 #   --raw    write NAME.img (sparse) instead of NAME.img.zst
 #   OUTDIR   default: testdata/files next to this script
 #

@@ -4,7 +4,7 @@
 # Rebuild testdata/forensic/: btrfs images on which the kernel wrote,
 # rewrote, truncated and deleted files and dropped a subvolume in rounds
 # (testdata/gen_forensic.py), with the sha256 of every version ever written
-# and what the kernel shows at the end. For tests/test_forensic.py. Needs
+# and what the kernel shows at the end. For tests/images/test_forensic.py. Needs
 # root, loop devices, btrfs-progs, zstd, chattr, python3.
 #
 #   gen-forensic.sh [OUTDIR [NAME...]]

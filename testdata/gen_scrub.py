@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 """gen_scrub.py: kernel-made images with chosen damage, for `verify` and
-`unallocated` (tests/test_verify.py, tests/test_unallocated.py).
+`unallocated` (tests/images/test_verify.py, tests/images/test_unallocated.py).
 
     sudo /usr/bin/python3 testdata/gen_scrub.py          # every image
     sudo /usr/bin/python3 testdata/gen_scrub.py raid1    # only this one

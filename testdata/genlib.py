@@ -5,7 +5,7 @@ Generators -- the scripts that make committed test data, expected results or
 fuzz inputs, and the recorders and populators they run -- are named
 gen-<what>.sh (shell) or gen_<what>.py (Python: an underscore, so that tests
 can import them). What more than one of them needs lives here, and the
-Python image tests (tests/imgtest.py) take it from here too:
+Python image tests (tests/support/imgtest.py) take it from here too:
 
   crc32c_raw(seed, data), crc32c(data)   btrfs checksums and name hashes
   statx(path, mask)          every stx_* field, raw, from statx(2) without

@@ -3,7 +3,7 @@
  * Filesystem.superblock, .subvolumes() and .collisions(): the public
  * structs as dicts with the keys and values of `btrfsimg super --json`
  * (tools/cmds/super.c), `subvols --json` (tools/cmds/subvols.c) and
- * `collisions --json` (tools/cmds/collisions.c). tests/test_python.py
+ * `collisions --json` (tools/cmds/collisions.c). tests/python/test_python.py
  * compares them with the CLI's lines on every committed image.
  */
 #include "ext.h"
@@ -101,7 +101,7 @@ static void dev_chain(btrfsimg_fs *fs, const struct btrfsimg_device *d, char *ou
 }
 
 /* Copy of tools/cmds/super.c facts_get (calls, 32-profile cap): kept equal by
- * tests/test_python.py test_dicts_equal_cli_json (superblock == super --json). */
+ * tests/python/test_python.py test_dicts_equal_cli_json (superblock == super --json). */
 static int facts_get(btrfsimg_fs *fs, struct facts *f)
 {
 	size_t n = 0;
@@ -360,7 +360,7 @@ static PyObject *headroom(const struct btrfsimg_collide_result *res)
 }
 
 /* 0 (none found) as null, as tools/cmds/collisions.c put_min:
- * kept equal by tests/test_python.py test_dicts_equal_cli_json. */
+ * kept equal by tests/python/test_python.py test_dicts_equal_cli_json. */
 static PyObject *opt_min(unsigned n)
 {
 	if (!n)
@@ -397,7 +397,7 @@ static PyObject *schemes_list(const struct btrfsimg_fs_collisions *c)
 
 /* Which schemes get a headroom row (collision-free; without stubs: only
  * there), as tools/cmds/collisions.c decides: kept equal by
- * tests/test_python.py test_dicts_equal_cli_json (collisions --json). */
+ * tests/python/test_python.py test_dicts_equal_cli_json (collisions --json). */
 static PyObject *headroom_list(const struct btrfsimg_collide_report *rep,
 			       const struct btrfsimg_collide_report *with)
 {

@@ -37,7 +37,7 @@ static int digest_piece(void *ctx, uint64_t off, const void *data, size_t len)
 }
 
 /* sha256 of a version read whole, as tools/common/recovered.c rec_digest (only
- * intact versions): kept equal by tests/test_python.py test_deleted_equals_cli. */
+ * intact versions): kept equal by tests/python/test_python.py test_deleted_equals_cli. */
 static bool version_sha(btrfsimg_forensic *f, const char *id, char hex[65])
 {
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();

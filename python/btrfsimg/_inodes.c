@@ -245,7 +245,7 @@ static int iput(PyObject *d, int k, PyObject *v)
 }
 
 /* tools/cmds/inodes.c put_json, key for key (proc_ino "subvol:objectid", st_ino
- * and tree_id shared when equal): kept equal by tests/test_python.py
+ * and tree_id shared when equal): kept equal by tests/python/test_python.py
  * test_dicts_equal_cli_json (inodes --json). */
 static PyObject *row_dict(Inodes *it, const struct irow *r, const uint8_t *bytes)
 {

@@ -5,7 +5,7 @@
  * `btrfsimg walk --json` lists them (tools/cmds/walk.c), one dict per path
  * with the same keys and values. The traversal is the library's walk
  * iterator (btrfsimg_walk_next), the CLI's too; one record per next(). The
- * test tests/test_python.py holds the two equal on every committed image.
+ * test tests/python/test_python.py holds the two equal on every committed image.
  *
  * Each next() gathers one record with the GIL released (struct rec), then
  * builds the dict under the GIL from interned keys.

@@ -19,7 +19,7 @@
  * CRC-32C (three streams folded with PCLMULQDQ, ~2.4x a plain SSE4.2
  * loop), OpenSSL for SHA-256 (SHA-NI), libsodium for BLAKE2b, libxxhash
  * for XXH64; the figures are in bench/README.md ("Checksums").
- * crc32_iscsi is the raw update (no inversion in or out: tests/test_csum.c
+ * crc32_iscsi is the raw update (no inversion in or out: tests/unit/test_csum.c
  * checks ~crc32_iscsi("123456789", ~0) == 0xE3069283) and takes an int
  * length, hence the chunking below. sodium_init() only switches BLAKE2b to
  * SIMD code and touches libsodium's global state, so it is left to the

@@ -23,7 +23,7 @@
  *        full 2          D1    P     D0       per full stripe)
  *
  * All of this was checked against images the kernel wrote
- * (testdata/chunk/, tests/test_chunk.c).
+ * (testdata/chunk/, tests/unit/test_chunk.c).
  *
  * Reads pick a "copy" as the kernel numbers them: a mirror, or for
  * RAID5/6 a way to rebuild the data (see bi_chunk_num_copies and raid.c).

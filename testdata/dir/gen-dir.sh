@@ -3,7 +3,7 @@
 # Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 # Rebuild testdata/dir/: one small image written by the real kernel (needs
 # root and a loop device) and the kernel's answers about every path in it
-# (gen_dir_record.py record), for tests/test_dir.c and tests/test_inode.c.
+# (gen_dir_record.py record), for tests/unit/test_dir.c and tests/unit/test_inode.c.
 #
 #   dir.img.zst   256 MiB image, mkfs defaults (16K nodes, extref, no-holes):
 #     d/f            0640 1000:100, xattrs user.a, user.empty (""), user.big

@@ -3,7 +3,7 @@
 # Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
 """gen_logtree_view.py MOUNTPOINT > NAME.view.txt: the kernel's view of a
 mounted btrfs, one line per path, depth-first in readdir order (for btrfs:
-DIR_INDEX order), in the format tests/test_logtree.c rebuilds through the
+DIR_INDEX order), in the format tests/unit/test_logtree.c rebuilds through the
 public API:
 
   path ino mode nlink uid gid size rdev atime mtime ctime btime sha256 target xattrs

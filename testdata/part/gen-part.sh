@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
-# Regenerate the partition-table fixtures used by tests/test_io.c when
+# Regenerate the partition-table fixtures used by tests/unit/test_io.c when
 # sfdisk (or root) is unavailable. Tables are written by sfdisk (util-linux,
 # Debian package fdisk); its own `sfdisk -d` dump of each image is stored
 # beside it as the expected truth (<name>.sfdisk). Images are sparse and

@@ -19,7 +19,7 @@
 #                   the btrfs (metadata by vgcfgrestore, see below)
 # Recorded beside them: NAME.lvs.txt (lvs --segments: the layout truth),
 # NAME.pvs.txt, and plain.sha256 (the btrfs image copied in).
-# LUKS stacks are built at test time from these (tests/test_volumes.py):
+# LUKS stacks are built at test time from these (tests/images/test_volumes.py):
 # their payloads are incompressible.
 set -euo pipefail
 cd "$(dirname "$0")"
