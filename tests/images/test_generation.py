@@ -322,7 +322,7 @@ print(json.dumps(out))
                            timeout=TIMEOUT)
         if b"ASan runtime does not come first" in p.stderr:
             # a sanitized build: its runtimes go before the interpreter's
-            # (as python/btrfsimg/meson.build does for pytest)
+            # (as python/btrfsimg/meson.build does for test_python.py)
             pre = [subprocess.run(["cc", "-print-file-name=lib%s.so" % rt],
                                   stdout=subprocess.PIPE).stdout.decode().strip()
                    for rt in ("asan", "ubsan")]

@@ -2,12 +2,17 @@
 """test_python.py: the Python module btrfsimg against the kernel's recorded
 view of the committed images, and against the CLI's JSON lines.
 
-Run by meson (test 'python') with pytest on the interpreter the module was
-built for, PYTHONPATH at the build tree's python/ directory, and
-BTRFSIMG_CLI / BTRFSIMG_TESTDATA in the environment. By hand:
+Run by meson (test 'python') on the interpreter the module was built for,
+PYTHONPATH at the build tree's python/ directory, and BTRFSIMG_CLI /
+BTRFSIMG_TESTDATA in the environment. By hand (-k WORD: only the checks
+whose name holds WORD):
 
     PYTHONPATH=build/python BTRFSIMG_CLI=build/tools/btrfsimg \\
-        /usr/bin/python3 -m pytest tests/python/test_python.py
+        /usr/bin/python3 tests/python/test_python.py [-k WORD]
+
+One check per test function and parameter ("test_walk_equals_kernel_view[names]"),
+as the other image tests report them (tests/support/imgtest.py Tally); its
+assert statements are the checks, so it refuses to run under python -O.
 
 Truth: walk records equal testdata/files/*.view.jsonl (stat/statx,
 readdir, name_to_handle_at and sha256 recorded from a kernel mount by
@@ -21,20 +26,22 @@ two front ends cannot drift apart.
 """
 import gc
 import hashlib
+import inspect
 import io
 import json
 import mmap
 import os
+import pathlib
 import random
 import shutil
 import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
+import traceback
 import warnings
-
-import pytest
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -58,13 +65,69 @@ FILE_IMAGES = sorted(n[:-len(".img.zst")] for n in os.listdir(FILES) if n.endswi
 SET_IMAGES = ["raid1", "raid5", "raid6", "gpt1", "mixed", "csum-blake2", "dup", "raid10"]
 
 
-@pytest.fixture(scope="session")
-def tmp(tmp_path_factory):
-    return tmp_path_factory.mktemp("py")
+# ------------------------------------------------------------ the harness
+
+CHECKS = []  # (test function, its parameters or None), in the order defined
 
 
-@pytest.fixture(scope="session")
-def files_img(tmp):
+def check(params=None):
+    """Register the decorated test function: one check, or one per
+    parameter (passed as its argument @name)."""
+    def register(fn):
+        CHECKS.append((fn, params))
+        return fn
+    return register
+
+
+class Skip(Exception):
+    """The check cannot run here (a tool or an image missing): why."""
+
+
+def skip(reason):
+    raise Skip(reason)
+
+
+class raises:
+    """with raises(E) as e: the block must raise E (or a subclass); e.value
+    is the exception."""
+
+    def __init__(self, exc):
+        self.exc, self.value = exc, None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, value, tb):
+        if typ is None:
+            raise AssertionError("did not raise %s" % self.exc.__name__)
+        if not issubclass(typ, self.exc):
+            return False
+        self.value = value
+        return True
+
+
+class warns:
+    """with warns(W): the block must warn W (or a subclass) at least once."""
+
+    def __init__(self, category):
+        self.category = category
+
+    def __enter__(self):
+        self.caught = warnings.catch_warnings(record=True)
+        self.seen = self.caught.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, typ, value, tb):
+        self.caught.__exit__(typ, value, tb)
+        if typ is None and not any(issubclass(w.category, self.category) for w in self.seen):
+            raise AssertionError("did not warn %s" % self.category.__name__)
+        return False
+
+
+# ------------------------------------------------------------ session images
+
+def files_images(tmp):
     cache = {}
 
     def get(name):
@@ -75,8 +138,7 @@ def files_img(tmp):
     return get
 
 
-@pytest.fixture(scope="session")
-def set_img(tmp):
+def set_images(tmp):
     cache = {}
 
     def get(name):
@@ -96,7 +158,7 @@ def cli_json(args, img):
     """The CLI's JSON lines (64-bit numbers as numbers, as the module gives
     them), parsed as Python would (surrogateescape for raw bytes)."""
     if not CLI:
-        pytest.skip("BTRFSIMG_CLI not set")
+        skip("BTRFSIMG_CLI not set")
     imgs = img if isinstance(img, list) else [img]
     p = subprocess.run([CLI] + args + ["--json", "--json-u64", "number"] + imgs,
                        capture_output=True, timeout=600)
@@ -144,7 +206,7 @@ def kernel_diffs(exp, got):
 
 # ------------------------------------------------------------ kernel truth
 
-@pytest.mark.parametrize("name", FILE_IMAGES)
+@check(FILE_IMAGES)
 def test_walk_equals_kernel_view(name, files_img):
     img = files_img(name)
     assert views(name), "no recorded view for " + name
@@ -158,7 +220,7 @@ def test_walk_equals_kernel_view(name, files_img):
         assert not d, "%s.%s: %d diffs, first: %s" % (name, variant, len(d), d[:10])
 
 
-@pytest.mark.parametrize("name", FILE_IMAGES)
+@check(FILE_IMAGES)
 def test_file_bytes_equal_kernel(name, files_img):
     """Every regular file read whole equals the kernel's sha256; random
     ranges by seek equal the same bytes of the whole."""
@@ -186,7 +248,7 @@ def test_file_bytes_equal_kernel(name, files_img):
 
 # ------------------------------------------------------------ the CLI's keys
 
-@pytest.mark.parametrize("name", FILE_IMAGES)
+@check(FILE_IMAGES)
 def test_dicts_equal_cli_json(name, files_img):
     img = files_img(name)
     with btrfsimg.open(img) as fs:
@@ -224,7 +286,7 @@ def test_dicts_equal_cli_json(name, files_img):
                 [[(m["subvol"], m["objectid"]) for m in g] for g in c["examples"]]
 
 
-@pytest.mark.parametrize("name", ["comp", "holes"])
+@check(["comp", "holes"])
 def test_extents_and_csum_equal_cli(name, files_img):
     """extents() is `extents --json` (less the ids); walk(csum=True) and
     stat()'s "csum" are `walk --json --csum`'s."""
@@ -241,10 +303,11 @@ def test_extents_and_csum_equal_cli(name, files_img):
             for w in want:
                 del w["subvol"], w["objectid"]
             assert fs.extents(r["path"]) == want
-        with pytest.raises(OSError):
+        with raises(OSError):
             fs.extents("")  # a directory
 
 
+@check()
 def test_walk_paths_and_stat(files_img):
     img = files_img("names")
     exp = imgtest.load_jsonl(dict(views("names"))[""])
@@ -273,6 +336,7 @@ def test_walk_paths_and_stat(files_img):
         assert [g["path"] for g in got[1:]] == [r["path"][5:] for r in sub]
 
 
+@check()
 def test_open_inode(files_img):
     img = files_img("holes")
     exp = imgtest.load_jsonl(dict(views("holes"))[""])
@@ -310,7 +374,7 @@ class CountingHandle:
         return counted
 
 
-@pytest.mark.parametrize("name", FILE_IMAGES)
+@check(FILE_IMAGES)
 def test_read_walked_records(name, files_img):
     """Every regular file of fs.walk(), read from its record by
     read_bytes(rec) and open(rec).read(), equals the kernel's sha256 of
@@ -324,7 +388,7 @@ def test_read_walked_records(name, files_img):
         n = 0
         for rec in fs.walk():
             if stat.S_ISDIR(rec["mode"]) and rec["path"]:
-                with pytest.raises(IsADirectoryError):
+                with raises(IsADirectoryError):
                     fs.read_bytes(rec)
             if not stat.S_ISREG(rec["mode"]):
                 continue
@@ -344,10 +408,11 @@ def test_read_walked_records(name, files_img):
         assert h.calls.get("read_all", 0) >= n, h.calls
         some = next(p for p, r in exp.items() if r.get("sha256"))
         assert hashlib.sha256(fs.read_bytes(some)).hexdigest() == exp[some]["sha256"].lower()
-        with pytest.raises(TypeError):
+        with raises(TypeError):
             fs.read_bytes({"subvol": 5, "ino": 257}, subvol=5)
 
 
+@check()
 def test_read_forged_size(tmp, files_img):
     """A file's INODE_ITEM size set to 2^62 (leaf checksums recomputed), a
     size the kernel allows over no extents: read() and read_bytes() used
@@ -424,7 +489,7 @@ def device_sets(name, set_img):
         yield idir, "." + tag if tag else "", devs, opts
 
 
-@pytest.mark.parametrize("name", SET_IMAGES)
+@check(SET_IMAGES)
 def test_sets_super_subvols_equal_progs(name, set_img):
     for idir, sfx, devs, opts in device_sets(name, set_img):
         exp_super = imgtest.load_json(os.path.join(idir, "expected-super%s.json" % sfx))
@@ -455,12 +520,13 @@ def test_sets_super_subvols_equal_progs(name, set_img):
         assert walks[0] == cli_json(["walk", "--hash"], devs)
 
 
+@check()
 def test_degraded_warns(set_img):
     _, _, devs, _ = next(device_sets("raid1", set_img))
     full = None
     with btrfsimg.open(devs) as fs:
         full = list(fs.walk(hash=True))
-    with pytest.warns(btrfsimg.DamageWarning):
+    with warns(btrfsimg.DamageWarning):
         with btrfsimg.open(devs[:1]) as fs:
             assert fs.missing_devices == 1
             assert list(fs.walk(hash=True)) == full
@@ -472,15 +538,16 @@ def test_degraded_warns(set_img):
 
 # ------------------------------------------------------------ failures
 
+@check()
 def test_errors(tmp, files_img):
-    with pytest.raises(btrfsimg.NotFoundError) as e:
+    with raises(btrfsimg.NotFoundError) as e:
         btrfsimg.open(str(tmp / "no-such.img"))
     assert e.value.errno == 2 and "no-such.img" in str(e.value)
     assert isinstance(e.value, btrfsimg.Error) and isinstance(e.value, FileNotFoundError)
 
     junk = tmp / "junk.img"
     junk.write_bytes(b"\0" * (1 << 20))
-    with pytest.raises(btrfsimg.Error) as e:
+    with raises(btrfsimg.Error) as e:
         btrfsimg.open(str(junk))
     assert e.value.strerror and e.value.errno
 
@@ -493,24 +560,25 @@ def test_errors(tmp, files_img):
     bad = tmp / "bad.img"
     data[0x10000 + 0x40:0x10000 + 0x48] = b"_BHRfS_N"  # magic
     bad.write_bytes(bytes(data))
-    with pytest.raises(btrfsimg.Error) as e:
+    with raises(btrfsimg.Error) as e:
         btrfsimg.open(str(bad))
     assert "magic" in str(e.value) or "superblock" in str(e.value), str(e.value)
 
     with btrfsimg.open(img) as fs:
-        with pytest.raises(btrfsimg.NotFoundError) as e:
+        with raises(btrfsimg.NotFoundError) as e:
             fs.stat("no/such/path")
         assert e.value.errno == 2
-        with pytest.raises(btrfsimg.NotFoundError):
+        with raises(btrfsimg.NotFoundError):
             fs.open("nope")
-        with pytest.raises(btrfsimg.NotFoundError):
+        with raises(btrfsimg.NotFoundError):
             list(fs.walk(path="nope"))
-        with pytest.raises(IsADirectoryError):
+        with raises(IsADirectoryError):
             fs.open("many")
-    with pytest.raises(ValueError):
+    with raises(ValueError):
         fs.stat("many")
 
 
+@check()
 def test_device_exception_is_the_cause(files_img):
     img = files_img("names")
 
@@ -519,13 +587,14 @@ def test_device_exception_is_the_cause(files_img):
             raise RuntimeError("the device went away at %d" % off)
 
     d = Flaky(img)
-    with pytest.raises(btrfsimg.Error) as e:
+    with raises(btrfsimg.Error) as e:
         btrfsimg.open([d], on_damage=lambda m: None)
     d.close()
     assert isinstance(e.value.__cause__, RuntimeError)
     assert e.value.strerror
 
 
+@check()
 def test_corrupt_block_in_walk(tmp, files_img):
     """A data block overwritten: reading it raises DamagedError with the
     library's message (checksum), and verify=False reads the bytes."""
@@ -546,14 +615,14 @@ def test_corrupt_block_in_walk(tmp, files_img):
             if big:
                 break
     if not big:
-        pytest.skip("no plain, distinctive 4 KiB block in the extents image")
+        skip("no plain, distinctive 4 KiB block in the extents image")
     bad = tmp / "extents-bad.img"
     subprocess.run(["cp", "--sparse=always", img, str(bad)], check=True)
     with open(bad, "r+b") as f:
         f.seek(at)
         f.write(bytes(x ^ 0xff for x in chunk[:16]))
     with btrfsimg.open(str(bad)) as fs, fs.open(big["path"]) as f:
-        with pytest.raises(btrfsimg.DamagedError) as e:
+        with raises(btrfsimg.DamagedError) as e:
             f.read()
         assert "csum" in str(e.value) or "checksum" in str(e.value), str(e.value)
     with btrfsimg.open(str(bad), verify=False) as fs, fs.open(big["path"]) as f:
@@ -563,6 +632,7 @@ def test_corrupt_block_in_walk(tmp, files_img):
 
 # ------------------------------------------------------------ threads, leaks
 
+@check()
 def test_threads(files_img):
     img = files_img("snaps")
     with btrfsimg.open(img) as fs:
@@ -592,7 +662,7 @@ def test_threads(files_img):
         assert res[0] == res[1] == res[2] and len(res[0]) == len(want)
         it = fs.inodes()
         next(it)
-        with pytest.raises(RuntimeError):
+        with raises(RuntimeError):
             fs.superblock
         it.close()
         assert fs.superblock
@@ -603,6 +673,7 @@ def rss_kib():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
+@check()
 def test_no_leaks(files_img):
     img = files_img("names")
 
@@ -644,6 +715,7 @@ def test_no_leaks(files_img):
         assert sys.gettotalrefcount() - before < 100
 
 
+@check()
 def test_references_released(files_img):
     """The module keeps no reference to a device object, an on_damage
     callable or a path once the Filesystem is closed or dropped."""
@@ -669,6 +741,7 @@ def test_references_released(files_img):
     dev.close()
 
 
+@check()
 def test_module_docs():
     assert btrfsimg.version() == btrfsimg.__version__
     for obj in (btrfsimg, btrfsimg.open, btrfsimg.Filesystem.walk, btrfsimg.Filesystem.open,
@@ -684,13 +757,14 @@ def test_module_docs():
 
 # ------------------------------------------------------------ containers, volumes
 
+@check()
 def test_lvm_volumes(tmp):
     """testdata/volume: testdata/files/subvols.img under GPT + LVM (made by
     lvm2's own tools); the walk through the stack is the kernel's view of
     subvols.img."""
     vdir = os.path.join(TESTDATA, "volume")
     if not os.path.exists(os.path.join(vdir, "gpt-lvm.img.zst")):
-        pytest.skip("no testdata/volume")
+        skip("no testdata/volume")
     exp = imgtest.load_jsonl(os.path.join(FILES, "subvols.view.jsonl"))
     imgs = {n: imgtest.unzstd(os.path.join(vdir, n + ".img.zst"), str(tmp / (n + ".img")))
             for n in ("gpt-lvm", "pv-a", "pv-b")}
@@ -700,15 +774,16 @@ def test_lvm_volumes(tmp):
         with btrfsimg.open(devs, **kw) as fs:
             d = kernel_diffs(exp, list(fs.walk(hash=True)))
             assert not d, (devs, kw, d[:5])
-    with pytest.raises(btrfsimg.Error) as e:
+    with raises(btrfsimg.Error) as e:
         btrfsimg.open([imgs["pv-a"], imgs["pv-b"]])
     assert "vgm/data" in str(e.value) and "vgm/strip" in str(e.value)
 
 
+@check()
 def test_qcow2_container(tmp, files_img):
     """The names image converted to qcow2 by qemu-img reads as the raw one."""
     if not shutil.which("qemu-img"):
-        pytest.skip("qemu-img not found (Debian: qemu-utils)")
+        skip("qemu-img not found (Debian: qemu-utils)")
     img = files_img("names")
     q = str(tmp / "names.qcow2")
     subprocess.run(["qemu-img", "convert", "-O", "qcow2", img, q], check=True,
@@ -718,18 +793,19 @@ def test_qcow2_container(tmp, files_img):
     for fmt in (None, "qcow2"):
         with btrfsimg.open(q, format=fmt) as fs:
             assert list(fs.walk(hash=True)) == want
-    with pytest.raises(ValueError):
+    with raises(ValueError):
         btrfsimg.open(q, format="no-such-format")
     os.unlink(q)
 
 
+@check()
 def test_luks_passphrase(tmp):
     """A LUKS2 header made by cryptsetup (no device-mapper needed): the
     wrong passphrase is refused with the library's message; the right one
     opens the keyslot and goes on to find no btrfs inside (the payload is
     zeros)."""
     if not shutil.which("cryptsetup"):
-        pytest.skip("cryptsetup not found (Debian: cryptsetup-bin)")
+        skip("cryptsetup not found (Debian: cryptsetup-bin)")
     img = str(tmp / "luks.img")
     with open(img, "wb") as f:
         f.truncate(32 << 20)
@@ -737,22 +813,23 @@ def test_luks_passphrase(tmp):
                         "--pbkdf-force-iterations", "1000", "--key-file", "-", img],
                        input=b"right", capture_output=True, timeout=120)
     if p.returncode != 0:
-        pytest.skip("cryptsetup luksFormat failed: %s" % p.stderr.decode(errors="replace"))
-    with pytest.raises(btrfsimg.Error) as e:
+        skip("cryptsetup luksFormat failed: %s" % p.stderr.decode(errors="replace"))
+    with raises(btrfsimg.Error) as e:
         btrfsimg.open(img, passphrase="wrong")
     assert "keyslot" in str(e.value), str(e.value)
-    with pytest.raises(btrfsimg.Error) as e2:
+    with raises(btrfsimg.Error) as e2:
         btrfsimg.open(img, passphrase=b"right")
     assert "keyslot" not in str(e2.value), str(e2.value)
     os.unlink(img)
 
 
+@check()
 def test_luks_kdf_limit(tmp):
     """kdf_limit is the CLI's --kdf-limit: a keyslot of 300000 PBKDF2
     iterations is refused under 5 ms with its estimate, and opens (then
     finds no btrfs in the zeros) with the default."""
     if not shutil.which("cryptsetup"):
-        pytest.skip("cryptsetup not found (Debian: cryptsetup-bin)")
+        skip("cryptsetup not found (Debian: cryptsetup-bin)")
     img = str(tmp / "luks-kdf.img")
     with open(img, "wb") as f:
         f.truncate(32 << 20)
@@ -760,20 +837,20 @@ def test_luks_kdf_limit(tmp):
                         "--pbkdf-force-iterations", "300000", "--key-file", "-", img],
                        input=b"right", capture_output=True, timeout=120)
     if p.returncode != 0:
-        pytest.skip("cryptsetup luksFormat failed: %s" % p.stderr.decode(errors="replace"))
-    with pytest.raises(btrfsimg.Error) as e:
+        skip("cryptsetup luksFormat failed: %s" % p.stderr.decode(errors="replace"))
+    with raises(btrfsimg.Error) as e:
         btrfsimg.open(img, passphrase="right", kdf_limit=0.005)
     assert "keyslot 0 (pbkdf2-sha256 300000 iterations" in str(e.value), str(e.value)
     assert "over the limit of 0.005 s" in str(e.value), str(e.value)
-    with pytest.raises(btrfsimg.Error) as e2:
+    with raises(btrfsimg.Error) as e2:
         btrfsimg.open(img, passphrase="right")
     assert "keyslot" not in str(e2.value), str(e2.value)
-    with pytest.raises(ValueError):
+    with raises(ValueError):
         btrfsimg.open(img, passphrase="right", kdf_limit=0)
     os.unlink(img)
 
 
-@pytest.mark.parametrize("name", ["snaps", "extents"])
+@check(["snaps", "extents"])
 def test_deleted_equals_cli(name, files_img):
     """fs.deleted() is `deleted --json --hash` record for record (the
     forensics tests hold that to the kernel); read_deleted() gives the
@@ -787,10 +864,11 @@ def test_deleted_equals_cli(name, files_img):
             if "sha256" in r:
                 data = fs.read_deleted(r["id"])
                 assert len(data) == r["size"] and hashlib.sha256(data).hexdigest() == r["sha256"]
-        with pytest.raises(btrfsimg.NotFoundError):
+        with raises(btrfsimg.NotFoundError):
             fs.read_deleted("5-999999-1-nosuch")
 
 
+@check()
 def test_read_deleted_no_verify(tmp):
     """read_deleted(no_verify=True) is `cat --no-verify --deleted`: ranges
     whose checksums fail as the bytes on disk (kernel-made forensic image:
@@ -816,3 +894,50 @@ def test_read_deleted_no_verify(tmp):
                                    capture_output=True, timeout=120)
                 assert p.returncode == 1 and p.stdout == raw
         assert differ
+
+
+# ------------------------------------------------------------ running
+
+def run(t, fn, param, fixtures):
+    """One check: the function with its fixtures (and @param as name). A
+    failed assert or any other exception fails it, with the traceback's
+    end; the next check runs regardless."""
+    name = fn.__name__ + ("" if param is None else "[%s]" % param)
+    args = {a: param if a == "name" else fixtures[a] for a in inspect.signature(fn).parameters}
+    try:
+        fn(**args)
+    except Skip as e:
+        print("skip %s: %s" % (name, e))
+        return
+    except Exception:
+        t.problems(name, traceback.format_exc().rstrip().splitlines()[-12:])
+        return
+    t.check(name, True)
+
+
+def main():
+    if not __debug__:
+        print("test_python.py: its checks are assert statements; run it without -O",
+              file=sys.stderr)
+        return 2
+    only = sys.argv[sys.argv.index("-k") + 1] if "-k" in sys.argv[:-1] else None
+    registered = {fn for fn, _ in CHECKS}
+    loose = [n for n, f in sorted(globals().items())
+             if n.startswith("test_") and inspect.isfunction(f) and f not in registered]
+    if loose:  # a test written without @check() would never run
+        print("test_python.py: test functions not registered by @check: %s" % ", ".join(loose),
+              file=sys.stderr)
+        return 2
+    t = imgtest.Tally()
+    with tempfile.TemporaryDirectory(prefix="test_python.") as d:
+        tmp = pathlib.Path(d)
+        fixtures = {"tmp": tmp, "files_img": files_images(tmp), "set_img": set_images(tmp)}
+        for fn, params in CHECKS:
+            for param in [None] if params is None else params:
+                if only is None or only in fn.__name__ + "[%s]" % param:
+                    run(t, fn, param, fixtures)
+    return t.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
