@@ -51,6 +51,7 @@ struct cli {
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
 	const char *mount_point;	/* bodyfile --mount-point: names' prefix */
+	const char *diff_from, *diff_to;	/* diff --from, --to: an id or a path */
 	bool foreground;	/* mount -f */
 	/* owner: what range is asked about */
 	bool have_devid, have_physical, have_length, have_logical, have_image_offset;
@@ -78,6 +79,7 @@ enum cli_opt {
 	/* owner: a byte range */
 	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
 	OPT_CSUM,	/* walk: checksum coverage per file */
+	OPT_FROM, OPT_TO,	/* diff: the two snapshots */
 	OPT_HELP,
 	OPT_COUNT
 };
@@ -117,6 +119,7 @@ extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
 extern const struct cmd_struct cmd_struct_verify, cmd_struct_unallocated;
 extern const struct cmd_struct cmd_struct_dfxml;
 extern const struct cmd_struct cmd_struct_extents, cmd_struct_owner;
+extern const struct cmd_struct cmd_struct_diff;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */

@@ -99,6 +99,10 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_CSUM] = { "csum", 0, NULL,
 		       "with --json, each regular file's checksum coverage:\n"
 		       "full, partial, none, nodatasum, inline or zeros" },
+	[OPT_FROM] = { "from", 0, "SNAPSHOT",
+		       "the older snapshot: a subvolume id, or its path\nfrom the top level" },
+	[OPT_TO] = { "to", 0, "SNAPSHOT",
+		     "the newer snapshot: a subvolume id, or its path\nfrom the top level" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -321,6 +325,8 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_MOUNT_POINT: c->mount_point = arg; return 0;
 	case OPT_FOREGROUND: c->foreground = true; return 0;
 	case OPT_OUTPUT: c->output = arg; return 0;
+	case OPT_FROM: c->diff_from = arg; return 0;
+	case OPT_TO: c->diff_to = arg; return 0;
 	case OPT_FORMAT:
 		c->format = btrfsimg_format_parse(arg);
 		if (c->format < 0)
