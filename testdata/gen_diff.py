@@ -23,8 +23,14 @@ snapshot is recorded with gen_kview.py (the kernel's stat, readdir,
 xattrs and contents: the truth the diff is derived from, by inode number,
 which a snapshot keeps).
 
+A second image, shared.img, has a tree of three levels (4 KiB nodes) in
+two snapshots that share nearly all of it: 3,000 small files, then one
+appended to, one deleted, one added.
+
 Writes to OUTDIR:
   diff.img.zst     the image (zstd -19 --long=27)
+  shared.img.zst   the second image; its snapshots are a (257) and b (258)
+  shared-a.jsonl.zst, shared-b.jsonl.zst   their views
   s1.jsonl ...     the kernel's view of each snapshot (gen_kview record)
   snapshots.json   {"s1": subvolume id, ...}
 """
@@ -162,6 +168,40 @@ def subvol_ids(mnt):
     return ids
 
 
+def shared_image(out, tmp):
+    img, mnt = os.path.join(tmp, "shared.img"), os.path.join(tmp, "mnt2")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(128 << 20)
+    sh("mkfs.btrfs", "-q", "-f", "-n", "4096", "-m", "single", img)
+    sh("mount", "-o", "loop", img, mnt)
+    try:
+        sv = os.path.join(mnt, "sv")
+        sh("btrfs", "subvolume", "create", sv)
+        for i in range(3000):
+            put(sv, "f%05d" % i, 100, data=b"%05d" % i * 20)
+        sh("btrfs", "subvolume", "snapshot", "-r", sv, os.path.join(mnt, "a"))
+        with open(os.path.join(sv, "f01500"), "ab") as f:
+            f.write(b"more")
+        os.unlink(os.path.join(sv, "f02999"))
+        put(sv, "new", 50)
+        sh("btrfs", "subvolume", "snapshot", "-r", sv, os.path.join(mnt, "b"))
+    finally:
+        sh("umount", mnt)
+    sh("mount", "-o", "ro,noatime,loop", img, mnt)
+    try:
+        for n in ("a", "b"):
+            view = os.path.join(tmp, "shared-%s.jsonl" % n)
+            record(mnt, n, view)
+            sh("zstd", "-q", "-19", "-f", "--rm", view, "-o",
+               os.path.join(out, "shared-%s.jsonl.zst" % n))
+    finally:
+        sh("umount", mnt)
+    sh("zstd", "-q", "-19", "--long=27", "-f", img, "-o", os.path.join(out, "shared.img.zst"))
+    os.unlink(img)
+    os.rmdir(mnt)
+
+
 def main():
     out = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "diff"))
     os.makedirs(out, exist_ok=True)
@@ -193,6 +233,7 @@ def main():
         f.write("\n")
     sh("zstd", "-q", "-19", "--long=27", "-f", img, "-o", os.path.join(out, "diff.img.zst"))
     os.unlink(img)
+    shared_image(out, tmp)
     os.rmdir(mnt)
     os.rmdir(tmp)
     print("wrote", out)
