@@ -1264,6 +1264,43 @@ BTRFSIMG_API const char *btrfsimg_change_name(int kind);
 BTRFSIMG_API const char *btrfsimg_diff_field_name(unsigned bit);
 
 /* ------------------------------------------------------------------ */
+/** @name Send streams */
+
+/** Where a stream goes: all @p len bytes, or a negative errno. */
+typedef int (*btrfsimg_write_fn)(void *ctx, const void *buf, size_t len);
+
+#define BTRFSIMG_SEND_COMPRESSED_DATA 1u /**< protocol 2: compressed extents as
+					  *   encoded writes, not decompressed */
+
+struct btrfsimg_send_opts {
+	uint64_t subvol;	/**< the subvolume or snapshot sent */
+	uint64_t parent;	/**< 0: a full stream; else incremental from it */
+	uint32_t proto;		/**< 1 or 2; 0 means 1 */
+	unsigned flags;		/**< BTRFSIMG_SEND_* */
+};
+
+struct btrfsimg_send_stats {
+	uint64_t bytes;		/**< the stream's size */
+	uint64_t inodes;	/**< inodes other than directories sent */
+	uint64_t data_bytes;	/**< file bytes sent as writes */
+	uint64_t clones;	/**< ranges sent as clones of bytes sent before */
+};
+
+/**
+ * Write the send stream of @p o->subvol through @p write: what `btrfs
+ * send` writes, which `btrfs receive` applies to make the same subvolume
+ * (contents, holes, hard links, symlinks, special files, xattrs, owners,
+ * modes, atime and mtime; the subvolume's uuid and ctransid in the stream,
+ * so that incremental streams can chain on the receiving side). Data
+ * extents shared within the subvolume go out as clones. Errors: a
+ * negative errno with the message on @p fs (the stream is then not
+ * complete: it has no END command). @p stats may be NULL.
+ */
+BTRFSIMG_API int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o,
+			       btrfsimg_write_fn write, void *ctx,
+			       struct btrfsimg_send_stats *stats);
+
+/* ------------------------------------------------------------------ */
 /** @name Library */
 
 /** Version string, e.g. "0.1.0". */

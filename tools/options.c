@@ -103,6 +103,14 @@ static const struct opt_def defs[OPT_COUNT] = {
 		       "the older snapshot: a subvolume id, or its path\nfrom the top level" },
 	[OPT_TO] = { "to", 0, "SNAPSHOT",
 		     "the newer snapshot: a subvolume id, or its path\nfrom the top level" },
+	[OPT_SEND_SUBVOL] = { "subvol", 0, "SNAPSHOT",
+			      "the subvolume or snapshot sent: its id, or its\npath from the top level" },
+	[OPT_PARENT] = { "parent", 0, "SNAPSHOT",
+			 "an incremental stream from SNAPSHOT, which the\nreceiving side holds" },
+	[OPT_PROTO] = { "proto", 0, "N", "the stream's protocol version: 1 (default) or 2" },
+	[OPT_COMPRESSED_DATA] = { "compressed-data", 0, NULL,
+				  "compressed extents as they are on disk (encoded\n"
+				  "writes; needs --proto 2)" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -327,6 +335,14 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_OUTPUT: c->output = arg; return 0;
 	case OPT_FROM: c->diff_from = arg; return 0;
 	case OPT_TO: c->diff_to = arg; return 0;
+	case OPT_SEND_SUBVOL: c->send_subvol = arg; return 0;
+	case OPT_PARENT: c->send_parent = arg; return 0;
+	case OPT_COMPRESSED_DATA: c->send_flags |= BTRFSIMG_SEND_COMPRESSED_DATA; return 0;
+	case OPT_PROTO:
+		if (strcmp(arg, "1") != 0 && strcmp(arg, "2") != 0)
+			return bad_value("--proto (1 or 2)", arg);
+		c->send_proto = (uint32_t)(arg[0] - '0');
+		return 0;
 	case OPT_FORMAT:
 		c->format = btrfsimg_format_parse(arg);
 		if (c->format < 0)

@@ -25,47 +25,9 @@
 #include "btrfs/root.h"
 #include "btrfs/tree.h"
 #include "btrfs/treecmp.h"
+#include "send/paths.h"
 
-#define PATH_DEPTH_MAX 4096	/* more than PATH_MAX can hold: a loop */
 #define COMPARE_PIECE (256u << 10)
-
-/* ------------------------------------------------------ growable arrays */
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 16;
-	while (n < need) {
-		if (n > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		n *= 2;
-	}
-	void *p = realloc(*arr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
-}
-
-struct bytes {
-	uint8_t *p;
-	size_t len, cap;
-};
-
-static int bytes_put(struct bytes *b, const void *d, size_t n)
-{
-	if (n > SIZE_MAX - b->len - 1)
-		return -ENOMEM;
-	int rc = grow((void **)&b->p, &b->cap, b->len + n + 1, 1);
-	if (rc < 0)
-		return rc;
-	memcpy(b->p + b->len, d, n);
-	b->len += n;
-	b->p[b->len] = 0;
-	return 0;
-}
 
 /* ------------------------------------------ inodes whose items differ */
 
@@ -84,160 +46,17 @@ static int note_changed(void *ctx, const bi_key *k, const struct bi_cmp_side *a,
 		return 0;
 	if (c->n && c->ids[c->n - 1] == k->objectid)
 		return 0;
-	int rc = grow((void **)&c->ids, &c->cap, c->n + 1, sizeof(*c->ids));
+	int rc = bi_send_grow((void **)&c->ids, &c->cap, c->n + 1, sizeof(*c->ids));
 	if (rc < 0)
 		return rc;
 	c->ids[c->n++] = k->objectid;
 	return 0;
 }
 
-/* ---------------------------------------------------- one side's inode */
-
-struct link {
-	uint64_t parent;
-	uint8_t *name;
-	size_t len;
-};
-
-struct side {
-	uint64_t subvol;
-	bool exists;
-	struct btrfsimg_inode ino;
-	struct link *links;
-	size_t nlinks, cap;
-};
-
-static int add_link(void *ctx, uint64_t parent, uint64_t index, const uint8_t *name,
-		    size_t len)
-{
-	(void)index;
-	struct side *s = ctx;
-	int rc = grow((void **)&s->links, &s->cap, s->nlinks + 1, sizeof(*s->links));
-	if (rc < 0)
-		return rc;
-	uint8_t *copy = malloc(len ? len : 1);
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, name, len);
-	s->links[s->nlinks++] = (struct link){ parent, copy, len };
-	return 0;
-}
-
-static void side_clear(struct side *s)
-{
-	for (size_t i = 0; i < s->nlinks; i++)
-		free(s->links[i].name);
-	free(s->links);
-	uint64_t subvol = s->subvol;
-	memset(s, 0, sizeof(*s));
-	s->subvol = subvol;
-}
-
-static int side_load(btrfsimg_fs *fs, struct side *s, uint64_t objectid)
-{
-	side_clear(s);
-	int rc = btrfsimg_inode_get(fs, s->subvol, objectid, &s->ino);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	s->exists = true;
-	if (objectid == OBJ_FIRST_FREE)
-		return 0; /* the root's stored name ".." is no link */
-	rc = btrfsimg_inode_names(fs, s->subvol, objectid, add_link, s);
-	return rc == -ENOENT ? 0 : rc;
-}
-
-static bool same_link(const struct link *a, const struct link *b)
-{
-	return a->parent == b->parent && a->len == b->len && memcmp(a->name, b->name, a->len) == 0;
-}
-
-static bool has_link(const struct side *s, const struct link *l)
-{
-	for (size_t i = 0; i < s->nlinks; i++)
-		if (same_link(&s->links[i], l))
-			return true;
-	return false;
-}
-
-/* -------------------------------------------------------------- paths */
-
-/* The path of directory @dir from the subvolume's root, "" for the root. */
-static int dir_path(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, struct bytes *out);
-
-struct first_name {
-	uint64_t parent;
-	struct bytes name;
-	bool found;
-};
-
-static int take_first(void *ctx, uint64_t parent, uint64_t index, const uint8_t *name,
-		      size_t len)
-{
-	(void)index;
-	struct first_name *f = ctx;
-	if (f->found)
-		return 0;
-	f->found = true;
-	f->parent = parent;
-	return bytes_put(&f->name, name, len);
-}
-
-static int prepend(struct bytes *out, const uint8_t *name, size_t len)
-{
-	struct bytes t = { 0 };
-	int rc = bytes_put(&t, name, len);
-	if (rc == 0 && out->len)
-		rc = bytes_put(&t, "/", 1);
-	if (rc == 0 && out->len)
-		rc = bytes_put(&t, out->p, out->len);
-	if (rc < 0) {
-		free(t.p);
-		return rc;
-	}
-	free(out->p);
-	*out = t;
-	return 0;
-}
-
-static int dir_path(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, struct bytes *out)
-{
-	out->len = 0;
-	int rc = bytes_put(out, "", 0);
-	for (int depth = 0; rc == 0 && dir != OBJ_FIRST_FREE; depth++) {
-		if (depth == PATH_DEPTH_MAX)
-			return bi_err(fs, -ELOOP,
-				      "diff: subvolume %" PRIu64 " inode %" PRIu64
-				      ": no way to the root in %d steps (a directory loop)",
-				      subvol, dir, PATH_DEPTH_MAX);
-		struct first_name f = { 0 };
-		rc = btrfsimg_inode_names(fs, subvol, dir, take_first, &f);
-		if (rc == 0 && !f.found)
-			rc = bi_err(fs, -EUCLEAN,
-				    "diff: subvolume %" PRIu64 " directory %" PRIu64
-				    " has no name (INODE_REF) leading to the root",
-				    subvol, dir);
-		if (rc == 0)
-			rc = prepend(out, f.name.p, f.name.len);
-		free(f.name.p);
-		dir = f.parent;
-	}
-	return rc;
-}
-
-static int link_path(btrfsimg_fs *fs, uint64_t subvol, const struct link *l, struct bytes *out)
-{
-	int rc = dir_path(fs, subvol, l->parent, out);
-	if (rc == 0 && out->len)
-		rc = bytes_put(out, "/", 1);
-	return rc < 0 ? rc : bytes_put(out, l->name, l->len);
-}
-
 /* ------------------------------------------------------- the fields */
 
 struct xattr_list {
-	struct bytes flat;	/* name, value, each with its length before it */
+	struct bi_bytes flat;	/* name, value, each with its length before it */
 	size_t count;
 };
 
@@ -246,18 +65,18 @@ static int put_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t 
 {
 	struct xattr_list *x = ctx;
 	uint64_t lens[2] = { nlen, vlen };
-	int rc = bytes_put(&x->flat, lens, sizeof(lens));
+	int rc = bi_bytes_put(&x->flat, lens, sizeof(lens));
 	if (rc == 0)
-		rc = bytes_put(&x->flat, name, nlen);
+		rc = bi_bytes_put(&x->flat, name, nlen);
 	if (rc == 0)
-		rc = bytes_put(&x->flat, value, vlen);
+		rc = bi_bytes_put(&x->flat, value, vlen);
 	x->count++;
 	return rc;
 }
 
 /* Both lists are in key order (name hash, then entry order), the same
  * for the same set of names: equal sets give equal bytes. */
-static int xattrs_differ(btrfsimg_fs *fs, const struct side *a, const struct side *b,
+static int xattrs_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
 			 bool *differ)
 {
 	struct xattr_list xa = { 0 }, xb = { 0 };
@@ -271,7 +90,7 @@ static int xattrs_differ(btrfsimg_fs *fs, const struct side *a, const struct sid
 	return rc;
 }
 
-static int targets_differ(btrfsimg_fs *fs, const struct side *a, const struct side *b,
+static int targets_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
 			  bool *differ)
 {
 	uint8_t *ta = NULL, *tb = NULL;
@@ -286,7 +105,7 @@ static int targets_differ(btrfsimg_fs *fs, const struct side *a, const struct si
 }
 
 /* The EXTENT_DATA items of both: the same items are the same bytes. */
-static int extent_items_equal(btrfsimg_fs *fs, const struct side *a, const struct side *b,
+static int extent_items_equal(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
 			      bool *equal)
 {
 	struct bi_root ra, rb;
@@ -324,7 +143,7 @@ static int extent_items_equal(btrfsimg_fs *fs, const struct side *a, const struc
 	return rc;
 }
 
-static int bytes_differ(btrfsimg_fs *fs, const struct side *a, const struct side *b,
+static int bytes_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
 			bool *differ)
 {
 	uint8_t *pa = malloc(COMPARE_PIECE), *pb = malloc(COMPARE_PIECE);
@@ -348,7 +167,7 @@ static int bytes_differ(btrfsimg_fs *fs, const struct side *a, const struct side
 	return rc;
 }
 
-static int content_differs(btrfsimg_fs *fs, const struct side *a, const struct side *b,
+static int content_differs(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
 			   bool *differ)
 {
 	if (a->ino.size != b->ino.size) {
@@ -374,7 +193,7 @@ static bool same_time(const struct btrfsimg_timespec *a, const struct btrfsimg_t
 	return a->sec == b->sec && a->nsec == b->nsec;
 }
 
-static int fields_differ(btrfsimg_fs *fs, const struct side *a, const struct side *b,
+static int fields_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
 			 unsigned *fields)
 {
 	const struct btrfsimg_inode *x = &a->ino, *y = &b->ino;
@@ -418,7 +237,7 @@ struct row {
 	int kind;
 	unsigned fields;
 	uint64_t objectid;
-	struct bytes path, old_path;
+	struct bi_bytes path, old_path;
 };
 
 struct rows {
@@ -429,7 +248,7 @@ struct rows {
 static int row_add(struct rows *r, int kind, unsigned fields, uint64_t objectid,
 		   struct row **out)
 {
-	int rc = grow((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v));
+	int rc = bi_send_grow((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v));
 	if (rc < 0)
 		return rc;
 	*out = &r->v[r->n++];
@@ -438,15 +257,15 @@ static int row_add(struct rows *r, int kind, unsigned fields, uint64_t objectid,
 }
 
 static int row_link(btrfsimg_fs *fs, struct rows *r, int kind, unsigned fields,
-		    const struct side *s, const struct link *l)
+		    const struct bi_inode_links *s, const struct bi_link *l)
 {
 	struct row *row;
 	int rc = row_add(r, kind, fields, s->ino.objectid, &row);
-	return rc < 0 ? rc : link_path(fs, s->subvol, l, &row->path);
+	return rc < 0 ? rc : bi_link_path(fs, s->subvol, l, &row->path);
 }
 
 /* Every link of @s as one row of @kind (an inode only one side has). */
-static int rows_whole(btrfsimg_fs *fs, struct rows *r, int kind, const struct side *s)
+static int rows_whole(btrfsimg_fs *fs, struct rows *r, int kind, const struct bi_inode_links *s)
 {
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < s->nlinks; i++)
@@ -457,18 +276,18 @@ static int rows_whole(btrfsimg_fs *fs, struct rows *r, int kind, const struct si
 /* An inode both sides have: a rename when exactly one link went and one
  * came (the fields that differ go with it), else a row per link gone or
  * come and the fields on a row of their own at a link it kept. */
-static int rows_both(btrfsimg_fs *fs, struct rows *r, const struct side *a,
-		     const struct side *b)
+static int rows_both(btrfsimg_fs *fs, struct rows *r, const struct bi_inode_links *a,
+		     const struct bi_inode_links *b)
 {
 	unsigned fields;
 	int rc = fields_differ(fs, a, b, &fields);
-	const struct link *gone = NULL, *came = NULL, *kept = NULL;
+	const struct bi_link *gone = NULL, *came = NULL, *kept = NULL;
 	size_t ngone = 0, ncame = 0;
 	for (size_t i = 0; rc == 0 && i < a->nlinks; i++)
-		if (!has_link(b, &a->links[i]) && ngone++ == 0)
+		if (!bi_has_link(b, &a->links[i]) && ngone++ == 0)
 			gone = &a->links[i];
 	for (size_t i = 0; rc == 0 && i < b->nlinks; i++) {
-		if (has_link(a, &b->links[i]))
+		if (bi_has_link(a, &b->links[i]))
 			kept = kept ? kept : &b->links[i];
 		else if (ncame++ == 0)
 			came = &b->links[i];
@@ -479,14 +298,14 @@ static int rows_both(btrfsimg_fs *fs, struct rows *r, const struct side *a,
 		struct row *row;
 		rc = row_add(r, BTRFSIMG_CHANGE_RENAMED, fields, b->ino.objectid, &row);
 		if (rc == 0)
-			rc = link_path(fs, b->subvol, came, &row->path);
-		return rc < 0 ? rc : link_path(fs, a->subvol, gone, &row->old_path);
+			rc = bi_link_path(fs, b->subvol, came, &row->path);
+		return rc < 0 ? rc : bi_link_path(fs, a->subvol, gone, &row->old_path);
 	}
 	for (size_t i = 0; rc == 0 && i < a->nlinks; i++)
-		if (!has_link(b, &a->links[i]))
+		if (!bi_has_link(b, &a->links[i]))
 			rc = row_link(fs, r, BTRFSIMG_CHANGE_DELETED, 0, a, &a->links[i]);
 	for (size_t i = 0; rc == 0 && i < b->nlinks; i++)
-		if (!has_link(a, &b->links[i]))
+		if (!bi_has_link(a, &b->links[i]))
 			rc = row_link(fs, r, BTRFSIMG_CHANGE_ADDED, 0, b, &b->links[i]);
 	if (rc < 0 || !fields)
 		return rc;
@@ -494,16 +313,16 @@ static int rows_both(btrfsimg_fs *fs, struct rows *r, const struct side *a,
 		struct row *row;
 		return row_add(r, BTRFSIMG_CHANGE_MODIFIED, fields, b->ino.objectid, &row);
 	}
-	const struct link *at = kept ? kept : came;
+	const struct bi_link *at = kept ? kept : came;
 	return at ? row_link(fs, r, BTRFSIMG_CHANGE_MODIFIED, fields, b, at) : 0;
 }
 
-static int rows_for(btrfsimg_fs *fs, struct rows *r, struct side *a, struct side *b,
+static int rows_for(btrfsimg_fs *fs, struct rows *r, struct bi_inode_links *a, struct bi_inode_links *b,
 		    uint64_t objectid)
 {
-	int rc = side_load(fs, a, objectid);
+	int rc = bi_inode_links_load(fs, a, objectid);
 	if (rc == 0)
-		rc = side_load(fs, b, objectid);
+		rc = bi_inode_links_load(fs, b, objectid);
 	if (rc < 0)
 		return rc;
 	if (a->exists && b->exists && a->ino.generation != b->ino.generation) {
@@ -519,7 +338,7 @@ static int rows_for(btrfsimg_fs *fs, struct rows *r, struct side *a, struct side
 	return 0;
 }
 
-static int path_cmp(const struct bytes *a, const struct bytes *b)
+static int path_cmp(const struct bi_bytes *a, const struct bi_bytes *b)
 {
 	size_t n = a->len < b->len ? a->len : b->len;
 	int c = n ? memcmp(a->p, b->p, n) : 0;
@@ -591,11 +410,11 @@ int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to, btrfsimg_change_f
 	struct bi_treecmp_stats st;
 	rc = bi_tree_compare(fs, &ra, &rb, note_changed, &ch, &st);
 	struct rows r = { 0 };
-	struct side a = { .subvol = from }, b = { .subvol = to };
+	struct bi_inode_links a = { .subvol = from }, b = { .subvol = to };
 	for (size_t i = 0; rc == 0 && i < ch.n; i++)
 		rc = rows_for(fs, &r, &a, &b, ch.ids[i]);
-	side_clear(&a);
-	side_clear(&b);
+	bi_inode_links_clear(&a);
+	bi_inode_links_clear(&b);
 	if (stats) {
 		stats->inodes_compared = ch.n;
 		stats->blocks_read = st.blocks_read;
