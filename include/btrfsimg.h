@@ -1284,6 +1284,7 @@ struct btrfsimg_send_stats {
 	uint64_t inodes;	/**< inodes other than directories sent */
 	uint64_t data_bytes;	/**< file bytes sent as writes */
 	uint64_t clones;	/**< ranges sent as clones of bytes sent before */
+	uint64_t encoded_bytes;	/**< compressed bytes sent as they are on disk */
 };
 
 /**

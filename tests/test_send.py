@@ -13,7 +13,8 @@ mtime, symlink target, contents and xattrs (inode numbers and ctime are
 the receiver's own). Holes stay holes, a reflinked extent goes out as a
 clone, the received subvolume carries the source's uuid and ctransid, and
 the stream is within 1.5x the size of the kernel's own `btrfs send` of the
-same snapshot (mounted read-only), protocols 1 and 2. Needs root and loop
+same snapshot (mounted read-only), protocol 1 and protocol 2 with
+compressed data (encoded writes). Needs root and loop
 devices; without them the checks that need them are skipped, said so.
 """
 import json
@@ -107,8 +108,8 @@ def kernel_send(img, tmp, name, proto):
 def one_full(res, cli, img, tmp, name, truth, proto):
     tag = "%s v%d" % (name, proto)
     stream = os.path.join(tmp, "%s-%d.stream" % (name, proto))
-    args = ["send", "-v", "--subvol", name, "-f", stream] + (["--proto", "2"] if proto == 2
-                                                             else [])
+    args = ["send", "-v", "--subvol", name, "-f", stream] + (
+        ["--proto", "2", "--compressed-data"] if proto == 2 else [])
     rc, out, err = imgtest.run_cli(cli, args + [img], timeout=TIMEOUT)
     res.check("send %s: exit 0, a stream written" % tag, rc == 0 and os.path.getsize(stream) > 0,
               err[-300:])
@@ -116,6 +117,9 @@ def one_full(res, cli, img, tmp, name, truth, proto):
                           timeout=TIMEOUT)
     res.check("send %s: btrfs receive --dump parses it" % tag, dump.returncode == 0,
               dump.stderr[-300:])
+    if proto == 2 and name != "s1":
+        res.check("send %s: compressed extents go out as encoded writes" % tag,
+                  b"\nencoded_write " in dump.stdout, dump.stdout[-300:])
     r = Receiver(tmp, "%s-%d" % (name, proto))
     try:
         p = r.receive(stream)

@@ -48,6 +48,7 @@ struct send {
 	size_t npaths, pathcap;
 	uint32_t sectorsize;
 	uint8_t *buf;
+	uint8_t *enc;		/* a compressed extent's bytes (--compressed-data) */
 	struct btrfsimg_send_stats *stats;
 };
 
@@ -269,6 +270,45 @@ static bool clonable(const struct send *s, const struct btrfsimg_inode *ino,
 	       (e->length % s->sectorsize == 0 || e->file_offset + e->length == ino->size);
 }
 
+/* The encoded-write compression of a btrfs compression type
+ * (BTRFS_ENCODED_IO_COMPRESSION_*: zlib 1, zstd 2, lzo 3 + log2(sector /
+ * 4 KiB)), or 0 when there is none. */
+static uint32_t encoded_compression(const struct send *s, int btrfs_type)
+{
+	uint32_t lzo = 3;
+	for (uint32_t sz = 4096; sz < s->sectorsize && lzo < 7; sz <<= 1)
+		lzo++;
+	return btrfs_type == 1 ? 1 : btrfs_type == 3 ? 2 : btrfs_type == 2 ? lzo : 0;
+}
+
+/* A compressed extent as it is on disk (protocol 2): the receiving
+ * kernel writes it without decompressing (BTRFS_IOC_ENCODED_WRITE). */
+static int send_encoded(struct send *s, const struct bi_bytes *path,
+			const struct btrfsimg_extent *e, uint64_t pos)
+{
+	if (e->disk_length > SEND_ENCODED_MAX)
+		return bi_err(s->fs, -EUCLEAN,
+			      "send: compressed extent at logical %" PRIu64 " holds %" PRIu64
+			      " bytes on disk, more than a compressed extent can (%u)",
+			      e->logical, e->disk_length, SEND_ENCODED_MAX);
+	int rc = btrfsimg_read_logical(s->fs, e->logical, s->enc, (size_t)e->disk_length);
+	if (rc < 0)
+		return rc;
+	bi_cmd_start(&s->st, SEND_C_ENCODED_WRITE);
+	attr_path(&s->st, SEND_A_PATH, path);
+	bi_attr_u64(&s->st, SEND_A_FILE_OFFSET, e->file_offset);
+	bi_attr_u64(&s->st, SEND_A_UNENCODED_FILE_LEN, e->length);
+	bi_attr_u64(&s->st, SEND_A_UNENCODED_LEN, e->ram_bytes);
+	bi_attr_u64(&s->st, SEND_A_UNENCODED_OFFSET, pos);
+	bi_attr_u32(&s->st, SEND_A_COMPRESSION, encoded_compression(s, e->compression));
+	bi_attr_u32(&s->st, SEND_A_ENCRYPTION, 0);
+	bi_attr_data(&s->st, s->enc, (size_t)e->disk_length);
+	rc = bi_cmd_send(&s->st);
+	if (rc == 0)
+		s->stats->encoded_bytes += e->disk_length;
+	return rc;
+}
+
 static int send_extent(struct send *s, const struct btrfsimg_inode *ino,
 		       const struct bi_bytes *path, const struct btrfsimg_extent *e)
 {
@@ -280,7 +320,9 @@ static int send_extent(struct send *s, const struct btrfsimg_inode *ino,
 	const struct sent_extent *src = sent_before(s, e->disk_bytenr, pos, e->length);
 	if (src && clonable(s, ino, e) && src->file_offset % s->sectorsize == 0)
 		return send_clone(s, path, e->file_offset, e->length, src, pos);
-	int rc = send_write(s, ino, path, e->file_offset, e->file_offset + e->length);
+	int rc = s->enc && e->compression && encoded_compression(s, e->compression)
+			 ? send_encoded(s, path, e, pos)
+			 : send_write(s, ino, path, e->file_offset, e->file_offset + e->length);
 	return rc < 0 ? rc : remember_extent(s, e, pos, path);
 }
 
@@ -473,9 +515,8 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 		return bi_err(fs, -EINVAL, "send: protocol %u: 1 and 2 are written", proto);
 	if (o->parent)
 		return bi_err(fs, -EOPNOTSUPP, "send: --parent: incremental streams are not written yet");
-	if (o->flags & BTRFSIMG_SEND_COMPRESSED_DATA)
-		return bi_err(fs, -EOPNOTSUPP,
-			      "send: compressed data (encoded writes) are not written yet");
+	if ((o->flags & BTRFSIMG_SEND_COMPRESSED_DATA) && proto < 2)
+		return bi_err(fs, -EINVAL, "send: compressed data needs protocol 2");
 	struct btrfsimg_super_info si;
 	int rc = btrfsimg_super(fs, &si);
 	if (rc < 0)
@@ -488,7 +529,9 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 		return rc;
 	rc = find_subvol(&s, v, n, o->subvol, &s.sv);
 	s.buf = malloc(SEND_WRITE_PIECE);
-	if (rc == 0 && !s.buf)
+	if (o->flags & BTRFSIMG_SEND_COMPRESSED_DATA)
+		s.enc = malloc(SEND_ENCODED_MAX);
+	if (rc == 0 && (!s.buf || (!s.enc && (o->flags & BTRFSIMG_SEND_COMPRESSED_DATA))))
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = bi_stream_begin(&s.st, proto, write, ctx);
@@ -502,6 +545,7 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 	free(s.ext);
 	free(s.inodes);
 	free(s.buf);
+	free(s.enc);
 	btrfsimg_subvols_free(v, n);
 	return rc;
 }

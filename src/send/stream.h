@@ -41,6 +41,8 @@ enum bi_send_attr {
 /* A v1 command never exceeds 64 KiB; its writes carry 48 KiB. */
 #define SEND_V1_CMD_MAX (64u << 10)
 #define SEND_WRITE_PIECE (48u << 10)
+/* A compressed extent holds at most 128 KiB on disk (BTRFS_MAX_COMPRESSED). */
+#define SEND_ENCODED_MAX (128u << 10)
 
 struct bi_stream {
 	btrfsimg_write_fn write;

@@ -89,8 +89,10 @@ static int cmd_send(struct cli *c)
 	}
 	if (c->verbose)
 		cli_warn("send: %" PRIu64 " bytes; %" PRIu64 " files, %" PRIu64
-			 " bytes of data written, %" PRIu64 " ranges cloned",
-			 stats.bytes, stats.inodes, stats.data_bytes, stats.clones);
+			 " bytes of data written, %" PRIu64 " ranges cloned, %" PRIu64
+			 " compressed bytes sent as they are",
+			 stats.bytes, stats.inodes, stats.data_bytes, stats.clones,
+			 stats.encoded_bytes);
 	return cli_status(c);
 }
 
