@@ -6,7 +6,8 @@ receive`, against the kernel's views of the snapshots sent
 
     test_send.py CLI TESTDATA
 
-For each snapshot: the stream parses (`btrfs receive --dump`), and
+For each snapshot in full, and for the chain s1, s1 -> s2, s2 -> s3
+(incremental streams received on top of each other): the stream parses (`btrfs receive --dump`), and
 received into a new filesystem on a loop device it gives, by path, what
 the kernel showed of the source: mode, nlink, uid, gid, size, rdev, atime,
 mtime, symlink target, contents and xattrs (inode numbers and ctime are
@@ -32,6 +33,7 @@ TIMEOUT = 300
 FIELDS = ("mode", "nlink", "uid", "gid", "size", "rdev", "atime", "mtime", "target", "sha256",
           "xattrs")
 SEEK_HOLE = 4
+TESTDATA = [""]  # set by main(): where gen_kview.py records the received views
 
 
 def sh(*args, **kw):
@@ -59,7 +61,7 @@ class Receiver:
         read-only, as the truth was recorded)."""
         sh("umount", self.mnt)
         sh("mount", "-o", "ro,noatime,loop", self.img, self.mnt)
-        kv = os.path.join(os.path.dirname(imgtest.__file__), "..", "testdata", "gen_kview.py")
+        kv = os.path.join(TESTDATA[0], "gen_kview.py")
         p = sh(sys.executable, kv, "record", self.mnt, "--start", name)
         view = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
         show = sh("btrfs", "subvolume", "show", os.path.join(self.mnt, name)).stdout.decode()
@@ -86,7 +88,7 @@ def view_problems(want, got):
     return probs
 
 
-def kernel_send(img, tmp, name, proto):
+def kernel_send(img, tmp, name, proto, parent=None):
     """The size of the kernel's own send of snapshot @name."""
     mnt = os.path.join(tmp, "ksend")
     os.makedirs(mnt, exist_ok=True)
@@ -95,6 +97,8 @@ def kernel_send(img, tmp, name, proto):
     try:
         args = ["btrfs", "send", "-q", "-f", out] + (["--proto", "2", "--compressed-data"]
                                                      if proto == 2 else [])
+        if parent:
+            args += ["-p", os.path.join(mnt, parent)]
         sh(*args, os.path.join(mnt, name))
     finally:
         sh("umount", mnt)
@@ -147,6 +151,49 @@ def one_full(res, cli, img, tmp, name, truth, proto):
     return err
 
 
+def send_to(cli, img, stream, name, proto, parent=None):
+    args = ["send", "-v", "--subvol", name, "-f", stream]
+    args += ["--proto", "2", "--compressed-data"] if proto == 2 else []
+    args += ["--parent", parent] if parent else []
+    return imgtest.run_cli(cli, args + [img], timeout=TIMEOUT)
+
+
+def chain(res, cli, img, tmp, d, proto):
+    """s1 in full, then s1 -> s2 and s2 -> s3 incremental, each received
+    on top of the last and compared with the kernel's view."""
+    r = Receiver(tmp, "chain-%d" % proto)
+    try:
+        steps = [("s1", None), ("s2", "s1"), ("s3", "s2")]
+        for name, parent in steps:
+            tag = "%s%s v%d" % (parent + " -> " if parent else "full ", name, proto)
+            stream = os.path.join(tmp, "chain-%s-%d.stream" % (name, proto))
+            rc, out, err = send_to(cli, img, stream, name, proto, parent)
+            p = r.receive(stream) if rc == 0 else None
+            res.check("send %s: received on top of the last" % tag, rc == 0 and
+                      p.returncode == 0, (err[-300:], p and p.stderr[-300:]))
+            if not parent:
+                os.unlink(stream)
+                continue
+            mine = os.path.getsize(stream)
+            os.unlink(stream)
+            theirs = kernel_send(img, tmp, name, proto, parent)[0]
+            res.check("send %s: %d bytes, within 1.5x the kernel's incremental %d"
+                      % (tag, mine, theirs), mine <= 1.5 * theirs, (mine, theirs))
+            if proto == 2 and name == "s2":
+                with open(r.path(name, "docs", "hole"), "rb") as f:
+                    hole = os.lseek(f.fileno(), 0, SEEK_HOLE)
+                res.check("send %s: the hole punched since s1 is a hole" % tag,
+                          hole == 262144, hole)
+        for name, _ in steps[1:]:
+            truth = imgtest.load_jsonl(os.path.join(d, name + ".jsonl"))
+            view, show = r.record(name)
+            res.problems("send chain v%d: %s received incrementally, every path and field as "
+                         "the kernel showed it (%d paths)" % (proto, name, len(truth)),
+                         view_problems(truth, view)[:20])
+    finally:
+        r.close()
+
+
 def refusals(res, cli, img, tmp):
     master, slave = pty.openpty()
     p = subprocess.run([cli, "send", "--subvol", "s1", img], stdout=slave,
@@ -172,6 +219,7 @@ def refusals(res, cli, img, tmp):
 
 def main():
     cli, testdata = sys.argv[1], sys.argv[2]
+    TESTDATA[0] = testdata
     d = os.path.join(testdata, "diff")
     res = imgtest.Tally()
     with tempfile.TemporaryDirectory(prefix="btrfsimg-send.") as tmp:
@@ -189,6 +237,8 @@ def main():
                     res.check("send s2: the reflinked copy's extents go out as clones",
                               b" 0 ranges cloned" not in err and b"ranges cloned" in err,
                               err[-200:])
+        for proto in (1, 2):
+            chain(res, cli, img, tmp, d, proto)
     return res.summary()
 
 

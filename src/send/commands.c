@@ -34,10 +34,14 @@ int bi_send_subvol(struct bi_send *s)
 {
 	const char *name = strrchr(s->sv->path, '/');
 	name = name ? name + 1 : s->sv->path;
-	bi_cmd_start(&s->st, SEND_C_SUBVOL);
+	bi_cmd_start(&s->st, s->parent ? SEND_C_SNAPSHOT : SEND_C_SUBVOL);
 	bi_attr(&s->st, SEND_A_PATH, name, strlen(name));
 	bi_attr(&s->st, SEND_A_UUID, s->sv->uuid, 16);
 	bi_attr_u64(&s->st, SEND_A_CTRANSID, s->sv->ctransid);
+	if (s->parent) {
+		bi_attr(&s->st, SEND_A_CLONE_UUID, s->parent->uuid, 16);
+		bi_attr_u64(&s->st, SEND_A_CLONE_CTRANSID, s->parent->ctransid);
+	}
 	return bi_cmd_send(&s->st);
 }
 
@@ -268,6 +272,66 @@ static int send_encoded(struct bi_send *s, const struct bi_bytes *path,
 	return rc;
 }
 
+struct parent_src {
+	uint64_t parent, logical, len;
+	bool found;
+	uint64_t objectid, offset;
+};
+
+static int parent_owner(void *ctx, const struct btrfsimg_owner *o)
+{
+	struct parent_src *p = ctx;
+	if (o->kind != BTRFSIMG_OWNER_FILE || o->subvol != p->parent || o->compression ||
+	    o->extent_type != BTRFSIMG_EXTENT_REGULAR || o->logical > p->logical ||
+	    o->logical + o->length < p->logical + p->len)
+		return 0;
+	p->found = true;
+	p->objectid = o->objectid;
+	p->offset = o->file_offset + (p->logical - o->logical);
+	return 1;
+}
+
+/* Bytes the parent snapshot already has in one of its files, as the
+ * receiving side holds it: a clone from there (incremental streams). */
+static int clone_from_parent(struct bi_send *s, const struct btrfsimg_inode *ino,
+			     const struct bi_bytes *path, const struct btrfsimg_extent *e,
+			     bool *done)
+{
+	*done = false;
+	uint64_t len = e->length - e->length % s->sectorsize; /* a tail past it is written */
+	if (!s->parent || e->compression || e->file_offset % s->sectorsize || !len)
+		return 0;
+	struct parent_src p = { s->parent->id, e->logical, len, false, 0, 0 };
+	int rc = btrfsimg_owners_logical(s->fs, e->logical, e->length, parent_owner, &p);
+	if (rc < 0 || !p.found || p.offset % s->sectorsize)
+		return rc < 0 ? rc : 0;
+	struct bi_inode_links l = { .subvol = s->parent->id };
+	struct bi_bytes src = { 0 };
+	rc = bi_inode_links_load(s->fs, &l, p.objectid);
+	if (rc == 0 && l.nlinks)
+		rc = bi_link_path(s->fs, s->parent->id, &l.links[0], &src);
+	if (rc == 0 && l.nlinks) {
+		bi_cmd_start(&s->st, SEND_C_CLONE);
+		bi_send_attr_path(&s->st, SEND_A_PATH, path);
+		bi_attr_u64(&s->st, SEND_A_FILE_OFFSET, e->file_offset);
+		bi_attr_u64(&s->st, SEND_A_CLONE_LEN, len);
+		bi_attr(&s->st, SEND_A_CLONE_UUID, s->parent->uuid, 16);
+		bi_attr_u64(&s->st, SEND_A_CLONE_CTRANSID, s->parent->ctransid);
+		bi_send_attr_path(&s->st, SEND_A_CLONE_PATH, &src);
+		bi_attr_u64(&s->st, SEND_A_CLONE_OFFSET, p.offset);
+		rc = bi_cmd_send(&s->st);
+		if (rc == 0 && len < e->length)
+			rc = bi_send_write(s, ino, path, e->file_offset + len,
+					   e->file_offset + e->length);
+		*done = rc == 0;
+		if (rc == 0)
+			s->stats->clones++;
+	}
+	free(src.p);
+	bi_inode_links_clear(&l);
+	return rc;
+}
+
 static int send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
 		       const struct bi_bytes *path, const struct btrfsimg_extent *e)
 {
@@ -279,7 +343,11 @@ static int send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
 	const struct sent_extent *src = sent_before(s, e->disk_bytenr, pos, e->length);
 	if (src && clonable(s, ino, e) && src->file_offset % s->sectorsize == 0)
 		return send_clone(s, path, e->file_offset, e->length, src, pos);
-	int rc = s->enc && e->compression && encoded_compression(s, e->compression)
+	bool done;
+	int rc = clone_from_parent(s, ino, path, e, &done);
+	if (rc < 0 || done)
+		return rc;
+	rc = s->enc && e->compression && encoded_compression(s, e->compression)
 			 ? send_encoded(s, path, e, pos)
 			 : bi_send_write(s, ino, path, e->file_offset, e->file_offset + e->length);
 	return rc < 0 ? rc : remember_extent(s, e, pos, path);

@@ -27,6 +27,7 @@ struct bi_send {
 	const struct btrfsimg_send_opts *o;
 	struct bi_stream st;
 	const struct btrfsimg_subvol *sv;
+	const struct btrfsimg_subvol *parent;	/* incremental: what the receiver holds */
 	struct btrfsimg_inode *inodes;
 	size_t ninodes, cap;
 	struct sent_extent *ext;
@@ -43,6 +44,7 @@ struct bi_send {
  * (the kernel's orphan names). */
 int bi_send_orphan_name(const struct btrfsimg_inode *ino, struct bi_bytes *out);
 void bi_send_attr_path(struct bi_stream *st, enum bi_send_attr a, const struct bi_bytes *p);
+/* subvol, or snapshot (of the parent) for an incremental stream */
 int bi_send_subvol(struct bi_send *s);
 int bi_send_rename(struct bi_send *s, const struct bi_bytes *from, const struct bi_bytes *to);
 /* mkfile, mkdir, mknod, mkfifo, mksock or symlink, as @ino's type says */

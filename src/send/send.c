@@ -26,6 +26,7 @@
 #include "base/err.h"
 #include "base/ondisk.h"
 #include "send/commands.h"
+#include "send/incremental.h"
 #include "send/paths.h"
 #include "send/stream.h"
 
@@ -194,8 +195,6 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 	uint32_t proto = o->proto ? o->proto : 1;
 	if (proto > 2)
 		return bi_err(fs, -EINVAL, "send: protocol %u: 1 and 2 are written", proto);
-	if (o->parent)
-		return bi_err(fs, -EOPNOTSUPP, "send: --parent: incremental streams are not written yet");
 	if ((o->flags & BTRFSIMG_SEND_COMPRESSED_DATA) && proto < 2)
 		return bi_err(fs, -EINVAL, "send: compressed data needs protocol 2");
 	struct btrfsimg_super_info si;
@@ -209,6 +208,8 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 	if (rc < 0)
 		return rc;
 	rc = find_subvol(&s, v, n, o->subvol, &s.sv);
+	if (rc == 0 && o->parent)
+		rc = find_subvol(&s, v, n, o->parent, &s.parent);
 	s.buf = malloc(SEND_WRITE_PIECE);
 	if (o->flags & BTRFSIMG_SEND_COMPRESSED_DATA)
 		s.enc = malloc(SEND_ENCODED_MAX);
@@ -217,7 +218,7 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 	if (rc == 0)
 		rc = bi_stream_begin(&s.st, proto, write, ctx);
 	if (rc == 0)
-		rc = full_send(&s);
+		rc = o->parent ? bi_send_incremental(&s) : full_send(&s);
 	s.stats->bytes = s.st.bytes;
 	bi_stream_free(&s.st);
 	for (size_t i = 0; i < s.npaths; i++)
