@@ -1275,6 +1275,9 @@ typedef int (*btrfsimg_write_fn)(void *ctx, const void *buf, size_t len);
 struct btrfsimg_send_opts {
 	uint64_t subvol;	/**< the subvolume or snapshot sent */
 	uint64_t parent;	/**< 0: a full stream; else incremental from it */
+	const uint64_t *clone_sources;	/**< subvolumes the receiving side holds too:
+					 *   extents shared with them go out as clones */
+	size_t nclone_sources;
 	uint32_t proto;		/**< 1 or 2; 0 means 1 */
 	unsigned flags;		/**< BTRFSIMG_SEND_* */
 };
@@ -1293,7 +1296,8 @@ struct btrfsimg_send_stats {
  * (contents, holes, hard links, symlinks, special files, xattrs, owners,
  * modes, atime and mtime; the subvolume's uuid and ctransid in the stream,
  * so that incremental streams can chain on the receiving side). Data
- * extents shared within the subvolume go out as clones. Errors: a
+ * extents shared within the subvolume, with @p o->parent or with a clone
+ * source go out as clones (from where they are in the other subvolume). Errors: a
  * negative errno with the message on @p fs (the stream is then not
  * complete: it has no END command). @p stats may be NULL.
  */

@@ -194,6 +194,32 @@ def chain(res, cli, img, tmp, d, proto):
         r.close()
 
 
+def clone_sources(res, cli, img, tmp, d):
+    """s2 in full with --clone-src s1, received where s1 was: what s2
+    shares with s1 goes out as clones, and s2 is exact."""
+    r = Receiver(tmp, "clonesrc")
+    try:
+        base = os.path.join(tmp, "cs-s1.stream")
+        rc, _, err = send_to(cli, img, base, "s1", 1)
+        p = r.receive(base) if rc == 0 else None
+        stream = os.path.join(tmp, "cs-s2.stream")
+        rc2, _, err2 = imgtest.run_cli(cli, ["send", "-v", "--subvol", "s2", "--clone-src", "s1",
+                                             "-f", stream, img], timeout=TIMEOUT)
+        q = r.receive(stream) if rc2 == 0 else None
+        res.check("send s2 --clone-src s1: received where s1 was", p and p.returncode == 0 and
+                  q and q.returncode == 0, (err[-200:], err2[-200:], q and q.stderr[-300:]))
+        full = os.path.getsize(base)
+        mine = os.path.getsize(stream) if rc2 == 0 else full
+        res.check("send s2 --clone-src s1: %d bytes, under half of a full stream (%d): what s1 "
+                  "holds is cloned" % (mine, full), mine * 2 < full, err2[-200:])
+        truth = imgtest.load_jsonl(os.path.join(d, "s2.jsonl"))
+        view, _ = r.record("s2")
+        res.problems("send s2 --clone-src s1: every path and field as the kernel showed s2",
+                     view_problems(truth, view)[:20])
+    finally:
+        r.close()
+
+
 def refusals(res, cli, img, tmp):
     master, slave = pty.openpty()
     p = subprocess.run([cli, "send", "--subvol", "s1", img], stdout=slave,
@@ -239,6 +265,7 @@ def main():
                               err[-200:])
         for proto in (1, 2):
             chain(res, cli, img, tmp, d, proto)
+        clone_sources(res, cli, img, tmp, d)
     return res.summary()
 
 

@@ -54,6 +54,8 @@ struct cli {
 	const char *diff_from, *diff_to;	/* diff --from, --to: an id or a path */
 	const char *send_subvol, *send_parent;	/* send --subvol, --parent: id or path */
 	uint32_t send_proto;	/* send --proto (0: 1) */
+	const char *clone_srcs[64];	/* send --clone-src, each an id or a path */
+	size_t nclone_srcs;
 	unsigned send_flags;	/* BTRFSIMG_SEND_* */
 	bool foreground;	/* mount -f */
 	/* owner: what range is asked about */
@@ -83,7 +85,7 @@ enum cli_opt {
 	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
 	OPT_CSUM,	/* walk: checksum coverage per file */
 	OPT_FROM, OPT_TO,	/* diff: the two snapshots */
-	OPT_SEND_SUBVOL, OPT_PARENT, OPT_PROTO, OPT_COMPRESSED_DATA,	/* send */
+	OPT_SEND_SUBVOL, OPT_PARENT, OPT_CLONE_SRC, OPT_PROTO, OPT_COMPRESSED_DATA,	/* send */
 	OPT_HELP,
 	OPT_COUNT
 };

@@ -107,6 +107,9 @@ static const struct opt_def defs[OPT_COUNT] = {
 			      "the subvolume or snapshot sent: its id, or its\npath from the top level" },
 	[OPT_PARENT] = { "parent", 0, "SNAPSHOT",
 			 "an incremental stream from SNAPSHOT, which the\nreceiving side holds" },
+	[OPT_CLONE_SRC] = { "clone-src", 0, "SNAPSHOT",
+			    "extents shared with SNAPSHOT, which the receiving\n"
+			    "side holds too, go out as clones (repeatable)" },
 	[OPT_PROTO] = { "proto", 0, "N", "the stream's protocol version: 1 (default) or 2" },
 	[OPT_COMPRESSED_DATA] = { "compressed-data", 0, NULL,
 				  "compressed extents as they are on disk (encoded\n"
@@ -337,6 +340,11 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_TO: c->diff_to = arg; return 0;
 	case OPT_SEND_SUBVOL: c->send_subvol = arg; return 0;
 	case OPT_PARENT: c->send_parent = arg; return 0;
+	case OPT_CLONE_SRC:
+		if (c->nclone_srcs == sizeof(c->clone_srcs) / sizeof(c->clone_srcs[0]))
+			return bad_value("--clone-src (at most 64)", arg);
+		c->clone_srcs[c->nclone_srcs++] = arg;
+		return 0;
 	case OPT_COMPRESSED_DATA: c->send_flags |= BTRFSIMG_SEND_COMPRESSED_DATA; return 0;
 	case OPT_PROTO:
 		if (strcmp(arg, "1") != 0 && strcmp(arg, "2") != 0)

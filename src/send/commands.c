@@ -273,50 +273,59 @@ static int send_encoded(struct bi_send *s, const struct bi_bytes *path,
 }
 
 struct parent_src {
-	uint64_t parent, logical, len;
-	bool found;
+	const struct bi_send *s;
+	uint64_t logical, len;
+	const struct btrfsimg_subvol *found;
 	uint64_t objectid, offset;
 };
+
+static const struct btrfsimg_subvol *source_of(const struct bi_send *s, uint64_t subvol)
+{
+	for (size_t i = 0; i < s->nsources; i++)
+		if (s->sources[i]->id == subvol)
+			return s->sources[i];
+	return NULL;
+}
 
 static int parent_owner(void *ctx, const struct btrfsimg_owner *o)
 {
 	struct parent_src *p = ctx;
-	if (o->kind != BTRFSIMG_OWNER_FILE || o->subvol != p->parent || o->compression ||
+	if (o->kind != BTRFSIMG_OWNER_FILE || !source_of(p->s, o->subvol) || o->compression ||
 	    o->extent_type != BTRFSIMG_EXTENT_REGULAR || o->logical > p->logical ||
 	    o->logical + o->length < p->logical + p->len)
 		return 0;
-	p->found = true;
+	p->found = source_of(p->s, o->subvol);
 	p->objectid = o->objectid;
 	p->offset = o->file_offset + (p->logical - o->logical);
 	return 1;
 }
 
-/* Bytes the parent snapshot already has in one of its files, as the
- * receiving side holds it: a clone from there (incremental streams). */
+/* Bytes the parent snapshot or a clone source already has in one of its
+ * files, as the receiving side holds it: a clone from there. */
 static int clone_from_parent(struct bi_send *s, const struct btrfsimg_inode *ino,
 			     const struct bi_bytes *path, const struct btrfsimg_extent *e,
 			     bool *done)
 {
 	*done = false;
 	uint64_t len = e->length - e->length % s->sectorsize; /* a tail past it is written */
-	if (!s->parent || e->compression || e->file_offset % s->sectorsize || !len)
+	if (!s->nsources || e->compression || e->file_offset % s->sectorsize || !len)
 		return 0;
-	struct parent_src p = { s->parent->id, e->logical, len, false, 0, 0 };
+	struct parent_src p = { s, e->logical, len, NULL, 0, 0 };
 	int rc = btrfsimg_owners_logical(s->fs, e->logical, e->length, parent_owner, &p);
 	if (rc < 0 || !p.found || p.offset % s->sectorsize)
 		return rc < 0 ? rc : 0;
-	struct bi_inode_links l = { .subvol = s->parent->id };
+	struct bi_inode_links l = { .subvol = p.found->id };
 	struct bi_bytes src = { 0 };
 	rc = bi_inode_links_load(s->fs, &l, p.objectid);
 	if (rc == 0 && l.nlinks)
-		rc = bi_link_path(s->fs, s->parent->id, &l.links[0], &src);
+		rc = bi_link_path(s->fs, p.found->id, &l.links[0], &src);
 	if (rc == 0 && l.nlinks) {
 		bi_cmd_start(&s->st, SEND_C_CLONE);
 		bi_send_attr_path(&s->st, SEND_A_PATH, path);
 		bi_attr_u64(&s->st, SEND_A_FILE_OFFSET, e->file_offset);
 		bi_attr_u64(&s->st, SEND_A_CLONE_LEN, len);
-		bi_attr(&s->st, SEND_A_CLONE_UUID, s->parent->uuid, 16);
-		bi_attr_u64(&s->st, SEND_A_CLONE_CTRANSID, s->parent->ctransid);
+		bi_attr(&s->st, SEND_A_CLONE_UUID, p.found->uuid, 16);
+		bi_attr_u64(&s->st, SEND_A_CLONE_CTRANSID, p.found->ctransid);
 		bi_send_attr_path(&s->st, SEND_A_CLONE_PATH, &src);
 		bi_attr_u64(&s->st, SEND_A_CLONE_OFFSET, p.offset);
 		rc = bi_cmd_send(&s->st);

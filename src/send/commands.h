@@ -28,6 +28,8 @@ struct bi_send {
 	struct bi_stream st;
 	const struct btrfsimg_subvol *sv;
 	const struct btrfsimg_subvol *parent;	/* incremental: what the receiver holds */
+	const struct btrfsimg_subvol **sources;	/* clones may come from: parent, clone sources */
+	size_t nsources;
 	struct btrfsimg_inode *inodes;
 	size_t ninodes, cap;
 	struct sent_extent *ext;

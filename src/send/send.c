@@ -210,6 +210,13 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 	rc = find_subvol(&s, v, n, o->subvol, &s.sv);
 	if (rc == 0 && o->parent)
 		rc = find_subvol(&s, v, n, o->parent, &s.parent);
+	s.sources = calloc(o->nclone_sources + 1, sizeof(*s.sources));
+	if (rc == 0 && !s.sources)
+		rc = -ENOMEM;
+	if (rc == 0 && s.parent)
+		s.sources[s.nsources++] = s.parent;
+	for (size_t i = 0; rc == 0 && i < o->nclone_sources; i++)
+		rc = find_subvol(&s, v, n, o->clone_sources[i], &s.sources[s.nsources++]);
 	s.buf = malloc(SEND_WRITE_PIECE);
 	if (o->flags & BTRFSIMG_SEND_COMPRESSED_DATA)
 		s.enc = malloc(SEND_ENCODED_MAX);
@@ -228,6 +235,7 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 	free(s.inodes);
 	free(s.buf);
 	free(s.enc);
+	free(s.sources);
 	btrfsimg_subvols_free(v, n);
 	return rc;
 }

@@ -61,10 +61,15 @@ static int subvol_of(struct cli *c, const char *opt, const char *arg, uint64_t *
 
 static int cmd_send(struct cli *c)
 {
-	struct btrfsimg_send_opts o = { .proto = c->send_proto, .flags = c->send_flags };
+	uint64_t sources[sizeof(c->clone_srcs) / sizeof(c->clone_srcs[0])];
+	struct btrfsimg_send_opts o = { .proto = c->send_proto, .flags = c->send_flags,
+					.clone_sources = sources,
+					.nclone_sources = c->nclone_srcs };
 	int st = subvol_of(c, "--subvol", c->send_subvol, &o.subvol);
 	if (!st && c->send_parent)
 		st = subvol_of(c, "--parent", c->send_parent, &o.parent);
+	for (size_t i = 0; !st && i < c->nclone_srcs; i++)
+		st = subvol_of(c, "--clone-src", c->clone_srcs[i], &sources[i]);
 	if (st)
 		return st;
 	struct sink k = { STDOUT_FILENO, "standard output" };
@@ -118,6 +123,7 @@ static int send_check(struct cli *c)
 static const struct cmd_option send_options[] = {
 	{ OPT_SEND_SUBVOL, NULL },
 	{ OPT_PARENT, NULL },
+	{ OPT_CLONE_SRC, NULL },
 	{ OPT_PROTO, NULL },
 	{ OPT_COMPRESSED_DATA, NULL },
 	{ OPT_OUTPUT, "write the stream to FILE, created new (an existing\n"
@@ -133,10 +139,13 @@ const struct cmd_struct cmd_struct_send = {
 	.about = "The stream `btrfs send` writes for --subvol, which `btrfs receive` applies\n"
 		 "to make the same subvolume: contents (holes stay holes), hard links,\n"
 		 "symlinks, special files, xattrs, owners, modes, atime and mtime, and the\n"
-		 "subvolume's uuid and ctransid. Extents shared within it go out as clones.\n"
-		 "Standard output must not be a terminal.",
+		 "subvolume's uuid and ctransid. With --parent, only what changed since\n"
+		 "that snapshot (which the receiving side holds). Extents shared within it,\n"
+		 "with --parent or with a --clone-src go out as clones. Standard output\n"
+		 "must not be a terminal.",
 	.examples = "btrfsimg send --subvol snap/monday disk.img | btrfs receive /mnt/backup\n"
-		    "btrfsimg send --subvol 257 -f monday.stream disk.E01",
+		    "btrfsimg send --subvol snap/tuesday --parent snap/monday disk.img > tue.stream\n"
+		    "btrfsimg send --subvol 257 --proto 2 --compressed-data -f mon.stream d.E01",
 	.options = send_options,
 	.check = send_check,
 	.run = cmd_send,
