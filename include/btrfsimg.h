@@ -1197,6 +1197,115 @@ BTRFSIMG_API int btrfsimg_file_handle_encode(uint64_t subvol, uint64_t objectid,
 					     uint32_t *type, uint8_t out[40]);
 
 /* ------------------------------------------------------------------ */
+/** @name What changed between two snapshots */
+
+enum btrfsimg_change_kind {
+	BTRFSIMG_CHANGE_ADDED = 1,	/**< a name that @p from did not have */
+	BTRFSIMG_CHANGE_DELETED,	/**< a name @p to does not have */
+	BTRFSIMG_CHANGE_RENAMED,	/**< an inode's one name moved (old_path) */
+	BTRFSIMG_CHANGE_MODIFIED,	/**< the inode kept its name; fields differ */
+};
+
+/** Fields of btrfsimg_change: what differs between the two inodes. */
+#define BTRFSIMG_DIFF_CONTENT (1u << 0)	/**< the bytes (not merely their extents) */
+#define BTRFSIMG_DIFF_SIZE (1u << 1)
+#define BTRFSIMG_DIFF_MODE (1u << 2)	/**< type and permission bits */
+#define BTRFSIMG_DIFF_UID (1u << 3)
+#define BTRFSIMG_DIFF_GID (1u << 4)
+#define BTRFSIMG_DIFF_MTIME (1u << 5)
+#define BTRFSIMG_DIFF_XATTRS (1u << 6)	/**< any name or value, any namespace */
+#define BTRFSIMG_DIFF_TARGET (1u << 7)	/**< a symlink's target */
+#define BTRFSIMG_DIFF_RDEV (1u << 8)
+
+/** One change; buffers are borrowed for the callback. Paths are the raw
+ *  name bytes joined by '/', relative to the subvolume's root ("" is the
+ *  root itself); not NUL-terminated. */
+struct btrfsimg_change {
+	int kind;			/**< enum btrfsimg_change_kind */
+	unsigned fields;		/**< BTRFSIMG_DIFF_* bits */
+	uint64_t objectid;
+	const uint8_t *path;		/**< in @p to; in @p from for DELETED */
+	size_t path_len;
+	const uint8_t *old_path;	/**< RENAMED: the name in @p from; else NULL */
+	size_t old_path_len;
+};
+
+typedef int (*btrfsimg_change_fn)(void *ctx, const struct btrfsimg_change *c);
+
+/** What a diff read: the trees' blocks, and how many were skipped as
+ *  shared by both snapshots. */
+struct btrfsimg_diff_stats {
+	uint64_t inodes_compared;	/**< inodes with an item that differs */
+	uint64_t blocks_read;		/**< tree blocks read comparing the trees */
+	uint64_t subtrees_shared;	/**< subtrees both reach through one block */
+};
+
+/**
+ * What changed from subvolume @p from to subvolume @p to (two snapshots of
+ * one subvolume: an inode keeps its objectid across them). Only the
+ * subtrees the two trees do not share are read. A change belongs to the
+ * inode whose own name changed: a moved directory is one RENAMED row, and
+ * an inode below it appears only if it changed itself (under its new
+ * path). A hard link added or removed is an ADDED or DELETED row for that
+ * name; a name taken over by another inode (or a number reused by one: the
+ * creation generation differs) is DELETED plus ADDED. CONTENT is set only
+ * when the bytes differ: where the extent items differ the data are read
+ * and compared. Rows come sorted by path (bytes), @p fn returning non-zero
+ * stops and is returned. Errors: a negative errno, the message on @p fs
+ * (-ENOENT for an unknown subvolume). @p stats may be NULL.
+ */
+BTRFSIMG_API int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to,
+			       btrfsimg_change_fn fn, void *ctx,
+			       struct btrfsimg_diff_stats *stats);
+/** "added", "deleted", "renamed", "modified"; NULL for another value. */
+BTRFSIMG_API const char *btrfsimg_change_name(int kind);
+/** "content", "size", "mode", "uid", "gid", "mtime", "xattrs", "target",
+ *  "rdev" for one BTRFSIMG_DIFF_* bit; NULL for anything else. */
+BTRFSIMG_API const char *btrfsimg_diff_field_name(unsigned bit);
+
+/* ------------------------------------------------------------------ */
+/** @name Send streams */
+
+/** Where a stream goes: all @p len bytes, or a negative errno. */
+typedef int (*btrfsimg_write_fn)(void *ctx, const void *buf, size_t len);
+
+#define BTRFSIMG_SEND_COMPRESSED_DATA 1u /**< protocol 2: compressed extents as
+					  *   encoded writes, not decompressed */
+
+struct btrfsimg_send_opts {
+	uint64_t subvol;	/**< the subvolume or snapshot sent */
+	uint64_t parent;	/**< 0: a full stream; else incremental from it */
+	const uint64_t *clone_sources;	/**< subvolumes the receiving side holds too:
+					 *   extents shared with them go out as clones */
+	size_t nclone_sources;
+	uint32_t proto;		/**< 1 or 2; 0 means 1 */
+	unsigned flags;		/**< BTRFSIMG_SEND_* */
+};
+
+struct btrfsimg_send_stats {
+	uint64_t bytes;		/**< the stream's size */
+	uint64_t inodes;	/**< inodes other than directories sent */
+	uint64_t data_bytes;	/**< file bytes sent as writes */
+	uint64_t clones;	/**< ranges sent as clones of bytes sent before */
+	uint64_t encoded_bytes;	/**< compressed bytes sent as they are on disk */
+};
+
+/**
+ * Write the send stream of @p o->subvol through @p write: what `btrfs
+ * send` writes, which `btrfs receive` applies to make the same subvolume
+ * (contents, holes, hard links, symlinks, special files, xattrs, owners,
+ * modes, atime and mtime; the subvolume's uuid and ctransid in the stream,
+ * so that incremental streams can chain on the receiving side). Data
+ * extents shared within the subvolume, with @p o->parent or with a clone
+ * source go out as clones (from where they are in the other subvolume). Errors: a
+ * negative errno with the message on @p fs (the stream is then not
+ * complete: it has no END command). @p stats may be NULL.
+ */
+BTRFSIMG_API int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o,
+			       btrfsimg_write_fn write, void *ctx,
+			       struct btrfsimg_send_stats *stats);
+
+/* ------------------------------------------------------------------ */
 /** @name Library */
 
 /** Version string, e.g. "0.1.0". */

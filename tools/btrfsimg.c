@@ -23,7 +23,8 @@ static const struct cmd_struct *const commands[] = {
 	&cmd_struct_history, &cmd_struct_deleted,
 	&cmd_struct_layers, &cmd_struct_verify_image,
 	&cmd_struct_verify, &cmd_struct_unallocated,
-	&cmd_struct_extents, &cmd_struct_owner, &cmd_struct_dfxml,
+	&cmd_struct_extents, &cmd_struct_owner, &cmd_struct_dfxml, &cmd_struct_diff,
+	&cmd_struct_send,
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -51,6 +51,12 @@ struct cli {
 	const char *mountpoint;	/* mount: the last argument */
 	const char *numbers;	/* mount --numbers SCHEME */
 	const char *mount_point;	/* bodyfile --mount-point: names' prefix */
+	const char *diff_from, *diff_to;	/* diff --from, --to: an id or a path */
+	const char *send_subvol, *send_parent;	/* send --subvol, --parent: id or path */
+	uint32_t send_proto;	/* send --proto (0: 1) */
+	const char *clone_srcs[64];	/* send --clone-src, each an id or a path */
+	size_t nclone_srcs;
+	unsigned send_flags;	/* BTRFSIMG_SEND_* */
 	bool foreground;	/* mount -f */
 	/* owner: what range is asked about */
 	bool have_devid, have_physical, have_length, have_logical, have_image_offset;
@@ -78,6 +84,8 @@ enum cli_opt {
 	/* owner: a byte range */
 	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
 	OPT_CSUM,	/* walk: checksum coverage per file */
+	OPT_FROM, OPT_TO,	/* diff: the two snapshots */
+	OPT_SEND_SUBVOL, OPT_PARENT, OPT_CLONE_SRC, OPT_PROTO, OPT_COMPRESSED_DATA,	/* send */
 	OPT_HELP,
 	OPT_COUNT
 };
@@ -117,6 +125,7 @@ extern const struct cmd_struct cmd_struct_history, cmd_struct_deleted;
 extern const struct cmd_struct cmd_struct_verify, cmd_struct_unallocated;
 extern const struct cmd_struct cmd_struct_dfxml;
 extern const struct cmd_struct cmd_struct_extents, cmd_struct_owner;
+extern const struct cmd_struct cmd_struct_diff, cmd_struct_send;
 
 /* The subvolume walk, extract and bodyfile start in: --inode's, else
  * --subvol's, else 5 (the top level). */

@@ -99,6 +99,21 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_CSUM] = { "csum", 0, NULL,
 		       "with --json, each regular file's checksum coverage:\n"
 		       "full, partial, none, nodatasum, inline or zeros" },
+	[OPT_FROM] = { "from", 0, "SNAPSHOT",
+		       "the older snapshot: a subvolume id, or its path\nfrom the top level" },
+	[OPT_TO] = { "to", 0, "SNAPSHOT",
+		     "the newer snapshot: a subvolume id, or its path\nfrom the top level" },
+	[OPT_SEND_SUBVOL] = { "subvol", 0, "SNAPSHOT",
+			      "the subvolume or snapshot sent: its id, or its\npath from the top level" },
+	[OPT_PARENT] = { "parent", 0, "SNAPSHOT",
+			 "an incremental stream from SNAPSHOT, which the\nreceiving side holds" },
+	[OPT_CLONE_SRC] = { "clone-src", 0, "SNAPSHOT",
+			    "extents shared with SNAPSHOT, which the receiving\n"
+			    "side holds too, go out as clones (repeatable)" },
+	[OPT_PROTO] = { "proto", 0, "N", "the stream's protocol version: 1 (default) or 2" },
+	[OPT_COMPRESSED_DATA] = { "compressed-data", 0, NULL,
+				  "compressed extents as they are on disk (encoded\n"
+				  "writes; needs --proto 2)" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -321,6 +336,21 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_MOUNT_POINT: c->mount_point = arg; return 0;
 	case OPT_FOREGROUND: c->foreground = true; return 0;
 	case OPT_OUTPUT: c->output = arg; return 0;
+	case OPT_FROM: c->diff_from = arg; return 0;
+	case OPT_TO: c->diff_to = arg; return 0;
+	case OPT_SEND_SUBVOL: c->send_subvol = arg; return 0;
+	case OPT_PARENT: c->send_parent = arg; return 0;
+	case OPT_CLONE_SRC:
+		if (c->nclone_srcs == sizeof(c->clone_srcs) / sizeof(c->clone_srcs[0]))
+			return bad_value("--clone-src (at most 64)", arg);
+		c->clone_srcs[c->nclone_srcs++] = arg;
+		return 0;
+	case OPT_COMPRESSED_DATA: c->send_flags |= BTRFSIMG_SEND_COMPRESSED_DATA; return 0;
+	case OPT_PROTO:
+		if (strcmp(arg, "1") != 0 && strcmp(arg, "2") != 0)
+			return bad_value("--proto (1 or 2)", arg);
+		c->send_proto = (uint32_t)(arg[0] - '0');
+		return 0;
 	case OPT_FORMAT:
 		c->format = btrfsimg_format_parse(arg);
 		if (c->format < 0)

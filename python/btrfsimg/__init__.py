@@ -326,6 +326,26 @@ class Filesystem:
                       if no_verify else "zeros"))
         return data
 
+    # ------------------------------------------------------------ diff
+
+    def _subvol_id(self, which: Union[int, PathLike]) -> int:
+        if isinstance(which, int):
+            return which
+        kind, subvol, objectid = self._resolve(which, 5)[:3]
+        if objectid != 256:
+            raise ValueError("%r is not a subvolume (inode %d of subvolume %d)"
+                             % (which, objectid, subvol))
+        return subvol
+
+    def diff(self, from_: Union[int, PathLike], to: Union[int, PathLike]) -> List[Dict[str, Any]]:
+        """What changed from one snapshot to another (`btrfsimg diff --json`):
+        a list of {"change": "added" | "deleted" | "renamed" | "modified",
+        "path", "old_path" (renamed; else None), "objectid", "fields": the
+        ones that differ among content, size, mode, uid, gid, mtime, xattrs,
+        target, rdev}, sorted by path. Each snapshot is a subvolume id or
+        the path of its root from the top level."""
+        return self._h.diff(self._subvol_id(from_), self._subvol_id(to))
+
     # ------------------------------------------------------------ paths
 
     def _resolve(self, path: PathLike, subvol: Optional[int]) -> tuple:

@@ -677,6 +677,119 @@ static PyObject *rows_list(struct collect *c, bool xattr)
 	return l;
 }
 
+/* ------------------------------------------------------------- diff */
+
+struct change_row {
+	int kind;
+	unsigned fields;
+	uint64_t objectid;
+	uint8_t *path, *old_path;
+	size_t path_len, old_path_len;
+	bool has_old;
+};
+
+struct changes {
+	struct change_row *v;
+	size_t n, cap;
+};
+
+static uint8_t *dup_bytes(const uint8_t *s, size_t n)
+{
+	uint8_t *d = malloc(n ? n : 1);
+	if (d && n)
+		memcpy(d, s, n);
+	return d;
+}
+
+/* Copied out under the handle's lock, the GIL released; turned into
+ * Python objects afterwards. */
+static int collect_change(void *ctx, const struct btrfsimg_change *ch)
+{
+	struct changes *c = ctx;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		if (cap > SIZE_MAX / sizeof(*c->v))
+			return -ENOMEM;
+		void *v = realloc(c->v, cap * sizeof(*c->v));
+		if (!v)
+			return -ENOMEM;
+		c->v = v;
+		c->cap = cap;
+	}
+	struct change_row *r = &c->v[c->n];
+	*r = (struct change_row){ ch->kind, ch->fields, ch->objectid,
+				  dup_bytes(ch->path, ch->path_len), NULL, ch->path_len, 0,
+				  ch->old_path != NULL };
+	if (r->has_old)
+		r->old_path = dup_bytes(ch->old_path, ch->old_path_len);
+	if (!r->path || (r->has_old && !r->old_path)) {
+		free(r->path);
+		free(r->old_path);
+		return -ENOMEM;
+	}
+	c->n++;
+	r->old_path_len = ch->old_path_len;
+	return 0;
+}
+
+static PyObject *change_dict(const struct change_row *r)
+{
+	PyObject *fields = PyList_New(0);
+	for (unsigned bit = 1; fields && bit && bit <= r->fields; bit <<= 1)
+		if (r->fields & bit) {
+			PyObject *s = PyUnicode_FromString(btrfsimg_diff_field_name(bit));
+			if (!s || PyList_Append(fields, s) < 0) {
+				Py_XDECREF(s);
+				Py_CLEAR(fields);
+				break;
+			}
+			Py_DECREF(s);
+		}
+	if (!fields)
+		return NULL;
+	PyObject *old = r->has_old ? name_str(r->old_path, r->old_path_len) : Py_NewRef(Py_None);
+	PyObject *d = old ? Py_BuildValue("{s:s,s:N,s:N,s:K,s:N}", "change",
+					  btrfsimg_change_name(r->kind), "path",
+					  name_str(r->path, r->path_len), "old_path", old,
+					  "objectid", (unsigned long long)r->objectid, "fields",
+					  fields)
+			  : NULL;
+	if (!old)
+		Py_DECREF(fields);
+	return d;
+}
+
+static void changes_free(struct changes *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->v[i].path);
+		free(c->v[i].old_path);
+	}
+	free(c->v);
+}
+
+/* diff(from, to) -> [{"change", "path", "old_path", "objectid", "fields"}] */
+static PyObject *Handle_diff(Handle *h, PyObject *args)
+{
+	unsigned long long from, to;
+	if (!PyArg_ParseTuple(args, "KK", &from, &to) || handle_check_open(h) < 0)
+		return NULL;
+	struct changes c = { 0 };
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_diff(h->fs, from, to, collect_change, &c, NULL));
+	PyObject *l = rc < 0 ? NULL : PyList_New((Py_ssize_t)c.n);
+	for (size_t i = 0; l && i < c.n; i++) {
+		PyObject *d = change_dict(&c.v[i]);
+		if (!d) {
+			Py_CLEAR(l);
+			break;
+		}
+		PyList_SET_ITEM(l, (Py_ssize_t)i, d);
+	}
+	changes_free(&c);
+	return finish(h, rc, l);
+}
+
 /* readdir(subvol, dir) -> [(name, kind, subvol, objectid, d_ino, file_type)] */
 static PyObject *Handle_readdir(Handle *h, PyObject *args)
 {
@@ -910,6 +1023,7 @@ static PyMethodDef Handle_methods[] = {
 	{ "lookup", (PyCFunction)Handle_lookup, METH_VARARGS, "lookup(subvol, path)" },
 	{ "readdir", (PyCFunction)Handle_readdir, METH_VARARGS, "readdir(subvol, dir)" },
 	{ "xattrs", (PyCFunction)Handle_xattrs, METH_VARARGS, "xattrs(subvol, objectid)" },
+	{ "diff", (PyCFunction)Handle_diff, METH_VARARGS, "diff(from, to)" },
 	{ "readlink", (PyCFunction)Handle_readlink, METH_VARARGS, "readlink(subvol, objectid)" },
 	{ "inode", (PyCFunction)Handle_inode, METH_VARARGS, "inode(subvol, objectid)" },
 	{ "readinto", (PyCFunction)Handle_readinto, METH_VARARGS,

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Two trees compared (see treecmp.h).
+ *
+ * Each side keeps a cursor: a path from its root and the level it stands
+ * on. At a node level the cursor stands on a pointer (its key is the first
+ * key of the subtree behind it); at level 0 on an item. The two cursors
+ * move so that the one standing on the smaller key, or higher up the tree,
+ * moves first; two pointers with the same key, address and generation lead
+ * to the same subtree, and both cursors step over it without reading it.
+ * Items are only ever compared at level 0, so the answer does not depend
+ * on how the two trees happen to be split into blocks.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "btrfs/treecmp.h"
+
+#include "base/err.h"
+#include "base/ondisk.h"
+#include "btrfs/tree.h"
+
+struct cursor {
+	struct btrfsimg_fs *fs;
+	uint64_t tree;
+	struct bi_block *path[MAX_LEVEL];
+	uint32_t slot[MAX_LEVEL];
+	int level, top;
+	bool end;
+	uint64_t *reads;
+};
+
+static int cursor_start(struct cursor *c, struct btrfsimg_fs *fs, const struct bi_root *r,
+			uint64_t *reads)
+{
+	memset(c, 0, sizeof(*c));
+	c->fs = fs;
+	c->tree = r->id;
+	c->reads = reads;
+	struct bi_expect e = { r->id, r->generation, r->level, NULL };
+	int rc = bi_block_read(fs, r->bytenr, &e, &c->path[r->level]);
+	if (rc < 0)
+		return rc;
+	(*reads)++;
+	c->top = c->level = r->level;
+	c->end = c->path[c->top]->nritems == 0;
+	return 0;
+}
+
+static void cursor_end(struct cursor *c)
+{
+	for (int l = 0; l < MAX_LEVEL; l++)
+		if (c->path[l])
+			bi_block_put(c->fs, c->path[l]);
+}
+
+static void cursor_key(const struct cursor *c, bi_key *k, uint64_t *ptr, uint64_t *gen)
+{
+	if (c->level <= 0) {
+		const struct bi_block *b = c->path[0];
+		const uint8_t *d;
+		uint32_t n;
+		bi_leaf_item(b, c->slot[0], k, &d, &n);
+		*ptr = *gen = 0;
+	} else {
+		bi_node_ptr(c->path[c->level], c->slot[c->level], k, ptr, gen);
+	}
+}
+
+/* To the next slot on this level, climbing while a block is used up: the
+ * cursor may end on a higher level, standing on the next subtree. */
+static void cursor_next(struct cursor *c)
+{
+	c->slot[c->level]++;
+	while (c->slot[c->level] >= c->path[c->level]->nritems) {
+		if (c->level == c->top) {
+			c->end = true;
+			return;
+		}
+		bi_block_put(c->fs, c->path[c->level]);
+		c->path[c->level] = NULL;
+		c->level++;
+		c->slot[c->level]++;
+	}
+}
+
+/* Into the subtree behind the pointer the cursor stands on. */
+static int cursor_down(struct cursor *c)
+{
+	if (c->level <= 0 || c->level >= MAX_LEVEL)
+		return -EUCLEAN; /* callers go down from nodes only */
+	bi_key k;
+	uint64_t ptr, gen;
+	cursor_key(c, &k, &ptr, &gen);
+	struct bi_expect e = { c->tree, gen, c->level - 1, &k };
+	struct bi_block *child;
+	int rc = bi_block_read(c->fs, ptr, &e, &child);
+	if (rc < 0)
+		return rc;
+	(*c->reads)++;
+	c->level--;
+	if (c->path[c->level])
+		bi_block_put(c->fs, c->path[c->level]);
+	c->path[c->level] = child;
+	c->slot[c->level] = 0;
+	if (child->nritems == 0) /* only a root may be empty: step past it */
+		cursor_next(c);
+	return 0;
+}
+
+static struct bi_cmp_side side_of(const struct cursor *c)
+{
+	struct bi_cmp_side s = { NULL, 0, true };
+	bi_key k;
+	bi_leaf_item(c->path[0], c->slot[0], &k, &s.data, &s.size);
+	return s;
+}
+
+static const struct bi_cmp_side absent = { NULL, 0, false };
+
+/* What to do when one side is used up: every item left on the other is
+ * reported alone. */
+static int drain(struct cursor *c, bool is_a, bi_treecmp_fn fn, void *ctx)
+{
+	while (!c->end) {
+		if (c->level > 0) {
+			int rc = cursor_down(c);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		bi_key k;
+		uint64_t p, g;
+		cursor_key(c, &k, &p, &g);
+		struct bi_cmp_side s = side_of(c);
+		int rc = is_a ? fn(ctx, &k, &s, &absent) : fn(ctx, &k, &absent, &s);
+		if (rc)
+			return rc;
+		cursor_next(c);
+	}
+	return 0;
+}
+
+/* Both cursors on items: report the smaller key alone, or the pair if
+ * their bytes differ, and step past what was reported. */
+static int compare_items(struct cursor *a, struct cursor *b, bi_treecmp_fn fn, void *ctx)
+{
+	bi_key ka, kb;
+	uint64_t p, g;
+	cursor_key(a, &ka, &p, &g);
+	cursor_key(b, &kb, &p, &g);
+	int cmp = bi_key_cmp(&ka, &kb);
+	int rc = 0;
+	if (cmp < 0) {
+		struct bi_cmp_side s = side_of(a);
+		rc = fn(ctx, &ka, &s, &absent);
+		cursor_next(a);
+	} else if (cmp > 0) {
+		struct bi_cmp_side s = side_of(b);
+		rc = fn(ctx, &kb, &absent, &s);
+		cursor_next(b);
+	} else {
+		struct bi_cmp_side sa = side_of(a), sb = side_of(b);
+		if (sa.size != sb.size || memcmp(sa.data, sb.data, sa.size) != 0)
+			rc = fn(ctx, &ka, &sa, &sb);
+		cursor_next(a);
+		cursor_next(b);
+	}
+	return rc;
+}
+
+/* Both cursors on pointers of one level: the same block on both sides is
+ * stepped over; otherwise the side with the smaller key (both, if equal)
+ * goes down, as only items are compared. */
+static int compare_pointers(struct cursor *a, struct cursor *b, struct bi_treecmp_stats *st)
+{
+	bi_key ka, kb;
+	uint64_t pa, ga, pb, gb;
+	cursor_key(a, &ka, &pa, &ga);
+	cursor_key(b, &kb, &pb, &gb);
+	int cmp = bi_key_cmp(&ka, &kb);
+	if (cmp < 0)
+		return cursor_down(a);
+	if (cmp > 0)
+		return cursor_down(b);
+	if (pa == pb && ga == gb) {
+		st->subtrees_shared++;
+		cursor_next(a);
+		cursor_next(b);
+		return 0;
+	}
+	int rc = cursor_down(a);
+	return rc < 0 ? rc : cursor_down(b);
+}
+
+int bi_tree_compare(struct btrfsimg_fs *fs, const struct bi_root *ra, const struct bi_root *rb,
+		    bi_treecmp_fn fn, void *ctx, struct bi_treecmp_stats *st)
+{
+	if (bi_overlay_for(fs, ra->id) || bi_overlay_for(fs, rb->id))
+		return bi_tree_compare_items(fs, ra, rb, fn, ctx, st);
+	memset(st, 0, sizeof(*st));
+	if (ra->bytenr == rb->bytenr && ra->generation == rb->generation) {
+		st->subtrees_shared = 1;
+		return 0;
+	}
+	struct cursor a, b;
+	int rc = cursor_start(&a, fs, ra, &st->blocks_read);
+	if (rc < 0)
+		return rc;
+	rc = cursor_start(&b, fs, rb, &st->blocks_read);
+	if (rc < 0) {
+		cursor_end(&a);
+		return rc;
+	}
+	while (rc == 0 && !a.end && !b.end) {
+		if (a.level == 0 && b.level == 0)
+			rc = compare_items(&a, &b, fn, ctx);
+		else if (a.level == b.level)
+			rc = compare_pointers(&a, &b, st);
+		else
+			rc = cursor_down(a.level > b.level ? &a : &b);
+	}
+	if (rc == 0)
+		rc = drain(&a, true, fn, ctx);
+	if (rc == 0)
+		rc = drain(&b, false, fn, ctx);
+	cursor_end(&a);
+	cursor_end(&b);
+	return rc;
+}
+
+/* ------------------------------------------------- every item, merged */
+
+struct stream {
+	struct bi_iter it;
+	struct bi_item item;
+	bool have;
+};
+
+static int stream_next(struct stream *s)
+{
+	int rc = bi_iter_next(&s->it, &s->item);
+	if (rc < 0)
+		return rc;
+	s->have = rc == 1;
+	return 0;
+}
+
+static int stream_start(struct btrfsimg_fs *fs, struct stream *s, const struct bi_root *r)
+{
+	static const bi_key min = { 0, 0, 0 };
+	static const bi_key max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
+	int rc = bi_iter_start(fs, &s->it, r, &min, &max);
+	if (rc < 0)
+		return rc;
+	bi_iter_stream(&s->it);
+	return stream_next(s);
+}
+
+static struct bi_cmp_side item_side(const struct stream *s)
+{
+	return (struct bi_cmp_side){ s->item.data, s->item.size, true };
+}
+
+static int merge_streams(struct stream *a, struct stream *b, bi_treecmp_fn fn, void *ctx)
+{
+	int rc = 0;
+	while (rc == 0 && (a->have || b->have)) {
+		int cmp = !a->have ? 1 : !b->have ? -1 : bi_key_cmp(&a->item.key, &b->item.key);
+		struct bi_cmp_side sa = cmp <= 0 ? item_side(a) : absent;
+		struct bi_cmp_side sb = cmp >= 0 ? item_side(b) : absent;
+		bi_key k = cmp <= 0 ? a->item.key : b->item.key;
+		if (cmp != 0 || sa.size != sb.size || memcmp(sa.data, sb.data, sa.size) != 0)
+			rc = fn(ctx, &k, &sa, &sb);
+		if (rc == 0 && cmp <= 0)
+			rc = stream_next(a);
+		if (rc == 0 && cmp >= 0)
+			rc = stream_next(b);
+	}
+	return rc;
+}
+
+int bi_tree_compare_items(struct btrfsimg_fs *fs, const struct bi_root *ra,
+			  const struct bi_root *rb, bi_treecmp_fn fn, void *ctx,
+			  struct bi_treecmp_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	struct stream a = { 0 }, b = { 0 };
+	int rc = stream_start(fs, &a, ra);
+	if (rc == 0)
+		rc = stream_start(fs, &b, rb);
+	if (rc == 0)
+		rc = merge_streams(&a, &b, fn, ctx);
+	bi_iter_end(&b.it);
+	bi_iter_end(&a.it);
+	return rc;
+}
