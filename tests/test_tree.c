@@ -520,17 +520,17 @@ static void test_stream_prefetch(void **state)
 	uint64_t *res = malloc(MAXRES * sizeof(*res));
 	uint64_t *want = malloc(MAXPTR * sizeof(*want)), *skip = malloc(MAXPTR * sizeof(*skip));
 	size_t wanted = 0, skipped = 0, nodes = 0;
-	uint64_t node1 = it.path[1]->bytenr;
+	uint64_t node1 = it.p.nodes[1]->bytenr;
 	while (bi_iter_next(&it, &item) > 0) {
-		if (it.path[1]->bytenr == node1)
+		if (it.p.nodes[1]->bytenr == node1)
 			continue;
 		/* the first leaf read under a new level-1 node */
-		assert_true(it.top >= 2);
-		node1 = it.path[1]->bytenr;
+		assert_true(it.p.top >= 2);
+		node1 = it.p.nodes[1]->bytenr;
 		nodes++;
-		const struct bi_block *node = it.path[1];
+		const struct bi_block *node = it.p.nodes[1];
 		size_t nwant = 0, nskip = 0;
-		for (uint32_t s = it.slot[1] + 1; s < node->nritems && nwant < MAXPTR - 1; s++) {
+		for (uint32_t s = it.p.slots[1] + 1; s < node->nritems && nwant < MAXPTR - 1; s++) {
 			bi_key lo, hi;
 			uint64_t ptr, gen, next_ptr;
 			bi_node_ptr(node, s, &lo, &ptr, &gen);
@@ -546,10 +546,10 @@ static void test_stream_prefetch(void **state)
 		}
 		wanted += nwant;
 		skipped += nskip;
-		if (it.slot[2] + 1 < it.path[2]->nritems) {
+		if (it.p.slots[2] + 1 < it.p.nodes[2]->nritems) {
 			bi_key k;
 			uint64_t gen;
-			bi_node_ptr(it.path[2], it.slot[2] + 1, &k, &want[nwant++], &gen);
+			bi_node_ptr(it.p.nodes[2], it.p.slots[2] + 1, &k, &want[nwant++], &gen);
 		}
 		size_t nres = wait_resident(img, want, nwant, res, MAXRES);
 		for (size_t i = 0; i < nwant; i++)
