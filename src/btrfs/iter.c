@@ -69,12 +69,13 @@ static int base_next(struct bi_iter *it, struct bi_item *out)
 			break;
 		if (it->started && bi_key_cmp(&out->key, &it->last) <= 0) {
 			it->done = true;
-			return bi_item_err(
-				it->p.fs, -EUCLEAN, "leaf", it->p.root.id, leaf->bytenr, it->p.slots[0],
-				"key (%" PRIu64 " %u %" PRIu64
-				") not after the previous leaf's (%" PRIu64 " %u %" PRIu64 ")",
-				out->key.objectid, out->key.type, out->key.offset,
-				it->last.objectid, it->last.type, it->last.offset);
+			return bi_item_err(it->p.fs, -EUCLEAN, "leaf", it->p.root.id, leaf->bytenr,
+					   it->p.slots[0],
+					   "key (%" PRIu64 " %u %" PRIu64
+					   ") not after the previous leaf's (%" PRIu64
+					   " %u %" PRIu64 ")",
+					   out->key.objectid, out->key.type, out->key.offset,
+					   it->last.objectid, it->last.type, it->last.offset);
 		}
 		it->started = true;
 		it->last = out->key;
@@ -156,8 +157,7 @@ int bi_tree_get(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key
 	return rc;
 }
 
-int bi_tree_last(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key *max,
-		 bi_key *out)
+int bi_tree_last(struct btrfsimg_fs *fs, const struct bi_root *root, const bi_key *max, bi_key *out)
 {
 	struct bi_path p;
 	bi_path_init(&p, fs, root, max, true);

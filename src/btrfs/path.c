@@ -181,8 +181,8 @@ static bool slot_skippable(const struct bi_path *p, uint32_t s)
 /* Ask for the leaves behind slots [from, to) of a level-1 node that the
  * walk will read (not skipped, not past its range); adjacent blocks go as
  * one request. */
-static void prefetch_leaves(struct bi_path *p, const uint8_t *data, uint32_t nritems,
-			    uint32_t from, uint32_t to)
+static void prefetch_leaves(struct bi_path *p, const uint8_t *data, uint32_t nritems, uint32_t from,
+			    uint32_t to)
 {
 	uint32_t bs = p->fs->nodesize, most = window_bytes(p);
 	uint64_t start = 0, len = 0;
