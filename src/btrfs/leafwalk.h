@@ -15,28 +15,16 @@
 #include "base/handle.h"
 #include "base/key.h"
 #include "base/ondisk.h"
-#include "btrfs/tree.h"
+#include "btrfs/path.h"
 
 struct bi_leafwalk {
-	struct btrfsimg_fs *fs;
-	struct bi_root root;
-	bi_key min, max;
-	struct bi_block *path[MAX_LEVEL]; /* nodes only: path[0] stays NULL */
-	uint32_t slot[MAX_LEVEL];
-	int top; /* root level */
+	/* the one descent (path.h), stopping at level 1 (p.nodes[0] holds
+	 * the root of a tree of one leaf, p.top == 0), with RING read-ahead;
+	 * a caller that reads the leaves around the page cache sets
+	 * p.no_leaf_hints (before its first bi_leafwalk_next_ptr): read-ahead
+	 * requests for nodes only */
+	struct bi_path p;
 	bool started, done;
-	struct bi_block *root_leaf; /* a tree of one leaf, until handed out */
-	bool (*skip)(const bi_key *lo, const bi_key *hi);
-	uint32_t ra_slot; /* path[1]'s first slot not prefetched */
-	/* hints for the next level-1 node's first leaves (leafwalk.c) */
-	uint8_t *scratch;
-	bool over_done;
-	uint64_t over_bytenr;
-	uint32_t over_to;
-	struct bi_lw_hints *hints; /* the thread giving them, or NULL */
-	/* set by a caller that reads the leaves around the page cache (before
-	 * its first bi_leafwalk_next_ptr): read-ahead hints for nodes only */
-	bool no_leaf_hints;
 };
 
 /* Start over [@min, @max] of @root. Leaves the key range of which @skip

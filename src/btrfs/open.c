@@ -3,13 +3,13 @@
  * The btrfs core's open sequence, bottom up: locate every device (the
  * image itself or a partition: volume/part.c), read the superblocks and
  * match devices (super.c), bootstrap the chunk map from the
- * sys_chunk_array, read the chunk tree through it (chunk.c, tree.c), then
+ * sys_chunk_array, read the chunk tree through it (chunk.c, block.c), then
  * check that the root tree is readable. Each step leaves a message on
  * failure. The file layer adds log replay on top (files/fs.c).
  *
  * The chunk tree is read here, above both the chunk map and the tree
  * reader, so that neither of them calls the other's loader: the map is
- * filled from below (bi_chunk_add) while tree.c reads through it.
+ * filled from below (bi_chunk_add) while block.c reads through it.
  */
 #include <stdio.h>
 #include <stdlib.h>

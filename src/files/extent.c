@@ -37,7 +37,7 @@
  * items, the csum item in use, the last decompressed extent), so a file
  * read front to back walks each leaf once and reads each sector once.
  * Searches that must find "the last item at or before X" look X up and step
- * back one slot: tree.c descends along the last pointer <= X at every
+ * back one slot: the path (path.c) descends along the last pointer <= X at every
  * level, so that item is in the leaf reached (see iter_floor). Where a log
  * tree overlay is merged in, the search starts instead at a key known to be
  * at or before it (inode start; for checksums, X minus what one leaf can
@@ -155,7 +155,7 @@ static const bi_key *key_set(bi_key *k, uint64_t obj, uint8_t type, uint64_t off
 }
 
 /*
- * Start @it so that its first item is the last one <= @target. tree.c
+ * Start @it so that its first item is the last one <= @target. The path
  * follows the last node pointer <= target at every level, so that item is
  * in the leaf reached, just before the first item >= target: stepping back
  * one slot returns it. A log overlay merges other items in, so then start at
@@ -169,8 +169,8 @@ static int iter_floor(struct btrfsimg_fs *fs, struct bi_iter *it, const struct b
 	int rc = bi_iter_start(fs, it, root, target, max);
 	if (rc < 0)
 		return rc;
-	const struct bi_block *leaf = it->path[0];
-	uint32_t s = it->slot[0];
+	const struct bi_block *leaf = it->p.nodes[0];
+	uint32_t s = it->p.slots[0];
 	if (s < leaf->nritems) {
 		bi_key k;
 		bi_key_read(leaf->data + HDR_SIZE + (size_t)s * ITEM_SIZE, &k);
@@ -178,7 +178,7 @@ static int iter_floor(struct btrfsimg_fs *fs, struct bi_iter *it, const struct b
 			return 0;
 	}
 	if (s > 0)
-		it->slot[0] = s - 1;
+		it->p.slots[0] = s - 1;
 	return 0;
 }
 

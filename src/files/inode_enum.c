@@ -476,7 +476,7 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 	int rc = bi_leafwalk_start(fs, &lw, r, &min, &max, only_dir_entries);
 	if (rc < 0)
 		return rc;
-	if (lw.top == 0) { /* one leaf: nothing to share out */
+	if (lw.p.top == 0) { /* one leaf: nothing to share out */
 		bi_leafwalk_end(&lw);
 		return walk_tree(w, r);
 	}
@@ -502,7 +502,7 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 	p->hot = 0;
 	/* a leaf is in the cache, or read around it: no hints, unless one is
 	 * read through the cache after all (bi_ipool_queue) */
-	lw.no_leaf_hints = p->aio != NULL;
+	lw.p.no_leaf_hints = p->aio != NULL;
 	bool walking = true, started = false, end = false;
 	bi_key last = { 0, 0, 0 };
 	int walk_rc = 0;

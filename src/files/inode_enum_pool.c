@@ -8,7 +8,7 @@
  * The walking thread walks the tree's nodes and reads each leaf's copy 0
  * into a ring of IPOOL_RING slots (the handle, its block cache and its
  * devices are used from it alone); worker threads check each leaf as
- * tree.c would (checksum, header, item table, what the parent expects) and
+ * block.c would (checksum, header, item table, what the parent expects) and
  * parse it into events (an inode item parsed and checked, with its first
  * name when the leaf holds it; a name for an inode of an earlier leaf; a
  * damage message); the walking thread then plays each leaf's events, in
@@ -220,7 +220,7 @@ void bi_ipool_parse_leaf(const struct bi_ipool *p, struct bi_islot *s)
 	s->rc = rc;
 }
 
-/* The checks tree.c makes of a block it reads (verify_copy), on the
+/* The checks block.c makes of a block it reads (verify_copy), on the
  * slot's copy 0: true when it passes; then the slot's leaf is its view. */
 static bool check_copy(const struct bi_ipool *p, struct bi_islot *s)
 {
@@ -414,7 +414,7 @@ void bi_ipool_queue(struct bi_ipool *p, struct btrfsimg_fs *fs, struct bi_leafwa
 		return;
 	}
 	if (cached != 1) /* read through the page cache: ask it to read ahead again */
-		lw->no_leaf_hints = false;
+		lw->p.no_leaf_hints = false;
 	s->read_ok = s->buf && bi_read_copy(fs, at->bytenr, s->buf, p->nodesize, 0) == 0;
 	pool_publish(p);
 }

@@ -6,7 +6,7 @@
  * tree per subvolume (found through the log root tree, superblock
  * log_root) instead of committing. A crash leaves log_root != 0, and the
  * next mount replays the log into the fs trees before anything is shown.
- * These files compute what that replay produces, as overlays (tree.c)
+ * These files compute what that replay produces, as overlays (btrfs/overlay.c)
  * over the fs trees and the csum tree; the image is never written.
  *
  * This file holds the walks (which log item is replayed when, and by which

@@ -6,7 +6,7 @@
  * the csum tree, the extent reference counts) is a view: the tree's own
  * items, read through a bi_lr_src, under an ordered map (AVL) of replaced
  * items and tombstones. Reads merge the two; writes go to the map only. At
- * the end each view's map becomes an overlay (tree.c) for the readers.
+ * the end each view's map becomes an overlay (btrfs/overlay.c) for the readers.
  * Also here: the in-memory inodes (one lives while it is referenced, as
  * the kernel's do during replay), the parsers of the log's items, and the
  * array source that tests and fuzzing use instead of a tree.

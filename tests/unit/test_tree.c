@@ -25,6 +25,7 @@
 #include "image/dev.h"
 #include "btrfs/tree_checker.h"
 #include "btrfs/chunk.h"
+#include "btrfs/leafwalk.h"
 #include "btrfs/root.h"
 #include "btrfs/tree.h"
 #include "unpack.h"
@@ -280,6 +281,71 @@ static void test_iter_skip_leaves(void **state)
 	close_names(fs, img);
 }
 
+/* ------------------------------------------ the leaf walk's one descent */
+
+enum { MAXLEAVES = 4096 };
+
+/* The leaves the iterator reads, in order, with each one's first key. */
+static size_t iter_leaves(btrfsimg_fs *fs, const struct bi_root *r, bool skip, uint64_t *at,
+			  bi_key *first)
+{
+	bi_key min = { 0, 0, 0 }, max = { UINT64_MAX, 255, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	size_t n = 0;
+	assert_int_equal(bi_iter_start(fs, &it, r, &min, &max), 0);
+	if (skip)
+		bi_iter_skip_leaves(&it, only_entries);
+	while (bi_iter_next(&it, &item) > 0 && n < MAXLEAVES)
+		if (n == 0 || at[n - 1] != item.block) {
+			at[n] = item.block;
+			first[n++] = item.key;
+		}
+	bi_iter_end(&it);
+	return n;
+}
+
+/* The leaf walk and the iterator share one descent: with or without
+ * skipped leaves, the walk must hand out exactly the leaves the iterator
+ * reads, in the same order, each with the key its parent gives it. */
+static void test_leafwalk_same_leaves(void **state)
+{
+	(void)state;
+	char *img;
+	btrfsimg_fs *fs = open_names(&img);
+	struct bi_root r;
+	assert_int_equal(bi_root_find(fs, 5, &r), 0);
+	uint64_t *at = calloc(MAXLEAVES, sizeof(*at));
+	bi_key *first = calloc(MAXLEAVES, sizeof(*first));
+	for (int skip = 0; skip < 2; skip++) {
+		size_t n = iter_leaves(fs, &r, skip, at, first);
+		bi_key min = { 0, 0, 0 }, max = { UINT64_MAX, 255, UINT64_MAX };
+		struct bi_leafwalk lw;
+		assert_int_equal(bi_leafwalk_start(fs, &lw, &r, &min, &max,
+						   skip ? only_entries : NULL), 0);
+		assert_true(lw.p.top >= 2);
+		struct bi_leaf_ptr ptr;
+		size_t i = 0;
+		int rc;
+		while ((rc = bi_leafwalk_next_ptr(&lw, &ptr)) > 0) {
+			assert_true(i < n);
+			assert_int_equal(ptr.bytenr, at[i]);
+			assert_int_equal(ptr.first, i == 0);
+			if (i > 0) /* the first leaf's items start at min, not at its key */
+				assert_int_equal(bi_key_cmp(&ptr.first_key, &first[i]), 0);
+			i++;
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(i, n);
+		assert_true(n > 3);
+		bi_leafwalk_end(&lw);
+		print_message("%s: %zu leaves\n", skip ? "skipping" : "all", n);
+	}
+	free(at);
+	free(first);
+	close_names(fs, img);
+}
+
 /* ------------------------------------------------ streaming iteration */
 
 struct item_sum {
@@ -520,17 +586,17 @@ static void test_stream_prefetch(void **state)
 	uint64_t *res = malloc(MAXRES * sizeof(*res));
 	uint64_t *want = malloc(MAXPTR * sizeof(*want)), *skip = malloc(MAXPTR * sizeof(*skip));
 	size_t wanted = 0, skipped = 0, nodes = 0;
-	uint64_t node1 = it.path[1]->bytenr;
+	uint64_t node1 = it.p.nodes[1]->bytenr;
 	while (bi_iter_next(&it, &item) > 0) {
-		if (it.path[1]->bytenr == node1)
+		if (it.p.nodes[1]->bytenr == node1)
 			continue;
 		/* the first leaf read under a new level-1 node */
-		assert_true(it.top >= 2);
-		node1 = it.path[1]->bytenr;
+		assert_true(it.p.top >= 2);
+		node1 = it.p.nodes[1]->bytenr;
 		nodes++;
-		const struct bi_block *node = it.path[1];
+		const struct bi_block *node = it.p.nodes[1];
 		size_t nwant = 0, nskip = 0;
-		for (uint32_t s = it.slot[1] + 1; s < node->nritems && nwant < MAXPTR - 1; s++) {
+		for (uint32_t s = it.p.slots[1] + 1; s < node->nritems && nwant < MAXPTR - 1; s++) {
 			bi_key lo, hi;
 			uint64_t ptr, gen, next_ptr;
 			bi_node_ptr(node, s, &lo, &ptr, &gen);
@@ -546,10 +612,10 @@ static void test_stream_prefetch(void **state)
 		}
 		wanted += nwant;
 		skipped += nskip;
-		if (it.slot[2] + 1 < it.path[2]->nritems) {
+		if (it.p.slots[2] + 1 < it.p.nodes[2]->nritems) {
 			bi_key k;
 			uint64_t gen;
-			bi_node_ptr(it.path[2], it.slot[2] + 1, &k, &want[nwant++], &gen);
+			bi_node_ptr(it.p.nodes[2], it.p.slots[2] + 1, &k, &want[nwant++], &gen);
 		}
 		size_t nres = wait_resident(img, want, nwant, res, MAXRES);
 		for (size_t i = 0; i < nwant; i++)
@@ -651,6 +717,7 @@ int main(void)
 		cmocka_unit_test(test_valid_blocks),  cmocka_unit_test(test_header_checks),
 		cmocka_unit_test(test_item_checks),   cmocka_unit_test(test_node_checks),
 		cmocka_unit_test(test_key_order),     cmocka_unit_test(test_iter_skip_leaves),
+		cmocka_unit_test(test_leafwalk_same_leaves),
 		cmocka_unit_test(test_iter_stream),   cmocka_unit_test(test_tree_last),
 		cmocka_unit_test(test_stream_prefetch),
 		cmocka_unit_test(test_prefetch_in_partition), cmocka_unit_test(test_prefetch_raid0),
