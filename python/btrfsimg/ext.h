@@ -67,15 +67,17 @@ int handle_drain(Handle *h);
 PyObject *handle_raise(Handle *h, int rc);
 /* Raise for @rc with message @msg; returns NULL. */
 PyObject *raise_errno(int rc, const char *msg);
-/* An open handle or a raised exception (NULL). */
+/* 0 for an open handle, else -1 with an exception raised. */
 int handle_check_open(Handle *h);
+/* Create the exception classes and add them to module @m; -1 on error. */
+int errors_add(PyObject *m);
 
-/* Keys shared by the dict builders (interned at module init). */
+/* _util.c: what every part stands on (no part calls another). */
 PyObject *u64(uint64_t v);
 PyObject *name_str(const uint8_t *s, size_t n); /* UTF-8, surrogateescape */
 PyObject *time_list(int64_t sec, uint32_t nsec);
 int set_take(PyObject *d, const char *key, PyObject *v); /* steals v */
-/* @n bytes as 2n lowercase hex digits and a NUL into @out (_walk.c). */
+/* @n bytes as 2n lowercase hex digits and a NUL into @out. */
 void hex_of(const unsigned char *d, size_t n, char *out);
 
 /* _dicts.c */
