@@ -51,16 +51,6 @@ int set_take(PyObject *d, const char *key, PyObject *v)
 	return rc;
 }
 
-void hex_of(const unsigned char *d, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[d[i] >> 4];
-		out[2 * i + 1] = digits[d[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* ------------------------------------------------------------ errors */
 
 PyObject *raise_errno(int rc, const char *msg)

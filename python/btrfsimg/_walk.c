@@ -122,15 +122,8 @@ static void rec_clear(struct rec *r)
 
 static void take_handle(Walk *w, const struct btrfsimg_walk_entry *n, bool conn, struct rec *r)
 {
-	int k = conn ? 1 : 0, len;
-	if (n->dir_inode && !n->stub)
-		len = btrfsimg_file_handle_encode(n->subvol, n->objectid, n->inode.generation,
-						  n->inode.mode, n->dir_subvol, n->dir_objectid,
-						  n->dir_inode->generation, conn,
-						  &r->handle_type[k], r->handle[k]);
-	else
-		len = btrfsimg_file_handle(w->h->fs, n->subvol, n->objectid, n->dir_subvol,
-					   n->dir_objectid, conn, &r->handle_type[k], r->handle[k]);
+	int k = conn ? 1 : 0;
+	int len = btrfsimg_walk_handle(w->h->fs, n, conn, &r->handle_type[k], r->handle[k]);
 	r->handle_len[k] = len < 0 || len > 40 ? -1 : len;
 }
 
@@ -153,7 +146,7 @@ static int xattr_digest(void *ctx, const uint8_t *name, size_t nlen, const uint8
 	unsigned mdlen = 0;
 	char hex[2 * EVP_MAX_MD_SIZE + 1];
 	EVP_Digest(value, vlen, md, &mdlen, EVP_sha256(), NULL);
-	hex_of(md, mdlen, hex);
+	btrfsimg_hex(md, mdlen, hex, sizeof(hex));
 	memcpy(r->xbuf + r->xlen, &nlen, sizeof(nlen));
 	memcpy(r->xbuf + r->xlen + sizeof(nlen), name, nlen);
 	memcpy(r->xbuf + r->xlen + sizeof(nlen) + nlen, hex, 64);
@@ -185,21 +178,14 @@ static void take_hashes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec
 
 static void take_schemes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec *r)
 {
-	unsigned bits = (unsigned)w->inumbits;
-	uint64_t st_ino = n->objectid;
+	struct btrfsimg_walk_numbers num;
+	btrfsimg_walk_numbers(n, (unsigned)w->inumbits, w->devs, &num);
 	r->schemes = true;
-	r->scheme_ino = n->stub ? st_ino
-				: btrfsimg_presented_ino(
-					  st_ino, btrfsimg_inumbits_overlay(n->subvol, bits));
-	r->nfs_fileid =
-		n->stub ? st_ino : btrfsimg_presented_ino(st_ino, btrfsimg_uniquifier(n->subvol));
-	if (!n->is_start) {
-		uint64_t loc = n->ent.location_objectid, dir = n->dir_subvol;
-		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
-		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
-	}
-	int dev = n->stub ? 0 : btrfsimg_numdevs2_dev(w->devs, n->subvol);
-	r->dev = dev < 0 ? -1 : dev;
+	r->scheme_ino = num.ino;
+	r->nfs_fileid = num.nfs_fileid;
+	r->scheme_d_ino = num.d_ino;
+	r->nfs_d_fileid = num.nfs_d_fileid;
+	r->dev = num.numdevs2_dev;
 }
 
 static void take(Walk *w, const struct btrfsimg_walk_entry *n)
@@ -279,7 +265,7 @@ static PyObject *handle_dict(const struct rec *r, int k)
 	if (r->handle_len[k] < 0)
 		Py_RETURN_NONE;
 	char hex[81];
-	hex_of(r->handle[k], (size_t)r->handle_len[k], hex);
+	btrfsimg_hex(r->handle[k], (size_t)r->handle_len[k], hex, sizeof(hex));
 	PyObject *d = PyDict_New();
 	if (d && (put(d, K_TYPE, PyLong_FromUnsignedLong(r->handle_type[k])) < 0 ||
 		  put(d, K_HEX, PyUnicode_FromStringAndSize(hex, 2 * r->handle_len[k])) < 0))
