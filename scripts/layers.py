@@ -9,7 +9,8 @@ base, image, volume, btrfs, files, inum. Two graphs are
 checked:
   - includes: a file may include headers of its own layer or a lower one
     (the public headers count as the levels src/README.md gives them); tools/
-    includes only the public headers in include/ and its own;
+    and python/btrfsimg/ include only the public headers in include/ and
+    their own;
   - calls (with the static library): file A depends on file B when A's
     object file uses a symbol B's defines (nm). Every such edge must point
     to the same or a lower layer, and the files must form no cycle;
@@ -76,17 +77,24 @@ def include_problems(src):
     return bad
 
 
+FRONTS = ('tools', 'python/btrfsimg')
+
+
 def tools_problems(repo):
-    """The CLI is thin over the public headers: nothing from src/."""
-    bad, tools = [], os.path.join(repo, 'tools')
+    """The CLI and the binding are thin over the public headers: nothing
+    from src/, and nothing of each other."""
+    bad = []
     public = set(os.listdir(os.path.join(repo, 'include')))
-    for d, _, names in sorted(os.walk(tools)):
-        for f in sorted(n for n in names if n.endswith(('.c', '.h'))):
-            rel = os.path.relpath(os.path.join(d, f), tools)
-            for m in ANY_INCLUDE.finditer(open(os.path.join(d, f)).read()):
-                name = m.group(1)
-                if name not in public and not os.path.exists(os.path.join(tools, name)):
-                    bad.append('tools/%s includes "%s": not a public header' % (rel, name))
+    for folder in FRONTS:
+        top = os.path.join(repo, folder)
+        for d, _, names in sorted(os.walk(top)):
+            for f in sorted(n for n in names if n.endswith(('.c', '.h'))):
+                rel = os.path.relpath(os.path.join(d, f), top)
+                for m in ANY_INCLUDE.finditer(open(os.path.join(d, f)).read()):
+                    name = m.group(1)
+                    if name not in public and not os.path.exists(os.path.join(top, name)):
+                        bad.append('%s/%s includes "%s": not a public header'
+                                   % (folder, rel, name))
     return bad
 
 
@@ -201,7 +209,8 @@ def main():
                      if os.path.isdir(os.path.join(src, d)) and d not in LEVELS)
     bad = ['src/%s/ is not in the stack table of src/README.md' % d for d in missing]
     bad += include_problems(src) + tools_problems(sys.argv[1])
-    summary = 'includes of %d library files and of tools/' % len(list(sources(src)))
+    summary = 'includes of %d library files, of tools/ and of python/btrfsimg/' % len(
+        list(sources(src)))
     if len(sys.argv) >= 3:
         more, nfiles, nedges = call_problems(sys.argv[2])
         bad += more

@@ -80,8 +80,7 @@ struct rec {
 	uint8_t *xbuf; /* xattr digests: name_len (size_t), name, 64 hex */
 	size_t xlen, xcap;
 	bool schemes;
-	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
-	int dev;
+	struct btrfsimg_walk_numbers num; /* under the scheme asked (schemes) */
 	const char *name_damage; /* btrfsimg_name_problem of a damaged name, or NULL */
 };
 
@@ -176,18 +175,6 @@ static void take_hashes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec
 	}
 }
 
-static void take_schemes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec *r)
-{
-	struct btrfsimg_walk_numbers num;
-	btrfsimg_walk_numbers(n, (unsigned)w->inumbits, w->devs, &num);
-	r->schemes = true;
-	r->scheme_ino = num.ino;
-	r->nfs_fileid = num.nfs_fileid;
-	r->scheme_d_ino = num.d_ino;
-	r->nfs_d_fileid = num.nfs_d_fileid;
-	r->dev = num.numdevs2_dev;
-}
-
 static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 {
 	struct rec *r = &w->r;
@@ -197,7 +184,6 @@ static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 			   .d_ino = n->ent.location_objectid,
 			   .stub = n->stub,
 			   .is_start = n->is_start,
-			   .dev = -1,
 			   .name_damage = n->is_start ? NULL
 						      : btrfsimg_name_problem(n->ent.name,
 									      n->ent.name_len) };
@@ -213,8 +199,9 @@ static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 	take_handle(w, n, true, r);
 	if (w->hash)
 		take_hashes(w, n, r);
-	if (w->inumbits >= 0)
-		take_schemes(w, n, r);
+	r->schemes = w->inumbits >= 0;
+	if (r->schemes)
+		btrfsimg_walk_numbers(n, (unsigned)w->inumbits, w->devs, &r->num);
 }
 
 /* ------------------------------------------------ stepping */
@@ -309,12 +296,12 @@ static PyObject *rdev_str(uint64_t rdev)
 
 static int put_schemes(PyObject *d, const struct rec *r)
 {
-	if (put(d, K_SCHEME_INO, u64(r->scheme_ino)) < 0 ||
-	    put(d, K_NFS_FILEID, u64(r->nfs_fileid)) < 0 ||
-	    put(d, K_SCHEME_D_INO, opt_u64(r->is_start, r->scheme_d_ino)) < 0 ||
-	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, r->nfs_d_fileid)) < 0)
+	const struct btrfsimg_walk_numbers *n = &r->num;
+	if (put(d, K_SCHEME_INO, u64(n->ino)) < 0 || put(d, K_NFS_FILEID, u64(n->nfs_fileid)) < 0 ||
+	    put(d, K_SCHEME_D_INO, opt_u64(r->is_start, n->d_ino)) < 0 ||
+	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, n->nfs_d_fileid)) < 0)
 		return -1;
-	return put(d, K_NUMDEVS2_DEV, opt_u64(r->dev < 0, (uint64_t)r->dev));
+	return put(d, K_NUMDEVS2_DEV, opt_u64(n->numdevs2_dev < 0, (uint64_t)n->numdevs2_dev));
 }
 
 /* tools/cmds/walk.c put_json, key for key. */
