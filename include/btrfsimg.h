@@ -515,6 +515,47 @@ struct btrfsimg_log_info {
 /** Fill @p out with what btrfsimg_open() did with the log tree. */
 BTRFSIMG_API int btrfsimg_log_info(btrfsimg_fs *fs, struct btrfsimg_log_info *out);
 
+/** Where a device was read from: the layer rows (btrfsimg_layers) between
+ *  its image and the btrfs row in use. */
+struct btrfsimg_device_where {
+	/** "partition 1 at offset 1048576 > luks2 UUID > lvm-lv vg/lv", top
+	 *  first; without rows (none probed, out of memory) the partition
+	 *  alone, as the device says; "" when btrfs lies in the image itself
+	 *  (or at an explicit offset) or the device is missing */
+	char chain[512];
+	/** a LUKS or LVM layer is on the way: device offsets are not image
+	 *  offsets (decrypted, or mapped through an LV's segments) */
+	bool volume;
+};
+
+/** Fill @p out for device @p d (one of btrfsimg_devices() on @p fs).
+ *  Cannot fail: no return value, no message on @p fs. */
+BTRFSIMG_API void btrfsimg_device_where(btrfsimg_fs *fs, const struct btrfsimg_device *d,
+					struct btrfsimg_device_where *out);
+
+/** Everything `btrfsimg super` reports, gathered in one call: the
+ *  superblock, then best effort what lies beyond it. */
+struct btrfsimg_fs_facts {
+	struct btrfsimg_super_info super;
+	struct btrfsimg_device *devices;	/**< devid order; NULL when none (or no memory) */
+	struct btrfsimg_device_where *where;	/**< per device; NULL without memory */
+	size_t ndevices;
+	struct btrfsimg_profile_use profiles[32];
+	size_t nprofiles;			/**< at most 32; 0 when unreadable */
+	struct btrfsimg_log_info log;
+	bool have_log;				/**< btrfsimg_log_info() answered */
+};
+
+/**
+ * The facts of an open filesystem into *@p out (free with
+ * btrfsimg_fs_facts_free). Returns btrfsimg_super()'s failure (its
+ * message on @p fs) or -ENOMEM (message on @p fs); devices, profiles and
+ * the log tree that cannot be read leave their fields empty instead.
+ */
+BTRFSIMG_API int btrfsimg_fs_facts(btrfsimg_fs *fs, struct btrfsimg_fs_facts **out);
+/** Free what btrfsimg_fs_facts() returned; NULL is fine. */
+BTRFSIMG_API void btrfsimg_fs_facts_free(struct btrfsimg_fs_facts *f);
+
 /* ------------------------------------------------------------------ */
 /** @name Subvolumes */
 
@@ -1166,6 +1207,14 @@ BTRFSIMG_API int btrfsimg_file_digest(btrfsimg_fs *fs, uint64_t subvol, uint64_t
 				      uint64_t len, const char *alg, char *hex, size_t hexlen);
 
 /**
+ * @p len bytes as 2 * @p len lowercase hex digits and a NUL into @p hex
+ * (@p hexlen >= 2 * @p len + 1, else nothing is written and -EINVAL is
+ * returned): how digests and file handles are printed. Pure; needs no
+ * handle, leaves no message. 0 on success.
+ */
+BTRFSIMG_API int btrfsimg_hex(const void *data, size_t len, char *hex, size_t hexlen);
+
+/**
  * The bytes name_to_handle_at() returns for an object, as the kernel
  * encodes them (struct btrfs_fid, little-endian). With @p connectable
  * false: type 0x4d, 20 bytes. With true (AT_HANDLE_CONNECTABLE): the
@@ -1195,6 +1244,16 @@ BTRFSIMG_API int btrfsimg_file_handle_encode(uint64_t subvol, uint64_t objectid,
 					     uint64_t parent_subvol, uint64_t parent_objectid,
 					     uint64_t parent_generation, bool connectable,
 					     uint32_t *type, uint8_t out[40]);
+
+/**
+ * The handle of walk path @p e (btrfsimg_walk_next): encoded from the
+ * inodes the walk holds (btrfsimg_file_handle_encode) for a child of a
+ * listed directory, looked up (btrfsimg_file_handle) for the start and for
+ * stub directories. Returns the length, or a lookup's negative errno with
+ * its message on @p fs.
+ */
+BTRFSIMG_API int btrfsimg_walk_handle(btrfsimg_fs *fs, const struct btrfsimg_walk_entry *e,
+				      bool connectable, uint32_t *type, uint8_t out[40]);
 
 /* ------------------------------------------------------------------ */
 /** @name What changed between two snapshots */

@@ -191,6 +191,19 @@ typedef int (*btrfsimg_data_fn)(void *ctx, uint64_t offset, const void *data, si
 BTRFSIMG_API int btrfsimg_forensic_read(btrfsimg_forensic *f, const char *id, btrfsimg_data_fn fn,
 					void *ctx);
 
+/**
+ * Digest of version @p id's bytes as btrfsimg_forensic_read() streams them,
+ * as lowercase hex into @p hex (@p hexlen >= 2 * digest size + 1; 129 fits
+ * every algorithm). @p alg is an OpenSSL digest name ("sha256", "md5").
+ * Returns btrfsimg_forensic_read()'s value (0 every byte read, 1 some
+ * untrusted ranges read as zeros: the digest is of that), a negative errno
+ * with its message on the handle @p f came from (nothing written to @p hex),
+ * -EINVAL (unknown @p alg, @p hex too small; message on the handle) or
+ * -ENOMEM.
+ */
+BTRFSIMG_API int btrfsimg_forensic_digest(btrfsimg_forensic *f, const char *id, const char *alg,
+					  char *hex, size_t hexlen);
+
 /** btrfsimg_forensic_read's flags. */
 enum {
 	/** Ranges whose bytes differ from the checksums btrfs wrote for them

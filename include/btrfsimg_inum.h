@@ -57,6 +57,24 @@ BTRFSIMG_API int btrfsimg_numdevs2_open(btrfsimg_fs *fs, uint64_t mount_subvol,
 BTRFSIMG_API int btrfsimg_numdevs2_dev(const btrfsimg_numdevs2 *t, uint64_t subvol);
 BTRFSIMG_API void btrfsimg_numdevs2_free(btrfsimg_numdevs2 *t);
 
+/** The numbers of one walk path (btrfsimg_walk_next) under a scheme, as
+ *  `btrfsimg walk --inumbits` reports them. */
+struct btrfsimg_walk_numbers {
+	uint64_t ino;		/**< st_ino under inumbits=N (a stub's: its own, 2) */
+	uint64_t nfs_fileid;	/**< nfsd with the uniquifier */
+	uint64_t d_ino;		/**< readdir's d_ino under inumbits=N; 0 for the start */
+	uint64_t nfs_d_fileid;	/**< readdir's under the uniquifier; 0 for the start */
+	int numdevs2_dev;	/**< numdevs=2 device (0 or 1; a stub's is 0); -1 when
+				     the subvolume is not below the mounted one */
+};
+
+/** Fill @p out for path @p e under inumbits=@p inumbits (0 or 32..64),
+ *  numdevs=2 after @p devs (btrfsimg_numdevs2_open). Pure: cannot fail,
+ *  no message. */
+BTRFSIMG_API void btrfsimg_walk_numbers(const struct btrfsimg_walk_entry *e, unsigned inumbits,
+					const btrfsimg_numdevs2 *devs,
+					struct btrfsimg_walk_numbers *out);
+
 /** What today's kernel and each proposal present for one inode. */
 struct btrfsimg_inode_numbers {
 	uint64_t st_ino;		/**< today: the objectid */
@@ -298,6 +316,21 @@ struct btrfsimg_fs_collisions {
 BTRFSIMG_API int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examples,
 				     struct btrfsimg_fs_collisions **out);
 BTRFSIMG_API void btrfsimg_fs_collisions_free(struct btrfsimg_fs_collisions *c);
+
+/** The report with the stub directories left out: report_without_stubs,
+ *  or report when there are none (the two are then the same). Pure. */
+BTRFSIMG_API const struct btrfsimg_collide_report *
+btrfsimg_collisions_without_stubs(const struct btrfsimg_fs_collisions *c);
+
+/**
+ * Whether scheme @p i (an index into report->results) gets a row in the
+ * verdict's headroom list: how far the filesystem may grow under it. With
+ * @p without_stubs false: the schemes collision-free as they are; true:
+ * those collision-free only once the stub directories are left out (none
+ * when there are no stubs). Pure: no message.
+ */
+BTRFSIMG_API bool btrfsimg_collisions_headroom(const struct btrfsimg_fs_collisions *c, size_t i,
+					       bool without_stubs);
 
 /**
  * Every group of scheme @p s over the inodes @p c analysed, with each of

@@ -2,17 +2,21 @@
 # SPDX-License-Identifier: MIT
 """Check that the library's dependencies point down the stack.
 
-    scripts/layers.py REPO [LIBBTRFSIMG_INTERNAL.a]
+    scripts/layers.py REPO [LIBBTRFSIMG_INTERNAL.a [FOLDER=OBJECTS.a ...]]
 
 src/ has one folder per layer, numbered in the order data flows up:
 base, image, volume, btrfs, files, inum. Two graphs are
 checked:
   - includes: a file may include headers of its own layer or a lower one
     (the public headers count as the levels src/README.md gives them); tools/
-    includes only the public headers in include/ and its own;
+    and python/btrfsimg/ include only the public headers in include/ and
+    their own;
   - calls (with the static library): file A depends on file B when A's
     object file uses a symbol B's defines (nm). Every such edge must point
-    to the same or a lower layer, and the files must form no cycle.
+    to the same or a lower layer, and the files must form no cycle;
+  - calls among a front end's own files (FOLDER=OBJECTS.a: tools=..., the
+    CLI's objects; python/btrfsimg=..., the extension's): no cycle, so its
+    shared helpers sit below the parts that use them.
 Exit 0 when both hold, 1 with every offending edge or cycle listed.
 """
 import os
@@ -73,17 +77,24 @@ def include_problems(src):
     return bad
 
 
+FRONTS = ('tools', 'python/btrfsimg')
+
+
 def tools_problems(repo):
-    """The CLI is thin over the public headers: nothing from src/."""
-    bad, tools = [], os.path.join(repo, 'tools')
+    """The CLI and the binding are thin over the public headers: nothing
+    from src/, and nothing of each other."""
+    bad = []
     public = set(os.listdir(os.path.join(repo, 'include')))
-    for d, _, names in sorted(os.walk(tools)):
-        for f in sorted(n for n in names if n.endswith(('.c', '.h'))):
-            rel = os.path.relpath(os.path.join(d, f), tools)
-            for m in ANY_INCLUDE.finditer(open(os.path.join(d, f)).read()):
-                name = m.group(1)
-                if name not in public and not os.path.exists(os.path.join(tools, name)):
-                    bad.append('tools/%s includes "%s": not a public header' % (rel, name))
+    for folder in FRONTS:
+        top = os.path.join(repo, folder)
+        for d, _, names in sorted(os.walk(top)):
+            for f in sorted(n for n in names if n.endswith(('.c', '.h'))):
+                rel = os.path.relpath(os.path.join(d, f), top)
+                for m in ANY_INCLUDE.finditer(open(os.path.join(d, f)).read()):
+                    name = m.group(1)
+                    if name not in public and not os.path.exists(os.path.join(top, name)):
+                        bad.append('%s/%s includes "%s": not a public header'
+                                   % (folder, rel, name))
     return bad
 
 
@@ -93,7 +104,7 @@ def object_name(member):
     return '%s/%s.c' % m.groups() if m else None
 
 
-def call_graph(archive):
+def call_graph(archive, name_of=object_name):
     out = subprocess.run(['nm', '-A', archive], capture_output=True, text=True, check=True).stdout
     defs, uses = {}, []
     for line in out.splitlines():
@@ -101,7 +112,7 @@ def call_graph(archive):
         parts = line.split(':')
         if len(parts) < 3:
             continue
-        f = object_name(parts[1])
+        f = name_of(parts[1])
         fields = parts[-1].split()
         if f is None or len(fields) < 2:
             continue
@@ -168,8 +179,29 @@ def call_problems(archive):
     return bad, nfiles, sum(len(t) for t in edges.values())
 
 
+def front_problems(repo, folder, archive):
+    """A front end's call graph over its objects: no cycle among its files."""
+    root = os.path.join(repo, folder)
+    # meson names the object of tools/cmds/walk.c "cmds_walk.c.o"
+    by_object = {}
+    for d, _, names in os.walk(root):
+        for f in names:
+            if f.endswith('.c'):
+                rel = os.path.relpath(os.path.join(d, f), root)
+                by_object[rel.replace('/', '_') + '.o'] = folder + '/' + rel
+    edges = call_graph(archive, lambda member: by_object.get(os.path.basename(member)))
+    bad = []
+    for comp in cycles(edges):
+        links = ['%s -> %s (%s)' % (f, g, ', '.join(sorted(set(edges[f][g]))[:3]))
+                 for f in comp for g in edges.get(f, {}) if g in comp]
+        bad.append('cycle among %s: %s' % (', '.join(comp), '; '.join(links)))
+    nfiles = len(set(edges) | {g for e in edges.values() for g in e})
+    return bad, '%d call edges between %d files of %s/' % (
+        sum(len(t) for t in edges.values()), nfiles, folder)
+
+
 def main():
-    if len(sys.argv) not in (2, 3):
+    if len(sys.argv) < 2 or any('=' not in a for a in sys.argv[3:]):
         sys.exit(__doc__)
     src = os.path.join(sys.argv[1], 'src')
     read_levels(src)
@@ -177,11 +209,17 @@ def main():
                      if os.path.isdir(os.path.join(src, d)) and d not in LEVELS)
     bad = ['src/%s/ is not in the stack table of src/README.md' % d for d in missing]
     bad += include_problems(src) + tools_problems(sys.argv[1])
-    summary = 'includes of %d library files and of tools/' % len(list(sources(src)))
-    if len(sys.argv) == 3:
+    summary = 'includes of %d library files, of tools/ and of python/btrfsimg/' % len(
+        list(sources(src)))
+    if len(sys.argv) >= 3:
         more, nfiles, nedges = call_problems(sys.argv[2])
         bad += more
         summary += ', %d call edges between %d files' % (nedges, nfiles)
+    for arg in sys.argv[3:]:
+        folder, archive = arg.split('=', 1)
+        more, what = front_problems(sys.argv[1], folder, archive)
+        bad += more
+        summary += ', ' + what
     for b in bad:
         print('layers: ' + b)
     print('layers: %s checked, %d problems' % (summary, len(bad)))

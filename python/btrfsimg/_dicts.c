@@ -3,7 +3,7 @@
  * Filesystem.superblock, .subvolumes() and .collisions(): the public
  * structs as dicts with the keys and values of `btrfsimg super --json`
  * (tools/cmds/super.c), `subvols --json` (tools/cmds/subvols.c) and
- * `collisions --json` (tools/cmds/collisions.c). tests/python/test_python.py
+ * `collisions --json` (tools/cmds/collisions.c). tests/test_python.py
  * compares them with the CLI's lines on every committed image.
  */
 #include "ext.h"
@@ -46,81 +46,6 @@ static PyObject *features(enum btrfsimg_feature_kind kind, uint64_t flags)
 		Py_XDECREF(s);
 	}
 	return l;
-}
-
-/* What super shows beyond the superblock: devices, profiles, log tree. */
-struct facts {
-	struct btrfsimg_super_info s;
-	struct btrfsimg_device *devs;
-	char (*chain)[512]; /* per device: the layers it was read through */
-	size_t ndevs;
-	struct btrfsimg_profile_use prof[32];
-	size_t nprof;
-	struct btrfsimg_log_info log;
-	bool have_log;
-};
-
-/* Copy of tools/common/where.c dev_where (the binding links no CLI source): "partition
- * 1 at offset N > luks2 UUID > lvm-pv VG > lvm-lv VG/LV" for @d, into @out. */
-static void dev_chain(btrfsimg_fs *fs, const struct btrfsimg_device *d, char *out, size_t len)
-{
-	size_t n = 0;
-	struct btrfsimg_layer *rows = NULL;
-	out[0] = '\0';
-	if (!d->missing && d->image && btrfsimg_layers(fs, NULL, 0, &n) == 0 && n &&
-	    (rows = calloc(n, sizeof(*rows))) && btrfsimg_layers(fs, rows, n, &n) == 0) {
-		for (size_t i = 0; i < n; i++) {
-			if (!rows[i].in_use || strcmp(rows[i].kind, "btrfs"))
-				continue;
-			int up[16], nu = 0, p = rows[i].parent;
-			while (p >= 0 && (size_t)p < n && nu < 16 && rows[p].parent >= 0) {
-				up[nu++] = p;
-				p = rows[p].parent;
-			}
-			if (p < 0 || (size_t)p >= n || strcmp(rows[p].name, d->image))
-				continue;
-			for (int k = nu - 1; k >= 0; k--) {
-				const struct btrfsimg_layer *r = &rows[up[k]];
-				size_t at = strlen(out);
-				const char *sep = at ? " > " : "";
-				if (!strcmp(r->kind, "partition"))
-					snprintf(out + at, len - at, "%spartition %s at offset %llu", sep,
-						 r->name, (unsigned long long)r->offset);
-				else
-					snprintf(out + at, len - at, "%s%s %s", sep, r->kind,
-						 strncmp(r->kind, "luks", 4) ? r->name : r->uuid);
-			}
-			free(rows);
-			return;
-		}
-	}
-	free(rows);
-	if (!d->missing && d->partition)
-		snprintf(out, len, "partition %d at offset %llu", d->partition,
-			 (unsigned long long)d->offset);
-}
-
-/* Copy of tools/cmds/super.c facts_get (calls, 32-profile cap): kept equal by
- * tests/python/test_python.py test_dicts_equal_cli_json (superblock == super --json). */
-static int facts_get(btrfsimg_fs *fs, struct facts *f)
-{
-	size_t n = 0;
-	int rc = btrfsimg_super(fs, &f->s);
-	if (rc < 0)
-		return rc;
-	if (btrfsimg_devices(fs, NULL, 0, &n) == 0 && n &&
-	    (f->devs = calloc(n, sizeof(*f->devs))) &&
-	    btrfsimg_devices(fs, f->devs, n, &f->ndevs) == 0 && f->ndevs > n)
-		f->ndevs = n;
-	if (f->ndevs && (f->chain = calloc(f->ndevs, sizeof(*f->chain))))
-		for (size_t i = 0; i < f->ndevs; i++)
-			dev_chain(fs, &f->devs[i], f->chain[i], sizeof(f->chain[i]));
-	if (btrfsimg_profiles(fs, f->prof, 32, &f->nprof) < 0)
-		f->nprof = 0;
-	if (f->nprof > 32)
-		f->nprof = 32;
-	f->have_log = btrfsimg_log_info(fs, &f->log) == 0;
-	return 0;
 }
 
 static PyObject *device_dict(const struct btrfsimg_device *d, const char *chain)
@@ -168,11 +93,11 @@ static PyObject *mirrors_list(const struct btrfsimg_super_info *s)
 	return l;
 }
 
-static PyObject *facts_lists(const struct facts *f, PyObject *d)
+static PyObject *facts_lists(const struct btrfsimg_fs_facts *f, PyObject *d)
 {
-	PyObject *devs = PyList_New((Py_ssize_t)f->ndevs);
-	for (size_t i = 0; devs && i < f->ndevs; i++) {
-		PyObject *o = device_dict(&f->devs[i], f->chain ? f->chain[i] : NULL);
+	PyObject *devs = PyList_New((Py_ssize_t)f->ndevices);
+	for (size_t i = 0; devs && i < f->ndevices; i++) {
+		PyObject *o = device_dict(&f->devices[i], f->where ? f->where[i].chain : NULL);
 		if (!o)
 			Py_CLEAR(devs);
 		else
@@ -180,9 +105,9 @@ static PyObject *facts_lists(const struct facts *f, PyObject *d)
 	}
 	if (set_take(d, "devices", devs) < 0)
 		return NULL;
-	PyObject *prof = PyList_New((Py_ssize_t)f->nprof);
-	for (size_t i = 0; prof && i < f->nprof; i++) {
-		PyObject *o = profile_dict(&f->prof[i]);
+	PyObject *prof = PyList_New((Py_ssize_t)f->nprofiles);
+	for (size_t i = 0; prof && i < f->nprofiles; i++) {
+		PyObject *o = profile_dict(&f->profiles[i]);
 		if (!o)
 			Py_CLEAR(prof);
 		else
@@ -202,15 +127,12 @@ static PyObject *facts_lists(const struct facts *f, PyObject *d)
 
 PyObject *dict_super(Handle *h)
 {
-	struct facts f = { 0 };
+	struct btrfsimg_fs_facts *f = NULL;
 	int rc;
-	HANDLE_CALL(h, rc, rc = facts_get(h->fs, &f));
-	if (rc < 0) {
-		free(f.devs);
-		free(f.chain);
+	HANDLE_CALL(h, rc, rc = btrfsimg_fs_facts(h->fs, &f));
+	if (rc < 0)
 		return handle_raise(h, rc);
-	}
-	const struct btrfsimg_super_info *s = &f.s;
+	const struct btrfsimg_super_info *s = &f->super;
 	const char *csum = btrfsimg_csum_name(s->csum_type);
 	PyObject *d = PyDict_New();
 	if (!d || set_take(d, "fsid", uuid_str(s->fsid, false)) < 0 ||
@@ -233,10 +155,9 @@ PyObject *dict_super(Handle *h)
 		     features(BTRFSIMG_FEATURE_INCOMPAT, s->incompat_flags)) < 0 ||
 	    set_take(d, "compat_ro_features",
 		     features(BTRFSIMG_FEATURE_COMPAT_RO, s->compat_ro_flags)) < 0 ||
-	    !facts_lists(&f, d))
+	    !facts_lists(f, d))
 		Py_CLEAR(d);
-	free(f.devs);
-	free(f.chain);
+	btrfsimg_fs_facts_free(f);
 	return d;
 }
 
@@ -359,8 +280,7 @@ static PyObject *headroom(const struct btrfsimg_collide_result *res)
 	return d;
 }
 
-/* 0 (none found) as null, as tools/cmds/collisions.c put_min:
- * kept equal by tests/python/test_python.py test_dicts_equal_cli_json. */
+/* 0 (none found) as null, as `collisions --json` writes it. */
 static PyObject *opt_min(unsigned n)
 {
 	if (!n)
@@ -371,8 +291,7 @@ static PyObject *opt_min(unsigned n)
 static PyObject *schemes_list(const struct btrfsimg_fs_collisions *c)
 {
 	const struct btrfsimg_collide_report *rep = c->report;
-	const struct btrfsimg_collide_report *ns =
-		c->report_without_stubs ? c->report_without_stubs : rep;
+	const struct btrfsimg_collide_report *ns = btrfsimg_collisions_without_stubs(c);
 	PyObject *l = PyList_New(0);
 	for (size_t i = 0; l && i < rep->nresults; i++) {
 		const struct btrfsimg_collide_result *res = &rep->results[i],
@@ -395,15 +314,15 @@ static PyObject *schemes_list(const struct btrfsimg_fs_collisions *c)
 	return l;
 }
 
-/* Which schemes get a headroom row (collision-free; without stubs: only
- * there), as tools/cmds/collisions.c decides: kept equal by
- * tests/python/test_python.py test_dicts_equal_cli_json (collisions --json). */
-static PyObject *headroom_list(const struct btrfsimg_collide_report *rep,
-			       const struct btrfsimg_collide_report *with)
+/* The verdict's headroom rows (btrfsimg_collisions_headroom): the schemes
+ * collision-free as they are, or only without the stub directories. */
+static PyObject *headroom_list(const struct btrfsimg_fs_collisions *c, bool without_stubs)
 {
+	const struct btrfsimg_collide_report *rep =
+		without_stubs ? btrfsimg_collisions_without_stubs(c) : c->report;
 	PyObject *l = PyList_New(0);
-	for (size_t i = 0; l && rep && i < rep->nresults; i++) {
-		if (rep->results[i].groups != 0 || (with && with->results[i].groups == 0))
+	for (size_t i = 0; l && i < rep->nresults; i++) {
+		if (!btrfsimg_collisions_headroom(c, i, without_stubs))
 			continue;
 		PyObject *d = headroom(&rep->results[i]);
 		if (!d || PyList_Append(l, d) < 0)
@@ -425,8 +344,7 @@ PyObject *dict_collisions(Handle *h, uint64_t mount_subvol, Py_ssize_t max_examp
 	if (rc < 0)
 		return handle_raise(h, rc);
 	const struct btrfsimg_collide_report *rep = c->report;
-	const struct btrfsimg_collide_report *ns =
-		c->report_without_stubs ? c->report_without_stubs : rep;
+	const struct btrfsimg_collide_report *ns = btrfsimg_collisions_without_stubs(c);
 	PyObject *d = PyDict_New();
 	if (!d || set_take(d, "min_inumbits_numdevs1", opt_min(rep->min_free_n1)) < 0 ||
 	    set_take(d, "min_inumbits_numdevs2", opt_min(rep->min_free_n2)) < 0 ||
@@ -436,12 +354,10 @@ PyObject *dict_collisions(Handle *h, uint64_t mount_subvol, Py_ssize_t max_examp
 	    set_take(d, "max_objectid", u64(c->max_objectid)) < 0 ||
 	    set_take(d, "max_subvol", u64(c->max_subvol)) < 0 ||
 	    set_take(d, "mount_subvol", u64(c->mount_subvol)) < 0 ||
-	    set_take(d, "headroom", headroom_list(rep, NULL)) < 0 ||
+	    set_take(d, "headroom", headroom_list(c, false)) < 0 ||
 	    set_take(d, "min_inumbits_numdevs1_without_stubs", opt_min(ns->min_free_n1)) < 0 ||
 	    set_take(d, "min_inumbits_numdevs2_without_stubs", opt_min(ns->min_free_n2)) < 0 ||
-	    set_take(d, "headroom_without_stubs",
-		     headroom_list(c->report_without_stubs, c->report_without_stubs ? rep : NULL)) <
-		    0 ||
+	    set_take(d, "headroom_without_stubs", headroom_list(c, true)) < 0 ||
 	    set_take(d, "schemes", schemes_list(c)) < 0)
 		Py_CLEAR(d);
 	btrfsimg_fs_collisions_free(c);

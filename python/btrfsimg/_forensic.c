@@ -9,7 +9,6 @@
 #include "ext.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,30 +28,6 @@ struct drows {
 	struct drow *v;
 	size_t n, cap;
 };
-
-static int digest_piece(void *ctx, uint64_t off, const void *data, size_t len)
-{
-	EVP_DigestUpdate(ctx, data, len);
-	return 0;
-}
-
-/* sha256 of a version read whole, as tools/common/recovered.c rec_digest (only
- * intact versions): kept equal by tests/python/test_python.py test_deleted_equals_cli. */
-static bool version_sha(btrfsimg_forensic *f, const char *id, char hex[65])
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-		EVP_MD_CTX_free(ctx);
-		return false;
-	}
-	int rc = btrfsimg_forensic_read(f, id, digest_piece, ctx);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned n = 0;
-	EVP_DigestFinal_ex(ctx, md, &n);
-	hex_of(md, n, hex);
-	EVP_MD_CTX_free(ctx);
-	return rc == 0;
-}
 
 static int on_recovered(void *ctx, const struct btrfsimg_recovered *r)
 {
@@ -80,7 +55,8 @@ static int on_recovered(void *ctx, const struct btrfsimg_recovered *r)
 		memcpy(w->bad, r->bad, r->nbad * sizeof(*w->bad));
 	d->n++;
 	if (d->hash && r->status == BTRFSIMG_REC_INTACT)
-		w->have_sha = version_sha(d->f, w->id, w->sha);
+		w->have_sha =
+			btrfsimg_forensic_digest(d->f, w->id, "sha256", w->sha, sizeof(w->sha)) == 0;
 	return 0;
 }
 

@@ -80,8 +80,7 @@ struct rec {
 	uint8_t *xbuf; /* xattr digests: name_len (size_t), name, 64 hex */
 	size_t xlen, xcap;
 	bool schemes;
-	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
-	int dev;
+	struct btrfsimg_walk_numbers num; /* under the scheme asked (schemes) */
 	const char *name_damage; /* btrfsimg_name_problem of a damaged name, or NULL */
 };
 
@@ -122,15 +121,8 @@ static void rec_clear(struct rec *r)
 
 static void take_handle(Walk *w, const struct btrfsimg_walk_entry *n, bool conn, struct rec *r)
 {
-	int k = conn ? 1 : 0, len;
-	if (n->dir_inode && !n->stub)
-		len = btrfsimg_file_handle_encode(n->subvol, n->objectid, n->inode.generation,
-						  n->inode.mode, n->dir_subvol, n->dir_objectid,
-						  n->dir_inode->generation, conn,
-						  &r->handle_type[k], r->handle[k]);
-	else
-		len = btrfsimg_file_handle(w->h->fs, n->subvol, n->objectid, n->dir_subvol,
-					   n->dir_objectid, conn, &r->handle_type[k], r->handle[k]);
+	int k = conn ? 1 : 0;
+	int len = btrfsimg_walk_handle(w->h->fs, n, conn, &r->handle_type[k], r->handle[k]);
 	r->handle_len[k] = len < 0 || len > 40 ? -1 : len;
 }
 
@@ -153,7 +145,7 @@ static int xattr_digest(void *ctx, const uint8_t *name, size_t nlen, const uint8
 	unsigned mdlen = 0;
 	char hex[2 * EVP_MAX_MD_SIZE + 1];
 	EVP_Digest(value, vlen, md, &mdlen, EVP_sha256(), NULL);
-	hex_of(md, mdlen, hex);
+	btrfsimg_hex(md, mdlen, hex, sizeof(hex));
 	memcpy(r->xbuf + r->xlen, &nlen, sizeof(nlen));
 	memcpy(r->xbuf + r->xlen + sizeof(nlen), name, nlen);
 	memcpy(r->xbuf + r->xlen + sizeof(nlen) + nlen, hex, 64);
@@ -183,25 +175,6 @@ static void take_hashes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec
 	}
 }
 
-static void take_schemes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec *r)
-{
-	unsigned bits = (unsigned)w->inumbits;
-	uint64_t st_ino = n->objectid;
-	r->schemes = true;
-	r->scheme_ino = n->stub ? st_ino
-				: btrfsimg_presented_ino(
-					  st_ino, btrfsimg_inumbits_overlay(n->subvol, bits));
-	r->nfs_fileid =
-		n->stub ? st_ino : btrfsimg_presented_ino(st_ino, btrfsimg_uniquifier(n->subvol));
-	if (!n->is_start) {
-		uint64_t loc = n->ent.location_objectid, dir = n->dir_subvol;
-		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
-		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
-	}
-	int dev = n->stub ? 0 : btrfsimg_numdevs2_dev(w->devs, n->subvol);
-	r->dev = dev < 0 ? -1 : dev;
-}
-
 static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 {
 	struct rec *r = &w->r;
@@ -211,7 +184,6 @@ static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 			   .d_ino = n->ent.location_objectid,
 			   .stub = n->stub,
 			   .is_start = n->is_start,
-			   .dev = -1,
 			   .name_damage = n->is_start ? NULL
 						      : btrfsimg_name_problem(n->ent.name,
 									      n->ent.name_len) };
@@ -227,8 +199,9 @@ static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 	take_handle(w, n, true, r);
 	if (w->hash)
 		take_hashes(w, n, r);
-	if (w->inumbits >= 0)
-		take_schemes(w, n, r);
+	r->schemes = w->inumbits >= 0;
+	if (r->schemes)
+		btrfsimg_walk_numbers(n, (unsigned)w->inumbits, w->devs, &r->num);
 }
 
 /* ------------------------------------------------ stepping */
@@ -265,16 +238,6 @@ static int step(Walk *w)
 
 /* ------------------------------------------------ the dict */
 
-void hex_of(const unsigned char *d, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[d[i] >> 4];
-		out[2 * i + 1] = digits[d[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 static int put(PyObject *d, int k, PyObject *v)
 {
 	if (!v)
@@ -289,7 +252,7 @@ static PyObject *handle_dict(const struct rec *r, int k)
 	if (r->handle_len[k] < 0)
 		Py_RETURN_NONE;
 	char hex[81];
-	hex_of(r->handle[k], (size_t)r->handle_len[k], hex);
+	btrfsimg_hex(r->handle[k], (size_t)r->handle_len[k], hex, sizeof(hex));
 	PyObject *d = PyDict_New();
 	if (d && (put(d, K_TYPE, PyLong_FromUnsignedLong(r->handle_type[k])) < 0 ||
 		  put(d, K_HEX, PyUnicode_FromStringAndSize(hex, 2 * r->handle_len[k])) < 0))
@@ -333,12 +296,12 @@ static PyObject *rdev_str(uint64_t rdev)
 
 static int put_schemes(PyObject *d, const struct rec *r)
 {
-	if (put(d, K_SCHEME_INO, u64(r->scheme_ino)) < 0 ||
-	    put(d, K_NFS_FILEID, u64(r->nfs_fileid)) < 0 ||
-	    put(d, K_SCHEME_D_INO, opt_u64(r->is_start, r->scheme_d_ino)) < 0 ||
-	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, r->nfs_d_fileid)) < 0)
+	const struct btrfsimg_walk_numbers *n = &r->num;
+	if (put(d, K_SCHEME_INO, u64(n->ino)) < 0 || put(d, K_NFS_FILEID, u64(n->nfs_fileid)) < 0 ||
+	    put(d, K_SCHEME_D_INO, opt_u64(r->is_start, n->d_ino)) < 0 ||
+	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, n->nfs_d_fileid)) < 0)
 		return -1;
-	return put(d, K_NUMDEVS2_DEV, opt_u64(r->dev < 0, (uint64_t)r->dev));
+	return put(d, K_NUMDEVS2_DEV, opt_u64(n->numdevs2_dev < 0, (uint64_t)n->numdevs2_dev));
 }
 
 /* tools/cmds/walk.c put_json, key for key. */

@@ -57,6 +57,10 @@ extern PyTypeObject Inodes_Type;
 		Py_END_ALLOW_THREADS                                                               \
 	} while (0)
 
+/* _util.c: what every part stands on. The parts below call into it and
+ * never into one another (only _module.c calls the parts it exposes):
+ * scripts/layers.py fails on a call cycle among these files. */
+/* Copy the handle's message to h->msg (lock held). */
 void handle_keep_msg(Handle *h);
 /* Queue a damage message (lock held, GIL not needed). */
 void handle_note(Handle *h, const char *msg);
@@ -67,16 +71,14 @@ int handle_drain(Handle *h);
 PyObject *handle_raise(Handle *h, int rc);
 /* Raise for @rc with message @msg; returns NULL. */
 PyObject *raise_errno(int rc, const char *msg);
-/* An open handle or a raised exception (NULL). */
+/* 0 for an open handle, else -1 with an exception raised. */
 int handle_check_open(Handle *h);
-
-/* Keys shared by the dict builders (interned at module init). */
+/* Create the exception classes and add them to module @m; -1 on error. */
+int errors_add(PyObject *m);
 PyObject *u64(uint64_t v);
 PyObject *name_str(const uint8_t *s, size_t n); /* UTF-8, surrogateescape */
 PyObject *time_list(int64_t sec, uint32_t nsec);
 int set_take(PyObject *d, const char *key, PyObject *v); /* steals v */
-/* @n bytes as 2n lowercase hex digits and a NUL into @out (_walk.c). */
-void hex_of(const unsigned char *d, size_t n, char *out);
 
 /* _dicts.c */
 PyObject *dict_super(Handle *h);
@@ -90,10 +92,10 @@ PyObject *walk_new(Handle *h, uint64_t subvol, const char *path, Py_ssize_t path
 PyObject *list_deleted(Handle *h, bool hash);
 PyObject *read_deleted(Handle *h, const char *id, unsigned flags);
 void forensic_free(Handle *h);
-/* _inodes.c */
 /* _extents.c: a file's extents as dicts; its checksum coverage word. */
 PyObject *list_extents(Handle *h, uint64_t subvol, uint64_t obj);
 PyObject *csum_cover(Handle *h, uint64_t subvol, uint64_t obj);
+/* _inodes.c */
 PyObject *inodes_new(Handle *h, uint64_t subvol, unsigned inumbits, uint64_t mount_subvol);
 
 int walk_init_keys(void);

@@ -288,16 +288,6 @@ static int cursor_advance(struct bi_file *f)
 
 /* ----------------------------------------------------------- checksums */
 
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[p[i] >> 4];
-		out[2 * i + 1] = digits[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 /* [*start, *end) of logical space a csum item covers; -EUCLEAN if it does
  * not hold whole checksums of whole sectors. */
 static int csum_item_range(struct bi_file *f, const struct bi_item *item, uint64_t *start,
@@ -407,8 +397,8 @@ static int csum_mismatch(struct bi_file *f, uint64_t logical, uint64_t fpos, con
 			 const uint8_t *have, const uint8_t *want, int ncopies)
 {
 	char h[2 * CSUM_SIZE_MAX + 1], x[2 * CSUM_SIZE_MAX + 1];
-	hex(have, f->fs->csum_size, h);
-	hex(want, f->fs->csum_size, x);
+	btrfsimg_hex(have, f->fs->csum_size, h, sizeof(h));
+	btrfsimg_hex(want, f->fs->csum_size, x, sizeof(x));
 	return bi_err(f->fs, -EIO,
 		      "data checksum mismatch: subvol=%" PRIu64 " inode=%" PRIu64
 		      " file offset=%" PRIu64 "%s logical=%" PRIu64
@@ -422,8 +412,8 @@ static void damage_sector(struct bi_file *f, uint64_t logical, uint64_t fpos,
 			  int good, int ncopies)
 {
 	char h[2 * CSUM_SIZE_MAX + 1], x[2 * CSUM_SIZE_MAX + 1];
-	hex(have, f->fs->csum_size, h);
-	hex(want, f->fs->csum_size, x);
+	btrfsimg_hex(have, f->fs->csum_size, h, sizeof(h));
+	btrfsimg_hex(want, f->fs->csum_size, x, sizeof(x));
 	bi_damage(f->fs,
 		  "data checksum mismatch: subvol=%" PRIu64 " inode=%" PRIu64
 		  " file offset=%" PRIu64 "%s logical=%" PRIu64

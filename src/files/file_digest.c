@@ -69,7 +69,6 @@ static int too_many_zeros(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino,
 int btrfsimg_file_digest(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, uint64_t len,
 			 const char *alg, char *hex, size_t hexlen)
 {
-	static const char digits[] = "0123456789abcdef";
 	const EVP_MD *md = alg ? EVP_get_digestbyname(alg) : NULL;
 	if (!md || !hex || hexlen < 2 * (size_t)EVP_MD_size(md) + 1)
 		return bi_err(fs, -EINVAL, "file digest: %s '%s'",
@@ -99,11 +98,7 @@ int btrfsimg_file_digest(btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, ui
 		unsigned char out[EVP_MAX_MD_SIZE];
 		unsigned n = 0;
 		EVP_DigestFinal_ex(ctx, out, &n);
-		for (unsigned i = 0; i < n; i++) {
-			hex[2 * i] = digits[out[i] >> 4];
-			hex[2 * i + 1] = digits[out[i] & 15];
-		}
-		hex[2 * n] = '\0';
+		btrfsimg_hex(out, n, hex, hexlen);
 	}
 	EVP_MD_CTX_free(ctx);
 	free(buf);

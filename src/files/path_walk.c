@@ -401,3 +401,19 @@ void btrfsimg_walk_close(btrfsimg_walk *w)
 	free(w->start);
 	free(w);
 }
+
+/* A child of a listed directory is encoded from the inodes the walk holds
+ * (two lookups fewer per path); the start and stub directories go through
+ * the lookup, which knows the stub's rules. */
+int btrfsimg_walk_handle(btrfsimg_fs *fs, const struct btrfsimg_walk_entry *e, bool connectable,
+			 uint32_t *type, uint8_t out[40])
+{
+	if (!e)
+		return -EINVAL;
+	if (e->dir_inode && !e->stub)
+		return btrfsimg_file_handle_encode(e->subvol, e->objectid, e->inode.generation,
+						   e->inode.mode, e->dir_subvol, e->dir_objectid,
+						   e->dir_inode->generation, connectable, type, out);
+	return btrfsimg_file_handle(fs, e->subvol, e->objectid, e->dir_subvol, e->dir_objectid,
+				    connectable, type, out);
+}

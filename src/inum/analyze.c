@@ -281,3 +281,23 @@ int btrfsimg_collisions_groups(const struct btrfsimg_fs_collisions *c,
 		return bi_err(o->an.fs, rc, "collision groups: %s", err);
 	return rc;
 }
+
+const struct btrfsimg_collide_report *
+btrfsimg_collisions_without_stubs(const struct btrfsimg_fs_collisions *c)
+{
+	return c->report_without_stubs ? c->report_without_stubs : c->report;
+}
+
+/* The verdict's two lists: a scheme is safe as it is, or safe only once
+ * the stubs (every one presenting 2 on one device) are left out. */
+bool btrfsimg_collisions_headroom(const struct btrfsimg_fs_collisions *c, size_t i,
+				  bool without_stubs)
+{
+	const struct btrfsimg_collide_report *rep = c->report, *bare = c->report_without_stubs;
+	if (i >= rep->nresults)
+		return false;
+	if (!without_stubs)
+		return rep->results[i].groups == 0;
+	return bare && i < bare->nresults && bare->results[i].groups == 0 &&
+	       rep->results[i].groups != 0;
+}

@@ -55,3 +55,25 @@ int btrfsimg_inodes_presented(btrfsimg_fs *fs, uint64_t subvol, unsigned inumbit
 	btrfsimg_subvols_free(x.v, x.n);
 	return rc;
 }
+
+/* A stub directory is what the kernel synthesizes (inode 2 on the parent's
+ * device): no scheme moves its number, and it sits on device 0. The
+ * start has no directory entry, so no readdir numbers. */
+void btrfsimg_walk_numbers(const struct btrfsimg_walk_entry *e, unsigned inumbits,
+			   const btrfsimg_numdevs2 *devs, struct btrfsimg_walk_numbers *out)
+{
+	uint64_t st_ino = e->objectid;
+	*out = (struct btrfsimg_walk_numbers){ .ino = st_ino, .nfs_fileid = st_ino };
+	if (!e->stub) {
+		out->ino = btrfsimg_presented_ino(st_ino,
+						  btrfsimg_inumbits_overlay(e->subvol, inumbits));
+		out->nfs_fileid = btrfsimg_presented_ino(st_ino, btrfsimg_uniquifier(e->subvol));
+	}
+	if (!e->is_start) {
+		uint64_t loc = e->ent.location_objectid, dir = e->dir_subvol;
+		out->d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, inumbits));
+		out->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
+	}
+	int dev = e->stub ? 0 : devs ? btrfsimg_numdevs2_dev(devs, e->subvol) : -1;
+	out->numdevs2_dev = dev < 0 ? -1 : dev;
+}

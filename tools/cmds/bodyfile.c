@@ -176,7 +176,7 @@ static int body_one(void *ctx, const struct btrfsimg_recovered *r)
 	const struct btrfsimg_inode *i = &r->inode;
 	char md5[33] = "0", mode[13];
 	if (b->c->hash && r->status == BTRFSIMG_REC_INTACT && !S_ISDIR(i->mode) &&
-	    rec_digest(b->f, r->id, "md5", md5) != 0)
+	    btrfsimg_forensic_digest(b->f, r->id, "md5", md5, sizeof(md5)) != 0)
 		snprintf(md5, sizeof(md5), "0");
 	mode_string(i->mode, mode);
 	printf("%s|", md5);

@@ -151,8 +151,7 @@ static int group_json(void *ctx, const struct btrfsimg_collide_group *g)
  * there are none). */
 static const struct btrfsimg_collide_result *bare(const struct report_ctx *r, size_t i)
 {
-	const struct btrfsimg_collide_report *rep = r->col->report_without_stubs;
-	return rep ? &rep->results[i] : &r->col->report->results[i];
+	return &btrfsimg_collisions_without_stubs(r->col)->results[i];
 }
 
 static int scheme_json(struct report_ctx *r, size_t i)
@@ -212,8 +211,7 @@ static void summary_json(struct report_ctx *r)
 {
 	const struct btrfsimg_fs_collisions *col = r->col;
 	const struct btrfsimg_collide_report *rep = col->report;
-	const struct btrfsimg_collide_report *ns = col->report_without_stubs ?
-						   col->report_without_stubs : rep;
+	const struct btrfsimg_collide_report *ns = btrfsimg_collisions_without_stubs(col);
 	struct jw w;
 	jw_begin(&w, stdout);
 	jw_bool(&w, "summary", true);
@@ -228,14 +226,14 @@ static void summary_json(struct report_ctx *r)
 	jw_u64(&w, "mount_subvol", col->mount_subvol);
 	jw_open_arr(&w, "headroom");
 	for (size_t i = 0; i < rep->nresults; i++)
-		if (rep->results[i].groups == 0)
+		if (btrfsimg_collisions_headroom(col, i, false))
 			headroom_json(&w, &rep->results[i]);
 	jw_close_arr(&w);
 	put_min(&w, "min_inumbits_numdevs1_without_stubs", ns->min_free_n1);
 	put_min(&w, "min_inumbits_numdevs2_without_stubs", ns->min_free_n2);
 	jw_open_arr(&w, "headroom_without_stubs");
-	for (size_t i = 0; col->report_without_stubs && i < ns->nresults; i++)
-		if (ns->results[i].groups == 0 && rep->results[i].groups != 0)
+	for (size_t i = 0; i < ns->nresults; i++)
+		if (btrfsimg_collisions_headroom(col, i, true))
 			headroom_json(&w, &ns->results[i]);
 	jw_close_arr(&w);
 	jw_open_arr(&w, "stub_paths");

@@ -28,7 +28,7 @@ static int on_record(void *ctx, const struct btrfsimg_recovered *r)
 	char sha[65] = "";
 	bool have_sha = false;
 	if (d->c->hash && r->status == BTRFSIMG_REC_INTACT && !S_ISDIR(r->inode.mode)) {
-		int rc = rec_digest(d->f, r->id, "sha256", sha);
+		int rc = btrfsimg_forensic_digest(d->f, r->id, "sha256", sha, sizeof(sha));
 		have_sha = rc == 0;
 		if (rc < 0) {
 			cli_warn("deleted: %s: %s", r->id, btrfsimg_errmsg(d->c->fs));

@@ -612,8 +612,8 @@ static int on_recovered(void *ctx, const struct btrfsimg_recovered *r)
 	/* contents only for a version whose every byte was read (as bodyfile
 	 * --deleted): a partial one's zeros would hash as if they were its */
 	if (d->c->hash && r->status == BTRFSIMG_REC_INTACT && !S_ISDIR(r->inode.mode) &&
-	    (rec_digest(d->f, r->id, "md5", o.md5) != 0 ||
-	     rec_digest(d->f, r->id, "sha256", o.sha256) != 0)) {
+	    (btrfsimg_forensic_digest(d->f, r->id, "md5", o.md5, sizeof(o.md5)) != 0 ||
+	     btrfsimg_forensic_digest(d->f, r->id, "sha256", o.sha256, sizeof(o.sha256)) != 0)) {
 		o.md5[0] = o.sha256[0] = '\0';
 		fobj_error(d, &o, "hash", "the version could not be read whole");
 	}

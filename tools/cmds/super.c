@@ -7,41 +7,11 @@
 
 #include "cli.h"
 #include "common/json.h"
-#include "common/where.h"
 
 static const char *const mirror_state[] = {
 	"absent", "valid", "bad magic", "bad bytenr", "bad checksum", "bad fields",
 	"other filesystem", "I/O error",
 };
-
-/* The facts beyond the superblock: devices, profiles, the log tree. */
-struct facts {
-	struct btrfsimg_device *devs;
-	struct dev_where *where; /* per device: the layers it was read through */
-	size_t ndevs;
-	struct btrfsimg_profile_use prof[32];
-	size_t nprof;
-	struct btrfsimg_log_info log;
-	bool have_log;
-};
-
-static void facts_get(btrfsimg_fs *fs, struct facts *f)
-{
-	size_t n = 0;
-	*f = (struct facts){ 0 };
-	if (btrfsimg_devices(fs, NULL, 0, &n) == 0 && n &&
-	    (f->devs = calloc(n, sizeof(*f->devs))) &&
-	    btrfsimg_devices(fs, f->devs, n, &f->ndevs) == 0 && f->ndevs > n)
-		f->ndevs = n;
-	if (f->ndevs && (f->where = calloc(f->ndevs, sizeof(*f->where))))
-		for (size_t i = 0; i < f->ndevs; i++)
-			dev_where(fs, &f->devs[i], &f->where[i]);
-	if (btrfsimg_profiles(fs, f->prof, 32, &f->nprof) < 0)
-		f->nprof = 0;
-	if (f->nprof > 32)
-		f->nprof = 32;
-	f->have_log = btrfsimg_log_info(fs, &f->log) == 0;
-}
 
 /* The name of feature bit @bit, or "unknown bit N" in @buf. */
 static const char *feature(enum btrfsimg_feature_kind kind, unsigned bit, char buf[24])
@@ -64,11 +34,11 @@ static void features_json(struct jw *w, const char *key, enum btrfsimg_feature_k
 	jw_close_arr(w);
 }
 
-static void facts_json(struct jw *w, const struct facts *f)
+static void facts_json(struct jw *w, const struct btrfsimg_fs_facts *f)
 {
 	jw_open_arr(w, "devices");
-	for (size_t i = 0; i < f->ndevs; i++) {
-		const struct btrfsimg_device *d = &f->devs[i];
+	for (size_t i = 0; i < f->ndevices; i++) {
+		const struct btrfsimg_device *d = &f->devices[i];
 		jw_open_obj(w, NULL);
 		jw_u64(w, "devid", d->devid);
 		jw_uuid(w, "uuid", d->uuid, false);
@@ -93,8 +63,8 @@ static void facts_json(struct jw *w, const struct facts *f)
 	}
 	jw_close_arr(w);
 	jw_open_arr(w, "profiles");
-	for (size_t i = 0; i < f->nprof; i++) {
-		const struct btrfsimg_profile_use *p = &f->prof[i];
+	for (size_t i = 0; i < f->nprofiles; i++) {
+		const struct btrfsimg_profile_use *p = &f->profiles[i];
 		jw_open_obj(w, NULL);
 		jw_str(w, "type", btrfsimg_bg_type_name(p->type));
 		jw_str(w, "profile", p->profile);
@@ -114,7 +84,7 @@ static void facts_json(struct jw *w, const struct facts *f)
 	}
 }
 
-static void super_json(const struct btrfsimg_super_info *s, const struct facts *f)
+static void super_json(const struct btrfsimg_super_info *s, const struct btrfsimg_fs_facts *f)
 {
 	struct jw w;
 	jw_begin(&w, stdout);
@@ -183,7 +153,7 @@ static void print_flags(const char *name, enum btrfsimg_feature_kind kind, uint6
 /* Where the image holding a device was opened: "disk.img, partition 1 at
  * offset 1048576 > luks2 UUID > lvm-lv vg/lv", "disk.img at offset N", or
  * the image. */
-static void print_where(const struct btrfsimg_device *d, const struct dev_where *w)
+static void print_where(const struct btrfsimg_device *d, const struct btrfsimg_device_where *w)
 {
 	if (d->missing) {
 		printf("missing\n");
@@ -199,17 +169,17 @@ static void print_where(const struct btrfsimg_device *d, const struct dev_where 
 	printf("\n");
 }
 
-static void facts_text(const struct facts *f)
+static void facts_text(const struct btrfsimg_fs_facts *f)
 {
 	size_t missing = 0;
-	for (size_t i = 0; i < f->ndevs; i++)
-		missing += f->devs[i].missing;
-	printf("%-22s%zu", "devices", f->ndevs);
+	for (size_t i = 0; i < f->ndevices; i++)
+		missing += f->devices[i].missing;
+	printf("%-22s%zu", "devices", f->ndevices);
 	if (missing)
 		printf(", %zu missing", missing);
 	printf("\n  %5s  %-36s  %13s  %s\n", "devid", "uuid", "bytes", "image");
-	for (size_t i = 0; i < f->ndevs; i++) {
-		const struct btrfsimg_device *d = &f->devs[i];
+	for (size_t i = 0; i < f->ndevices; i++) {
+		const struct btrfsimg_device *d = &f->devices[i];
 		printf("  %5" PRIu64 "  ", d->devid);
 		for (int k = 0; k < 16; k++)
 			printf("%s%02x", (k == 4 || k == 6 || k == 8 || k == 10) ? "-" : "",
@@ -218,8 +188,8 @@ static void facts_text(const struct facts *f)
 		print_where(d, f->where ? &f->where[i] : NULL);
 	}
 	printf("profiles\n");
-	for (size_t i = 0; i < f->nprof; i++) {
-		const struct btrfsimg_profile_use *p = &f->prof[i];
+	for (size_t i = 0; i < f->nprofiles; i++) {
+		const struct btrfsimg_profile_use *p = &f->profiles[i];
 		printf("  %-13s %-7s %4" PRIu64 " chunk%s %13" PRIu64 " bytes, tolerates %u "
 		       "missing device%s\n",
 		       btrfsimg_bg_type_name(p->type), p->profile, p->chunks,
@@ -228,7 +198,7 @@ static void facts_text(const struct facts *f)
 	}
 }
 
-static void super_text(const struct btrfsimg_super_info *s, const struct facts *f)
+static void super_text(const struct btrfsimg_super_info *s, const struct btrfsimg_fs_facts *f)
 {
 	print_uuid("fsid", s->fsid);
 	print_uuid("metadata_uuid", s->metadata_uuid);
@@ -257,18 +227,15 @@ static void super_text(const struct btrfsimg_super_info *s, const struct facts *
 
 static int cmd_super(struct cli *c)
 {
-	struct btrfsimg_super_info s;
-	int rc = btrfsimg_super(c->fs, &s);
+	struct btrfsimg_fs_facts *f;
+	int rc = btrfsimg_fs_facts(c->fs, &f);
 	if (rc < 0)
 		return cli_fail(c, rc, "super");
-	struct facts f;
-	facts_get(c->fs, &f);
 	if (c->json)
-		super_json(&s, &f);
+		super_json(&f->super, f);
 	else
-		super_text(&s, &f);
-	free(f.devs);
-	free(f.where);
+		super_text(&f->super, f);
+	btrfsimg_fs_facts_free(f);
 	return cli_status(c);
 }
 

@@ -16,7 +16,6 @@
 #include "common/json.h"
 #include "common/outfile.h"
 #include "common/progress.h"
-#include "common/where.h"
 
 #define CHUNK (1u << 20)
 
@@ -42,7 +41,7 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 struct unalloc_run {
 	struct cli *c;
 	struct btrfsimg_device *devs; /* by devid order: where each was read from */
-	struct dev_where *where;
+	struct btrfsimg_device_where *where;
 	size_t ndevs;
 	int fd; /* OUT, or -1 */
 	uint8_t *buf;
@@ -76,7 +75,7 @@ static int copy_range(struct unalloc_run *u, const struct btrfsimg_unalloc_range
 
 /* The device @devid, or NULL (missing, or not listed). */
 static const struct btrfsimg_device *device(const struct unalloc_run *u, uint64_t devid,
-					    const struct dev_where **w)
+					    const struct btrfsimg_device_where **w)
 {
 	for (size_t i = 0; i < u->ndevs; i++)
 		if (u->devs[i].devid == devid && !u->devs[i].missing) {
@@ -93,7 +92,7 @@ static const struct btrfsimg_device *device(const struct unalloc_run *u, uint64_
 static bool image_offset(const struct unalloc_run *u, const struct btrfsimg_unalloc_range *r,
 			 const char **image, uint64_t *off)
 {
-	const struct dev_where *w = NULL;
+	const struct btrfsimg_device_where *w = NULL;
 	const struct btrfsimg_device *d = device(u, r->devid, &w);
 	*image = d ? d->image : NULL;
 	if (!d || !w || w->volume)
@@ -215,7 +214,7 @@ static int cmd_unallocated(struct cli *c)
 		u.ndevs = n;
 	if (u.ndevs && (u.where = calloc(u.ndevs, sizeof(*u.where))))
 		for (size_t i = 0; i < u.ndevs; i++)
-			dev_where(c->fs, &u.devs[i], &u.where[i]);
+			btrfsimg_device_where(c->fs, &u.devs[i], &u.where[i]);
 	bool map = !c->out || strcmp(c->out, "-") != 0;
 	int status = open_out(&u);
 	if (status == EXIT_OK && map && !c->json)

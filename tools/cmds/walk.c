@@ -60,8 +60,8 @@ static void set_handle_len(struct wrow *r, int k, int len)
 
 /* Children of a directory are encoded from the inodes the walk holds (two
  * lookups fewer per path), on the formatting thread (encode_handles: the
- * encoder is pure); the start and stubs go through the library's lookup,
- * which knows the stub's rules. */
+ * encoder is pure); the start and stubs through btrfsimg_walk_handle, on
+ * this one, as it looks them up. */
 static void take_handles(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
 {
 	r->encode_handles = n->dir_inode && !n->stub;
@@ -73,8 +73,7 @@ static void take_handles(struct walk_ctx *wc, const struct visit_node *n, struct
 	}
 	for (int k = 0; k < 2; k++)
 		set_handle_len(r, k,
-			       btrfsimg_file_handle(wc->c->fs, n->subvol, n->objectid,
-						    n->dir_subvol, n->dir_objectid, k == 1,
+			       btrfsimg_walk_handle(wc->c->fs, n->entry, k == 1,
 						    &r->handle_type[k], r->handle[k]));
 }
 
@@ -137,20 +136,14 @@ static void take_hashes(struct walk_ctx *wc, const struct visit_node *n, struct 
 
 static void take_schemes(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
 {
-	unsigned bits = (unsigned)wc->c->inumbits;
-	uint64_t st_ino = n->objectid;
+	struct btrfsimg_walk_numbers num;
+	btrfsimg_walk_numbers(n->entry, (unsigned)wc->c->inumbits, wc->nest.t, &num);
 	r->schemes = true;
-	r->scheme_ino = n->stub ? st_ino : btrfsimg_presented_ino(st_ino,
-								  btrfsimg_inumbits_overlay(n->subvol, bits));
-	r->nfs_fileid = n->stub ? st_ino : btrfsimg_presented_ino(st_ino,
-								  btrfsimg_uniquifier(n->subvol));
-	if (!n->is_start) {
-		uint64_t loc = n->ent.location_objectid, dir = n->dir_tree_subvol;
-		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
-		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
-	}
-	int dev = n->stub ? 0 : nest_dev(&wc->nest, n->subvol);
-	r->dev = (int8_t)(dev < 0 ? -1 : dev);
+	r->scheme_ino = num.ino;
+	r->nfs_fileid = num.nfs_fileid;
+	r->scheme_d_ino = num.d_ino;
+	r->nfs_d_fileid = num.nfs_d_fileid;
+	r->dev = (int8_t)num.numdevs2_dev;
 }
 
 /* ,"csum":"full" (btrfsimg_file_csum_cover) for a regular file, after the
@@ -234,7 +227,6 @@ static void put_schemes(struct jw *w, const struct wrow *r)
  * walking thread, or encoded here. */
 static char *put_handle(char *p, const struct wrow *r, int k)
 {
-	static const char hex[] = "0123456789abcdef";
 	uint32_t type;
 	uint8_t enc[40];
 	const uint8_t *h = enc;
@@ -253,10 +245,8 @@ static char *put_handle(char *p, const struct wrow *r, int k)
 	JW_PUT_LIT(p, "{\"type\":");
 	p += jw_u64_at(p, type);
 	JW_PUT_LIT(p, ",\"hex\":\"");
-	for (int i = 0; i < len; i++) {
-		*p++ = hex[h[i] >> 4];
-		*p++ = hex[h[i] & 15];
-	}
+	btrfsimg_hex(h, (size_t)len, p, 2 * 40 + 1);
+	p += 2 * len;
 	return JW_PUT_LIT(p, "\"}");
 }
 

@@ -8,8 +8,6 @@
 
 #include "btrfsimg.h"
 
-/* @n bytes as 2n lowercase hex digits and a NUL into @out. */
-void hex_of(const unsigned char *d, size_t n, char *out);
 /* Hex digest of a buffer: out holds 2 * digest size + 1 bytes. */
 void digest_hex(const char *alg, const void *data, size_t len, char *out);
 /* Hex digest of a regular file's first @size bytes: btrfsimg_file_digest. */

@@ -74,29 +74,6 @@ int rec_scan(struct cli *c, btrfsimg_forensic **out)
 	return EXIT_OK;
 }
 
-static int digest_piece(void *ctx, uint64_t off, const void *data, size_t len)
-{
-	(void)off;
-	EVP_DigestUpdate(ctx, data, len);
-	return 0;
-}
-
-int rec_digest(btrfsimg_forensic *f, const char *id, const char *alg, char *hex)
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_get_digestbyname(alg), NULL)) {
-		EVP_MD_CTX_free(ctx);
-		return -ENOMEM;
-	}
-	int rc = btrfsimg_forensic_read(f, id, digest_piece, ctx);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned n = 0;
-	EVP_DigestFinal_ex(ctx, md, &n);
-	hex_of(md, n, hex);
-	EVP_MD_CTX_free(ctx);
-	return rc;
-}
-
 static int write_piece(void *ctx, uint64_t off, const void *data, size_t len)
 {
 	(void)off;
@@ -414,7 +391,7 @@ static int write_one(struct ex *x, const char *rel, const struct btrfsimg_recove
 		unsigned char md[EVP_MAX_MD_SIZE];
 		unsigned n = 0;
 		EVP_DigestFinal_ex(h.md, md, &n);
-		hex_of(md, n, hex);
+		btrfsimg_hex(md, n, hex, 2 * (size_t)n + 1);
 	}
 	EVP_MD_CTX_free(h.md);
 	close(dir);

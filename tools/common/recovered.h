@@ -15,9 +15,6 @@
 /* Scan every device of c->fs (progress bar on a terminal). EXIT_OK with
  * *out set, or EXIT_FAILED (said). */
 int rec_scan(struct cli *c, btrfsimg_forensic **out);
-/* Hex digest (@alg "sha256" or "md5") of a version's bytes into @hex.
- * Returns btrfsimg_forensic_read's value (0 whole, 1 partial, < 0). */
-int rec_digest(btrfsimg_forensic *f, const char *id, const char *alg, char *hex);
 /* The record's fields (a JSON object already begun); @sha256 may be NULL. */
 /* A version whose path shows a damaged name by its safe form
  * (btrfsimg_name_safe): said on stderr and counted as damage. */
@@ -27,7 +24,7 @@ void rec_json(struct jw *w, const struct btrfsimg_recovered *r, const char *sha2
  * (csum mismatch ranges as the bytes on disk), else 0. */
 unsigned rec_read_flags(const struct cli *c);
 /* Write a version's bytes to @out (@flags: BTRFSIMG_FORENSIC_*). Returns
- * as rec_digest. */
+ * btrfsimg_forensic_read's value (0 whole, 1 partial, < 0). */
 int rec_write(btrfsimg_forensic *f, const char *id, unsigned flags, FILE *out);
 /* How a bad range was written under @flags, for the warnings: "written as
  * zeros", or as the bytes on disk (unverified) for a csum mismatch read raw. */

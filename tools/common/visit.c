@@ -53,7 +53,8 @@ static void node_of(const struct btrfsimg_walk_entry *e, struct visit_node *n)
 				  .dir_subvol = e->dir_subvol,
 				  .dir_objectid = e->dir_objectid,
 				  .dir_tree_subvol = e->dir_subvol,
-				  .dir_inode = e->dir_inode };
+				  .dir_inode = e->dir_inode,
+				  .entry = e };
 }
 
 int visit_tree(btrfsimg_fs *fs, const struct visit_opts *o, visit_fn fn, void *ctx,

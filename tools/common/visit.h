@@ -26,6 +26,7 @@ struct visit_node {
 	uint64_t dir_subvol, dir_objectid;	/* the containing directory */
 	uint64_t dir_tree_subvol;	/* subvolume of that directory (readdir's root) */
 	const struct btrfsimg_inode *dir_inode;	/* its inode; NULL for the start */
+	const struct btrfsimg_walk_entry *entry; /* the walk's record it was made from */
 };
 
 /* Return 0 to go on, 1 to skip descending into this directory, < 0 to stop. */
