@@ -3,7 +3,7 @@
  * Filesystem.superblock, .subvolumes() and .collisions(): the public
  * structs as dicts with the keys and values of `btrfsimg super --json`
  * (tools/cmds/super.c), `subvols --json` (tools/cmds/subvols.c) and
- * `collisions --json` (tools/cmds/collisions.c). tests/test_python.py
+ * `collisions --json` (tools/cmds/collisions.c). tests/python/test_python.py
  * compares them with the CLI's lines on every committed image.
  */
 #include "ext.h"
