@@ -16,6 +16,7 @@
  * overlay merged in; leafwalk.c: leaf addresses for other readers), which
  * share this one descent and read-ahead instead of each having its own.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,7 +342,7 @@ static int descend(struct bi_path *p, int level)
 	return 0;
 }
 
-int bi_path_descend(struct bi_path *p, const bi_key *min)
+int bi_path_root(struct bi_path *p)
 {
 	struct bi_expect e = { p->root.id, p->root.generation, p->root.level, NULL };
 	struct bi_block *b;
@@ -350,6 +351,22 @@ int bi_path_descend(struct bi_path *p, const bi_key *min)
 		return rc;
 	p->top = b->level;
 	p->nodes[p->top] = b;
+	p->slots[p->top] = 0;
+	return 0;
+}
+
+int bi_path_down(struct bi_path *p, int level)
+{
+	if (level <= 0 || level > p->top || !p->nodes[level])
+		return -EINVAL;
+	return descend(p, level);
+}
+
+int bi_path_descend(struct bi_path *p, const bi_key *min)
+{
+	int rc = bi_path_root(p);
+	if (rc < 0)
+		return rc;
 	int stop = p->leaves ? 0 : 1;
 	if (p->top < stop)
 		return 0; /* a tree of one leaf: nodes[0] */

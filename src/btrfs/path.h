@@ -63,6 +63,12 @@ void bi_path_init(struct bi_path *p, struct btrfsimg_fs *fs, const struct bi_roo
  * the last pointer whose key is <= @min; in the leaf, the first item >=
  * @min. 0, or < 0 (message on fs; the path is released). */
 int bi_path_descend(struct bi_path *p, const bi_key *min);
+/* Read the root into nodes[top] (slot 0), nothing below it. */
+int bi_path_root(struct bi_path *p);
+/* Replace nodes[level - 1] with the child behind nodes[level]'s slot: one
+ * level of the descent, for walks that choose their own way down (two
+ * trees compared side by side). */
+int bi_path_down(struct bi_path *p, int level);
 /* Step to the next leaf (for a path stopping at level 1: the next slot of
  * nodes[1]), reading the nodes on the way. 1: moved; 0: the tree or range
  * is exhausted; < 0: a block could not be read (message on fs). */

@@ -2,8 +2,8 @@
 /*
  * Two trees compared (see treecmp.h).
  *
- * Each side keeps a cursor: a path from its root and the level it stands
- * on. At a node level the cursor stands on a pointer (its key is the first
+ * Each side keeps a cursor: the one path (btrfs/path.h) from its root
+ * and the level it stands on. At a node level the cursor stands on a pointer (its key is the first
  * key of the subtree behind it); at level 0 on an item. The two cursors
  * move so that the one standing on the smaller key, or higher up the tree,
  * moves first; two pointers with the same key, address and generation lead
@@ -18,14 +18,13 @@
 
 #include "base/err.h"
 #include "base/ondisk.h"
+#include "btrfs/path.h"
 #include "btrfs/tree.h"
 
+/* One side: the one path of btrfs/path.h, and the level it stands on. */
 struct cursor {
-	struct btrfsimg_fs *fs;
-	uint64_t tree;
-	struct bi_block *path[MAX_LEVEL];
-	uint32_t slot[MAX_LEVEL];
-	int level, top;
+	struct bi_path p;
+	int level;
 	bool end;
 	uint64_t *reads;
 };
@@ -33,37 +32,33 @@ struct cursor {
 static int cursor_start(struct cursor *c, struct btrfsimg_fs *fs, const struct bi_root *r,
 			uint64_t *reads)
 {
+	static const bi_key max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
 	memset(c, 0, sizeof(*c));
-	c->fs = fs;
-	c->tree = r->id;
 	c->reads = reads;
-	struct bi_expect e = { r->id, r->generation, r->level, NULL };
-	int rc = bi_block_read(fs, r->bytenr, &e, &c->path[r->level]);
+	bi_path_init(&c->p, fs, r, &max, true);
+	int rc = bi_path_root(&c->p);
 	if (rc < 0)
 		return rc;
 	(*reads)++;
-	c->top = c->level = r->level;
-	c->end = c->path[c->top]->nritems == 0;
+	c->level = c->p.top;
+	c->end = c->p.nodes[c->p.top]->nritems == 0;
 	return 0;
 }
 
 static void cursor_end(struct cursor *c)
 {
-	for (int l = 0; l < MAX_LEVEL; l++)
-		if (c->path[l])
-			bi_block_put(c->fs, c->path[l]);
+	bi_path_release(&c->p);
 }
 
 static void cursor_key(const struct cursor *c, bi_key *k, uint64_t *ptr, uint64_t *gen)
 {
 	if (c->level <= 0) {
-		const struct bi_block *b = c->path[0];
 		const uint8_t *d;
 		uint32_t n;
-		bi_leaf_item(b, c->slot[0], k, &d, &n);
+		bi_leaf_item(c->p.nodes[0], c->p.slots[0], k, &d, &n);
 		*ptr = *gen = 0;
 	} else {
-		bi_node_ptr(c->path[c->level], c->slot[c->level], k, ptr, gen);
+		bi_node_ptr(c->p.nodes[c->level], c->p.slots[c->level], k, ptr, gen);
 	}
 }
 
@@ -71,16 +66,16 @@ static void cursor_key(const struct cursor *c, bi_key *k, uint64_t *ptr, uint64_
  * cursor may end on a higher level, standing on the next subtree. */
 static void cursor_next(struct cursor *c)
 {
-	c->slot[c->level]++;
-	while (c->slot[c->level] >= c->path[c->level]->nritems) {
-		if (c->level == c->top) {
+	c->p.slots[c->level]++;
+	while (c->p.slots[c->level] >= c->p.nodes[c->level]->nritems) {
+		if (c->level == c->p.top) {
 			c->end = true;
 			return;
 		}
-		bi_block_put(c->fs, c->path[c->level]);
-		c->path[c->level] = NULL;
+		bi_block_put(c->p.fs, c->p.nodes[c->level]);
+		c->p.nodes[c->level] = NULL;
 		c->level++;
-		c->slot[c->level]++;
+		c->p.slots[c->level]++;
 	}
 }
 
@@ -89,21 +84,13 @@ static int cursor_down(struct cursor *c)
 {
 	if (c->level <= 0 || c->level >= MAX_LEVEL)
 		return -EUCLEAN; /* callers go down from nodes only */
-	bi_key k;
-	uint64_t ptr, gen;
-	cursor_key(c, &k, &ptr, &gen);
-	struct bi_expect e = { c->tree, gen, c->level - 1, &k };
-	struct bi_block *child;
-	int rc = bi_block_read(c->fs, ptr, &e, &child);
+	int rc = bi_path_down(&c->p, c->level);
 	if (rc < 0)
 		return rc;
 	(*c->reads)++;
 	c->level--;
-	if (c->path[c->level])
-		bi_block_put(c->fs, c->path[c->level]);
-	c->path[c->level] = child;
-	c->slot[c->level] = 0;
-	if (child->nritems == 0) /* only a root may be empty: step past it */
+	c->p.slots[c->level] = 0;
+	if (c->p.nodes[c->level]->nritems == 0) /* only a root may be empty: step past it */
 		cursor_next(c);
 	return 0;
 }
@@ -112,7 +99,7 @@ static struct bi_cmp_side side_of(const struct cursor *c)
 {
 	struct bi_cmp_side s = { NULL, 0, true };
 	bi_key k;
-	bi_leaf_item(c->path[0], c->slot[0], &k, &s.data, &s.size);
+	bi_leaf_item(c->p.nodes[0], c->p.slots[0], &k, &s.data, &s.size);
 	return s;
 }
 
