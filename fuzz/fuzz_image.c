@@ -15,6 +15,7 @@
  * counts are consistent (a group holds two or more inodes, examples are
  * groups of the report).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,57 @@ static void check_collisions(btrfsimg_fs *fs)
 	btrfsimg_fs_collisions_free(c);
 }
 
+/* Send streams and diffs of the first subvolumes: whatever the trees
+ * say, a stream starts with its header and stops when the writer says so
+ * (a budget of bytes), a diff's rows have a kind and named fields. */
+#define MAX_STREAM (4u << 20)
+#define MAX_SENDS 3
+
+struct stream_budget {
+	uint64_t bytes;
+	bool header_seen;
+};
+
+static int count_stream(void *ctx, const void *buf, size_t len)
+{
+	struct stream_budget *s = ctx;
+	if (s->bytes == 0)
+		s->header_seen = len >= 13 && memcmp(buf, "btrfs-stream", 13) == 0;
+	s->bytes += len;
+	return s->bytes > MAX_STREAM ? -EFBIG : 0;
+}
+
+static int on_change(void *ctx, const struct btrfsimg_change *c)
+{
+	(void)ctx;
+	CHECK(btrfsimg_change_name(c->kind));
+	CHECK(c->path || !c->path_len);
+	for (unsigned bit = 1; bit && bit <= c->fields; bit <<= 1)
+		CHECK(!(c->fields & bit) || btrfsimg_diff_field_name(bit));
+	CHECK((c->kind == BTRFSIMG_CHANGE_RENAMED) == (c->old_path != NULL));
+	return 0;
+}
+
+static void check_send_diff(btrfsimg_fs *fs, const struct btrfsimg_subvol *v, size_t n)
+{
+	uint64_t ids[MAX_SENDS];
+	size_t k = 0;
+	for (size_t i = 0; i < n && k < MAX_SENDS; i++)
+		if (v[i].path && !v[i].deleted)
+			ids[k++] = v[i].id;
+	for (size_t i = 0; i < k; i++) {
+		struct stream_budget s = { 0, false };
+		struct btrfsimg_send_opts o = { .subvol = ids[i], .parent = i ? ids[0] : 0,
+						.proto = i == 2 ? 2 : 1,
+						.flags = i == 2 ? BTRFSIMG_SEND_COMPRESSED_DATA : 0 };
+		int rc = btrfsimg_send(fs, &o, count_stream, &s, NULL);
+		CHECK(s.bytes == 0 || s.header_seen);
+		CHECK(rc == 0 || rc == -EFBIG || *btrfsimg_errmsg(fs));
+		if (i)
+			btrfsimg_diff(fs, ids[0], ids[i], on_change, NULL, NULL);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -265,6 +317,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (b.buf && btrfsimg_subvols(fs, &v, &n) == 0) {
 		for (size_t i = 0; i < n && b.nodes < MAX_NODES; i++)
 			visit_inode(&b, v[i].id, 256, 0);
+		check_send_diff(fs, v, n);
 		btrfsimg_subvols_free(v, n);
 	}
 	check_walk(fs);
