@@ -1347,6 +1347,8 @@ struct btrfsimg_send_stats {
 	uint64_t data_bytes;	/**< file bytes sent as writes */
 	uint64_t clones;	/**< ranges sent as clones of bytes sent before */
 	uint64_t encoded_bytes;	/**< compressed bytes sent as they are on disk */
+	uint64_t damaged;	/**< files whose data could not all be read: named as
+				 *   damage, sent without the rest of their bytes */
 };
 
 /**
@@ -1356,9 +1358,12 @@ struct btrfsimg_send_stats {
  * modes, atime and mtime; the subvolume's uuid and ctransid in the stream,
  * so that incremental streams can chain on the receiving side). Data
  * extents shared within the subvolume, with @p o->parent or with a clone
- * source go out as clones (from where they are in the other subvolume). Errors: a
- * negative errno with the message on @p fs (the stream is then not
- * complete: it has no END command). @p stats may be NULL.
+ * source go out as clones (from where they are in the other subvolume). A
+ * file whose data cannot all be read is reported as damage (the log
+ * callback; btrfsimg_damage_count()) and sent without the rest of its
+ * bytes and without its size, never with zeros in their place; the stream
+ * goes on. Errors: a negative errno with the message on @p fs (the stream
+ * is then not complete: it has no END command). @p stats may be NULL.
  */
 BTRFSIMG_API int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o,
 			       btrfsimg_write_fn write, void *ctx,

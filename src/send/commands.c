@@ -362,6 +362,18 @@ static int send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
 	return rc < 0 ? rc : remember_extent(s, e, pos, path);
 }
 
+int bi_send_survive(struct bi_send *s, int rc, const struct btrfsimg_inode *ino,
+		    const struct bi_bytes *path)
+{
+	if (rc >= 0 || s->st.err || rc == -ENOMEM)
+		return rc;
+	bi_damage(s->fs, "send: %.*s (inode %" PRIu64 "): data not all in the stream, nor its "
+		  "size: %s", (int)(path->len < 4096 ? path->len : 4096),
+		  path->len ? (const char *)path->p : "", ino->objectid, btrfsimg_errmsg(s->fs));
+	s->stats->damaged++;
+	return 0;
+}
+
 int bi_send_data(struct bi_send *s, const struct btrfsimg_inode *ino,
 		     const struct bi_bytes *path)
 {

@@ -58,6 +58,12 @@ int bi_send_times(struct bi_send *s, const struct btrfsimg_inode *ino, const str
 /* The file's bytes [start, end) as writes. */
 int bi_send_write(struct bi_send *s, const struct btrfsimg_inode *ino, const struct bi_bytes *path,
 		  uint64_t start, uint64_t end);
+/* After a file's data could not all be read: @rc itself when the stream
+ * cannot go on (the writer failed, memory ran out), else 0, the file
+ * named as damage (its bytes from there on are not in the stream, nor its
+ * size: nothing unread is sent as zeros) and counted. */
+int bi_send_survive(struct bi_send *s, int rc, const struct btrfsimg_inode *ino,
+		    const struct bi_bytes *path);
 /* All of a regular file's data (clones of what was sent before, encoded
  * writes with compressed data), then its size. */
 int bi_send_data(struct bi_send *s, const struct btrfsimg_inode *ino, const struct bi_bytes *path);

@@ -682,12 +682,13 @@ static int contents(struct incr *in, struct change *c)
 	int rc = S_ISDIR(c->b.ino.mode) ? dir_now(in, c->id, NEW, &path) : file_now(in, c, &path);
 	if (rc == 0 && !c->same) {
 		if (S_ISREG(c->b.ino.mode))
-			rc = bi_send_data(in->s, &c->b.ino, &path);
+			rc = bi_send_survive(in->s, bi_send_data(in->s, &c->b.ino, &path),
+					     &c->b.ino, &path);
 		if (rc == 0)
 			rc = bi_send_owner_mode(in->s, &c->b.ino, &path);
 	} else if (rc == 0) {
 		if (S_ISREG(c->b.ino.mode))
-			rc = data_changes(in, c, &path);
+			rc = bi_send_survive(in->s, data_changes(in, c, &path), &c->b.ino, &path);
 		if (rc == 0)
 			rc = xattr_changes(in, c, &path);
 		if (rc == 0)

@@ -121,7 +121,7 @@ static int send_file(struct bi_send *s, const struct btrfsimg_inode *ino)
 		}
 	}
 	if (rc == 0 && S_ISREG(ino->mode))
-		rc = bi_send_data(s, ino, &first);
+		rc = bi_send_survive(s, bi_send_data(s, ino, &first), ino, &first);
 	if (rc == 0)
 		rc = bi_send_owner_mode(s, ino, &first);
 	if (rc == 0)
