@@ -225,9 +225,9 @@ def damaged(res, cli, d, tmp):
     then fails): the stream goes on, names the file, exits 1, and the file
     arrives without the bytes from there on (never zeros in their place);
     everything else arrives exact."""
-    img = imgtest.private_copy(os.path.join(d, "diff.img.zst"), tmp)
-    os.rename(img, img + ".bad")
-    img += ".bad"
+    own = os.path.join(tmp, "damaged")
+    os.mkdir(own)
+    img = imgtest.private_copy(os.path.join(d, "diff.img.zst"), own)
     rc, out, err = imgtest.run_cli(cli, ["extents", "--json", "--path", "s1/docs/over", img],
                                    timeout=TIMEOUT)
     ext = json.loads(out.splitlines()[0])
@@ -259,6 +259,43 @@ def damaged(res, cli, d, tmp):
     res.check("damaged send: the damaged file holds only what was read, no zeros for the rest",
               over and over["size"] <= 65536 and over["size"] < want["size"], over.get("size"))
     os.unlink(img)
+
+
+def any_image(res, cli, img, tmp, d):
+    """Through a container the stream is the same bytes as from the raw
+    image; a subvolume that is not read-only sends too (data: s3 was
+    taken from it after its last change, so the kernel's view of s3 is its
+    truth)."""
+    raw = os.path.join(tmp, "raw.stream")
+    rc, _, err = send_to(cli, img, raw, "s2", 1)
+    qcow = os.path.join(tmp, "diff.qcow2")
+    q = subprocess.run(["qemu-img", "convert", "-O", "qcow2", img, qcow], capture_output=True,
+                       timeout=TIMEOUT)
+    if q.returncode == 0:
+        via = os.path.join(tmp, "qcow.stream")
+        rc2, _, err2 = send_to(cli, qcow, via, "s2", 1)
+        with open(raw, "rb") as a, open(via, "rb") as b:
+            same = a.read() == b.read()
+        res.check("send through a qcow2: the same stream as from the raw image",
+                  rc == 0 and rc2 == 0 and same, err2[-200:])
+        os.unlink(via)
+        os.unlink(qcow)
+    else:
+        print("SKIP send through qcow2: qemu-img: %s" % q.stderr[-200:])
+    os.unlink(raw)
+    stream = os.path.join(tmp, "data.stream")
+    rc, _, err = send_to(cli, img, stream, "data", 1)
+    r = Receiver(tmp, "rw")
+    try:
+        p = r.receive(stream) if rc == 0 else None
+        view, _ = r.record("data")
+    finally:
+        r.close()
+    truth = imgtest.load_jsonl(os.path.join(d, "s3.jsonl"))
+    res.problems("send of a read-write subvolume (data): received as the kernel showed it",
+                 ([] if p and p.returncode == 0 else ["send or receive failed: %r"
+                                                      % (err[-200:],)]) +
+                 view_problems(truth, view)[:10])
 
 
 def refusals(res, cli, img, tmp):
@@ -308,6 +345,7 @@ def main():
             chain(res, cli, img, tmp, d, proto)
         clone_sources(res, cli, img, tmp, d)
         damaged(res, cli, d, tmp)
+        any_image(res, cli, img, tmp, d)
     return res.summary()
 
 
