@@ -508,12 +508,12 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 	int walk_rc = 0;
 	char *walk_msg = NULL; /* a failed read's message, for when the merge gets there */
 	while (rc == 0 && !w->stop && !end) {
-		int what = bi_ipool_step(p, fs, walking);
-		if (what == 0)
+		enum bi_ipool_next what = bi_ipool_step(p, fs, walking);
+		if (what == BI_IPOOL_DONE)
 			break;
-		if (what == 3)
+		if (what == BI_IPOOL_AGAIN)
 			continue;
-		if (what == 2) {
+		if (what == BI_IPOOL_READ) {
 			struct bi_leaf_ptr at;
 			int lr = bi_leafwalk_next_ptr(&lw, &at);
 			if (lr > 0) {

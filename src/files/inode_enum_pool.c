@@ -457,33 +457,32 @@ static void pool_wait_head(struct bi_ipool *p)
 	atomic_store(&p->batch, IPOOL_BATCH);
 }
 
-/* What to do next: 1 play the head leaf, 2 read one more, 3 look again
- * (a read finished), 0 nothing is left. Reads run ahead of the workers by
+/* What to do next (enum bi_ipool_next). Reads run ahead of the workers by
  * up to two batches, or as far as the ring goes while the leaves come from
  * the disk; the head is waited for only when the ring is full or the walk
  * is over. */
-int bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking)
+enum bi_ipool_next bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking)
 {
 	if (p->aio && bi_aio_inflight(p->aio))
 		pool_reap(p, fs, false);
 	size_t tail = atomic_load(&p->tail);
 	bool room = walking && p->issued - p->head < IPOOL_RING;
 	if (room && (p->issued - atomic_load(&p->next) < 2 * IPOOL_BATCH || p->aio_last))
-		return 2;
+		return BI_IPOOL_READ;
 	if (p->aio)
 		bi_aio_flush(p->aio); /* the reads gathered: before this thread turns away */
 	if (p->head < tail && atomic_load(&p->ring[p->head % IPOOL_RING].state) == ISLOT_PARSED)
-		return 1;
+		return BI_IPOOL_PLAY;
 	if (room)
-		return 2;
+		return BI_IPOOL_READ;
 	if (p->head == p->issued)
-		return 0;
+		return BI_IPOOL_DONE;
 	if (p->head >= tail) { /* its read is in flight */
 		pool_reap(p, fs, true);
-		return 3;
+		return BI_IPOOL_AGAIN;
 	}
 	pool_wait_head(p);
-	return 1;
+	return BI_IPOOL_PLAY;
 }
 
 /* Take back every leaf still queued: none is handed out any more; those
