@@ -58,6 +58,7 @@
 
 #include "base/cursor.h"
 #include "base/err.h"
+#include "base/search.h"
 #include "inum/schemes.h"
 
 #define MAT_MAX		256

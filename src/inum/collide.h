@@ -11,23 +11,6 @@
 
 #include "btrfsimg_inum.h"
 
-/* The engine behind btrfsimg_collide(). */
-/* Index of the first element of the ascending @v[0..n) that is >= @x (n
- * if none): the search under both the counting and the input checks. */
-static inline size_t bi_lower_bound(const uint64_t *v, size_t n, uint64_t x)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* x in @s (NULL = empty); O(log n). */
 bool bi_idset_has(const struct btrfsimg_idset *s, uint64_t x);
 /* a in base + add - del of @s. */
