@@ -35,6 +35,7 @@
 
 #include "base/csum.h"
 #include "base/cursor.h"
+#include "base/grow.h"
 #include "base/err.h"
 #include "base/ondisk.h"
 #include "image/dev.h"
@@ -293,8 +294,7 @@ static int64_t sector_runs(struct fx_version *v, size_t ext, const uint8_t *sec,
 		while (j < n && sec[j] == sec[i])
 			j++;
 		if (why) {
-			if (v->nsub == v->csub &&
-			    grow_array((void **)&v->sub, &v->csub, sizeof(*v->sub)))
+			if (bi_grow((void **)&v->sub, &v->csub, v->nsub + 1, sizeof(*v->sub)))
 				return -ENOMEM;
 			v->sub[v->nsub++] =
 				(struct fx_subbad){ ext, lo + i * ss, lo + j * ss, why };
@@ -407,7 +407,7 @@ static int add_bad(struct fx_version *v, uint64_t off, uint64_t len, const char 
 		v->bad[v->nbad - 1].length += len;
 		return 0;
 	}
-	if (v->nbad == v->cbad && grow_array((void **)&v->bad, &v->cbad, sizeof(*v->bad)))
+	if (bi_grow((void **)&v->bad, &v->cbad, v->nbad + 1, sizeof(*v->bad)))
 		return -ENOMEM;
 	v->bad[v->nbad++] = (struct btrfsimg_bad_range){ off, len, why };
 	return 0;

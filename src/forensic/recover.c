@@ -39,6 +39,7 @@
 #include "forensic/recover.h"
 
 #include "base/cursor.h"
+#include "base/grow.h"
 #include "base/err.h"
 #include "base/name.h"
 #include "base/ondisk.h"
@@ -110,7 +111,7 @@ static char *dup_name(const uint8_t *p, size_t n)
 static int add_ref(struct bi_fx_recovered *r, uint64_t subvol, uint64_t ino, uint64_t parent,
 		   uint64_t gen, const uint8_t *name, size_t n)
 {
-	if (GROW(r->refs, r->nrefs, r->crefs))
+	if (bi_grow((void **)&r->refs, &r->crefs, r->nrefs + 1, sizeof(*r->refs)))
 		return -ENOMEM;
 	char *s = dup_name(name, n);
 	if (!s)
@@ -122,7 +123,7 @@ static int add_ref(struct bi_fx_recovered *r, uint64_t subvol, uint64_t ino, uin
 
 static int add_dext(struct bi_fx_recovered *r, const struct bi_extent *e, uint64_t leaf_gen)
 {
-	if (GROW(r->dext, r->ndext, r->cdext))
+	if (bi_grow((void **)&r->dext, &r->cdext, r->ndext + 1, sizeof(*r->dext)))
 		return -ENOMEM;
 	r->dext[r->ndext++] =
 		(struct fx_dext){ e->disk_bytenr, e->disk_num_bytes, e->generation, leaf_gen };
@@ -202,7 +203,7 @@ static int add_extent(struct fx_version *v, const struct leaf_item *it, uint32_t
 		memcpy(copy, e.inline_data, e.inline_size);
 		e.inline_data = copy;
 	}
-	if (v->next == *cap && grow_array((void **)&v->ext, cap, sizeof(*v->ext))) {
+	if (bi_grow((void **)&v->ext, cap, v->next + 1, sizeof(*v->ext))) {
 		free((void *)e.inline_data);
 		return -ENOMEM;
 	}
@@ -312,7 +313,7 @@ static int continue_run(struct btrfsimg_forensic *f, size_t lo, size_t hi,
 
 static int add_version(struct bi_fx_recovered *r, struct fx_version *v)
 {
-	if (GROW(r->v, r->nv, r->cv)) {
+	if (bi_grow((void **)&r->v, &r->cv, r->nv + 1, sizeof(*r->v))) {
 		version_free(v);
 		return -ENOMEM;
 	}
@@ -391,7 +392,7 @@ static int csum_leaf(struct btrfsimg_forensic *f, size_t idx)
 		    it.size < f->fs->csum_size)
 			continue;
 		uint64_t n = it.size / f->fs->csum_size;
-		if (GROW(r->csums, r->ncsums, r->ccsums))
+		if (bi_grow((void **)&r->csums, &r->ccsums, r->ncsums + 1, sizeof(*r->csums)))
 			return -ENOMEM;
 		r->csums[r->ncsums++] =
 			(struct fx_csum){ it.key.offset, it.key.offset + n * f->fs->sectorsize,
@@ -414,7 +415,7 @@ static int root_leaf(struct btrfsimg_forensic *f, size_t idx)
 		if (it.key.type != KT_ROOT_BACKREF ||
 		    bi_root_ref_parse(it.data, it.size, &rr, why, sizeof(why)) < 0)
 			continue;
-		if (GROW(r->rrefs, r->nrrefs, r->crrefs))
+		if (bi_grow((void **)&r->rrefs, &r->crrefs, r->nrrefs + 1, sizeof(*r->rrefs)))
 			return -ENOMEM;
 		char *name = dup_name(rr.name, rr.name_len);
 		if (!name)
@@ -658,18 +659,13 @@ static void sb_prepend(struct sbuf *b, const char *p, size_t n)
 {
 	if (b->oom)
 		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = (b->len + n + 1) * 2;
-		char *s = realloc(b->s, cap);
-		if (!s) {
-			b->oom = true;
-			return;
-		}
-		if (!b->s)
-			s[0] = '\0';
-		b->s = s;
-		b->cap = cap;
+	bool fresh = !b->s;
+	if (bi_grow((void **)&b->s, &b->cap, b->len + n + 1, 1)) {
+		b->oom = true;
+		return;
 	}
+	if (fresh)
+		b->s[0] = '\0';
 	memmove(b->s + n, b->s, b->len + 1);
 	memcpy(b->s, p, n);
 	b->len += n;

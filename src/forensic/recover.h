@@ -103,19 +103,6 @@ struct bi_fx_recovered {
 	size_t csum_leaf_idx;
 };
 
-#define GROW(arr, n, cap) ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof(*(arr))))
-
-static inline int grow_array(void **arr, size_t *cap, size_t size)
-{
-	size_t c = *cap ? *cap * 2 : 256;
-	void *p = realloc(*arr, c * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = c;
-	return 0;
-}
-
 static inline int dext_cmp(const void *pa, const void *pb)
 {
 	const struct fx_dext *a = pa, *b = pb;

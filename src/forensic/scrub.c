@@ -40,6 +40,7 @@
 
 #include "btrfsimg_forensic.h"
 
+#include "base/grow.h"
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
@@ -115,14 +116,8 @@ static int add_error(struct scrub *s, const struct btrfsimg_scrub_error *e)
 	r->total_errors++;
 	if (s->o.max_errors && r->nerrors >= s->o.max_errors)
 		return 0;
-	if (r->nerrors == s->errcap) {
-		size_t nc = s->errcap ? s->errcap * 2 : 16;
-		struct btrfsimg_scrub_error *p = realloc(r->errors, nc * sizeof(*p));
-		if (!p)
-			return bi_err(s->fs, -ENOMEM, "out of memory listing scrub errors");
-		r->errors = p;
-		s->errcap = nc;
-	}
+	if (bi_grow((void **)&r->errors, &s->errcap, r->nerrors + 1, sizeof(*r->errors)))
+		return bi_err(s->fs, -ENOMEM, "out of memory listing scrub errors");
 	r->errors[r->nerrors++] = *e;
 	return 0;
 }

@@ -30,6 +30,7 @@
 
 #include "forensic/scrub_map.h"
 
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/key.h"
@@ -52,14 +53,8 @@ static int cmp_devext(const void *a, const void *b)
 
 static int devext_push(struct bi_smap_devext **v, size_t *n, size_t *cap, struct bi_smap_devext x)
 {
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		struct bi_smap_devext *p = realloc(*v, nc * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		*v = p;
-		*cap = nc;
-	}
+	if (bi_grow((void **)v, cap, *n + 1, sizeof(**v)))
+		return -ENOMEM;
 	(*v)[(*n)++] = x;
 	return 0;
 }
@@ -174,14 +169,8 @@ void bi_smap_piece_at(const struct bi_smap_devext *x, uint64_t phys, struct bi_s
 
 static int ext_push(struct bi_smap_chunk *k, struct bi_smap_ext e)
 {
-	if (k->n == k->ncap) {
-		size_t nc = k->ncap ? k->ncap * 2 : 64;
-		struct bi_smap_ext *p = realloc(k->ext, nc * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		k->ext = p;
-		k->ncap = nc;
-	}
+	if (bi_grow((void **)&k->ext, &k->ncap, k->n + 1, sizeof(*k->ext)))
+		return -ENOMEM;
 	k->ext[k->n++] = e;
 	return 0;
 }
@@ -250,24 +239,9 @@ static int load_extents(struct btrfsimg_fs *fs, struct bi_smap_chunk *k)
 static int csum_push(struct btrfsimg_fs *fs, struct bi_smap_chunk *k, uint64_t start, uint64_t end,
 		     const uint8_t *sums, size_t len)
 {
-	if (k->ncs == k->cscap) {
-		size_t nc = k->cscap ? k->cscap * 2 : 64;
-		struct bi_smap_csum *p = realloc(k->cs, nc * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		k->cs = p;
-		k->cscap = nc;
-	}
-	if (k->sumlen + len > k->sumcap) {
-		size_t nc = k->sumcap ? k->sumcap * 2 : 65536;
-		while (nc < k->sumlen + len)
-			nc *= 2;
-		uint8_t *p = realloc(k->sums, nc);
-		if (!p)
-			return -ENOMEM;
-		k->sums = p;
-		k->sumcap = nc;
-	}
+	if (bi_grow((void **)&k->cs, &k->cscap, k->ncs + 1, sizeof(*k->cs)) ||
+	    bi_grow((void **)&k->sums, &k->sumcap, k->sumlen + len, 1))
+		return -ENOMEM;
 	memcpy(k->sums + k->sumlen, sums, len);
 	k->cs[k->ncs++] = (struct bi_smap_csum){ start, end, k->sumlen };
 	k->sumlen += len;

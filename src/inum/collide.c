@@ -56,6 +56,7 @@
 #include "btrfsimg_inum.h"
 #include "inum/collide.h"
 
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/search.h"
@@ -157,20 +158,10 @@ static uint64_t extra_dev(const struct btrfsimg_scheme *s, const struct btrfsimg
 
 static int stack_reserve(struct run *r, size_t more)
 {
-	if (r->stack && more <= r->cap - r->used)
-		return 0;
-	size_t cap = r->cap ? r->cap : 64;
-	while (cap - r->used < more) {
-		if (cap > SIZE_MAX / 2 / sizeof(struct piece))
-			return -ENOMEM;
-		cap *= 2;
-	}
-	struct piece *p = realloc(r->stack, cap * sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	r->stack = p;
-	r->cap = cap;
-	return 0;
+	/* at least one piece: the stack is used even when empty */
+	size_t need = more > SIZE_MAX - r->used ? SIZE_MAX : r->used + more;
+	return bi_grow((void **)&r->stack, &r->cap, need ? need : 1, sizeof(*r->stack)) ? -ENOMEM
+											: 0;
 }
 
 static bool want_examples(const struct run *r)
@@ -188,17 +179,9 @@ static void example(struct run *r, uint64_t value, int64_t m)
 		stream_group(r, value, m);
 		return;
 	}
-	if (*r->nex == r->capex) {
-		size_t cap = r->capex ? 2 * r->capex : 16;
-		if (cap > r->maxex)
-			cap = r->maxex;
-		void *v = realloc(*r->ex, cap * sizeof(**r->ex));
-		if (!v) {
-			r->stop = -ENOMEM;
-			return;
-		}
-		*r->ex = v;
-		r->capex = cap;
+	if (bi_grow_most((void **)r->ex, &r->capex, *r->nex + 1, sizeof(**r->ex), r->maxex)) {
+		r->stop = -ENOMEM;
+		return;
 	}
 	(*r->ex)[(*r->nex)++] =
 		(struct btrfsimg_collide_group){ r->dev, value, (uint64_t)m, 0, NULL };
@@ -442,14 +425,8 @@ static const struct comp *gaps_of(struct run *r, const struct piece *p, int b)
 	/* kept for the whole run: pieces on the stack point into them */
 	if (r->compvals + (size - p->n) > COMP_MAX_VALUES)
 		return NULL;
-	if (r->ncomps == r->capcomps) {
-		size_t cap = r->capcomps ? 2 * r->capcomps : 16;
-		struct comp *v = realloc(r->comps, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		r->comps = v;
-		r->capcomps = cap;
-	}
+	if (bi_grow((void **)&r->comps, &r->capcomps, r->ncomps + 1, sizeof(*r->comps)))
+		return NULL;
 	uint64_t *g = malloc((size - p->n + 1) * sizeof(*g));
 	if (!g)
 		return NULL;
