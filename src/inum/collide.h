@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The collision engine's helpers (collide.c).
+ * The collision engine (collide.c, its counting core trie.c, the
+ * all-schemes report collide_all.c) and its input checks (collide_input.c).
  */
 #ifndef BI_COLLIDE_H
 #define BI_COLLIDE_H
@@ -24,5 +25,12 @@ struct bi_collide_stats;
 int bi_collide_input_ok(const struct btrfsimg_collide_input *in, size_t max_subvols,
 			struct bi_collide_stats *st, char *err, size_t len);
 int bi_collide_scheme_ok(const struct btrfsimg_scheme *s, char *err, size_t len);
+/* Count scheme @s over input the checks passed (@st, their statistics)
+ * into @out (cleared first); with @fn, each group goes to it with all its
+ * members instead of becoming an example, and no headroom is worked out.
+ * 0, -ENOMEM, or what @fn returned. */
+int bi_collide_run(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
+		   const struct btrfsimg_collide_opts *o, const struct bi_collide_stats *st,
+		   struct btrfsimg_collide_result *out, btrfsimg_collide_group_fn fn, void *fn_ctx);
 
 #endif
