@@ -10,10 +10,16 @@ checked:
   - includes: a file may include headers of its own layer or a lower one
     (the public headers count as the levels src/README.md gives them); tools/
     and python/btrfsimg/ include only the public headers in include/ and
-    their own;
+    their own; no header includes itself or another that includes it back
+    (directly or round a circle);
   - calls (with the static library): file A depends on file B when A's
     object file uses a symbol B's defines (nm). Every such edge must point
-    to the same or a lower layer, and the files must form no cycle;
+    to the same or a lower layer, and the files must form no cycle: no
+    two files of any folder call each other, directly or round a circle
+    (a strongly connected component of more than one file). Calls made
+    inside a header's static inline function count for the file that
+    includes it; calls through function pointers are not seen. An object
+    of the library that names no src/FOLDER/FILE.c fails too;
   - calls among a front end's own files (FOLDER=OBJECTS.a: tools=..., the
     CLI's objects; python/btrfsimg=..., the extension's): no cycle, so its
     shared helpers sit below the parts that use them.
@@ -104,7 +110,23 @@ def object_name(member):
     return '%s/%s.c' % m.groups() if m else None
 
 
-def call_graph(archive, name_of=object_name):
+def include_cycles(src):
+    """Headers that include each other, directly or round a circle: the
+    include guards hide it, and whichever is included first sees the
+    other half-declared."""
+    edges = {}
+    for f in sources(src):
+        for m in INCLUDE.finditer(open(os.path.join(src, f)).read()):
+            target = '%s/%s' % m.groups()
+            edges.setdefault(f, {}).setdefault(target, [])
+    bad = ['%s includes itself' % f for f in sorted(edges) if f in edges[f]]
+    for comp in cycles(edges):
+        links = ['%s -> %s' % (a, b) for a in comp for b in edges.get(a, {}) if b in comp]
+        bad.append('include circle among %s: %s' % (', '.join(comp), '; '.join(links)))
+    return bad
+
+
+def call_graph(archive, name_of=object_name, unknown=None):
     out = subprocess.run(['nm', '-A', archive], capture_output=True, text=True, check=True).stdout
     defs, uses = {}, []
     for line in out.splitlines():
@@ -113,6 +135,8 @@ def call_graph(archive, name_of=object_name):
         if len(parts) < 3:
             continue
         f = name_of(parts[1])
+        if f is None and unknown is not None and parts[1].endswith('.o'):
+            unknown.add(os.path.basename(parts[1]))
         fields = parts[-1].split()
         if f is None or len(fields) < 2:
             continue
@@ -163,8 +187,12 @@ def cycles(edges):
 
 
 def call_problems(archive):
-    edges = call_graph(archive)
-    bad = []
+    unknown = set()
+    edges = call_graph(archive, unknown=unknown)
+    # an object not named for a file of a layer folder would drop out of
+    # the graph unseen, its calls and circles with it
+    bad = ['%s in the library is no src/FOLDER/FILE.c: its calls are not checked' % o
+           for o in sorted(unknown)]
     for f, targets in sorted(edges.items()):
         for g, syms in sorted(targets.items()):
             if layer_of(g) > layer_of(f) or (layer_of(g) == layer_of(f)
@@ -208,7 +236,7 @@ def main():
     missing = sorted(d for d in os.listdir(src)
                      if os.path.isdir(os.path.join(src, d)) and d not in LEVELS)
     bad = ['src/%s/ is not in the stack table of src/README.md' % d for d in missing]
-    bad += include_problems(src) + tools_problems(sys.argv[1])
+    bad += include_problems(src) + include_cycles(src) + tools_problems(sys.argv[1])
     summary = 'includes of %d library files, of tools/ and of python/btrfsimg/' % len(
         list(sources(src)))
     if len(sys.argv) >= 3:

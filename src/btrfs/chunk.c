@@ -37,6 +37,7 @@
 
 #include "btrfs/chunk.h"
 
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/handle.h"
@@ -102,15 +103,7 @@ static bool overlaps(const struct bi_chunk *a, const struct bi_chunk *b)
 
 static int map_grow(struct bi_chunk_map *m)
 {
-	if (m->n < m->cap)
-		return 0;
-	size_t cap = m->cap ? m->cap * 2 : 16;
-	struct bi_chunk **v = realloc(m->v, cap * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	m->v = v;
-	m->cap = cap;
-	return 0;
+	return bi_grow((void **)&m->v, &m->cap, m->n + 1, sizeof(*m->v)) ? -ENOMEM : 0;
 }
 
 int bi_chunk_map_insert(struct bi_chunk_map *m, struct bi_chunk *c, char *why, size_t whylen)

@@ -16,6 +16,7 @@
 
 #include "btrfs/root.h"
 
+#include "base/grow.h"
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
@@ -154,14 +155,8 @@ static int sv_add(struct btrfsimg_fs *fs, struct sv_list *l, const bi_key *key, 
 		return bi_err(fs, -EUCLEAN,
 			      "corrupt root item: root=%" PRIu64 ", size %u expect >= %u", id, size,
 			      RI_SIZE_V1);
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		void *v = realloc(l->v, cap * sizeof(*l->v));
-		if (!v)
-			return bi_err(fs, -ENOMEM, "out of memory listing subvolumes");
-		l->v = v;
-		l->cap = cap;
-	}
+	if (bi_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+		return bi_err(fs, -ENOMEM, "out of memory listing subvolumes");
 	struct btrfsimg_subvol *s = &l->v[l->n++];
 	memset(s, 0, sizeof(*s));
 	s->id = id;

@@ -30,6 +30,7 @@
 
 #include "files/dir.h"
 
+#include "base/grow.h"
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
@@ -215,25 +216,6 @@ struct bi_dlist {
 /* Listings larger than this many entries give their memory back after. */
 #define DL_KEEP 65536
 
-/* *p to at least @need elements of @size bytes (doubling, overflow-checked). */
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 16;
-	while (c < need) {
-		if (c > SIZE_MAX / 2 / size)
-			return -ENOMEM;
-		c *= 2;
-	}
-	void *v = realloc(*p, c * size);
-	if (!v)
-		return -ENOMEM;
-	*p = v;
-	*cap = c;
-	return 0;
-}
-
 static void dl_free(struct bi_dlist *dl)
 {
 	if (!dl)
@@ -286,8 +268,8 @@ static void dl_give(struct bi_dlist *dl)
 static int dl_add(struct bi_dlist *dl, int k, const struct bi_item *it, const struct bi_dir_entry *d)
 {
 	if (dl->n[k] >= NO_ITEM ||
-	    grow((void **)&dl->v[k], &dl->cap[k], dl->n[k] + 1, sizeof(struct dent)) < 0 ||
-	    grow((void **)&dl->names, &dl->names_cap, dl->names_len + d->name_len, 1) < 0)
+	    bi_grow((void **)&dl->v[k], &dl->cap[k], dl->n[k] + 1, sizeof(struct dent)) < 0 ||
+	    bi_grow((void **)&dl->names, &dl->names_cap, dl->names_len + d->name_len, 1) < 0)
 		return bi_err(dl->fs, -ENOMEM, "out of memory listing directory %" PRIu64, dl->dir);
 	dl->v[k][dl->n[k]++] = (struct dent){ .key = it->key, .loc = d->location,
 					      .block = it->block, .slot = it->slot,
@@ -434,7 +416,7 @@ static int dl_hash(struct bi_dlist *dl)
 	size_t want = 16;
 	while (want < 2 * dl->n[0])
 		want *= 2;
-	if (grow((void **)&dl->slots, &dl->slots_cap, want, sizeof(*dl->slots)) < 0)
+	if (bi_grow((void **)&dl->slots, &dl->slots_cap, want, sizeof(*dl->slots)) < 0)
 		return bi_err(dl->fs, -ENOMEM, "out of memory listing directory %" PRIu64, dl->dir);
 	memset(dl->slots, 0, want * sizeof(*dl->slots));
 	dl->mask = want - 1;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/grow.h"
 #include "base/err.h"
 #include "base/handle.h"
 #include "base/key.h"
@@ -85,24 +86,10 @@ static void ilist_free(struct ilist *l)
 static int ilist_push(struct btrfsimg_fs *fs, struct ilist *l, const struct irec *r,
 		      const uint8_t *name)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 256;
-		void *v = realloc(l->v, cap * sizeof(*l->v));
-		if (!v)
-			return bi_err(fs, -ENOMEM, "out of memory listing inodes");
-		l->v = v;
-		l->cap = cap;
-	}
-	if (l->names_len + r->name_len > l->names_cap) {
-		size_t cap = l->names_cap ? l->names_cap * 2 : 4096;
-		while (cap < l->names_len + r->name_len)
-			cap *= 2;
-		char *v = realloc(l->names, cap);
-		if (!v)
-			return bi_err(fs, -ENOMEM, "out of memory for names");
-		l->names = v;
-		l->names_cap = cap;
-	}
+	if (bi_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+		return bi_err(fs, -ENOMEM, "out of memory listing inodes");
+	if (bi_grow((void **)&l->names, &l->names_cap, l->names_len + r->name_len, 1))
+		return bi_err(fs, -ENOMEM, "out of memory for names");
 	struct irec *d = &l->v[l->n++];
 	*d = *r;
 	d->name_off = (uint32_t)l->names_len;
@@ -508,12 +495,12 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 	int walk_rc = 0;
 	char *walk_msg = NULL; /* a failed read's message, for when the merge gets there */
 	while (rc == 0 && !w->stop && !end) {
-		int what = bi_ipool_step(p, fs, walking);
-		if (what == 0)
+		enum bi_ipool_next what = bi_ipool_step(p, fs, walking);
+		if (what == BI_IPOOL_DONE)
 			break;
-		if (what == 3)
+		if (what == BI_IPOOL_AGAIN)
 			continue;
-		if (what == 2) {
+		if (what == BI_IPOOL_READ) {
 			struct bi_leaf_ptr at;
 			int lr = bi_leafwalk_next_ptr(&lw, &at);
 			if (lr > 0) {

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/grow.h"
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
@@ -68,16 +69,8 @@ bool bi_ipool_ref_first(const bi_key *key, const uint8_t *data, uint32_t size, u
 static int slot_text(struct bi_islot *s, const char *msg, uint32_t *off)
 {
 	size_t n = strlen(msg) + 1;
-	if (s->text_len + n > s->text_cap) {
-		size_t cap = s->text_cap ? s->text_cap * 2 : 1024;
-		while (cap < s->text_len + n)
-			cap *= 2;
-		char *t = realloc(s->text, cap);
-		if (!t)
-			return -ENOMEM;
-		s->text = t;
-		s->text_cap = cap;
-	}
+	if (bi_grow((void **)&s->text, &s->text_cap, s->text_len + n, 1))
+		return -ENOMEM;
 	memcpy(s->text + s->text_len, msg, n);
 	*off = (uint32_t)s->text_len;
 	s->text_len += n;
@@ -154,20 +147,12 @@ void bi_ipool_parse_leaf(const struct bi_ipool *p, struct bi_islot *s)
 		uint8_t type = b->data[HDR_SIZE + (size_t)i * ITEM_SIZE + 8];
 		want += type == KT_INODE_ITEM || type == KT_INODE_REF || type == KT_INODE_EXTREF;
 	}
-	if (s->evcap < want) {
-		/* doubled, not to the leaf's count: growing by a few events
-		 * leaf after leaf was a fault and a TLB flush on the other
-		 * core for each move */
-		size_t cap = s->evcap ? s->evcap * 2 : 64;
-		while (cap < want)
-			cap *= 2;
-		struct bi_iev *v = realloc(s->ev, cap * sizeof(*v));
-		if (!v) {
-			s->rc = -ENOMEM;
-			return;
-		}
-		s->ev = v;
-		s->evcap = cap;
+	/* doubled, not to the leaf's count: growing by a few events leaf
+	 * after leaf was a fault and a TLB flush on the other core for each
+	 * move */
+	if (bi_grow((void **)&s->ev, &s->evcap, want, sizeof(*s->ev))) {
+		s->rc = -ENOMEM;
+		return;
 	}
 	/* the range's end is checked per item only in a leaf that crosses it */
 	uint32_t n = b->nritems;
@@ -457,33 +442,32 @@ static void pool_wait_head(struct bi_ipool *p)
 	atomic_store(&p->batch, IPOOL_BATCH);
 }
 
-/* What to do next: 1 play the head leaf, 2 read one more, 3 look again
- * (a read finished), 0 nothing is left. Reads run ahead of the workers by
+/* What to do next (enum bi_ipool_next). Reads run ahead of the workers by
  * up to two batches, or as far as the ring goes while the leaves come from
  * the disk; the head is waited for only when the ring is full or the walk
  * is over. */
-int bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking)
+enum bi_ipool_next bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking)
 {
 	if (p->aio && bi_aio_inflight(p->aio))
 		pool_reap(p, fs, false);
 	size_t tail = atomic_load(&p->tail);
 	bool room = walking && p->issued - p->head < IPOOL_RING;
 	if (room && (p->issued - atomic_load(&p->next) < 2 * IPOOL_BATCH || p->aio_last))
-		return 2;
+		return BI_IPOOL_READ;
 	if (p->aio)
 		bi_aio_flush(p->aio); /* the reads gathered: before this thread turns away */
 	if (p->head < tail && atomic_load(&p->ring[p->head % IPOOL_RING].state) == ISLOT_PARSED)
-		return 1;
+		return BI_IPOOL_PLAY;
 	if (room)
-		return 2;
+		return BI_IPOOL_READ;
 	if (p->head == p->issued)
-		return 0;
+		return BI_IPOOL_DONE;
 	if (p->head >= tail) { /* its read is in flight */
 		pool_reap(p, fs, true);
-		return 3;
+		return BI_IPOOL_AGAIN;
 	}
 	pool_wait_head(p);
-	return 1;
+	return BI_IPOOL_PLAY;
 }
 
 /* Take back every leaf still queued: none is handed out any more; those

@@ -115,9 +115,14 @@ void bi_ipool_wake(struct bi_ipool *p);
 void bi_ipool_queue(struct bi_ipool *p, struct btrfsimg_fs *fs, struct bi_leafwalk *lw,
 		    const struct bi_leaf_ptr *at);
 
-/* What to do next: 1 play the head leaf, 2 read one more, 3 look again
- * (a read finished), 0 nothing is left. */
-int bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking);
+/* What bi_ipool_step says to do next. */
+enum bi_ipool_next {
+	BI_IPOOL_DONE = 0,  /* nothing is left */
+	BI_IPOOL_PLAY = 1,  /* play the head leaf (parsed) */
+	BI_IPOOL_READ = 2,  /* read one more leaf (bi_ipool_queue) */
+	BI_IPOOL_AGAIN = 3, /* look again: a read finished */
+};
+enum bi_ipool_next bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking);
 
 /* Take back every leaf still queued, waiting for those taken; all slots
  * are released (block cache references put). */

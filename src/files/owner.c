@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/handle.h"
@@ -102,16 +103,8 @@ static int emit(struct owners *o, struct btrfsimg_owner *r)
 
 static int grow(struct owners *o, size_t need)
 {
-	if (need <= o->pathcap)
-		return 0;
-	size_t cap = o->pathcap ? o->pathcap : 256;
-	while (cap < need)
-		cap *= 2;
-	char *p = realloc(o->path, cap);
-	if (!p)
+	if (bi_grow((void **)&o->path, &o->pathcap, need, 1))
 		return bi_err(o->fs, -ENOMEM, "out of memory for a path");
-	o->path = p;
-	o->pathcap = cap;
 	return 0;
 }
 
@@ -273,14 +266,8 @@ static int add_ref(struct owners *o, uint64_t root, uint64_t ino, uint64_t off)
 {
 	if (o->nrefs >= MAX_REFS)
 		return 0; /* said once, when the extent is flushed */
-	if (o->nrefs == o->refcap) {
-		size_t cap = o->refcap ? o->refcap * 2 : 8;
-		struct ref *v = realloc(o->refs, cap * sizeof(*v));
-		if (!v)
-			return bi_err(o->fs, -ENOMEM, "out of memory for back references");
-		o->refs = v;
-		o->refcap = cap;
-	}
+	if (bi_grow((void **)&o->refs, &o->refcap, o->nrefs + 1, sizeof(*o->refs)))
+		return bi_err(o->fs, -ENOMEM, "out of memory for back references");
 	o->refs[o->nrefs++] = (struct ref){ root, ino, off };
 	return 0;
 }
@@ -289,14 +276,8 @@ static int add_parent(struct owners *o, uint64_t leaf)
 {
 	if (o->nparents >= MAX_REFS)
 		return 0;
-	if (o->nparents == o->parcap) {
-		size_t cap = o->parcap ? o->parcap * 2 : 8;
-		uint64_t *v = realloc(o->parents, cap * sizeof(*v));
-		if (!v)
-			return bi_err(o->fs, -ENOMEM, "out of memory for back references");
-		o->parents = v;
-		o->parcap = cap;
-	}
+	if (bi_grow((void **)&o->parents, &o->parcap, o->nparents + 1, sizeof(*o->parents)))
+		return bi_err(o->fs, -ENOMEM, "out of memory for back references");
 	o->parents[o->nparents++] = leaf;
 	return 0;
 }

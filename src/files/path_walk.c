@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/grow.h"
 #include "base/err.h"
 #include "base/handle.h"
 #include "base/name.h"
@@ -57,16 +58,8 @@ struct btrfsimg_walk {
 static int path_set(struct btrfsimg_walk *w, size_t base, const uint8_t *name, size_t len)
 {
 	size_t need = base + BI_NAME_SAFE_MAX(len) + 2;
-	if (need > w->path_cap) {
-		size_t cap = w->path_cap ? w->path_cap : 256;
-		while (cap < need)
-			cap *= 2;
-		uint8_t *p = realloc(w->path, cap);
-		if (!p)
-			return -ENOMEM;
-		w->path = p;
-		w->path_cap = cap;
-	}
+	if (bi_grow((void **)&w->path, &w->path_cap, need, 1))
+		return -ENOMEM;
 	w->path_len = base;
 	if (base)
 		w->path[w->path_len++] = '/';
@@ -89,24 +82,10 @@ static void path_cut(struct btrfsimg_walk *w, size_t len)
 static int collect(void *ctx, const struct btrfsimg_dirent *d)
 {
 	struct frame *f = ctx;
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 16;
-		void *v = realloc(f->e, cap * sizeof(*f->e));
-		if (!v)
-			return -ENOMEM;
-		f->e = v;
-		f->cap = cap;
-	}
-	if (d->name_len > f->names_cap - f->names_len) {
-		size_t cap = f->names_cap ? f->names_cap : 256;
-		while (cap - f->names_len < d->name_len)
-			cap *= 2;
-		uint8_t *b = realloc(f->names, cap);
-		if (!b)
-			return -ENOMEM;
-		f->names = b;
-		f->names_cap = cap;
-	}
+	if (bi_grow((void **)&f->e, &f->cap, f->n + 1, sizeof(*f->e)))
+		return -ENOMEM;
+	if (bi_grow((void **)&f->names, &f->names_cap, f->names_len + d->name_len, 1))
+		return -ENOMEM;
 	struct btrfsimg_dirent *e = &f->e[f->n++];
 	*e = *d;
 	memcpy(f->names + f->names_len, d->name, d->name_len);
@@ -169,14 +148,8 @@ static bool stop_descent(struct btrfsimg_walk *w, const struct btrfsimg_walk_ent
  * the readdir error (what was listed before it is kept), or -ENOMEM. */
 static int descend(struct btrfsimg_walk *w)
 {
-	if (w->nfr == w->frcap) {
-		size_t cap = w->frcap ? w->frcap * 2 : 16;
-		void *v = realloc(w->fr, cap * sizeof(*w->fr));
-		if (!v)
-			return -ENOMEM;
-		w->fr = v;
-		w->frcap = cap;
-	}
+	if (bi_grow((void **)&w->fr, &w->frcap, w->nfr + 1, sizeof(*w->fr)))
+		return -ENOMEM;
 	struct frame *f = &w->fr[w->nfr++];
 	*f = (struct frame){ .self = w->cur, .path_len = w->path_len };
 	int rc = btrfsimg_readdir(w->fs, f->self.subvol, f->self.objectid, collect, f);

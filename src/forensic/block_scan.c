@@ -35,6 +35,7 @@
 
 #include "forensic/block_scan.h"
 
+#include "base/grow.h"
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
@@ -204,14 +205,8 @@ struct found {
 
 static int push(struct found *fd, const struct bi_fx_block *e)
 {
-	if (fd->n == fd->cap) {
-		size_t cap = fd->cap ? fd->cap * 2 : 1024;
-		struct bi_fx_block *v = realloc(fd->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		fd->v = v;
-		fd->cap = cap;
-	}
+	if (bi_grow((void **)&fd->v, &fd->cap, fd->n + 1, sizeof(*fd->v)))
+		return -ENOMEM;
 	fd->v[fd->n++] = *e;
 	return 0;
 }

@@ -26,6 +26,7 @@
 
 #include "forensic/block_scan.h"
 
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/ondisk.h"
@@ -88,14 +89,8 @@ static int root_item(struct hist *h, uint64_t id, const uint8_t *d, uint32_t siz
 	for (size_t i = 0; i < h->ntrees; i++)
 		if (h->trees[i].id == id)
 			return 0;
-	if (h->ntrees == h->ctrees) {
-		size_t c = h->ctrees ? h->ctrees * 2 : 16;
-		void *p = realloc(h->trees, c * sizeof(*h->trees));
-		if (!p)
-			return -ENOMEM;
-		h->trees = p;
-		h->ctrees = c;
-	}
+	if (bi_grow((void **)&h->trees, &h->ctrees, h->ntrees + 1, sizeof(*h->trees)))
+		return -ENOMEM;
 	uint64_t bytenr = bi_le64(d + RI_BYTENR), gen = bi_le64(d + RI_GENERATION);
 	h->trees[h->ntrees++] =
 		(struct btrfsimg_history_tree){ id, bytenr, gen, lookup(h, bytenr, gen) != NULL };

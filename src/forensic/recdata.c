@@ -31,10 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forensic/recover.h"
+#include "forensic/version.h"
 
 #include "base/csum.h"
 #include "base/cursor.h"
+#include "base/grow.h"
 #include "base/err.h"
 #include "base/ondisk.h"
 #include "image/dev.h"
@@ -96,6 +97,23 @@ static int fx_copies(struct btrfsimg_forensic *f, uint64_t logical)
 	return bi_chunk_lookup(f->fs->chunks, logical) ? bi_num_copies(f->fs, logical) : 1;
 }
 
+/* The csum leaf last read: consecutive sectors mostly find their
+ * checksums in one leaf, read once. */
+struct bi_fx_csum_cache {
+	size_t idx; /* index of the leaf in f->blocks, plus 1; 0: none */
+	uint8_t leaf[];
+};
+
+struct bi_fx_csum_cache *bi_fx_csum_cache_new(uint32_t nodesize)
+{
+	return calloc(1, sizeof(struct bi_fx_csum_cache) + nodesize);
+}
+
+void bi_fx_csum_cache_free(struct bi_fx_csum_cache *c)
+{
+	free(c);
+}
+
 /* Largest span one csum item covers, for the backwards search. */
 uint64_t bi_fx_csum_span(const struct bi_fx_recovered *r)
 {
@@ -134,11 +152,11 @@ static int sector_check(struct btrfsimg_forensic *f, const struct csum_q *q, uin
 			break;
 		if (x >= c->end || c->gen < q->gen_lo || c->gen > q->gen_hi)
 			continue;
-		if (r->csum_leaf_idx != c->block + 1) {
+		if (r->csum_cache->idx != c->block + 1) {
 			if (bi_fx_read_block(f, &f->blocks[c->block]) < 0)
 				continue;
-			memcpy(r->csum_leaf, f->buf, fs->nodesize);
-			r->csum_leaf_idx = c->block + 1;
+			memcpy(r->csum_cache->leaf, f->buf, fs->nodesize);
+			r->csum_cache->idx = c->block + 1;
 		}
 		if (!have) {
 			bi_csum(fs->csum_type, data, fs->sectorsize, sum);
@@ -146,7 +164,7 @@ static int sector_check(struct btrfsimg_forensic *f, const struct csum_q *q, uin
 		}
 		any = true;
 		size_t at = c->off + (size_t)((x - c->start) / fs->sectorsize) * fs->csum_size;
-		if (memcmp(r->csum_leaf + at, sum, fs->csum_size) == 0)
+		if (memcmp(r->csum_cache->leaf + at, sum, fs->csum_size) == 0)
 			return 1;
 	}
 	return any ? 0 : -ENOENT;
@@ -293,8 +311,7 @@ static int64_t sector_runs(struct fx_version *v, size_t ext, const uint8_t *sec,
 		while (j < n && sec[j] == sec[i])
 			j++;
 		if (why) {
-			if (v->nsub == v->csub &&
-			    grow_array((void **)&v->sub, &v->csub, sizeof(*v->sub)))
+			if (bi_grow((void **)&v->sub, &v->csub, v->nsub + 1, sizeof(*v->sub)))
 				return -ENOMEM;
 			v->sub[v->nsub++] =
 				(struct fx_subbad){ ext, lo + i * ss, lo + j * ss, why };
@@ -407,7 +424,7 @@ static int add_bad(struct fx_version *v, uint64_t off, uint64_t len, const char 
 		v->bad[v->nbad - 1].length += len;
 		return 0;
 	}
-	if (v->nbad == v->cbad && grow_array((void **)&v->bad, &v->cbad, sizeof(*v->bad)))
+	if (bi_grow((void **)&v->bad, &v->cbad, v->nbad + 1, sizeof(*v->bad)))
 		return -ENOMEM;
 	v->bad[v->nbad++] = (struct btrfsimg_bad_range){ off, len, why };
 	return 0;

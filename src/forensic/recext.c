@@ -16,7 +16,7 @@
 #include "btrfs/tree_checker.h"
 #include "files/extent.h"
 #include "forensic/block_scan.h"
-#include "forensic/recover.h"
+#include "forensic/version.h"
 
 #define INODE_FLAG_NODATASUM 1ull
 

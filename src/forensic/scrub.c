@@ -14,7 +14,7 @@
  * (a container or volume is read window by window through bi_dev_read,
  * the next one hinted to the kernel). The
  * extents and data checksums of a chunk are loaded once per stripe
- * (scrub_map.c: sm_chunk_load), from the trees as bi_block_read verifies
+ * (scrub_map.c: bi_smap_chunk_load), from the trees as bi_block_read verifies
  * them (any good copy).
  *
  * Checks, in the kernel's order and units:
@@ -40,6 +40,7 @@
 
 #include "btrfsimg_forensic.h"
 
+#include "base/grow.h"
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
@@ -68,7 +69,7 @@ struct scrub {
 	struct btrfsimg_scrub_opts o;
 	struct btrfsimg_scrub_report *r;
 	size_t errcap;
-	struct sm_chunk k;
+	struct bi_smap_chunk k;
 	bool k_valid;
 	uint32_t win;		 /* window size: WINDOW, others in tests */
 	unsigned depth;		 /* ring buffers per device */
@@ -115,14 +116,8 @@ static int add_error(struct scrub *s, const struct btrfsimg_scrub_error *e)
 	r->total_errors++;
 	if (s->o.max_errors && r->nerrors >= s->o.max_errors)
 		return 0;
-	if (r->nerrors == s->errcap) {
-		size_t nc = s->errcap ? s->errcap * 2 : 16;
-		struct btrfsimg_scrub_error *p = realloc(r->errors, nc * sizeof(*p));
-		if (!p)
-			return bi_err(s->fs, -ENOMEM, "out of memory listing scrub errors");
-		r->errors = p;
-		s->errcap = nc;
-	}
+	if (bi_grow((void **)&r->errors, &s->errcap, r->nerrors + 1, sizeof(*r->errors)))
+		return bi_err(s->fs, -ENOMEM, "out of memory listing scrub errors");
 	r->errors[r->nerrors++] = *e;
 	return 0;
 }
@@ -223,7 +218,7 @@ static const uint8_t *wp(const struct scrub *s, uint64_t phys)
 
 struct place {
 	struct btrfsimg_scrub_dev *sd;
-	const struct sm_piece *p;
+	const struct bi_smap_piece *p;
 	uint64_t ph;   /* physical offset of the piece */
 	uint64_t plen; /* its length inside the window */
 };
@@ -246,10 +241,10 @@ static int damage(struct scrub *s, const struct place *at, int kind, uint64_t lo
 	return add_error(s, &e);
 }
 
-static int check_tree(struct scrub *s, const struct place *at, const struct sm_ext *e)
+static int check_tree(struct scrub *s, const struct place *at, const struct bi_smap_ext *e)
 {
 	struct btrfsimg_fs *fs = s->fs;
-	const struct sm_piece *p = at->p;
+	const struct bi_smap_piece *p = at->p;
 	uint32_t ns = fs->nodesize, sectors = ns / fs->sectorsize;
 	if (e->start < p->logical)
 		return 0; /* began in an earlier piece, counted there */
@@ -277,10 +272,11 @@ static int check_tree(struct scrub *s, const struct place *at, const struct sm_e
 	return damage(s, at, kind, e->start, ns, ok, why);
 }
 
-static int check_data(struct scrub *s, const struct place *at, const struct sm_ext *e, size_t *hint)
+static int check_data(struct scrub *s, const struct place *at, const struct bi_smap_ext *e,
+		      size_t *hint)
 {
 	struct btrfsimg_fs *fs = s->fs;
-	const struct sm_piece *p = at->p;
+	const struct bi_smap_piece *p = at->p;
 	const uint32_t ss = fs->sectorsize;
 	uint64_t lo = e->start > p->logical ? e->start : p->logical;
 	uint64_t hi = e->start + e->len < p->logical + at->plen ? e->start + e->len
@@ -291,7 +287,7 @@ static int check_data(struct scrub *s, const struct place *at, const struct sm_e
 		int rc = 0;
 		char why[128];
 		uint64_t off = at->ph - s->buf_pos + (l - p->logical);
-		const uint8_t *want = sm_csum_find(&s->k, l, fs->csum_size, ss, hint);
+		const uint8_t *want = bi_smap_csum_find(&s->k, l, fs->csum_size, ss, hint);
 		at->sd->data_bytes_scrubbed += ss;
 		if (!buf_ok(s, off, ss)) {
 			at->sd->read_errors++;
@@ -342,7 +338,7 @@ static int read_row(struct scrub *s, const struct bi_chunk *c, uint64_t logical,
 
 static int check_parity(struct scrub *s, const struct place *at)
 {
-	const struct sm_piece *p = at->p;
+	const struct bi_smap_piece *p = at->p;
 	const struct bi_chunk *c = s->k.c;
 	uint32_t d = bi_chunk_data_stripes(c), ss = s->fs->sectorsize;
 	uint64_t logical = p->logical + p->unit, off = at->ph - s->buf_pos;
@@ -393,29 +389,30 @@ static int check_parity(struct scrub *s, const struct place *at)
 
 /* ------------------------------------------------------------ windows */
 
-static bool row_used(const struct sm_chunk *k, const struct sm_piece *p)
+static bool row_used(const struct bi_smap_chunk *k, const struct bi_smap_piece *p)
 {
 	uint64_t row = (uint64_t)bi_chunk_data_stripes(k->c) * k->c->stripe_len;
-	size_t i = sm_ext_first(k, p->logical);
+	size_t i = bi_smap_ext_first(k, p->logical);
 	return i < k->n && k->ext[i].start < p->logical + row;
 }
 
 /* The piece at @ph clipped to @wend; false when nothing lies there. */
-static bool piece(const struct sm_devext *x, uint64_t ph, uint64_t wend, struct sm_piece *p)
+static bool piece(const struct bi_smap_devext *x, uint64_t ph, uint64_t wend,
+		  struct bi_smap_piece *p)
 {
-	sm_piece_at(x, ph, p);
+	bi_smap_piece_at(x, ph, p);
 	if (p->len == 0 || p->len > wend - ph)
 		p->len = wend - ph;
 	return p->mapped;
 }
 
 /* [*lo, *hi): the physical bytes of the window something in use lies on. */
-static void window_need(struct scrub *s, const struct sm_devext *x, uint64_t pos, uint64_t wend,
-			uint64_t *lo, uint64_t *hi)
+static void window_need(struct scrub *s, const struct bi_smap_devext *x, uint64_t pos,
+			uint64_t wend, uint64_t *lo, uint64_t *hi)
 {
 	*lo = UINT64_MAX;
 	*hi = 0;
-	struct sm_piece p;
+	struct bi_smap_piece p;
 	for (uint64_t ph = pos; ph < wend; ph += p.len) {
 		if (!piece(x, ph, wend, &p))
 			continue;
@@ -424,9 +421,9 @@ static void window_need(struct scrub *s, const struct sm_devext *x, uint64_t pos
 			if (row_used(&s->k, &p))
 				a = ph, b = ph + p.len;
 		} else {
-			for (size_t i = sm_ext_first(&s->k, p.logical);
+			for (size_t i = bi_smap_ext_first(&s->k, p.logical);
 			     i < s->k.n && s->k.ext[i].start < pend; i++) {
-				const struct sm_ext *e = &s->k.ext[i];
+				const struct bi_smap_ext *e = &s->k.ext[i];
 				uint64_t st = e->start > p.logical ? e->start : p.logical;
 				uint64_t en = e->start + e->len < pend ? e->start + e->len : pend;
 				if (a == UINT64_MAX)
@@ -469,14 +466,14 @@ static void window_read(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
  * other data and parity), so window_check checks them as if read; its
  * parity pieces are left unread (units bad: check_parity counts them
  * unchecked), there is nothing of them to compare. */
-static void window_rebuild(struct scrub *s, const struct sm_devext *x, uint64_t pos, uint64_t lo,
-			   uint64_t hi)
+static void window_rebuild(struct scrub *s, const struct bi_smap_devext *x, uint64_t pos,
+			   uint64_t lo, uint64_t hi)
 {
 	memset(s->bad, 0, s->win / UNIT);
 	s->buf_pos = pos;
 	s->win_lo = lo;
 	s->winp = s->buf + (lo - pos);
-	struct sm_piece p;
+	struct bi_smap_piece p;
 	for (uint64_t ph = lo; ph < hi; ph += p.len) {
 		bool mapped = piece(x, ph, hi, &p);
 		if (mapped && !p.parity &&
@@ -487,10 +484,10 @@ static void window_rebuild(struct scrub *s, const struct sm_devext *x, uint64_t 
 	}
 }
 
-static int window_check(struct scrub *s, const struct sm_devext *x, struct btrfsimg_scrub_dev *sd,
-			uint64_t pos, uint64_t wend)
+static int window_check(struct scrub *s, const struct bi_smap_devext *x,
+			struct btrfsimg_scrub_dev *sd, uint64_t pos, uint64_t wend)
 {
-	struct sm_piece p;
+	struct bi_smap_piece p;
 	size_t hint = 0;
 	int rc = 0;
 	for (uint64_t ph = pos; ph < wend && rc >= 0; ph += p.len) {
@@ -502,7 +499,7 @@ static int window_check(struct scrub *s, const struct sm_devext *x, struct btrfs
 				rc = check_parity(s, &at);
 			continue;
 		}
-		for (size_t i = sm_ext_first(&s->k, p.logical);
+		for (size_t i = bi_smap_ext_first(&s->k, p.logical);
 		     rc >= 0 && i < s->k.n && s->k.ext[i].start < p.logical + p.len; i++)
 			rc = s->k.ext[i].tree ? check_tree(s, &at, &s->k.ext[i])
 					      : check_data(s, &at, &s->k.ext[i], &hint);
@@ -521,7 +518,7 @@ static int progress(struct scrub *s, uint64_t bytes)
 /* The trees that say what a chunk holds could not be read (a bad copy
  * and the other one on a missing device): its stripe is left unchecked,
  * which is damage too; the scrub goes on with the next one. */
-static int unchecked(struct scrub *s, struct btrfsimg_scrub_dev *sd, const struct sm_devext *x)
+static int unchecked(struct scrub *s, struct btrfsimg_scrub_dev *sd, const struct bi_smap_devext *x)
 {
 	struct btrfsimg_scrub_error e = {
 		.kind = BTRFSIMG_SCRUB_UNCHECKED,
@@ -597,13 +594,13 @@ static void queue_reads(struct scrub *s, struct queue *q, bool more, bool force)
 /* Mirrored profiles map a stripe straight onto the chunk: skip to the
  * window of the next extent, so empty space (or a stripe reaching far past
  * a truncated image) costs nothing. */
-static uint64_t skip_empty(const struct scrub *s, const struct sm_devext *x, uint64_t base,
+static uint64_t skip_empty(const struct scrub *s, const struct bi_smap_devext *x, uint64_t base,
 			   uint64_t xend, uint64_t pos)
 {
 	const struct bi_chunk *c = x->c;
 	if (bi_chunk_profile(c) & (BG_RAID0 | BG_RAID10 | BG_RAID5 | BG_RAID6) || pos >= xend)
 		return pos;
-	size_t i = sm_ext_first(&s->k, c->logical + (pos - base));
+	size_t i = bi_smap_ext_first(&s->k, c->logical + (pos - base));
 	if (i >= s->k.n || s->k.ext[i].start - c->logical >= xend - base)
 		return xend;
 	uint64_t np = base + (s->k.ext[i].start - c->logical);
@@ -611,7 +608,7 @@ static uint64_t skip_empty(const struct scrub *s, const struct sm_devext *x, uin
 	return np > pos ? np : pos;
 }
 
-static void window_at(struct scrub *s, const struct sm_devext *x, uint64_t base, uint64_t xend,
+static void window_at(struct scrub *s, const struct bi_smap_devext *x, uint64_t base, uint64_t xend,
 		      uint64_t pos, struct win *w)
 {
 	pos = skip_empty(s, x, base, xend, pos);
@@ -625,12 +622,12 @@ static void window_at(struct scrub *s, const struct sm_devext *x, uint64_t base,
 }
 
 static int scrub_devext(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub_dev *sd,
-			const struct sm_devext *x)
+			const struct bi_smap_devext *x)
 {
 	int rc;
 	if (!s->k_valid || s->k.c != x->c) {
 		s->k_valid = false;
-		if ((rc = sm_chunk_load(s->fs, x->c, true, &s->k)) < 0)
+		if ((rc = bi_smap_chunk_load(s->fs, x->c, true, &s->k)) < 0)
 			return rc == -ENOMEM ? rc : unchecked(s, sd, x);
 		s->k_valid = true;
 	}
@@ -721,7 +718,7 @@ static int check_supers(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub
 }
 
 static int scrub_device(struct scrub *s, struct bi_dev *d, struct btrfsimg_scrub_dev *sd,
-			struct sm_devext *v, size_t n)
+			struct bi_smap_devext *v, size_t n)
 {
 	int rc = check_supers(s, d, sd);
 	s->ring = bi_ring_open(d, REQ, s->depth, false);
@@ -749,7 +746,7 @@ static bool rebuildable(struct btrfsimg_fs *fs, const struct bi_chunk *c)
  * that parity can rebuild are rebuilt and checked (rebuilt_bytes), as
  * scrub_devext does for a present device. Its mirrored copies are not: the
  * other copies are checked on their own devices. */
-static int scrub_missing(struct scrub *s, struct btrfsimg_scrub_dev *sd, struct sm_devext *v,
+static int scrub_missing(struct scrub *s, struct btrfsimg_scrub_dev *sd, struct bi_smap_devext *v,
 			 size_t n)
 {
 	int rc = 0;
@@ -799,7 +796,7 @@ static int scrub_all(struct scrub *s)
 {
 	struct btrfsimg_fs *fs = s->fs;
 	size_t ndev = s->r->ndevs;
-	struct sm_devext **v = calloc(ndev ? ndev : 1, sizeof(*v));
+	struct bi_smap_devext **v = calloc(ndev ? ndev : 1, sizeof(*v));
 	size_t *nv = calloc(ndev ? ndev : 1, sizeof(*nv));
 	int rc = v && nv ? 0 : bi_err(fs, -ENOMEM, "out of memory for the scrub");
 	for (size_t i = 0; rc == 0 && i < ndev; i++) {
@@ -809,7 +806,7 @@ static int scrub_all(struct scrub *s)
 		/* a missing device: up to its dev_item's size, as a present one */
 		uint64_t limit = d ? (d->total_bytes > d->size ? d->total_bytes : d->size)
 				   : fs->devitems[i].total_bytes;
-		if ((rc = sm_dev_extents(fs, s->r->devs[i].devid, limit, &v[i], &nv[i])) == 0)
+		if ((rc = bi_smap_dev_extents(fs, s->r->devs[i].devid, limit, &v[i], &nv[i])) == 0)
 			for (size_t j = 0; j < nv[i]; j++)
 				s->total += v[i][j].span;
 	}
@@ -849,7 +846,7 @@ int bi_scrub_run(btrfsimg_fs *fs, const struct btrfsimg_scrub_opts *opts, uint32
 	if ((rc = report_devs(&s)) == 0)
 		rc = scrub_all(&s);
 out:
-	sm_chunk_free(&s.k);
+	bi_smap_chunk_free(&s.k);
 	free(s.buf);
 	free(s.blk);
 	free(s.alt);

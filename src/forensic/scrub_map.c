@@ -30,6 +30,7 @@
 
 #include "forensic/scrub_map.h"
 
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/key.h"
@@ -44,33 +45,27 @@
 
 static int cmp_devext(const void *a, const void *b)
 {
-	const struct sm_devext *x = a, *y = b;
+	const struct bi_smap_devext *x = a, *y = b;
 	if (x->physical != y->physical)
 		return x->physical < y->physical ? -1 : 1;
 	return x->c->logical < y->c->logical ? -1 : x->c->logical > y->c->logical;
 }
 
-static int devext_push(struct sm_devext **v, size_t *n, size_t *cap, struct sm_devext x)
+static int devext_push(struct bi_smap_devext **v, size_t *n, size_t *cap, struct bi_smap_devext x)
 {
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		struct sm_devext *p = realloc(*v, nc * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		*v = p;
-		*cap = nc;
-	}
+	if (bi_grow((void **)v, cap, *n + 1, sizeof(**v)))
+		return -ENOMEM;
 	(*v)[(*n)++] = x;
 	return 0;
 }
 
 /* Trim overlaps (the earlier range keeps the bytes) and empty ranges. */
-static size_t devext_clip(struct sm_devext *v, size_t n)
+static size_t devext_clip(struct bi_smap_devext *v, size_t n)
 {
 	size_t out = 0;
 	uint64_t end = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct sm_devext x = v[i];
+		struct bi_smap_devext x = v[i];
 		uint64_t xend = x.physical + x.span;
 		if (xend <= end)
 			continue;
@@ -85,10 +80,10 @@ static size_t devext_clip(struct sm_devext *v, size_t n)
 	return out;
 }
 
-int sm_dev_extents(struct btrfsimg_fs *fs, uint64_t devid, uint64_t limit, struct sm_devext **out,
-		   size_t *n)
+int bi_smap_dev_extents(struct btrfsimg_fs *fs, uint64_t devid, uint64_t limit,
+			struct bi_smap_devext **out, size_t *n)
 {
-	struct sm_devext *v = NULL;
+	struct bi_smap_devext *v = NULL;
 	size_t nv = 0, cap = 0;
 	int rc = 0;
 	for (size_t i = 0; i < bi_chunk_map_count(fs->chunks); i++) {
@@ -99,7 +94,7 @@ int sm_dev_extents(struct btrfsimg_fs *fs, uint64_t devid, uint64_t limit, struc
 			if (c->stripes[s].devid != devid || p >= limit)
 				continue;
 			uint64_t len = span < limit - p ? span : limit - p;
-			rc = devext_push(&v, &nv, &cap, (struct sm_devext){ p, len, c, s });
+			rc = devext_push(&v, &nv, &cap, (struct bi_smap_devext){ p, len, c, s });
 			if (rc < 0)
 				goto fail;
 		}
@@ -118,18 +113,18 @@ fail:
 
 /* The stripe-relative offset of @phys. A clipped dev extent starts later
  * than its stripe does: positions stay relative to the stripe's start. */
-static uint64_t stripe_off(const struct sm_devext *x, uint64_t phys)
+static uint64_t stripe_off(const struct bi_smap_devext *x, uint64_t phys)
 {
 	return phys - x->c->stripes[x->stripe].offset;
 }
 
-void sm_piece_at(const struct sm_devext *x, uint64_t phys, struct sm_piece *out)
+void bi_smap_piece_at(const struct bi_smap_devext *x, uint64_t phys, struct bi_smap_piece *out)
 {
 	const struct bi_chunk *c = x->c;
 	uint64_t po = stripe_off(x, phys), sl = c->stripe_len;
 	uint64_t r = po / sl, so = po % sl, nr = 0, prof = bi_chunk_profile(c);
 	uint32_t n = c->num_stripes, i = x->stripe;
-	*out = (struct sm_piece){ .len = sl - so, .mapped = true, .unit = so };
+	*out = (struct bi_smap_piece){ .len = sl - so, .mapped = true, .unit = so };
 	switch (prof) {
 	case BG_RAID0:
 		nr = r * n + i;
@@ -172,25 +167,19 @@ void sm_piece_at(const struct sm_devext *x, uint64_t phys, struct sm_piece *out)
 
 /* ------------------------------------------------------------ extent tree */
 
-static int ext_push(struct sm_chunk *k, struct sm_ext e)
+static int ext_push(struct bi_smap_chunk *k, struct bi_smap_ext e)
 {
-	if (k->n == k->ncap) {
-		size_t nc = k->ncap ? k->ncap * 2 : 64;
-		struct sm_ext *p = realloc(k->ext, nc * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		k->ext = p;
-		k->ncap = nc;
-	}
+	if (bi_grow((void **)&k->ext, &k->ncap, k->n + 1, sizeof(*k->ext)))
+		return -ENOMEM;
 	k->ext[k->n++] = e;
 	return 0;
 }
 
 /* One EXTENT_ITEM / METADATA_ITEM, clipped to the chunk; others ignored. */
-static int ext_item(struct btrfsimg_fs *fs, struct sm_chunk *k, const struct bi_item *it)
+static int ext_item(struct btrfsimg_fs *fs, struct bi_smap_chunk *k, const struct bi_item *it)
 {
 	const struct bi_chunk *c = k->c;
-	struct sm_ext e = { .start = it->key.objectid };
+	struct bi_smap_ext e = { .start = it->key.objectid };
 	if (it->key.type == KT_METADATA_ITEM) {
 		e.len = fs->nodesize;
 		e.tree = true;
@@ -211,7 +200,7 @@ static int ext_item(struct btrfsimg_fs *fs, struct sm_chunk *k, const struct bi_
 		e.len = cend - e.start;
 	/* a hostile tree may repeat or overlap ranges: keep the order strict */
 	if (k->n && e.start < k->ext[k->n - 1].start + k->ext[k->n - 1].len) {
-		struct sm_ext *prev = &k->ext[k->n - 1];
+		struct bi_smap_ext *prev = &k->ext[k->n - 1];
 		uint64_t pend = prev->start + prev->len;
 		if (e.start + e.len <= pend)
 			return 0;
@@ -221,7 +210,7 @@ static int ext_item(struct btrfsimg_fs *fs, struct sm_chunk *k, const struct bi_
 	return ext_push(k, e);
 }
 
-static int load_extents(struct btrfsimg_fs *fs, struct sm_chunk *k)
+static int load_extents(struct btrfsimg_fs *fs, struct bi_smap_chunk *k)
 {
 	struct bi_root root;
 	int rc = bi_root_find(fs, OBJ_EXTENT_TREE, &root);
@@ -247,29 +236,14 @@ static int load_extents(struct btrfsimg_fs *fs, struct sm_chunk *k)
 
 /* ------------------------------------------------------------ csum tree */
 
-static int csum_push(struct btrfsimg_fs *fs, struct sm_chunk *k, uint64_t start, uint64_t end,
+static int csum_push(struct btrfsimg_fs *fs, struct bi_smap_chunk *k, uint64_t start, uint64_t end,
 		     const uint8_t *sums, size_t len)
 {
-	if (k->ncs == k->cscap) {
-		size_t nc = k->cscap ? k->cscap * 2 : 64;
-		struct sm_csum *p = realloc(k->cs, nc * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		k->cs = p;
-		k->cscap = nc;
-	}
-	if (k->sumlen + len > k->sumcap) {
-		size_t nc = k->sumcap ? k->sumcap * 2 : 65536;
-		while (nc < k->sumlen + len)
-			nc *= 2;
-		uint8_t *p = realloc(k->sums, nc);
-		if (!p)
-			return -ENOMEM;
-		k->sums = p;
-		k->sumcap = nc;
-	}
+	if (bi_grow((void **)&k->cs, &k->cscap, k->ncs + 1, sizeof(*k->cs)) ||
+	    bi_grow((void **)&k->sums, &k->sumcap, k->sumlen + len, 1))
+		return -ENOMEM;
 	memcpy(k->sums + k->sumlen, sums, len);
-	k->cs[k->ncs++] = (struct sm_csum){ start, end, k->sumlen };
+	k->cs[k->ncs++] = (struct bi_smap_csum){ start, end, k->sumlen };
 	k->sumlen += len;
 	(void)fs;
 	return 0;
@@ -277,7 +251,7 @@ static int csum_push(struct btrfsimg_fs *fs, struct sm_chunk *k, uint64_t start,
 
 /* One EXTENT_CSUM item: kept if it holds whole checksums of whole
  * sectors; the part inside the chunk and after the previous item only. */
-static int csum_item(struct btrfsimg_fs *fs, struct sm_chunk *k, const struct bi_item *it)
+static int csum_item(struct btrfsimg_fs *fs, struct bi_smap_chunk *k, const struct bi_item *it)
 {
 	const uint32_t ss = fs->sectorsize, cs = fs->csum_size;
 	uint64_t start = it->key.offset, end;
@@ -298,7 +272,7 @@ static int csum_item(struct btrfsimg_fs *fs, struct sm_chunk *k, const struct bi
 	return csum_push(fs, k, lo, hi, p, (size_t)((hi - lo) / ss * cs));
 }
 
-static int load_csums(struct btrfsimg_fs *fs, struct sm_chunk *k)
+static int load_csums(struct btrfsimg_fs *fs, struct bi_smap_chunk *k)
 {
 	struct bi_root root;
 	int rc = bi_root_find(fs, OBJ_CSUM_TREE, &root);
@@ -329,7 +303,8 @@ static int load_csums(struct btrfsimg_fs *fs, struct sm_chunk *k)
 	return rc;
 }
 
-int sm_chunk_load(struct btrfsimg_fs *fs, const struct bi_chunk *c, bool csums, struct sm_chunk *k)
+int bi_smap_chunk_load(struct btrfsimg_fs *fs, const struct bi_chunk *c, bool csums,
+		       struct bi_smap_chunk *k)
 {
 	k->c = c;
 	k->n = k->ncs = k->sumlen = 0;
@@ -339,7 +314,7 @@ int sm_chunk_load(struct btrfsimg_fs *fs, const struct bi_chunk *c, bool csums, 
 	return rc;
 }
 
-void sm_chunk_free(struct sm_chunk *k)
+void bi_smap_chunk_free(struct bi_smap_chunk *k)
 {
 	free(k->ext);
 	free(k->cs);
@@ -347,7 +322,7 @@ void sm_chunk_free(struct sm_chunk *k)
 	memset(k, 0, sizeof(*k));
 }
 
-size_t sm_ext_first(const struct sm_chunk *k, uint64_t logical)
+size_t bi_smap_ext_first(const struct bi_smap_chunk *k, uint64_t logical)
 {
 	size_t lo = 0, hi = k->n;
 	while (lo < hi) {
@@ -360,8 +335,8 @@ size_t sm_ext_first(const struct sm_chunk *k, uint64_t logical)
 	return lo;
 }
 
-const uint8_t *sm_csum_find(const struct sm_chunk *k, uint64_t logical, uint32_t csum_size,
-			    uint32_t sectorsize, size_t *hint)
+const uint8_t *bi_smap_csum_find(const struct bi_smap_chunk *k, uint64_t logical,
+				 uint32_t csum_size, uint32_t sectorsize, size_t *hint)
 {
 	size_t i = *hint;
 	if (i >= k->ncs || k->cs[i].start > logical) {

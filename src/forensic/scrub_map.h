@@ -16,7 +16,7 @@
 #include "btrfs/tree_checker.h"
 
 /* One stripe of one chunk on a device: [physical, physical + span). */
-struct sm_devext {
+struct bi_smap_devext {
 	uint64_t physical, span;
 	const struct bi_chunk *c; /* borrowed from fs->chunks */
 	uint32_t stripe;	  /* index into c->stripes */
@@ -25,12 +25,12 @@ struct sm_devext {
 /* Every stripe of every chunk on device @devid, sorted by physical
  * offset, clipped to [0, @limit) and to one another (a range two chunks
  * claim stays with the first), empty ones dropped. *out is malloc'd. */
-int sm_dev_extents(struct btrfsimg_fs *fs, uint64_t devid, uint64_t limit, struct sm_devext **out,
-		   size_t *n);
+int bi_smap_dev_extents(struct btrfsimg_fs *fs, uint64_t devid, uint64_t limit,
+			struct bi_smap_devext **out, size_t *n);
 
 /* What lies at one physical position of a stripe, up to where that
  * changes (the 64 KiB stripe unit ends, or the stripe does). */
-struct sm_piece {
+struct bi_smap_piece {
 	uint64_t len;	  /* bytes from the position on */
 	bool mapped;	  /* false: past the chunk's last row (no data) */
 	bool parity;	  /* RAID5/6 P or Q */
@@ -40,23 +40,23 @@ struct sm_piece {
 	int copy;	  /* the mirror (0-based) bi_read_copy reads it as */
 };
 /* @phys lies in [x->physical, x->physical + x->span). Pure. */
-void sm_piece_at(const struct sm_devext *x, uint64_t phys, struct sm_piece *out);
+void bi_smap_piece_at(const struct bi_smap_devext *x, uint64_t phys, struct bi_smap_piece *out);
 
 /* What the extent tree says is in use in a chunk, sorted by start. */
-struct sm_ext {
+struct bi_smap_ext {
 	uint64_t start, len, gen;
 	bool tree; /* a tree block (METADATA_ITEM or TREE_BLOCK flag) */
 };
 /* The data checksums of a chunk: items in logical order. */
-struct sm_csum {
+struct bi_smap_csum {
 	uint64_t start, end; /* logical, sector aligned */
-	size_t at;	     /* offset of the first checksum in sm_chunk.sums */
+	size_t at;	     /* offset of the first checksum in bi_smap_chunk.sums */
 };
-struct sm_chunk {
+struct bi_smap_chunk {
 	const struct bi_chunk *c;
-	struct sm_ext *ext;
+	struct bi_smap_ext *ext;
 	size_t n, ncap;
-	struct sm_csum *cs;
+	struct bi_smap_csum *cs;
 	size_t ncs, cscap;
 	uint8_t *sums;
 	size_t sumlen, sumcap;
@@ -64,13 +64,14 @@ struct sm_chunk {
 /* Load what the extent tree (and with @csums, the csum tree) holds inside
  * chunk @c into @k (emptied first). Items that do not fit the chunk are
  * clipped to it. 0 or a negative errno (message on @fs). */
-int sm_chunk_load(struct btrfsimg_fs *fs, const struct bi_chunk *c, bool csums, struct sm_chunk *k);
-void sm_chunk_free(struct sm_chunk *k);
+int bi_smap_chunk_load(struct btrfsimg_fs *fs, const struct bi_chunk *c, bool csums,
+		       struct bi_smap_chunk *k);
+void bi_smap_chunk_free(struct bi_smap_chunk *k);
 /* Index of the first extent ending after @logical (k->n if none). */
-size_t sm_ext_first(const struct sm_chunk *k, uint64_t logical);
+size_t bi_smap_ext_first(const struct bi_smap_chunk *k, uint64_t logical);
 /* The stored checksum of the sector at @logical, or NULL; @hint is a
  * cursor into k->cs (start at 0) that makes ascending lookups cheap. */
-const uint8_t *sm_csum_find(const struct sm_chunk *k, uint64_t logical, uint32_t csum_size,
-			    uint32_t sectorsize, size_t *hint);
+const uint8_t *bi_smap_csum_find(const struct bi_smap_chunk *k, uint64_t logical,
+				 uint32_t csum_size, uint32_t sectorsize, size_t *hint);
 
 #endif

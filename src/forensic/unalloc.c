@@ -109,7 +109,7 @@ static int emit_device(struct ua *u, uint64_t a, uint64_t b)
 }
 
 /* The free parts of one data piece: its logical range minus the extents. */
-static int free_in_piece(struct ua *u, const struct sm_chunk *k, const struct sm_piece *p,
+static int free_in_piece(struct ua *u, const struct bi_smap_chunk *k, const struct bi_smap_piece *p,
 			 uint64_t ph)
 {
 	int kind = (k->c->type & BG_DATA) ? BTRFSIMG_UNALLOC_DATA : BTRFSIMG_UNALLOC_METADATA;
@@ -117,7 +117,7 @@ static int free_in_piece(struct ua *u, const struct sm_chunk *k, const struct sm
 	struct btrfsimg_unalloc_range r = {
 		.kind = kind, .devid = u->d->devid, .has_logical = true, .mirror = p->copy + 1
 	};
-	for (size_t i = sm_ext_first(k, at); at < end; i++) {
+	for (size_t i = bi_smap_ext_first(k, at); at < end; i++) {
 		uint64_t next = i < k->n && k->ext[i].start < end ? k->ext[i].start : end;
 		if (next > at) {
 			r.logical = at;
@@ -135,20 +135,20 @@ static int free_in_piece(struct ua *u, const struct sm_chunk *k, const struct sm
 	return 0;
 }
 
-static bool row_used(const struct sm_chunk *k, uint64_t row_logical)
+static bool row_used(const struct bi_smap_chunk *k, uint64_t row_logical)
 {
 	uint64_t row = (uint64_t)bi_chunk_data_stripes(k->c) * k->c->stripe_len;
-	size_t i = sm_ext_first(k, row_logical);
+	size_t i = bi_smap_ext_first(k, row_logical);
 	return i < k->n && k->ext[i].start < row_logical + row;
 }
 
-static int devext_free(struct ua *u, const struct sm_devext *x, const struct sm_chunk *k)
+static int devext_free(struct ua *u, const struct bi_smap_devext *x, const struct bi_smap_chunk *k)
 {
 	uint64_t end = x->physical + x->span;
-	struct sm_piece p;
+	struct bi_smap_piece p;
 	int rc = 0;
 	for (uint64_t ph = x->physical; rc == 0 && ph < end; ph += p.len) {
-		sm_piece_at(x, ph, &p);
+		bi_smap_piece_at(x, ph, &p);
 		if (p.len == 0 || p.len > end - ph)
 			p.len = end - ph;
 		if (!p.mapped)
@@ -165,18 +165,18 @@ static int devext_free(struct ua *u, const struct sm_devext *x, const struct sm_
 	return rc;
 }
 
-static int one_device(struct ua *u, struct sm_chunk *k)
+static int one_device(struct ua *u, struct bi_smap_chunk *k)
 {
-	struct sm_devext *v;
+	struct bi_smap_devext *v;
 	size_t n;
-	int rc = sm_dev_extents(u->fs, u->d->devid, u->d->size, &v, &n);
+	int rc = bi_smap_dev_extents(u->fs, u->d->devid, u->d->size, &v, &n);
 	if (rc < 0)
 		return rc;
 	uint64_t cur = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if ((rc = emit_device(u, cur, v[i].physical)) != 0)
 			break;
-		if (k->c != v[i].c && (rc = sm_chunk_load(u->fs, v[i].c, false, k)) < 0) {
+		if (k->c != v[i].c && (rc = bi_smap_chunk_load(u->fs, v[i].c, false, k)) < 0) {
 			k->c = NULL;
 			break;
 		}
@@ -201,7 +201,7 @@ int btrfsimg_unallocated(btrfsimg_fs *fs, btrfsimg_unalloc_fn fn, void *ctx)
 	if (!fn || !bi_opened(fs, "btrfsimg_unallocated"))
 		return -EINVAL;
 	struct ua u = { .fs = fs, .fn = fn, .ctx = ctx };
-	struct sm_chunk k = { 0 };
+	struct bi_smap_chunk k = { 0 };
 	const struct bi_dev **devs = calloc(fs->ndevs ? fs->ndevs : 1, sizeof(*devs));
 	if (!devs)
 		return bi_err(fs, -ENOMEM, "out of memory listing unallocated space");
@@ -217,7 +217,7 @@ int btrfsimg_unallocated(btrfsimg_fs *fs, btrfsimg_unalloc_fn fn, void *ctx)
 	}
 	if (rc == 0 && u.have)
 		rc = fn(ctx, &u.pend);
-	sm_chunk_free(&k);
+	bi_smap_chunk_free(&k);
 	free(devs);
 	return rc;
 }

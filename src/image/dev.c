@@ -25,6 +25,7 @@
 
 #include "image/container.h"
 
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/handle.h"
@@ -41,16 +42,9 @@ static int dev_append(struct btrfsimg_fs *fs, struct bi_dev *d)
 			      "device '%s': too many devices, limit %d (each is an open image "
 			      "read at open time; no real filesystem needs more)",
 			      d->name, MAX_DEVS);
-	if (fs->ndevs == fs->devcap) {
-		size_t cap = fs->devcap ? fs->devcap * 2 : 4;
-		if (cap > MAX_DEVS)
-			cap = MAX_DEVS;
-		struct bi_dev *n = realloc(fs->devs, cap * sizeof(*n));
-		if (!n)
-			return bi_err(fs, -ENOMEM, "device '%s': out of memory", d->name);
-		fs->devs = n;
-		fs->devcap = cap;
-	}
+	if (bi_grow_most((void **)&fs->devs, &fs->devcap, fs->ndevs + 1, sizeof(*fs->devs),
+			 MAX_DEVS))
+		return bi_err(fs, -ENOMEM, "device '%s': out of memory", d->name);
 	d->base = 0;
 	d->size = d->raw_size;
 	fs->devs[fs->ndevs++] = *d;

@@ -53,6 +53,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/grow.h"
+
 #include "image/container.h"
 
 /* A chunk's stored bytes and an inflater: the caller's (in struct ewf)
@@ -184,12 +186,10 @@ static int scan_set(char **names, int n, struct seg_state **out, size_t *count)
 	unsigned miss_run = 0;
 	for (unsigned num = 1; s && num <= EWF_MAX_SEGMENTS; num++) {
 		if (k == cap) {
-			struct seg_state *g = realloc(s, 2 * cap * sizeof(*s));
-			if (!g)
+			size_t was = cap;
+			if (bi_grow((void **)&s, &cap, k + 1, sizeof(*s)))
 				break;
-			memset(g + cap, 0, cap * sizeof(*s));
-			s = g;
-			cap *= 2;
+			memset(s + was, 0, (cap - was) * sizeof(*s));
 		}
 		bool given = num <= (unsigned)n;
 		struct seg_state *g = &s[k];

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "btrfsimg_inum.h"
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/handle.h"
@@ -52,14 +53,8 @@ static int on_subent(void *ctx, const struct bi_subent *e)
 		return 0; /* a DIR_INDEX without its DIR_ITEM: lookup never reaches it */
 	if (rc < 0)
 		return rc;
-	if (a->nents == a->capents) {
-		size_t cap = a->capents ? a->capents * 2 : 64;
-		void *v = realloc(a->ents, cap * sizeof(*a->ents));
-		if (!v)
-			return bi_err(a->fs, -ENOMEM, "out of memory");
-		a->ents = v;
-		a->capents = cap;
-	}
+	if (bi_grow((void **)&a->ents, &a->capents, a->nents + 1, sizeof(*a->ents)))
+		return bi_err(a->fs, -ENOMEM, "out of memory");
 	struct subent_rec *r = &a->ents[a->nents++];
 	*r = (struct subent_rec){ a->cur_subvol, e->child,    d.kind == BTRFSIMG_TARGET_STUB,
 				  e->dir,	 e->name_len, { 0 } };

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The collision engine's helpers (collide.c).
+ * The collision engine (collide.c, its counting core trie.c, the
+ * all-schemes report collide_all.c) and its input checks (collide_input.c).
  */
 #ifndef BI_COLLIDE_H
 #define BI_COLLIDE_H
@@ -10,23 +11,6 @@
 #include <stdint.h>
 
 #include "btrfsimg_inum.h"
-
-/* The engine behind btrfsimg_collide(). */
-/* Index of the first element of the ascending @v[0..n) that is >= @x (n
- * if none): the search under both the counting and the input checks. */
-static inline size_t bi_lower_bound(const uint64_t *v, size_t n, uint64_t x)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
 
 /* x in @s (NULL = empty); O(log n). */
 bool bi_idset_has(const struct btrfsimg_idset *s, uint64_t x);
@@ -41,5 +25,12 @@ struct bi_collide_stats;
 int bi_collide_input_ok(const struct btrfsimg_collide_input *in, size_t max_subvols,
 			struct bi_collide_stats *st, char *err, size_t len);
 int bi_collide_scheme_ok(const struct btrfsimg_scheme *s, char *err, size_t len);
+/* Count scheme @s over input the checks passed (@st, their statistics)
+ * into @out (cleared first); with @fn, each group goes to it with all its
+ * members instead of becoming an example, and no headroom is worked out.
+ * 0, -ENOMEM, or what @fn returned. */
+int bi_collide_run(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
+		   const struct btrfsimg_collide_opts *o, const struct bi_collide_stats *st,
+		   struct btrfsimg_collide_result *out, btrfsimg_collide_group_fn fn, void *fn_ctx);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "base/cursor.h"
 #include "base/err.h"
+#include "base/search.h"
 #include "inum/schemes.h"
 
 static int u64_cmp(const void *a, const void *b)

@@ -31,6 +31,7 @@
 
 #include "inum/snapshot_scan.h"
 
+#include "base/grow.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/handle.h"
@@ -446,20 +447,10 @@ static int get_blk(struct bi_scan *s, uint64_t treeid, uint64_t bytenr, const st
 
 static int idvec_reserve(struct setter *x, struct idvec *a, size_t more)
 {
-	if (a->cap - a->n >= more && a->v)
-		return 0;
-	size_t cap = a->cap ? a->cap : 64;
-	while (cap - a->n < more) {
-		if (cap > SIZE_MAX / 2 / sizeof(uint64_t))
-			return bi_msg(x->err, sizeof(x->err), -ENOMEM,
-				      "out of memory for inode numbers");
-		cap *= 2;
-	}
-	uint64_t *v = realloc(a->v, cap * sizeof(*v));
-	if (!v)
+	/* at least one element: callers use a->v even when empty */
+	size_t need = more > SIZE_MAX - a->n ? SIZE_MAX : a->n + more;
+	if (bi_grow((void **)&a->v, &a->cap, need ? need : 1, sizeof(*a->v)))
 		return bi_msg(x->err, sizeof(x->err), -ENOMEM, "out of memory for inode numbers");
-	a->v = v;
-	a->cap = cap;
 	return 0;
 }
 
@@ -769,14 +760,8 @@ static int set_from(struct setter *x, struct blk *t, const struct bi_tree_ids *p
 
 static int remember_tree(struct setter *x, struct blk *root, struct bi_tree_ids *set)
 {
-	if (x->ntrees == x->captrees) {
-		size_t cap = x->captrees ? x->captrees * 2 : 16;
-		void *v = realloc(x->trees, cap * sizeof(*x->trees));
-		if (!v)
-			return bi_msg(x->err, sizeof(x->err), -ENOMEM, "out of memory");
-		x->trees = v;
-		x->captrees = cap;
-	}
+	if (bi_grow((void **)&x->trees, &x->captrees, x->ntrees + 1, sizeof(*x->trees)))
+		return bi_msg(x->err, sizeof(x->err), -ENOMEM, "out of memory");
 	x->trees[x->ntrees++] = (struct tree){ root, set };
 	set->refs++;
 	return 0;
@@ -821,14 +806,8 @@ static int subents_of(const struct blk *k, bi_subent_fn fn, void *ctx)
 
 static int ids_push(struct btrfsimg_fs *fs, struct bi_tree_ids *set, size_t *cap, uint64_t id)
 {
-	if (set->nids == *cap) {
-		size_t c = *cap ? *cap * 2 : 1024;
-		uint64_t *v = realloc(set->ids, c * sizeof(*v));
-		if (!v)
-			return bi_err(fs, -ENOMEM, "out of memory for inode numbers");
-		set->ids = v;
-		*cap = c;
-	}
+	if (bi_grow((void **)&set->ids, cap, set->nids + 1, sizeof(*set->ids)))
+		return bi_err(fs, -ENOMEM, "out of memory for inode numbers");
 	set->ids[set->nids++] = id;
 	set->n = set->nids;
 	set->max_id = id; /* the merged view is in key order */
@@ -948,17 +927,8 @@ static int worker_queue(struct bi_scan *s, struct blk *t, struct bi_tree_ids **o
 	int rc = 0;
 	*out = NULL;
 	pthread_mutex_lock(&w->mu);
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? 2 * w->cap : 64;
-		struct job *q =
-			cap < SIZE_MAX / sizeof(*q) ? realloc(w->q, cap * sizeof(*q)) : NULL;
-		if (q) {
-			w->q = q;
-			w->cap = cap;
-		} else {
-			rc = -ENOMEM;
-		}
-	}
+	if (bi_grow((void **)&w->q, &w->cap, w->n + 1, sizeof(*w->q)))
+		rc = -ENOMEM;
 	if (rc == 0) {
 		w->q[w->n++] = (struct job){ t, out };
 		/* wake a sleeping worker for a batch, not for each small tree

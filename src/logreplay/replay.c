@@ -65,6 +65,7 @@
 
 #include "logreplay/state.h"
 
+#include "base/grow.h"
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
@@ -758,14 +759,9 @@ static int load_tree(struct btrfsimg_fs *fs, const struct bi_root *r, struct bi_
 				    (uint64_t)LOG_MAX_BYTES);
 			break;
 		}
-		if (l->n == cap) {
-			cap = cap ? 2 * cap : 64;
-			struct bi_lr_item *nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
+		if (bi_grow((void **)&v, &cap, l->n + 1, sizeof(*v))) {
+			rc = -ENOMEM;
+			break;
 		}
 		uint8_t *d = malloc(item.size ? item.size : 1);
 		if (!d) {
@@ -801,16 +797,12 @@ static int subvol_src(struct btrfsimg_fs *fs, uint64_t id, struct fs_src *s, boo
 static int add_log(struct btrfsimg_fs *fs, struct log_set *ls, const struct bi_item *item)
 {
 	if (ls->n == ls->cap) {
-		size_t cap = ls->cap ? 2 * ls->cap : 4;
-		struct bi_lr_log *l = realloc(ls->logs, cap * sizeof(*l));
-		if (l)
-			ls->logs = l;
-		struct fs_src *s = realloc(ls->srcs, cap * sizeof(*s));
-		if (s)
-			ls->srcs = s;
-		if (!l || !s)
+		/* two arrays of one length: each grown from the same capacity */
+		size_t cap = ls->cap, cap2 = ls->cap;
+		if (bi_grow((void **)&ls->logs, &cap, ls->n + 1, sizeof(*ls->logs)) ||
+		    bi_grow((void **)&ls->srcs, &cap2, ls->n + 1, sizeof(*ls->srcs)))
 			return -ENOMEM;
-		ls->cap = cap;
+		ls->cap = cap < cap2 ? cap : cap2;
 		for (size_t i = 0; i < ls->n; i++)	/* the sources moved */
 			ls->logs[i].base.ctx = &ls->srcs[i];
 	}

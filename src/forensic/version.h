@@ -1,10 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What recover.c (versions, kinds, paths) and recdata.c (trust in their
- * data, their bytes) share: the tables the leaves fill and the versions.
+ * The recovered-version model: the tables stale and live leaves fill
+ * (names, disk extents, csum items, root refs) and the versions of files
+ * built from them, with the functions over it, by the file that owns
+ * each step:
+ *
+ *   reccollect.c  leaves to tables and versions
+ *   recover.c     merging, directories known from names, the build, the API
+ *   recpath.c     a version's path from the names
+ *   reckind.c     kinds, flush artefacts, versions with the same bytes
+ *   recdata.c     how far a version's data can be trusted, and its bytes
+ *   recext.c      a version's extent map and the owners of a range
  */
-#ifndef BI_RECOVER_H
-#define BI_RECOVER_H
+#ifndef BI_VERSION_H
+#define BI_VERSION_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,7 +25,6 @@
 
 #define INODE_NODATASUM (1ull << 0)
 #define INODE_NODATACOW (1ull << 1)
-#define MAX_DEPTH	64
 #define OUT_CHUNK	(1u << 20)
 
 /* A name of an inode: INODE_REF (ino -> parent) or DIR_INDEX. */
@@ -24,7 +32,7 @@ struct fx_ref {
 	uint64_t subvol, ino, parent, gen;
 	char *name;	 /* its safe form (base/name.h) */
 	const char *bad; /* why the raw name is no component, or NULL */
-	bool dir; /* a DIR_INDEX entry of type directory */
+	bool dir;	 /* a DIR_INDEX entry of type directory */
 };
 
 /* A disk extent some EXTENT_DATA item referenced. */
@@ -98,22 +106,18 @@ struct bi_fx_recovered {
 	struct btrfsimg_subvol *subvols;
 	size_t nsubvols;
 	struct bi_zctx *z;
-	uint64_t csum_span; /* the longest range one csum item covers */
-	uint8_t *csum_leaf; /* the csum leaf last read */
-	size_t csum_leaf_idx;
+	uint64_t csum_span;		     /* the longest range one csum item covers */
+	struct bi_fx_csum_cache *csum_cache; /* recdata.c's */
 };
 
-#define GROW(arr, n, cap) ((n) < (cap) ? 0 : grow_array((void **)&(arr), &(cap), sizeof(*(arr))))
-
-static inline int grow_array(void **arr, size_t *cap, size_t size)
+/* FNV-1a, the hash of signatures and contents. */
+#define BI_FX_FNV_SEED 0xcbf29ce484222325ull
+static inline uint64_t bi_fx_fnv(uint64_t h, const void *p, size_t n)
 {
-	size_t c = *cap ? *cap * 2 : 256;
-	void *p = realloc(*arr, c * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = c;
-	return 0;
+	const uint8_t *s = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ s[i]) * 0x100000001b3ull;
+	return h;
 }
 
 static inline int dext_cmp(const void *pa, const void *pb)
@@ -126,13 +130,70 @@ static inline int dext_cmp(const void *pa, const void *pb)
 	return a->gen < b->gen ? -1 : a->gen > b->gen;
 }
 
-/* recdata.c */
+/* reccollect.c */
 
-/* The longest logical range one csum item covers (the backward search
- * of a sector's checksum stops there). */
+/* An item of a leaf (a block already checked at scan time). */
+struct bi_fx_item {
+	bi_key key;
+	const uint8_t *data;
+	uint32_t size;
+};
+/* Item @slot of the leaf @blk. */
+void bi_fx_item_at(const uint8_t *blk, uint32_t slot, struct bi_fx_item *it);
+/* Free what a version holds (not the version). */
+void bi_fx_version_free(struct fx_version *v);
+/* The hash of what makes two versions one: size and extent items (a
+ * directory: one value for all its states). */
+uint64_t bi_fx_signature(const struct fx_version *v);
+/* Parse EXTENT_DATA item @it onto @v's extents (@cap their capacity); a
+ * damaged item is skipped. 0 or -ENOMEM. */
+int bi_fx_add_extent(struct fx_version *v, const struct bi_fx_item *it, uint32_t sectorsize,
+		     size_t *cap);
+/* Append @v (its signature set) to the versions; on failure @v is freed.
+ * 0 or -ENOMEM. */
+int bi_fx_add_version(struct bi_fx_recovered *r, struct fx_version *v);
+/* Every leaf of the index into f->rec's tables and versions (unsorted).
+ * 0 or -ENOMEM. */
+int bi_fx_collect(struct btrfsimg_forensic *f);
+
+/* recpath.c */
+
+/* Today's subvolume @id, or NULL. */
+const struct btrfsimg_subvol *bi_fx_live_subvol(const struct bi_fx_recovered *r, uint64_t id);
+/* The path of @v from the names found (r->refs sorted), the first
+ * damaged name said in v->name_damage. malloc'd; NULL out of memory. */
+char *bi_fx_version_path(const struct bi_fx_recovered *r, struct fx_version *v);
+
+/* reckind.c */
+
+/* Kind of each version; versions today's tree shows as they are are
+ * skipped (unless orphans: reported once). */
+void bi_fx_classify(struct btrfsimg_forensic *f);
+/* Skip empty versions caught between a file's creation and its first
+ * write in one transaction. */
+void bi_fx_skip_just_created(struct bi_fx_recovered *r);
+/* Status "artefact" for inode items flushed with a lagging size. 0 or
+ * -ENOMEM. */
+int bi_fx_mark_artefacts(struct bi_fx_recovered *r);
+/* Versions of one file with the same bytes once: the verified, else the
+ * newest. 0 or a negative errno. */
+int bi_fx_same_contents(struct btrfsimg_forensic *f);
+
+/* recover.c */
+
 /* Build the versions (the first call's work of btrfsimg_forensic_recovered)
  * unless done. 0 or a negative errno. */
 int bi_fx_ready(struct btrfsimg_forensic *f);
+
+/* recdata.c */
+
+/* The csum leaf last read by the checks of a version's sectors, kept
+ * between them: created with the versions, freed with them (NULL is
+ * fine). NULL out of memory. */
+struct bi_fx_csum_cache *bi_fx_csum_cache_new(uint32_t nodesize);
+void bi_fx_csum_cache_free(struct bi_fx_csum_cache *c);
+/* The longest logical range one csum item covers (the backward search
+ * of a sector's checksum stops there). */
 uint64_t bi_fx_csum_span(const struct bi_fx_recovered *r);
 /* The bytes the version's extents hold as the kernel counts them in the
  * inode's nbytes (inline ram_bytes, regular and prealloc num_bytes). */
@@ -144,8 +205,8 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
  * as zeros; with @raw, "csum mismatch" ranges as the bytes on disk):
  * out_end is i_size unless that is past bi_size_bound, where the data's
  * end is (bi_fx_evaluate sets it). 0, @fn's value, or a negative errno. */
-int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, bool raw,
-		   btrfsimg_data_fn fn, void *ctx);
+int bi_fx_out_walk(struct btrfsimg_forensic *f, struct fx_version *v, bool raw, btrfsimg_data_fn fn,
+		   void *ctx);
 /* Zeros (holes, untrusted ranges) [off, off + len) as one call. */
 typedef int (*bi_fx_hole_fn)(void *ctx, uint64_t off, uint64_t len);
 /* bi_fx_out_walk, with every run of zeros it would produce given to @hole
