@@ -7,7 +7,7 @@
 
 #include "btrfsimg_forensic.h"
 #include "base/err.h"
-#include "forensic/recover.h"
+#include "forensic/version.h"
 
 static int digest_piece(void *ctx, uint64_t off, const void *data, size_t len)
 {

@@ -200,7 +200,7 @@ static int remember_path(struct bi_send *s, const struct bi_bytes *path, size_t 
 		*idx = s->npaths - 1;
 		return 0;
 	}
-	int rc = bi_send_grow((void **)&s->paths, &s->pathcap, s->npaths + 1, sizeof(*s->paths));
+	int rc = bi_grow((void **)&s->paths, &s->pathcap, s->npaths + 1, sizeof(*s->paths));
 	if (rc < 0)
 		return rc;
 	struct bi_bytes *p = &s->paths[s->npaths];
@@ -218,7 +218,7 @@ static int remember_extent(struct bi_send *s, const struct btrfsimg_extent *e, u
 	size_t idx;
 	int rc = remember_path(s, path, &idx);
 	if (rc == 0)
-		rc = bi_send_grow((void **)&s->ext, &s->extcap, s->next + 1, sizeof(*s->ext));
+		rc = bi_grow((void **)&s->ext, &s->extcap, s->next + 1, sizeof(*s->ext));
 	if (rc == 0)
 		s->ext[s->next++] = (struct sent_extent){ e->disk_bytenr, pos, e->length,
 							  e->file_offset, idx };

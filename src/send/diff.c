@@ -46,7 +46,7 @@ static int note_changed(void *ctx, const bi_key *k, const struct bi_cmp_side *a,
 		return 0;
 	if (c->n && c->ids[c->n - 1] == k->objectid)
 		return 0;
-	int rc = bi_send_grow((void **)&c->ids, &c->cap, c->n + 1, sizeof(*c->ids));
+	int rc = bi_grow((void **)&c->ids, &c->cap, c->n + 1, sizeof(*c->ids));
 	if (rc < 0)
 		return rc;
 	c->ids[c->n++] = k->objectid;
@@ -248,7 +248,7 @@ struct rows {
 static int row_add(struct rows *r, int kind, unsigned fields, uint64_t objectid,
 		   struct row **out)
 {
-	int rc = bi_send_grow((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v));
+	int rc = bi_grow((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v));
 	if (rc < 0)
 		return rc;
 	*out = &r->v[r->n++];

@@ -73,7 +73,7 @@ static int note_changed(void *ctx, const bi_key *k, const struct bi_cmp_side *a,
 		return 0;
 	if (in->n && in->c[in->n - 1].id == k->objectid)
 		return 0;
-	int rc = bi_send_grow((void **)&in->c, &in->cap, in->n + 1, sizeof(*in->c));
+	int rc = bi_grow((void **)&in->c, &in->cap, in->n + 1, sizeof(*in->c));
 	if (rc < 0)
 		return rc;
 	in->c[in->n++] = (struct change){ .id = k->objectid };
@@ -415,7 +415,7 @@ static int file_segs(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, stru
 		return rc;
 	const struct btrfsimg_extent *e;
 	while ((rc = btrfsimg_extents_next(it, &e)) > 0) {
-		rc = bi_send_grow((void **)&out->v, &out->cap, out->n + 1, sizeof(*out->v));
+		rc = bi_grow((void **)&out->v, &out->cap, out->n + 1, sizeof(*out->v));
 		if (rc < 0)
 			break;
 		struct seg s = { e->file_offset, e->file_offset + e->length, 0, 0, 0, 0 };
@@ -451,7 +451,7 @@ static int add_range(struct range **v, size_t *n, size_t *cap, uint64_t lo, uint
 		(*v)[*n - 1].hi = hi;
 		return 0;
 	}
-	int rc = bi_send_grow((void **)v, cap, *n + 1, sizeof(**v));
+	int rc = bi_grow((void **)v, cap, *n + 1, sizeof(**v));
 	if (rc == 0)
 		(*v)[(*n)++] = (struct range){ lo, hi };
 	return rc;
@@ -586,9 +586,9 @@ static int take_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t
 {
 	struct xattr_set *x = ctx;
 	size_t cap = x->cap;
-	int rc = bi_send_grow((void **)&x->names, &x->cap, x->n + 1, sizeof(*x->names));
+	int rc = bi_grow((void **)&x->names, &x->cap, x->n + 1, sizeof(*x->names));
 	if (rc == 0)
-		rc = bi_send_grow((void **)&x->values, &cap, x->n + 1, sizeof(*x->values));
+		rc = bi_grow((void **)&x->values, &cap, x->n + 1, sizeof(*x->values));
 	if (rc < 0)
 		return rc;
 	x->names[x->n] = (struct bi_bytes){ 0 };

@@ -12,30 +12,11 @@
 
 #define PATH_DEPTH_MAX 4096	/* more than PATH_MAX can hold: a loop */
 
-int bi_send_grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 16;
-	while (n < need) {
-		if (n > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		n *= 2;
-	}
-	void *p = realloc(*arr, n * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
-}
-
-
 int bi_bytes_put(struct bi_bytes *b, const void *d, size_t n)
 {
 	if (n > SIZE_MAX - b->len - 1)
 		return -ENOMEM;
-	int rc = bi_send_grow((void **)&b->p, &b->cap, b->len + n + 1, 1);
+	int rc = bi_grow((void **)&b->p, &b->cap, b->len + n + 1, 1);
 	if (rc < 0)
 		return rc;
 	memcpy(b->p + b->len, d, n);
@@ -52,7 +33,7 @@ static int add_link(void *ctx, uint64_t parent, uint64_t index, const uint8_t *n
 {
 	(void)index;
 	struct bi_inode_links *s = ctx;
-	int rc = bi_send_grow((void **)&s->links, &s->cap, s->nlinks + 1, sizeof(*s->links));
+	int rc = bi_grow((void **)&s->links, &s->cap, s->nlinks + 1, sizeof(*s->links));
 	if (rc < 0)
 		return rc;
 	uint8_t *copy = malloc(len ? len : 1);

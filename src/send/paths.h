@@ -12,10 +12,7 @@
 #include <stdint.h>
 
 #include "btrfsimg.h"
-
-/* An array grown to hold @need elements of @elem bytes: 0 or -ENOMEM
- * (also when the size would overflow). */
-int bi_send_grow(void **arr, size_t *cap, size_t need, size_t elem);
+#include "base/grow.h"
 
 /* Bytes with a NUL kept after them. */
 struct bi_bytes {

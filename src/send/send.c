@@ -35,7 +35,7 @@
 static int collect_inode(void *ctx, const struct btrfsimg_inode_entry *e)
 {
 	struct bi_send *s = ctx;
-	int rc = bi_send_grow((void **)&s->inodes, &s->cap, s->ninodes + 1, sizeof(*s->inodes));
+	int rc = bi_grow((void **)&s->inodes, &s->cap, s->ninodes + 1, sizeof(*s->inodes));
 	if (rc == 0)
 		s->inodes[s->ninodes++] = e->inode;
 	return rc;

@@ -23,7 +23,7 @@ static void room(struct bi_stream *s, size_t more)
 		s->err = -ENOMEM;
 		return;
 	}
-	s->err = bi_send_grow((void **)&s->buf, &s->cap, s->len + more, 1);
+	s->err = bi_grow((void **)&s->buf, &s->cap, s->len + more, 1);
 }
 
 static void put(struct bi_stream *s, const void *d, size_t n)
