@@ -126,10 +126,14 @@ enum btrfsimg_format {
 	BTRFSIMG_FORMAT_VMDK = 5,	/**< VMware (libvmdk) */
 	BTRFSIMG_FORMAT_VHD = 6,	/**< Virtual PC / Hyper-V VHD (libvhdi) */
 	BTRFSIMG_FORMAT_VHDX = 7,	/**< Hyper-V VHDX (libvhdi) */
+	/** How many this header knows (not a format; grows with them). At
+	 *  run time, btrfsimg_format_name() is NULL past the library's last. */
+	BTRFSIMG_FORMAT_COUNT
 };
 
 /** Name of a format ("raw", "split", "ewf", "qcow2", "vmdk", "vhd",
- *  "vhdx", "auto"), or NULL. */
+ *  "vhdx", "auto"), or NULL past the last: the library's one list of
+ *  format names, walked from BTRFSIMG_FORMAT_RAW up to the first NULL. */
 BTRFSIMG_API const char *btrfsimg_format_name(int format);
 /** The format called @p name (as btrfsimg_format_name), or -EINVAL. */
 BTRFSIMG_API int btrfsimg_format_parse(const char *name);

@@ -149,6 +149,15 @@ static int list_options(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* Hidden: `btrfsimg --list-formats`, the library's format names one a
+ * line: what the completion and the manual page are tested against. */
+static int list_formats(void)
+{
+	for (int f = BTRFSIMG_FORMAT_RAW; btrfsimg_format_name(f); f++)
+		printf("%s\n", btrfsimg_format_name(f));
+	return EXIT_OK;
+}
+
 /* Arguments that are not a command's: true when handled, status in *rc. */
 static bool global_argument(int argc, char **argv, int *rc)
 {
@@ -159,6 +168,8 @@ static bool global_argument(int argc, char **argv, int *rc)
 		*rc = printf("btrfsimg %s\n", btrfsimg_version()) < 0 ? EXIT_FAILED : EXIT_OK;
 	else if (!strcmp(a, "--list-options"))
 		*rc = list_options(argc, argv);
+	else if (!strcmp(a, "--list-formats") && argc == 2)
+		*rc = list_formats();
 	else
 		return false;
 	return true;
