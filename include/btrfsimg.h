@@ -158,7 +158,12 @@ BTRFSIMG_API int btrfsimg_add_device_file_format(btrfsimg_fs *fs, const char *pa
  * Open the filesystem made of the devices added so far: pick the
  * superblock, match devices, build the chunk map, read the root tree.
  * Missing devices are accepted when the chunk profiles still hold every
- * copy needed (see btrfsimg_missing_devices()).
+ * copy needed (see btrfsimg_missing_devices()). A partition asked for
+ * (btrfsimg_open_opts.partition) of an image that holds btrfs itself
+ * (its superblock magic at 64 KiB) is refused with -EINVAL: "--partition
+ * N: image 'I' holds btrfs itself, not a partition table; leave
+ * --partition out" (BTRFSIMG_STEP_PARTITION). btrfsimg_open_images()
+ * does all of an open in one call.
  */
 BTRFSIMG_API int btrfsimg_open(btrfsimg_fs *fs);
 
@@ -309,6 +314,80 @@ BTRFSIMG_API int btrfsimg_probe(btrfsimg_fs *fs);
  *  into @p out, *@p n = how many exist. 0 or -EINVAL (neither called). */
 BTRFSIMG_API int btrfsimg_layers(btrfsimg_fs *fs, struct btrfsimg_layer *out, size_t max,
 				 size_t *n);
+
+/* ------------------------------------------------------------------ */
+/** @name Opening in one call
+ *
+ * btrfsimg_open_images() runs the whole open one way: a handle, its keys
+ * and volume, every image added, the filesystem opened; what the CLI,
+ * the Python binding and the FUSE mount call. The step-by-step calls
+ * above (btrfsimg_fs_new, btrfsimg_set_*, btrfsimg_add_device_*,
+ * btrfsimg_open) stay, for devices in memory or behind a callback. */
+
+/**
+ * Everything one open takes. ABI: the struct grows only at its end, and
+ * @c size says how much of it the caller knows: start from
+ * BTRFSIMG_OPEN_OPTIONS_INIT (size set, the rest zero = automatic). A
+ * library older than the caller's header takes a larger @c size only if
+ * the fields it does not know are zero (else -EINVAL); a newer library
+ * takes the fields past @c size as zero.
+ */
+struct btrfsimg_open_options {
+	size_t size;	/**< sizeof(struct btrfsimg_open_options) */
+	/** flags (no data checksums, no log replay), superblock mirror,
+	 *  partition, offset, cache, as btrfsimg_fs_new() takes them */
+	struct btrfsimg_open_opts fs;
+	int format;	/**< enum btrfsimg_format of every image; 0: detected */
+	/** LUKS passphrase, its exact bytes (NULL: none; copied) */
+	const void *passphrase;
+	size_t passphrase_len;
+	/** LUKS volume key (NULL: none; copied) */
+	const void *volume_key;
+	size_t volume_key_len;
+	/** asked when a LUKS volume is found and neither key is given */
+	btrfsimg_passphrase_fn passphrase_fn;
+	void *passphrase_ctx;
+	uint32_t kdf_limit_ms;	/**< btrfsimg_set_kdf_limit(); 0: the default */
+	const char *volume;	/**< LVM "VG/LV" (btrfsimg_select_volume); NULL: automatic */
+	uint64_t generation;	/**< btrfsimg_set_generation(); 0: the superblock's */
+	/** damage and notes, from the first image added on */
+	btrfsimg_log_fn log;
+	void *log_ctx;
+};
+#define BTRFSIMG_OPEN_OPTIONS_INIT { .size = sizeof(struct btrfsimg_open_options) }
+
+/**
+ * Open the filesystem on the image files @p images[0 .. @p n) with
+ * @p o (NULL: every default). The steps, in order: the handle and the
+ * options (keys, volume, KDF limit, generation, log); each image added
+ * (btrfsimg_add_device_file_format: a later segment of a container
+ * already added counts as added); the filesystem opened (btrfsimg_open,
+ * which refuses o->fs.partition for an image that holds btrfs itself).
+ *
+ * Returns 0 with *@p out an open handle. On failure a negative errno and
+ * *@p out the handle as far as it came, its btrfsimg_errmsg() saying what
+ * and where and btrfsimg_open_step() which step failed; the caller frees
+ * it (btrfsimg_fs_free). *@p out is NULL only when no handle could be made:
+ * -EINVAL (@p out NULL, @p images NULL with @p n > 0, a bad @c size or
+ * option) or -ENOMEM.
+ */
+BTRFSIMG_API int btrfsimg_open_images(btrfsimg_fs **out, const char *const *images, size_t n,
+				      const struct btrfsimg_open_options *o);
+
+/** Which step of an open failed (btrfsimg_open_step()). */
+enum btrfsimg_open_step {
+	BTRFSIMG_STEP_NONE = 0,	 /**< none failed (or none was tried) */
+	BTRFSIMG_STEP_OPTIONS,	 /**< a key, the volume, the KDF limit or generation refused */
+	BTRFSIMG_STEP_IMAGE,	 /**< an image could not be added: *image says which */
+	BTRFSIMG_STEP_PARTITION, /**< a partition asked of an image that holds btrfs itself */
+	BTRFSIMG_STEP_OPEN,	 /**< the filesystem could not be opened */
+};
+
+/** After a failed btrfsimg_open_images() or btrfsimg_open(): the step
+ *  that failed (enum btrfsimg_open_step) and, for BTRFSIMG_STEP_IMAGE, the
+ *  index of the image in *@p image (may be NULL). The message itself is
+ *  btrfsimg_errmsg(). */
+BTRFSIMG_API int btrfsimg_open_step(const btrfsimg_fs *fs, size_t *image);
 
 /* ------------------------------------------------------------------ */
 /** @name Image containers: what an image file holds, and its integrity */

@@ -549,7 +549,7 @@ def test_formats():
     check("--list-formats: the library's formats", rc == 0 and "raw" in formats
           and "auto" not in formats and len(formats) == len(set(formats)), (rc, formats, err))
     with open(COMPLETION) as f:
-        m = re.search(r'--format\)\n\s*mapfile -t COMPREPLY < <\(compgen -W "([^"]*)"', f.read())
+        m = re.search(r'--format\)[^\n]*\n\s*mapfile -t COMPREPLY < <\(compgen -W "([^"]*)"', f.read())
     listed = m[1].split() if m else []
     check("completion: --format offers exactly the library's formats, in its order",
           listed == formats, (listed, formats))
