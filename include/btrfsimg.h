@@ -13,9 +13,26 @@
  *   -ENOENT      not found
  *   -ENOMEM      out of memory
  *   -EINVAL      misuse of the API (bad argument, wrong state)
- * After a failure, btrfsimg_errmsg() on the handle gives a readable message
- * saying what and where, for example
+ * After a failure a readable message says what and where, for example
  *   "corrupt leaf: root=5 block=30425088 slot=3, item data past end, have 16400 expect <= 16384".
+ *
+ * Where the message is: with the state the call worked on, one rule:
+ *   - a call on a filesystem handle (every call taking a btrfsimg_fs,
+ *     here and in btrfsimg_inum.h and btrfsimg_forensic.h): on the handle,
+ *     btrfsimg_errmsg(). An open is such a call too: btrfsimg_open_images()
+ *     hands back the handle when the open fails, for its message and
+ *     btrfsimg_open_step();
+ *   - a call on an image handle (btrfsimg_image_read, btrfsimg_image_verify):
+ *     on that handle, btrfsimg_image_errmsg();
+ *   - a call with no handle to keep it: the caller's buffer @p err of
+ *     @p errlen bytes (may be NULL; always NUL-terminated, cut to fit).
+ *     These are btrfsimg_image_open() (it fails before a handle exists),
+ *     btrfsimg_list_partitions() and btrfsimg_list_partitions_format()
+ *     (given a path), and btrfsimg_inum.h's btrfsimg_collide(),
+ *     btrfsimg_collide_groups() and btrfsimg_collide_all() (given plain
+ *     data).
+ * Damage worked around is not a failure: it goes to the log callback
+ * (btrfsimg_set_log) and, for a container, btrfsimg_image_note().
  *
  * Threads: no global state. Separate handles may be used from separate
  * threads concurrently; one handle must not be used by two threads at once.
@@ -190,8 +207,9 @@ BTRFSIMG_API int btrfsimg_set_generation(btrfsimg_fs *fs, uint64_t transid);
 BTRFSIMG_API const char *btrfsimg_generation_root(const btrfsimg_fs *fs, uint64_t *transid);
 
 /**
- * The last error message on this handle ("" if none). Borrowed: valid until
- * the next call on the handle.
+ * The last error message on this handle ("" if none): the message of every
+ * call that takes a btrfsimg_fs, the open's included (see the top of this
+ * file). Borrowed: valid until the next call on the handle.
  */
 BTRFSIMG_API const char *btrfsimg_errmsg(const btrfsimg_fs *fs);
 
@@ -225,8 +243,10 @@ struct btrfsimg_partition {
  * List the partitions of an image file (MBR or GPT). Writes up to @p max
  * entries to @p out and returns how many partitions exist (may exceed
  * @p max), 0 if there is no partition table, or a negative errno. @p err
- * (may be NULL) receives a message on failure; on success it is empty, or
- * notes damage worked around (the backup GPT header used, and why).
+ * (may be NULL; a caller's buffer, as no handle is made) receives a
+ * message on failure; on success it is empty, or notes damage worked
+ * around (the backup GPT header used, and why). Kept for the ABI: the
+ * same as btrfsimg_list_partitions_format() with BTRFSIMG_FORMAT_AUTO.
  */
 BTRFSIMG_API int btrfsimg_list_partitions(const char *path, struct btrfsimg_partition *out,
 					  size_t max, char *err, size_t errlen);
@@ -399,7 +419,7 @@ typedef struct btrfsimg_image btrfsimg_image;
  * Open @p path as @p format (enum btrfsimg_format; AUTO detects), finding
  * its other segments. On success *out owns the handle (btrfsimg_image_free).
  * On failure returns a negative errno and a message in @p err (may be NULL)
- * naming the file.
+ * naming the file: a caller's buffer, as there is no handle to keep it.
  */
 BTRFSIMG_API int btrfsimg_image_open(btrfsimg_image **out, const char *path, int format,
 				     char *err, size_t errlen);
@@ -433,9 +453,13 @@ BTRFSIMG_API int btrfsimg_image_meta(const btrfsimg_image *img, size_t i, const 
 /** The @p i th damage note (a missing or truncated segment), or NULL. */
 BTRFSIMG_API const char *btrfsimg_image_note(const btrfsimg_image *img, size_t i);
 /** Read @p len bytes at @p off of the disk. 0 or a negative errno; the
- *  message (btrfsimg_image_errmsg) names the file and the offset. */
+ *  message, on @p img (btrfsimg_image_errmsg), names the file and the
+ *  offset. */
 BTRFSIMG_API int btrfsimg_image_read(btrfsimg_image *img, uint64_t off, void *buf, size_t len);
-/** The last error message on this image handle ("" if none). Borrowed. */
+/** The last error message on this image handle ("" if none): the message
+ *  of btrfsimg_image_read() and btrfsimg_image_verify(); its open, which
+ *  has no handle yet when it fails, says why in the caller's buffer.
+ *  Borrowed: valid until the next call on @p img. */
 BTRFSIMG_API const char *btrfsimg_image_errmsg(const btrfsimg_image *img);
 
 /** Progress callback: @p done of @p total bytes; return nonzero to stop. */
@@ -457,7 +481,8 @@ struct btrfsimg_image_verify {
  * chunk against its stored checksum, compare with the stored hashes. Each
  * unreadable range is reported through @p bad (may be NULL) with its
  * message. Returns 0 when the whole disk was read (whatever the hashes
- * say), -ECANCELED when @p progress asked to stop, or a negative errno.
+ * say), -ECANCELED when @p progress asked to stop, or a negative errno
+ * with its message on @p img (btrfsimg_image_errmsg).
  */
 typedef void (*btrfsimg_bad_range_fn)(void *ctx, uint64_t off, uint64_t len, const char *msg);
 BTRFSIMG_API int btrfsimg_image_verify(btrfsimg_image *img, btrfsimg_progress_fn progress,
