@@ -185,8 +185,8 @@ static int open_failed(struct cli *c, int rc)
 	switch (btrfsimg_open_step(c->fs, &image)) {
 	case BTRFSIMG_STEP_NONE:
 		return cli_fail(c, rc, "cannot create a handle");
-	case BTRFSIMG_STEP_OPTIONS:
-		return cli_fail(c, rc, "cannot keep the key");
+	case BTRFSIMG_STEP_OPTIONS: /* the library's word for a key, the volume */
+		return cli_fail(c, rc, "open options");
 	case BTRFSIMG_STEP_IMAGE:
 		return cli_fail(c, rc, c->images[image]);
 	case BTRFSIMG_STEP_PARTITION:
