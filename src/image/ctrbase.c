@@ -18,9 +18,10 @@
 #include "image/container.h"
 
 /* The formats, one row each: the one list every name comes from (the
- * CLI's --format, its help and messages, the completion and the manual,
- * which tests/test_cli.py checks against it). A new format is a row here,
- * its enumerator in btrfsimg.h, its ops in container.c's table. */
+ * CLI's --format, its help and messages, the completion through
+ * `btrfsimg --list-formats`; the manual, which tests/test_cli.py checks
+ * against it). A new format is a row here, its enumerator in btrfsimg.h,
+ * its ops in container.c's table. */
 static const struct bi_format formats[BTRFSIMG_FORMAT_COUNT] = {
 	[BTRFSIMG_FORMAT_AUTO] = { "auto", NULL, { NULL } },
 	[BTRFSIMG_FORMAT_RAW] = { "raw", NULL, { NULL } },
