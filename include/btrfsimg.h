@@ -13,9 +13,26 @@
  *   -ENOENT      not found
  *   -ENOMEM      out of memory
  *   -EINVAL      misuse of the API (bad argument, wrong state)
- * After a failure, btrfsimg_errmsg() on the handle gives a readable message
- * saying what and where, for example
+ * After a failure a readable message says what and where, for example
  *   "corrupt leaf: root=5 block=30425088 slot=3, item data past end, have 16400 expect <= 16384".
+ *
+ * Where the message is: with the state the call worked on, one rule:
+ *   - a call on a filesystem handle (every call taking a btrfsimg_fs,
+ *     here and in btrfsimg_inum.h and btrfsimg_forensic.h): on the handle,
+ *     btrfsimg_errmsg(). An open is such a call too: btrfsimg_open_images()
+ *     hands back the handle when the open fails, for its message and
+ *     btrfsimg_open_step();
+ *   - a call on an image handle (btrfsimg_image_read, btrfsimg_image_verify):
+ *     on that handle, btrfsimg_image_errmsg();
+ *   - a call with no handle to keep it: the caller's buffer @p err of
+ *     @p errlen bytes (may be NULL; always NUL-terminated, cut to fit).
+ *     These are btrfsimg_image_open() (it fails before a handle exists),
+ *     btrfsimg_list_partitions() and btrfsimg_list_partitions_format()
+ *     (given a path), and btrfsimg_inum.h's btrfsimg_collide(),
+ *     btrfsimg_collide_groups() and btrfsimg_collide_all() (given plain
+ *     data).
+ * Damage worked around is not a failure: it goes to the log callback
+ * (btrfsimg_set_log) and, for a container, btrfsimg_image_note().
  *
  * Threads: no global state. Separate handles may be used from separate
  * threads concurrently; one handle must not be used by two threads at once.
@@ -126,10 +143,14 @@ enum btrfsimg_format {
 	BTRFSIMG_FORMAT_VMDK = 5,	/**< VMware (libvmdk) */
 	BTRFSIMG_FORMAT_VHD = 6,	/**< Virtual PC / Hyper-V VHD (libvhdi) */
 	BTRFSIMG_FORMAT_VHDX = 7,	/**< Hyper-V VHDX (libvhdi) */
+	/** How many this header knows (not a format; grows with them). At
+	 *  run time, btrfsimg_format_name() is NULL past the library's last. */
+	BTRFSIMG_FORMAT_COUNT
 };
 
 /** Name of a format ("raw", "split", "ewf", "qcow2", "vmdk", "vhd",
- *  "vhdx", "auto"), or NULL. */
+ *  "vhdx", "auto"), or NULL past the last: the library's one list of
+ *  format names, walked from BTRFSIMG_FORMAT_RAW up to the first NULL. */
 BTRFSIMG_API const char *btrfsimg_format_name(int format);
 /** The format called @p name (as btrfsimg_format_name), or -EINVAL. */
 BTRFSIMG_API int btrfsimg_format_parse(const char *name);
@@ -154,7 +175,12 @@ BTRFSIMG_API int btrfsimg_add_device_file_format(btrfsimg_fs *fs, const char *pa
  * Open the filesystem made of the devices added so far: pick the
  * superblock, match devices, build the chunk map, read the root tree.
  * Missing devices are accepted when the chunk profiles still hold every
- * copy needed (see btrfsimg_missing_devices()).
+ * copy needed (see btrfsimg_missing_devices()). A partition asked for
+ * (btrfsimg_open_opts.partition) of an image that holds btrfs itself
+ * (its superblock magic at 64 KiB) is refused with -EINVAL: "--partition
+ * N: image 'I' holds btrfs itself, not a partition table; leave
+ * --partition out" (BTRFSIMG_STEP_PARTITION). btrfsimg_open_images()
+ * does all of an open in one call.
  */
 BTRFSIMG_API int btrfsimg_open(btrfsimg_fs *fs);
 
@@ -181,8 +207,9 @@ BTRFSIMG_API int btrfsimg_set_generation(btrfsimg_fs *fs, uint64_t transid);
 BTRFSIMG_API const char *btrfsimg_generation_root(const btrfsimg_fs *fs, uint64_t *transid);
 
 /**
- * The last error message on this handle ("" if none). Borrowed: valid until
- * the next call on the handle.
+ * The last error message on this handle ("" if none): the message of every
+ * call that takes a btrfsimg_fs, the open's included (see the top of this
+ * file). Borrowed: valid until the next call on the handle.
  */
 BTRFSIMG_API const char *btrfsimg_errmsg(const btrfsimg_fs *fs);
 
@@ -216,8 +243,10 @@ struct btrfsimg_partition {
  * List the partitions of an image file (MBR or GPT). Writes up to @p max
  * entries to @p out and returns how many partitions exist (may exceed
  * @p max), 0 if there is no partition table, or a negative errno. @p err
- * (may be NULL) receives a message on failure; on success it is empty, or
- * notes damage worked around (the backup GPT header used, and why).
+ * (may be NULL; a caller's buffer, as no handle is made) receives a
+ * message on failure; on success it is empty, or notes damage worked
+ * around (the backup GPT header used, and why). Kept for the ABI: the
+ * same as btrfsimg_list_partitions_format() with BTRFSIMG_FORMAT_AUTO.
  */
 BTRFSIMG_API int btrfsimg_list_partitions(const char *path, struct btrfsimg_partition *out,
 					  size_t max, char *err, size_t errlen);
@@ -307,6 +336,80 @@ BTRFSIMG_API int btrfsimg_layers(btrfsimg_fs *fs, struct btrfsimg_layer *out, si
 				 size_t *n);
 
 /* ------------------------------------------------------------------ */
+/** @name Opening in one call
+ *
+ * btrfsimg_open_images() runs the whole open one way: a handle, its keys
+ * and volume, every image added, the filesystem opened; what the CLI,
+ * the Python binding and the FUSE mount call. The step-by-step calls
+ * above (btrfsimg_fs_new, btrfsimg_set_*, btrfsimg_add_device_*,
+ * btrfsimg_open) stay, for devices in memory or behind a callback. */
+
+/**
+ * Everything one open takes. ABI: the struct grows only at its end, and
+ * @c size says how much of it the caller knows: start from
+ * BTRFSIMG_OPEN_OPTIONS_INIT (size set, the rest zero = automatic). A
+ * library older than the caller's header takes a larger @c size only if
+ * the fields it does not know are zero (else -EINVAL); a newer library
+ * takes the fields past @c size as zero.
+ */
+struct btrfsimg_open_options {
+	size_t size;	/**< sizeof(struct btrfsimg_open_options) */
+	/** flags (no data checksums, no log replay), superblock mirror,
+	 *  partition, offset, cache, as btrfsimg_fs_new() takes them */
+	struct btrfsimg_open_opts fs;
+	int format;	/**< enum btrfsimg_format of every image; 0: detected */
+	/** LUKS passphrase, its exact bytes (NULL: none; copied) */
+	const void *passphrase;
+	size_t passphrase_len;
+	/** LUKS volume key (NULL: none; copied) */
+	const void *volume_key;
+	size_t volume_key_len;
+	/** asked when a LUKS volume is found and neither key is given */
+	btrfsimg_passphrase_fn passphrase_fn;
+	void *passphrase_ctx;
+	uint32_t kdf_limit_ms;	/**< btrfsimg_set_kdf_limit(); 0: the default */
+	const char *volume;	/**< LVM "VG/LV" (btrfsimg_select_volume); NULL: automatic */
+	uint64_t generation;	/**< btrfsimg_set_generation(); 0: the superblock's */
+	/** damage and notes, from the first image added on */
+	btrfsimg_log_fn log;
+	void *log_ctx;
+};
+#define BTRFSIMG_OPEN_OPTIONS_INIT { .size = sizeof(struct btrfsimg_open_options) }
+
+/**
+ * Open the filesystem on the image files @p images[0 .. @p n) with
+ * @p o (NULL: every default). The steps, in order: the handle and the
+ * options (keys, volume, KDF limit, generation, log); each image added
+ * (btrfsimg_add_device_file_format: a later segment of a container
+ * already added counts as added); the filesystem opened (btrfsimg_open,
+ * which refuses o->fs.partition for an image that holds btrfs itself).
+ *
+ * Returns 0 with *@p out an open handle. On failure a negative errno and
+ * *@p out the handle as far as it came, its btrfsimg_errmsg() saying what
+ * and where and btrfsimg_open_step() which step failed; the caller frees
+ * it (btrfsimg_fs_free). *@p out is NULL only when no handle could be made:
+ * -EINVAL (@p out NULL, @p images NULL with @p n > 0, a bad @c size or
+ * option) or -ENOMEM.
+ */
+BTRFSIMG_API int btrfsimg_open_images(btrfsimg_fs **out, const char *const *images, size_t n,
+				      const struct btrfsimg_open_options *o);
+
+/** Which step of an open failed (btrfsimg_open_step()). */
+enum btrfsimg_open_step {
+	BTRFSIMG_STEP_NONE = 0,	 /**< none failed (or none was tried) */
+	BTRFSIMG_STEP_OPTIONS,	 /**< a key, the volume, the KDF limit or generation refused */
+	BTRFSIMG_STEP_IMAGE,	 /**< an image could not be added: *image says which */
+	BTRFSIMG_STEP_PARTITION, /**< a partition asked of an image that holds btrfs itself */
+	BTRFSIMG_STEP_OPEN,	 /**< the filesystem could not be opened */
+};
+
+/** After a failed btrfsimg_open_images() or btrfsimg_open(): the step
+ *  that failed (enum btrfsimg_open_step) and, for BTRFSIMG_STEP_IMAGE, the
+ *  index of the image in *@p image (may be NULL). The message itself is
+ *  btrfsimg_errmsg(). */
+BTRFSIMG_API int btrfsimg_open_step(const btrfsimg_fs *fs, size_t *image);
+
+/* ------------------------------------------------------------------ */
 /** @name Image containers: what an image file holds, and its integrity */
 
 /** An image file opened as its container (or raw). Opaque. */
@@ -316,7 +419,7 @@ typedef struct btrfsimg_image btrfsimg_image;
  * Open @p path as @p format (enum btrfsimg_format; AUTO detects), finding
  * its other segments. On success *out owns the handle (btrfsimg_image_free).
  * On failure returns a negative errno and a message in @p err (may be NULL)
- * naming the file.
+ * naming the file: a caller's buffer, as there is no handle to keep it.
  */
 BTRFSIMG_API int btrfsimg_image_open(btrfsimg_image **out, const char *path, int format,
 				     char *err, size_t errlen);
@@ -350,9 +453,13 @@ BTRFSIMG_API int btrfsimg_image_meta(const btrfsimg_image *img, size_t i, const 
 /** The @p i th damage note (a missing or truncated segment), or NULL. */
 BTRFSIMG_API const char *btrfsimg_image_note(const btrfsimg_image *img, size_t i);
 /** Read @p len bytes at @p off of the disk. 0 or a negative errno; the
- *  message (btrfsimg_image_errmsg) names the file and the offset. */
+ *  message, on @p img (btrfsimg_image_errmsg), names the file and the
+ *  offset. */
 BTRFSIMG_API int btrfsimg_image_read(btrfsimg_image *img, uint64_t off, void *buf, size_t len);
-/** The last error message on this image handle ("" if none). Borrowed. */
+/** The last error message on this image handle ("" if none): the message
+ *  of btrfsimg_image_read() and btrfsimg_image_verify(); its open, which
+ *  has no handle yet when it fails, says why in the caller's buffer.
+ *  Borrowed: valid until the next call on @p img. */
 BTRFSIMG_API const char *btrfsimg_image_errmsg(const btrfsimg_image *img);
 
 /** Progress callback: @p done of @p total bytes; return nonzero to stop. */
@@ -374,7 +481,8 @@ struct btrfsimg_image_verify {
  * chunk against its stored checksum, compare with the stored hashes. Each
  * unreadable range is reported through @p bad (may be NULL) with its
  * message. Returns 0 when the whole disk was read (whatever the hashes
- * say), -ECANCELED when @p progress asked to stop, or a negative errno.
+ * say), -ECANCELED when @p progress asked to stop, or a negative errno
+ * with its message on @p img (btrfsimg_image_errmsg).
  */
 typedef void (*btrfsimg_bad_range_fn)(void *ctx, uint64_t off, uint64_t len, const char *msg);
 BTRFSIMG_API int btrfsimg_image_verify(btrfsimg_image *img, btrfsimg_progress_fn progress,

@@ -227,7 +227,8 @@ struct btrfsimg_collide_result {
 
 /**
  * Count collisions of @p in under scheme @p s. @p o may be NULL. @p err
- * (may be NULL) receives a message on failure. Returns 0, -EINVAL (bad
+ * (may be NULL) receives a message on failure: a caller's buffer, as the
+ * call has no handle to keep one (btrfsimg.h, "Where the message is"). Returns 0, -EINVAL (bad
  * input: unsorted set, add/del inconsistent with base, duplicate id,
  * parity > 1, bad scheme) or -ENOMEM. Release @p out with
  * btrfsimg_collide_result_clear() (also after failure).

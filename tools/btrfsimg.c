@@ -150,6 +150,15 @@ static int list_options(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* Hidden: `btrfsimg --list-formats`, the library's format names one a
+ * line: what the completion and the manual page are tested against. */
+static int list_formats(void)
+{
+	for (int f = BTRFSIMG_FORMAT_RAW; btrfsimg_format_name(f); f++)
+		printf("%s\n", btrfsimg_format_name(f));
+	return EXIT_OK;
+}
+
 /* Arguments that are not a command's: true when handled, status in *rc. */
 static bool global_argument(int argc, char **argv, int *rc)
 {
@@ -160,6 +169,8 @@ static bool global_argument(int argc, char **argv, int *rc)
 		*rc = printf("btrfsimg %s\n", btrfsimg_version()) < 0 ? EXIT_FAILED : EXIT_OK;
 	else if (!strcmp(a, "--list-options"))
 		*rc = list_options(argc, argv);
+	else if (!strcmp(a, "--list-formats") && argc == 2)
+		*rc = list_formats();
 	else
 		return false;
 	return true;
@@ -167,58 +178,41 @@ static bool global_argument(int argc, char **argv, int *rc)
 
 /* ------------------------------------------------------------ opening */
 
-/* btrfs's magic at 64 KiB + 64 of the disk the image holds (inside its
- * container: an E01 or qcow2 of a filesystem is such an image too): the
- * library reads such an image as the filesystem, whatever --partition
- * says. */
-static bool holds_btrfs(const char *path, int format)
+/* Why the open failed, as each step has always been said: an image by its
+ * name, a partition of an image that holds btrfs by the command's. */
+static int open_failed(struct cli *c, int rc)
 {
-	btrfsimg_image *img = NULL;
-	if (btrfsimg_image_open(&img, path, format, NULL, 0) < 0)
-		return false; /* the library says why */
-	struct btrfsimg_image_info info;
-	btrfsimg_image_info(img, &info);
-	char m[8];
-	bool yes = info.size >= 65536 + 4096 &&
-		   btrfsimg_image_read(img, 65536 + 64, m, sizeof(m)) == 0 &&
-		   memcmp(m, "_BHRfS_M", sizeof(m)) == 0;
-	btrfsimg_image_free(img);
-	return yes;
-}
-
-static int partition_applies(const struct cli *c)
-{
-	for (int i = 0; c->opts.partition && i < c->nimages; i++) {
-		if (!holds_btrfs(c->images[i], c->format))
-			continue;
-		cli_warn("%s: --partition %u: image '%s' holds btrfs itself, not a partition "
-			 "table; leave --partition out", c->cmd, c->opts.partition, c->images[i]);
-		return EXIT_USAGE;
+	size_t image = 0;
+	switch (btrfsimg_open_step(c->fs, &image)) {
+	case BTRFSIMG_STEP_NONE:
+		return cli_fail(c, rc, "cannot create a handle");
+	case BTRFSIMG_STEP_OPTIONS: /* the library's word for a key, the volume */
+		return cli_fail(c, rc, "open options");
+	case BTRFSIMG_STEP_IMAGE:
+		return cli_fail(c, rc, c->images[image]);
+	case BTRFSIMG_STEP_PARTITION:
+		return cli_fail(c, rc, c->cmd);
+	default:
+		return cli_fail(c, rc, "cannot open the filesystem");
 	}
-	return EXIT_OK;
 }
 
 static int open_fs(struct cli *c)
 {
-	int rc = partition_applies(c);
-	if (rc)
-		return rc;
-	rc = btrfsimg_fs_new(&c->fs, &c->opts);
+	struct btrfsimg_open_options o = BTRFSIMG_OPEN_OPTIONS_INIT;
+	struct cli_keys keys;
+	if (cli_keys_options(c, &keys, &o) != EXIT_OK)
+		return EXIT_FAILED;
+	o.fs = c->opts;
+	o.format = c->format;
+	o.generation = c->generation;
+	o.log = log_damage;
+	o.log_ctx = c;
+	int rc = btrfsimg_open_images(&c->fs, (const char *const *)c->images,
+				      (size_t)c->nimages, &o);
+	cli_keys_wipe(&keys);
 	if (rc < 0)
-		return cli_fail(c, rc, "cannot create a handle");
-	btrfsimg_set_log(c->fs, log_damage, c);
-	btrfsimg_set_generation(c->fs, c->generation);
-	rc = cli_volume_setup(c, c->fs);
-	if (rc)
-		return rc;
-	for (int i = 0; i < c->nimages; i++) {
-		rc = btrfsimg_add_device_file_format(c->fs, c->images[i], c->format);
-		if (rc < 0)
-			return cli_fail(c, rc, c->images[i]);
-	}
-	rc = btrfsimg_open(c->fs);
-	if (rc < 0)
-		return cli_fail(c, rc, "cannot open the filesystem");
+		return open_failed(c, rc);
 	uint64_t gen;
 	const char *how = btrfsimg_generation_root(c->fs, &gen);
 	if (how && !c->quiet)

@@ -149,6 +149,9 @@ int cli_parse(struct cli *c, int argc, char **argv);
 void cli_usage(const struct cmd_struct *cmd, FILE *out);
 /* Every option @cmd accepts, one a line ("-v" and "--verbose" both). */
 void cli_list_options(const struct cmd_struct *cmd, FILE *out);
+/* The library's container formats, "raw, split, ..., vhdx" (not "auto"),
+ * into @buf of @len bytes; the length written. */
+size_t cli_format_names(char *buf, size_t len);
 /* Checks commands share: at least @min positional arguments; --inode
  * excludes --path and --subvol. Return 0 or EXIT_USAGE. */
 int cli_need_images(struct cli *c, int min, const char *what);

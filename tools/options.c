@@ -45,9 +45,8 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_READONLY] = { "readonly", 'r', NULL, "only read-only subvolumes" },
 	[OPT_DELETED] = { "deleted", 'd', NULL, "only deleted subvolumes" },
 	[OPT_DELETED_ID] = { "deleted", 0, "ID", "the recovered version ID ('btrfsimg deleted')" },
-	[OPT_FORMAT] = { "format", 0, "FMT",
-			 "read every IMAGE as FMT: raw, split, ewf, qcow2, vmdk,\n"
-			 "vhd, vhdx (default: detected by signature)" },
+	/* its help names the library's formats: format_help() */
+	[OPT_FORMAT] = { "format", 0, "FMT", NULL },
 	[OPT_PARTITION] = { "partition", 0, "N",
 			    "the Nth partition of a whole-disk image; or VG/LV:\n"
 			    "the LVM logical volume LV of volume group VG (an\n"
@@ -119,6 +118,7 @@ static const struct opt_def defs[OPT_COUNT] = {
 
 #define VAL_BASE 256	/* getopt values of long options: VAL_BASE + enum cli_opt */
 #define HEAD_WIDTH 20
+#define HELP_WIDTH 54	/* 80 columns less the head and the margins */
 
 static bool takes(const struct cmd_struct *cmd, int id)
 {
@@ -144,10 +144,54 @@ static void put_help(FILE *out, const char *help)
 	fputc('\n', out);
 }
 
+size_t cli_format_names(char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (int f = BTRFSIMG_FORMAT_RAW; btrfsimg_format_name(f); f++) {
+		int w = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", btrfsimg_format_name(f));
+		if (w < 0 || (size_t)w >= len - n)
+			break;
+		n += (size_t)w;
+	}
+	return n;
+}
+
+/* --format's help: the library's formats, filled into lines of HELP_WIDTH
+ * (as the other options' texts are broken by hand). */
+static const char *format_help(char *buf, size_t len)
+{
+	char text[256], names[160];
+	cli_format_names(names, sizeof(names));
+	snprintf(text, sizeof(text), "read every IMAGE as FMT: %s (default: detected by signature)",
+		 names);
+	size_t n = 0, col = 0;
+	for (const char *w = text; *w && n + 2 < len;) {
+		size_t wl = strcspn(w, " ");
+		if (col && col + 1 + wl > HELP_WIDTH) {
+			buf[n++] = '\n';
+			col = 0;
+		} else if (col) {
+			buf[n++] = ' ';
+			col++;
+		}
+		if (n + wl + 1 >= len)
+			break;
+		memcpy(buf + n, w, wl);
+		n += wl;
+		col += wl;
+		w += wl + (w[wl] == ' ');
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
 static void put_option(FILE *out, int id, const char *help)
 {
 	const struct opt_def *d = &defs[id];
-	char head[48];
+	char head[48], generated[320];
+	if (!help && id == OPT_FORMAT)
+		help = format_help(generated, sizeof(generated));
 	if (d->short_name)
 		snprintf(head, sizeof(head), "-%c, --%s%s%s", d->short_name, d->name,
 			 d->arg ? " " : "", d->arg ? d->arg : "");
@@ -224,6 +268,15 @@ static bool parse_inode(const char *s, uint64_t *subvol, uint64_t *obj)
 static int bad_value(const char *opt, const char *v)
 {
 	cli_warn("invalid value for %s: '%s'", opt, v);
+	return EXIT_USAGE;
+}
+
+/* --format FMT, not one of the library's names: say which are. */
+static int bad_format(const char *arg)
+{
+	char names[160];
+	cli_format_names(names, sizeof(names));
+	cli_warn("invalid value for --format (%s): '%s'", names, arg);
 	return EXIT_USAGE;
 }
 
@@ -354,7 +407,7 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_FORMAT:
 		c->format = btrfsimg_format_parse(arg);
 		if (c->format < 0)
-			return bad_value("--format (raw, split, ewf, qcow2, vmdk, vhd, vhdx)", arg);
+			return bad_format(arg);
 		if (!btrfsimg_format_supported(c->format)) {
 			cli_warn("--format %s: this build of btrfsimg was made without it", arg);
 			return EXIT_USAGE;

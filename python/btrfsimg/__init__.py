@@ -525,20 +525,28 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
     h = _btrfsimg.Handle(flags, partition or 0, offset, super_mirror, cache_bytes)
     h.on_damage = on_damage if on_damage is not None else _warn_damage
     fmt = 0 if format is None else _btrfsimg.format(format)
+    if isinstance(passphrase, str):
+        passphrase = passphrase.encode()
+    devices = list(devices)
     try:
+        if kdf_limit is not None and not 0.001 <= kdf_limit <= 86400:
+            raise ValueError("kdf_limit: seconds, 0.001..86400")
+        if generation is not None and not 1 <= generation < 1 << 64:
+            raise ValueError("generation: a transid, 1 or more")
+        if all(isinstance(d, (str, bytes, os.PathLike)) for d in devices):
+            # image files: the library's one open (btrfsimg_open_images)
+            h.open_images(list(devices), fmt, passphrase, volume_key, volume,
+                          0 if kdf_limit is None else round(kdf_limit * 1000), generation or 0)
+            return Filesystem(h)
         if passphrase is not None:
-            h.set_key(0, passphrase.encode() if isinstance(passphrase, str) else passphrase)
+            h.set_key(0, passphrase)
         if volume_key is not None:
             h.set_key(1, volume_key)
         if volume is not None:
             h.set_key(2, volume.encode())
         if kdf_limit is not None:
-            if not 0.001 <= kdf_limit <= 86400:
-                raise ValueError("kdf_limit: seconds, 0.001..86400")
             h.set_kdf_limit(round(kdf_limit * 1000))
         if generation is not None:
-            if not 1 <= generation < 1 << 64:
-                raise ValueError("generation: a transid, 1 or more")
             h.set_generation(generation)
         for i, d in enumerate(devices):
             if isinstance(d, (str, bytes, os.PathLike)):

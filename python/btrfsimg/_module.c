@@ -191,6 +191,7 @@ static int Handle_init(Handle *h, PyObject *args, PyObject *kw)
 		PyErr_NoMemory();
 		return -1;
 	}
+	h->opts = o;
 	int rc = btrfsimg_fs_new(&h->fs, &o);
 	if (rc < 0) {
 		raise_errno(rc, "creating the handle: bad options");
@@ -372,6 +373,80 @@ static PyObject *Handle_open(Handle *h, PyObject *unused)
 		return NULL;
 	int rc;
 	HANDLE_CALL(h, rc, rc = btrfsimg_open(h->fs));
+	if (rc == 0)
+		h->opened = true;
+	return finish(h, rc, Py_NewRef(Py_None));
+}
+
+/* Paths of @seq (str, bytes or os.PathLike) as a NULL-ended array into
+ * *@paths, kept alive by the list *@keep. 0 or -1 with an exception. */
+static int fs_paths(PyObject *seq, const char ***paths, PyObject **keep)
+{
+	PyObject *fast = PySequence_Fast(seq, "images: a sequence of paths");
+	if (!fast)
+		return -1;
+	Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+	*keep = PyList_New(0);
+	*paths = PyMem_Calloc((size_t)n + 1, sizeof(**paths));
+	for (Py_ssize_t i = 0; *keep && *paths && i < n; i++) {
+		PyObject *b = NULL;
+		if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(fast, i), &b) ||
+		    PyList_Append(*keep, b) < 0) {
+			Py_XDECREF(b);
+			break;
+		}
+		(*paths)[i] = PyBytes_AS_STRING(b);
+		Py_DECREF(b);
+	}
+	Py_DECREF(fast);
+	if (!*paths && !PyErr_Occurred())
+		PyErr_NoMemory();
+	if (!PyErr_Occurred())
+		return 0;
+	PyMem_Free(*paths);
+	Py_CLEAR(*keep);
+	return -1;
+}
+
+/* open_images(paths, format, passphrase, volume_key, volume, kdf_ms,
+ * generation): the handle made again by btrfsimg_open_images, with the
+ * options of Handle() and these, and opened (or its error raised). */
+static PyObject *Handle_open_images(Handle *h, PyObject *args)
+{
+	PyObject *seq, *keep = NULL;
+	int format;
+	Py_buffer pass = { 0 }, vkey = { 0 };
+	const char *volume;
+	unsigned long kdf;
+	unsigned long long gen;
+	const char **paths = NULL;
+	if (!PyArg_ParseTuple(args, "Oiz*z*zkK", &seq, &format, &pass, &vkey, &volume, &kdf, &gen))
+		return NULL;
+	if (check_adding(h) < 0 || fs_paths(seq, &paths, &keep) < 0) {
+		PyBuffer_Release(&pass);
+		PyBuffer_Release(&vkey);
+		return NULL;
+	}
+	struct btrfsimg_open_options o = BTRFSIMG_OPEN_OPTIONS_INIT;
+	o.fs = h->opts;
+	o.format = format;
+	o.passphrase = pass.buf;
+	o.passphrase_len = (size_t)pass.len;
+	o.volume_key = vkey.buf;
+	o.volume_key_len = (size_t)vkey.len;
+	o.volume = volume;
+	o.kdf_limit_ms = kdf > UINT32_MAX ? UINT32_MAX : (uint32_t)kdf;
+	o.generation = gen;
+	o.log = on_log;
+	o.log_ctx = h;
+	size_t n = (size_t)PyList_GET_SIZE(keep);
+	int rc;
+	HANDLE_CALL(h, rc, btrfsimg_fs_free(h->fs); h->fs = NULL;
+		    rc = btrfsimg_open_images(&h->fs, paths, n, &o));
+	PyMem_Free(paths);
+	Py_DECREF(keep);
+	PyBuffer_Release(&pass);
+	PyBuffer_Release(&vkey);
 	if (rc == 0)
 		h->opened = true;
 	return finish(h, rc, Py_NewRef(Py_None));
@@ -855,6 +930,9 @@ static PyMethodDef Handle_methods[] = {
 	  "set_key(kind, bytes): 0 passphrase, 1 volume key, 2 LVM volume VG/LV" },
 	{ "set_kdf_limit", (PyCFunction)Handle_set_kdf_limit, METH_VARARGS,
 	  "set_kdf_limit(ms): LUKS key derivation allowed per keyslot (0: default)" },
+	{ "open_images", (PyCFunction)Handle_open_images, METH_VARARGS,
+	  "open_images(paths, format, passphrase, volume_key, volume, kdf_ms, generation): "
+	  "the one open (btrfsimg_open_images)" },
 	{ "set_generation", (PyCFunction)Handle_set_generation, METH_VARARGS,
 	  "set_generation(transid): read that generation's root tree (0: the superblock's)" },
 	{ "generation_root", (PyCFunction)Handle_generation_root, METH_NOARGS,

@@ -39,6 +39,7 @@ typedef struct {
 	char **damage;		     /* messages queued by the log callback */
 	size_t ndamage, damage_cap;
 	char msg[1024]; /* the last failure's message, copied under the lock */
+	struct btrfsimg_open_opts opts; /* as made, for open_images */
 } Handle;
 
 extern PyTypeObject Handle_Type;

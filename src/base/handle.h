@@ -82,6 +82,11 @@ struct btrfsimg_fs {
 	uint64_t want_gen;
 	char gen_how[160];
 	int (*gen_scan)(struct btrfsimg_fs *fs, uint64_t gen, struct bi_root *out);
+
+	/* which step of an open failed (enum btrfsimg_open_step) and, for an
+	 * image, its index: btrfsimg_open_step() */
+	int open_step;
+	size_t open_image;
 };
 
 #endif

@@ -14,6 +14,7 @@
 #include "base/handle.h"
 #include "base/ondisk.h"
 #include "image/dev.h"
+#include "volume/part.h"
 #include "volume/vol.h"
 #include "btrfs/chunk.h"
 #include "btrfs/open.h"
@@ -75,14 +76,27 @@ int btrfsimg_open(btrfsimg_fs *fs)
 		return -EINVAL;
 	if (fs->opened)
 		return bi_err(fs, -EINVAL, "btrfsimg_open: already open");
-	int rc = bi_core_open(fs);
+	fs->open_step = BTRFSIMG_STEP_PARTITION;
+	int rc = bi_part_applies(fs);
+	if (rc < 0)
+		return rc;
+	fs->open_step = BTRFSIMG_STEP_OPEN;
+	rc = bi_core_open(fs);
 	if (rc == 0)
 		rc = bi_log_replay(fs);
 	if (rc < 0)
 		return rc;
+	fs->open_step = BTRFSIMG_STEP_NONE;
 	fs->opened = true;
 	fs->err[0] = '\0';
 	return 0;
+}
+
+int btrfsimg_open_step(const btrfsimg_fs *fs, size_t *image)
+{
+	if (image)
+		*image = fs ? fs->open_image : 0;
+	return fs ? fs->open_step : BTRFSIMG_STEP_NONE;
 }
 
 const char *btrfsimg_version(void)

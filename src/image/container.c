@@ -47,6 +47,7 @@
 
 #include "base/cursor.h"
 
+/* The formats this build reads (their names: bi_format, ctrbase.c). */
 static const struct bi_ctr_ops *const formats[] = {
 	&bi_ctr_raw_ops,  &bi_ctr_split_ops,
 #ifdef BI_HAVE_EWF
@@ -61,15 +62,6 @@ static const struct bi_ctr_ops *const formats[] = {
 #ifdef BI_HAVE_VHDI
 	&bi_ctr_vhd_ops,  &bi_ctr_vhdx_ops,
 #endif
-};
-
-/* The library each format needs, for "left out of this build". */
-static const char *const format_libs[BI_NFORMATS] = {
-	[BTRFSIMG_FORMAT_EWF] = "libewf (meson -Dewf)",
-	[BTRFSIMG_FORMAT_QCOW2] = "libqcow (meson -Dqcow)",
-	[BTRFSIMG_FORMAT_VMDK] = "libvmdk (meson -Dvmdk)",
-	[BTRFSIMG_FORMAT_VHD] = "libvhdi (meson -Dvhdi)",
-	[BTRFSIMG_FORMAT_VHDX] = "libvhdi (meson -Dvhdi)",
 };
 
 static const struct bi_ctr_ops *ops_of(int format)
@@ -292,7 +284,7 @@ int bi_ctr_open(struct bi_ctr **out, const char *path, int format, char *err, si
 		snprintf(
 			err, errlen,
 			"'%s' is an image in %s format, and this build of btrfsimg was made without %s",
-			path, name, format_libs[format]);
+			path, name, bi_format(format)->lib);
 		return -EOPNOTSUPP;
 	}
 	struct bi_ctr *c = calloc(1, sizeof(*c));

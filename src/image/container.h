@@ -30,7 +30,16 @@
 
 struct bi_ctr;
 
-#define BI_NFORMATS (BTRFSIMG_FORMAT_VHDX + 1)
+/* One row of the format table (ctrbase.c): what a format is called and
+ * what it needs, whether or not this build reads it. */
+#define BI_FORMAT_ALIASES 2
+struct bi_format {
+	const char *name;			/* btrfsimg_format_name */
+	const char *lib;			/* the library and meson option; NULL: none */
+	const char *aliases[BI_FORMAT_ALIASES];	/* also taken by btrfsimg_format_parse */
+};
+/* The row of @format (enum btrfsimg_format), or NULL. */
+const struct bi_format *bi_format(int format);
 
 struct bi_ctr_ops {
 	int format;  /* enum btrfsimg_format */

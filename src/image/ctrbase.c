@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What every container format file shares (container.h): format names,
+ * What every container format file shares (container.h): the table of
+ * formats (names, aliases, the library each needs),
  * and filling a struct bi_ctr's segments, metadata and damage notes. Kept
  * apart from container.c, which calls the formats, so that the formats
  * call down, not back up.
@@ -16,18 +17,33 @@
 
 #include "image/container.h"
 
-static const char *const format_names[BI_NFORMATS] = {
-	[BTRFSIMG_FORMAT_AUTO] = "auto",   [BTRFSIMG_FORMAT_RAW] = "raw",
-	[BTRFSIMG_FORMAT_SPLIT] = "split", [BTRFSIMG_FORMAT_EWF] = "ewf",
-	[BTRFSIMG_FORMAT_QCOW2] = "qcow2", [BTRFSIMG_FORMAT_VMDK] = "vmdk",
-	[BTRFSIMG_FORMAT_VHD] = "vhd",	   [BTRFSIMG_FORMAT_VHDX] = "vhdx",
+/* The formats, one row each: the one list every name comes from (the
+ * CLI's --format, its help and messages, the completion through
+ * `btrfsimg --list-formats`; the manual, which tests/test_cli.py checks
+ * against it). A new format is a row here, its enumerator in btrfsimg.h,
+ * its ops in container.c's table. */
+static const struct bi_format formats[BTRFSIMG_FORMAT_COUNT] = {
+	[BTRFSIMG_FORMAT_AUTO] = { "auto", NULL, { NULL } },
+	[BTRFSIMG_FORMAT_RAW] = { "raw", NULL, { NULL } },
+	[BTRFSIMG_FORMAT_SPLIT] = { "split", NULL, { NULL } },
+	[BTRFSIMG_FORMAT_EWF] = { "ewf", "libewf (meson -Dewf)", { "e01", "E01" } },
+	[BTRFSIMG_FORMAT_QCOW2] = { "qcow2", "libqcow (meson -Dqcow)", { "qcow" } },
+	[BTRFSIMG_FORMAT_VMDK] = { "vmdk", "libvmdk (meson -Dvmdk)", { NULL } },
+	[BTRFSIMG_FORMAT_VHD] = { "vhd", "libvhdi (meson -Dvhdi)", { NULL } },
+	[BTRFSIMG_FORMAT_VHDX] = { "vhdx", "libvhdi (meson -Dvhdi)", { NULL } },
 };
+
+const struct bi_format *bi_format(int format)
+{
+	if (format < 0 || format >= BTRFSIMG_FORMAT_COUNT)
+		return NULL;
+	return &formats[format];
+}
 
 const char *btrfsimg_format_name(int format)
 {
-	if (format < 0 || (size_t)format >= BI_NFORMATS)
-		return NULL;
-	return format_names[format];
+	const struct bi_format *f = bi_format(format);
+	return f ? f->name : NULL;
 }
 
 char *bi_ctr_beside(const char *path, const char *name)
@@ -178,12 +194,12 @@ void bi_ctr_note(struct bi_ctr *c, const char *fmt, ...)
 
 int btrfsimg_format_parse(const char *name)
 {
-	for (size_t i = 0; name && i < BI_NFORMATS; i++)
-		if (!strcmp(name, format_names[i]))
-			return (int)i;
-	if (name && (!strcmp(name, "e01") || !strcmp(name, "E01")))
-		return BTRFSIMG_FORMAT_EWF;
-	if (name && !strcmp(name, "qcow"))
-		return BTRFSIMG_FORMAT_QCOW2;
+	for (int i = 0; name && i < BTRFSIMG_FORMAT_COUNT; i++) {
+		if (!strcmp(name, formats[i].name))
+			return i;
+		for (size_t k = 0; k < BI_FORMAT_ALIASES && formats[i].aliases[k]; k++)
+			if (!strcmp(name, formats[i].aliases[k]))
+				return i;
+	}
 	return -EINVAL;
 }

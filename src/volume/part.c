@@ -558,6 +558,28 @@ static int locate_at(struct btrfsimg_fs *fs, struct bi_dev *d, uint64_t off)
 	return 0;
 }
 
+/* An image whose own superblock magic sits at 64 KiB has no partitions to
+ * choose from: reading it whole would answer another question than the
+ * one asked, so the open refuses rather than ignore the number. An image
+ * that cannot be read here is left to the open, which says why. */
+int bi_part_applies(struct btrfsimg_fs *fs)
+{
+	for (size_t i = 0; fs->opts.partition && i < fs->ndevs; i++) {
+		const struct bi_dev *d = &fs->devs[i];
+		bool magic;
+		if (probe_magic(fs, d, 0, d->raw_size, &magic) < 0) {
+			fs->err[0] = '\0'; /* the open reads it again and says why */
+			continue;
+		}
+		if (magic)
+			return bi_err(fs, -EINVAL,
+				      "--partition %u: image '%s' holds btrfs itself, not a "
+				      "partition table; leave --partition out",
+				      fs->opts.partition, d->name);
+	}
+	return 0;
+}
+
 int bi_dev_locate(struct btrfsimg_fs *fs, struct bi_dev *d)
 {
 	if (fs->opts.flags & BTRFSIMG_OPEN_OFFSET)

@@ -29,6 +29,10 @@ typedef int (*bi_read_at_fn)(void *ctx, uint64_t off, void *buf, size_t len);
 int bi_part_parse(bi_read_at_fn rd, void *ctx, uint64_t size, struct btrfsimg_partition *out,
 		  size_t max, char *err, size_t errlen);
 
+/* A partition asked for (fs->opts.partition) of an image that holds btrfs
+ * itself: -EINVAL with the message on @fs, else 0. */
+int bi_part_applies(struct btrfsimg_fs *fs);
+
 /* Choose base/size of every device: the image itself if it holds btrfs at
  * 64 KiB, else the partition asked for, else the only btrfs partition. */
 int bi_dev_locate(struct btrfsimg_fs *fs, struct bi_dev *d);

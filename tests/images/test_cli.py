@@ -27,7 +27,9 @@ the tests nor the documentation can drift from it:
     the table testdata/part/*.sfdisk records;
   * tools/btrfsimg.1 renders without warnings and documents every command
     with exactly its options; tools/btrfsimg.bash-completion offers exactly
-    each command's options.
+    each command's options;
+  * the container format names are the library's list: the completion,
+    the manual, --format's help and error, and layers' text follow it.
 Prints one line per check, then "N passed, M failed".
 """
 import hashlib
@@ -537,6 +539,49 @@ def test_completion(cmds):
               sorted(got ^ list_options(cmd)))
 
 
+def test_formats():
+    """The container formats are one list, the library's (btrfsimg_format_name,
+    printed by the hidden `btrfsimg --list-formats`): the completion asks
+    the binary for them after --format, the manual's --format item names
+    exactly them, and the layers text and --format's help each of them."""
+    rc, out, err = run(["--list-formats"])
+    formats = out.decode().split()
+    check("--list-formats: the library's formats", rc == 0 and "raw" in formats
+          and "auto" not in formats and len(formats) == len(set(formats)), (rc, formats, err))
+    with open(COMPLETION) as f:
+        src = f.read()
+    check("completion: --format asks the binary (--list-formats), no list of its own",
+          "--list-formats" in src and not re.search(r"\bqcow2\b", src), "")
+    if shutil.which("bash"):
+        got = complete([CLI, "walk", "--format", ""])
+        check("completion runs: btrfsimg walk --format <TAB>: the library's formats",
+              got == set(formats), sorted(got))
+        got = complete([CLI, "walk", "--format", "vh"])
+        check("completion runs: btrfsimg walk --format vh<TAB>", got == {"vhd", "vhdx"},
+              sorted(got))
+    with open(MAN) as f:
+        lines = f.read().replace("\\-", "-").splitlines()
+    at = [i for i, line in enumerate(lines) if line.startswith(".BI -") and "-format" in line]
+    item = []
+    for line in lines[at[0] + 1:] if at else []:
+        if line in (".TP", ".PP") or line.startswith(".SH"):
+            break
+        item.append(line)
+    named = set(re.findall(r"^\.BR? (\w+)", "\n".join(item), re.M))
+    check("btrfsimg.1: the --format item names exactly the library's formats",
+          at and named == set(formats), (sorted(set(formats) - named), sorted(named - set(formats))))
+    for cmd, words in (("walk", "--format"), ("layers", "The layers")):
+        rc, out, _ = run([cmd, "--help"])
+        text = " ".join(out.decode().split())
+        para = text.split(words, 1)[1][:300] if words in text else ""
+        missing = [f for f in formats if not re.search(r"\b%s\b" % re.escape(f), para)]
+        check(f"{cmd} --help names every format ({words})", rc == 0 and para and not missing,
+              missing)
+    rc, _, err = run(["walk", "--format", "nosuch", "x.img"])
+    check("--format nosuch: refused naming the library's formats, exit 2",
+          rc == 2 and ("(%s)" % ", ".join(formats)).encode() in err, (rc, err))
+
+
 # ------------------------------------------------------------ main
 
 def main():
@@ -591,6 +636,7 @@ def main():
         test_partitions(gpt3, os.path.join(TESTDATA, "part", "gpt3.sfdisk"), work)
         test_man(cmds)
         test_completion(cmds)
+        test_formats()
     except imgtest.RestoreError as e:
         check("images restored", False, e)
     finally:

@@ -579,6 +579,37 @@ def test_errors(tmp, files_img):
 
 
 @check()
+def test_open_refuses_as_the_cli(files_img):
+    """The library decides what an open means, so the module refuses what
+    the CLI refuses, with the CLI's words: a partition of an image that
+    holds btrfs itself (before, the module read the image whole and
+    ignored the number), and a volume that is not VG/LV. A file object
+    (the step-by-step route) is refused the same way."""
+    img = files_img("subvols")
+    with raises(btrfsimg.Error) as e:
+        btrfsimg.open(img, partition=1)
+    msg = ("--partition 1: image '%s' holds btrfs itself, not a partition table; "
+           "leave --partition out" % img)
+    assert e.value.errno == 22 and str(e.value).endswith(msg), str(e.value)
+    if CLI:
+        p = subprocess.run([CLI, "super", "--partition", "1", img], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        assert p.returncode == 2
+        assert p.stderr.decode() == "btrfsimg: super: %s\n" % msg
+    with open(img, "rb") as f, raises(btrfsimg.Error) as e:
+        btrfsimg.open(f, partition=1)
+    assert "holds btrfs itself, not a partition table" in str(e.value), str(e.value)
+    with raises(btrfsimg.Error) as e:
+        btrfsimg.open(img, volume="novolume")
+    assert "volume 'novolume': expected VG/LV" in str(e.value), str(e.value)
+    with raises(btrfsimg.Error) as e:
+        btrfsimg.open([img, img + ".nothere"])
+    assert e.value.errno == 2 and img + ".nothere" in str(e.value), str(e.value)
+    with btrfsimg.open(iter([img]), format="raw", kdf_limit=1, generation=None) as fs:
+        assert fs.superblock["num_devices"] == 1
+
+
+@check()
 def test_device_exception_is_the_cause(files_img):
     img = files_img("names")
 

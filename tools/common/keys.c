@@ -89,35 +89,75 @@ static int ask(void *ctx, const char *volume, void *buf, size_t max)
 	return rc < 0 ? rc : (int)n;
 }
 
-int cli_volume_setup(struct cli *c, btrfsimg_fs *fs)
+void cli_keys_wipe(struct cli_keys *k)
 {
-	unsigned char buf[KEY_FILE_MAX + 1];
-	int rc = 0;
-	if (c->volume && btrfsimg_select_volume(fs, c->volume) < 0) {
-		cli_warn("--partition %s: expected VG/LV", c->volume);
-		return EXIT_FAILED;
-	}
+	explicit_bzero(k, sizeof(*k));
+}
+
+/* The key files of @c into @k, the passphrase file first. */
+static int read_keys(const struct cli *c, struct cli_keys *k)
+{
+	memset(k, 0, sizeof(*k));
 	if (c->passphrase_file) {
-		ssize_t n = slurp("--passphrase-file", c->passphrase_file, buf, KEY_FILE_MAX);
+		ssize_t n = slurp("--passphrase-file", c->passphrase_file, k->pass, KEY_FILE_MAX);
 		if (n < 0)
 			return EXIT_FAILED;
-		rc = btrfsimg_set_passphrase(fs, buf, (size_t)n);
+		k->plen = (size_t)n;
+		k->have_pass = true;
 	}
-	if (c->kdf_ms && btrfsimg_set_kdf_limit(fs, c->kdf_ms) < 0) {
-		cli_warn("--kdf-limit: not accepted");
-		return EXIT_FAILED;
-	}
-	if (rc == 0 && c->volume_key_file) {
-		ssize_t n = slurp("--volume-key-file", c->volume_key_file, buf, 64);
+	if (c->volume_key_file) {
+		ssize_t n = slurp("--volume-key-file", c->volume_key_file, k->vkey, 64);
 		if (n < 0)
 			return EXIT_FAILED;
 		if (n == 0) {
 			cli_warn("--volume-key-file %s: empty", c->volume_key_file);
 			return EXIT_FAILED;
 		}
-		rc = btrfsimg_set_volume_key(fs, buf, (size_t)n);
+		k->vklen = (size_t)n;
+		k->have_vkey = true;
 	}
-	explicit_bzero(buf, sizeof(buf));
+	return EXIT_OK;
+}
+
+int cli_keys_options(const struct cli *c, struct cli_keys *k, struct btrfsimg_open_options *o)
+{
+	if (read_keys(c, k) != EXIT_OK) {
+		cli_keys_wipe(k);
+		return EXIT_FAILED;
+	}
+	o->passphrase = k->have_pass ? k->pass : NULL;
+	o->passphrase_len = k->plen;
+	o->volume_key = k->have_vkey ? k->vkey : NULL;
+	o->volume_key_len = k->vklen;
+	o->volume = c->volume;
+	o->kdf_limit_ms = c->kdf_ms;
+	if (!c->passphrase_file && !c->volume_key_file && isatty(STDIN_FILENO))
+		o->passphrase_fn = ask;
+	return EXIT_OK;
+}
+
+/* The step-by-step route, for a probe (layers): the same keys, handed to
+ * the library one call each. */
+int cli_volume_setup(struct cli *c, btrfsimg_fs *fs)
+{
+	if (c->volume && btrfsimg_select_volume(fs, c->volume) < 0) {
+		cli_warn("--partition %s: expected VG/LV", c->volume);
+		return EXIT_FAILED;
+	}
+	struct cli_keys k;
+	if (read_keys(c, &k) != EXIT_OK) {
+		cli_keys_wipe(&k);
+		return EXIT_FAILED; /* a key file, said */
+	}
+	int rc = k.have_pass ? btrfsimg_set_passphrase(fs, k.pass, k.plen) : 0;
+	if (c->kdf_ms && btrfsimg_set_kdf_limit(fs, c->kdf_ms) < 0) {
+		cli_keys_wipe(&k);
+		cli_warn("--kdf-limit: not accepted");
+		return EXIT_FAILED;
+	}
+	if (rc == 0 && k.have_vkey)
+		rc = btrfsimg_set_volume_key(fs, k.vkey, k.vklen);
+	cli_keys_wipe(&k);
 	if (rc < 0) {
 		cli_warn("cannot keep the key: %s", strerror(-rc));
 		return EXIT_FAILED;

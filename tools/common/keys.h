@@ -12,4 +12,17 @@
  * when a LUKS volume is found. EXIT_OK or EXIT_FAILED (said). */
 int cli_volume_setup(struct cli *c, btrfsimg_fs *fs);
 
+/* The keys of @c, read from their files, until cli_keys_wipe. */
+struct cli_keys {
+	unsigned char pass[8192 + 1], vkey[64 + 1];
+	size_t plen, vklen;
+	bool have_pass, have_vkey;
+};
+
+/* Read @c's key files into @k and point @o (an open's options) at them,
+ * with the volume, the KDF limit and the prompt as cli_volume_setup gives
+ * them. EXIT_OK or EXIT_FAILED (said; @k wiped). */
+int cli_keys_options(const struct cli *c, struct cli_keys *k, struct btrfsimg_open_options *o);
+void cli_keys_wipe(struct cli_keys *k);
+
 #endif

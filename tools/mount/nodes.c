@@ -188,11 +188,9 @@ static int open_one(btrfsimg_fs **out, char **images, int nimages,
 		    const struct btrfsimg_open_opts *opts, char *err, size_t errlen)
 {
 	btrfsimg_fs *fs = NULL;
-	int rc = btrfsimg_fs_new(&fs, opts);
-	for (int i = 0; rc == 0 && i < nimages; i++)
-		rc = btrfsimg_add_device_file(fs, images[i]);
-	if (rc == 0)
-		rc = btrfsimg_open(fs);
+	struct btrfsimg_open_options o = BTRFSIMG_OPEN_OPTIONS_INIT;
+	o.fs = *opts;
+	int rc = btrfsimg_open_images(&fs, (const char *const *)images, (size_t)nimages, &o);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s",
 			 fs && *btrfsimg_errmsg(fs) ? btrfsimg_errmsg(fs) : strerror(-rc));
