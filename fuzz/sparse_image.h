@@ -12,8 +12,10 @@
  * superblock checksum at 64 KiB and the checksum of every record that
  * starts like a tree block of this filesystem (its fsid at byte 32), so
  * structurally hostile but checksum-valid blocks reach the deep parsers,
- * as a deliberate attacker would build them. fuzz/gen_sparse_seeds.py turns real
- * images into this format.
+ * as a deliberate attacker would build them. With no superblock (the
+ * salvage path), the checksum type, nodesize and fsid are those the first
+ * record verifies under (sparse_learn). fuzz/gen_sparse_seeds.py turns real
+ * images into this format; fuzz/gen_salvage_seeds.py damaged ones.
  */
 #ifndef FUZZ_SPARSE_IMAGE_H
 #define FUZZ_SPARSE_IMAGE_H
@@ -100,18 +102,47 @@ static inline int sparse_read(void *ctx, uint64_t off, void *buf, size_t len)
 	return 0;
 }
 
+/* No superblock (the salvage path): the checksum type, nodesize and fsid
+ * of the first record that verifies as a tree block under some pair, as
+ * the salvage scan learns them. 0 if none does. */
+static inline int sparse_learn(const struct sparse_image *im, int *type, uint32_t *nodesize,
+			       uint8_t fsid[16])
+{
+	for (size_t i = 0; i < im->n; i++) {
+		const struct sparse_rec *r = &im->recs[i];
+		for (int t = 0; t < 4; t++)
+			for (uint32_t ns = 4096; ns <= 65536 && ns <= r->len; ns <<= 1) {
+				uint8_t sum[CSUM_SIZE_MAX];
+				size_t n = bi_csum_size(t);
+				if (!n || bi_csum(t, r->data + HDR_FSID, ns - HDR_FSID, sum) < 0 ||
+				    memcmp(sum, r->data, n) != 0)
+					continue;
+				*type = t;
+				*nodesize = ns;
+				memcpy(fsid, r->data + HDR_FSID, 16);
+				return 1;
+			}
+	}
+	return 0;
+}
+
 /* Rewrite checksums: the superblock's, then each tree-block-looking record's. */
 static inline void sparse_fix_csums(struct sparse_image *im)
 {
-	uint8_t sb[SB_SIZE];
+	uint8_t sb[SB_SIZE], learned[16];
 	if (sparse_read(im, SB_PRIMARY_OFFSET, sb, SB_SIZE) < 0)
 		return;
 	int type = bi_le16(sb + SB_CSUM_TYPE);
 	uint32_t nodesize = bi_le32(sb + SB_NODESIZE);
-	if (!bi_csum_size(type))
-		return;
 	const uint8_t *fsid = (bi_le64(sb + SB_INCOMPAT_FLAGS) & INCOMPAT_METADATA_UUID)
 				      ? sb + SB_METADATA_UUID : sb + SB_FSID;
+	if (bi_le64(sb + SB_MAGIC_OFF) != SB_MAGIC) {
+		if (!sparse_learn(im, &type, &nodesize, learned))
+			return;
+		fsid = learned;
+	}
+	if (!bi_csum_size(type))
+		return;
 	for (size_t i = 0; i < im->n; i++) {
 		struct sparse_rec *r = &im->recs[i];
 		if (r->off == SB_PRIMARY_OFFSET && r->len >= SB_SIZE) {
