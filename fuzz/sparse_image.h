@@ -4,7 +4,9 @@
  * zeros, so inputs describe a sparse image:
  *
  *   u8  flags            bit 0: recompute checksums after mutation
- *   u64 image size (le)  clamped to [1 MiB, 1 TiB]
+ *   u64 image size (le)  clamped to [1 MiB, 1 TiB], and past 512 MiB to
+ *                        the end of the last record (sparse_clamp; without
+ *                        a superblock to 512 MiB)
  *   then records: u64 offset (le), u16 length (le), length bytes
  *
  * Unlisted bytes read as zero. Records are bounded (offset + length within
@@ -30,6 +32,7 @@
 #include "base/ondisk.h"
 
 #define SPARSE_MAX_RECORDS 4096
+#define SPARSE_SCAN_MAX (512ull << 20)
 
 struct sparse_rec {
 	uint64_t off;
@@ -49,6 +52,39 @@ static inline void sparse_free(struct sparse_image *im)
 	for (size_t i = 0; i < im->n; i++)
 		free(im->recs[i].data);
 	free(im->recs);
+}
+
+/* An open that falls back to the salvage scan reads every byte of the
+ * image: past SPARSE_SCAN_MAX, the image ends at its last record (rounded
+ * up to 1 MiB), whose zero tail changes nothing but the size, and with no
+ * superblock magic at 64 KiB (the scan certain) records past
+ * SPARSE_SCAN_MAX are dropped, so that one run stays short. */
+static inline int sparse_read(void *ctx, uint64_t off, void *buf, size_t len);
+
+static inline void sparse_clamp(struct sparse_image *im)
+{
+	if (im->size <= SPARSE_SCAN_MAX)
+		return;
+	uint8_t magic[8];
+	if (sparse_read(im, SB_PRIMARY_OFFSET + SB_MAGIC_OFF, magic, 8) < 0 ||
+	    bi_le64(magic) != SB_MAGIC) { /* no primary: the scan is certain */
+		size_t w = 0;
+		for (size_t i = 0; i < im->n; i++) {
+			if (bi_fits64(SPARSE_SCAN_MAX, im->recs[i].off, im->recs[i].len))
+				im->recs[w++] = im->recs[i];
+			else
+				free(im->recs[i].data);
+		}
+		im->n = w;
+	}
+	uint64_t end = SPARSE_SCAN_MAX;
+	for (size_t i = 0; i < im->n; i++) {
+		uint64_t e = (im->recs[i].off + im->recs[i].len + (1u << 20) - 1) & ~((1ull << 20) - 1);
+		if (e > end)
+			end = e;
+	}
+	if (end < im->size)
+		im->size = end;
 }
 
 static inline int sparse_parse(const uint8_t *d, size_t size, struct sparse_image *im)
@@ -83,6 +119,7 @@ static inline int sparse_parse(const uint8_t *d, size_t size, struct sparse_imag
 		}
 		p += len;
 	}
+	sparse_clamp(im);
 	return 0;
 }
 

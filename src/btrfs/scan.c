@@ -254,10 +254,14 @@ static int scan_device(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known,
 		       uint8_t *buf)
 {
 	const struct bi_dev *d = &fs->devs[dev];
-	for (uint64_t pos = 0; pos < d->size; pos += SCAN_PIECE) {
+	/* a member's blocks lie inside the size its superblock gives it */
+	uint64_t end = known && d->member && d->total_bytes && d->total_bytes < d->size
+			       ? d->total_bytes
+			       : d->size;
+	for (uint64_t pos = 0; pos < end; pos += SCAN_PIECE) {
 		uint64_t want = (uint64_t)SCAN_PIECE + NODESIZE_MAX;
-		if (want > d->size - pos)
-			want = d->size - pos;
+		if (want > end - pos)
+			want = end - pos;
 		int rc = bi_dev_read(fs, d, pos, buf, (size_t)want);
 		if (rc < 0)
 			return rc;
