@@ -618,11 +618,16 @@ static void assign_devids(struct btrfsimg_fs *fs, const struct cands *l)
 		bi_damage(fs, "salvage: device '%s' is devid %" PRIu64 ": %" PRIu64
 			  " tree blocks sit where its stripes put them", d->name, best, votes);
 	}
+	if (!fs->salvage_super)
+		return; /* the superblock's device count stands */
 	uint64_t members = 0;
 	for (size_t j = 0; j < fs->ndevs; j++)
 		members += fs->devs[j].member;
 	fs->sb.info.num_devices = fs->ndevitems ? fs->ndevitems : members;
 	fs->missing_devs = fs->sb.info.num_devices > members ? fs->sb.info.num_devices - members : 0;
+	fs->sb.info.total_bytes = 0; /* as the superblock sums its devices */
+	for (size_t i = 0; i < fs->ndevitems; i++)
+		fs->sb.info.total_bytes += fs->devitems[i].total_bytes;
 }
 
 static int cand_cmp(const void *pa, const void *pb)
