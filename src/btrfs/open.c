@@ -204,12 +204,30 @@ static int open_roots(struct btrfsimg_fs *fs)
 	return rc;
 }
 
+/* Whether some device shows superblock magic at a copy's place: one that
+ * was not located (another device failed first) still names the
+ * filesystem, so the open is not a salvage. */
+static bool any_super_magic(struct btrfsimg_fs *fs)
+{
+	for (size_t k = 0; k < fs->ndevs; k++)
+		for (int i = 0; i < SB_MIRROR_MAX; i++) {
+			uint8_t m[8];
+			uint64_t off = bi_super_offset(i) + SB_MAGIC_OFF;
+			if (off + sizeof(m) <= fs->devs[k].size &&
+			    bi_dev_read(fs, &fs->devs[k], off, m, sizeof(m)) == 0 &&
+			    bi_le64(m) == SB_MAGIC)
+				return true;
+		}
+	return false;
+}
+
 int bi_core_open(struct btrfsimg_fs *fs)
 {
 	int rc = open_locate_devices(fs);
+	bool located = rc == 0;
 	if (rc == 0)
 		rc = bi_super_load(fs);
-	if (rc == -EUCLEAN && no_valid_super(fs))
+	if (rc == -EUCLEAN && no_valid_super(fs) && (located || !any_super_magic(fs)))
 		rc = bi_salvage_super(fs, fs->err);
 	if (rc < 0)
 		return rc;
