@@ -4,7 +4,9 @@
  * zeros, so inputs describe a sparse image:
  *
  *   u8  flags            bit 0: recompute checksums after mutation
- *   u64 image size (le)  clamped to [1 MiB, 1 TiB]
+ *   u64 image size (le)  clamped to [1 MiB, 1 TiB], and past 512 MiB to
+ *                        the end of the last record (sparse_clamp; without
+ *                        a superblock to 512 MiB)
  *   then records: u64 offset (le), u16 length (le), length bytes
  *
  * Unlisted bytes read as zero. Records are bounded (offset + length within
@@ -12,8 +14,10 @@
  * superblock checksum at 64 KiB and the checksum of every record that
  * starts like a tree block of this filesystem (its fsid at byte 32), so
  * structurally hostile but checksum-valid blocks reach the deep parsers,
- * as a deliberate attacker would build them. fuzz/gen_sparse_seeds.py turns real
- * images into this format.
+ * as a deliberate attacker would build them. With no superblock (the
+ * salvage path), the checksum type, nodesize and fsid are those the first
+ * record verifies under (sparse_learn). fuzz/gen_sparse_seeds.py turns real
+ * images into this format; fuzz/gen_salvage_seeds.py damaged ones.
  */
 #ifndef FUZZ_SPARSE_IMAGE_H
 #define FUZZ_SPARSE_IMAGE_H
@@ -28,6 +32,7 @@
 #include "base/ondisk.h"
 
 #define SPARSE_MAX_RECORDS 4096
+#define SPARSE_SCAN_MAX (512ull << 20)
 
 struct sparse_rec {
 	uint64_t off;
@@ -47,6 +52,39 @@ static inline void sparse_free(struct sparse_image *im)
 	for (size_t i = 0; i < im->n; i++)
 		free(im->recs[i].data);
 	free(im->recs);
+}
+
+/* An open that falls back to the salvage scan reads every byte of the
+ * image: past SPARSE_SCAN_MAX, the image ends at its last record (rounded
+ * up to 1 MiB), whose zero tail changes nothing but the size, and with no
+ * superblock magic at 64 KiB (the scan certain) records past
+ * SPARSE_SCAN_MAX are dropped, so that one run stays short. */
+static inline int sparse_read(void *ctx, uint64_t off, void *buf, size_t len);
+
+static inline void sparse_clamp(struct sparse_image *im)
+{
+	if (im->size <= SPARSE_SCAN_MAX)
+		return;
+	uint8_t magic[8];
+	if (sparse_read(im, SB_PRIMARY_OFFSET + SB_MAGIC_OFF, magic, 8) < 0 ||
+	    bi_le64(magic) != SB_MAGIC) { /* no primary: the scan is certain */
+		size_t w = 0;
+		for (size_t i = 0; i < im->n; i++) {
+			if (bi_fits64(SPARSE_SCAN_MAX, im->recs[i].off, im->recs[i].len))
+				im->recs[w++] = im->recs[i];
+			else
+				free(im->recs[i].data);
+		}
+		im->n = w;
+	}
+	uint64_t end = SPARSE_SCAN_MAX;
+	for (size_t i = 0; i < im->n; i++) {
+		uint64_t e = (im->recs[i].off + im->recs[i].len + (1u << 20) - 1) & ~((1ull << 20) - 1);
+		if (e > end)
+			end = e;
+	}
+	if (end < im->size)
+		im->size = end;
 }
 
 static inline int sparse_parse(const uint8_t *d, size_t size, struct sparse_image *im)
@@ -81,6 +119,7 @@ static inline int sparse_parse(const uint8_t *d, size_t size, struct sparse_imag
 		}
 		p += len;
 	}
+	sparse_clamp(im);
 	return 0;
 }
 
@@ -100,18 +139,47 @@ static inline int sparse_read(void *ctx, uint64_t off, void *buf, size_t len)
 	return 0;
 }
 
+/* No superblock (the salvage path): the checksum type, nodesize and fsid
+ * of the first record that verifies as a tree block under some pair, as
+ * the salvage scan learns them. 0 if none does. */
+static inline int sparse_learn(const struct sparse_image *im, int *type, uint32_t *nodesize,
+			       uint8_t fsid[16])
+{
+	for (size_t i = 0; i < im->n; i++) {
+		const struct sparse_rec *r = &im->recs[i];
+		for (int t = 0; t < 4; t++)
+			for (uint32_t ns = 4096; ns <= 65536 && ns <= r->len; ns <<= 1) {
+				uint8_t sum[CSUM_SIZE_MAX];
+				size_t n = bi_csum_size(t);
+				if (!n || bi_csum(t, r->data + HDR_FSID, ns - HDR_FSID, sum) < 0 ||
+				    memcmp(sum, r->data, n) != 0)
+					continue;
+				*type = t;
+				*nodesize = ns;
+				memcpy(fsid, r->data + HDR_FSID, 16);
+				return 1;
+			}
+	}
+	return 0;
+}
+
 /* Rewrite checksums: the superblock's, then each tree-block-looking record's. */
 static inline void sparse_fix_csums(struct sparse_image *im)
 {
-	uint8_t sb[SB_SIZE];
+	uint8_t sb[SB_SIZE], learned[16];
 	if (sparse_read(im, SB_PRIMARY_OFFSET, sb, SB_SIZE) < 0)
 		return;
 	int type = bi_le16(sb + SB_CSUM_TYPE);
 	uint32_t nodesize = bi_le32(sb + SB_NODESIZE);
-	if (!bi_csum_size(type))
-		return;
 	const uint8_t *fsid = (bi_le64(sb + SB_INCOMPAT_FLAGS) & INCOMPAT_METADATA_UUID)
 				      ? sb + SB_METADATA_UUID : sb + SB_FSID;
+	if (bi_le64(sb + SB_MAGIC_OFF) != SB_MAGIC) {
+		if (!sparse_learn(im, &type, &nodesize, learned))
+			return;
+		fsid = learned;
+	}
+	if (!bi_csum_size(type))
+		return;
 	for (size_t i = 0; i < im->n; i++) {
 		struct sparse_rec *r = &im->recs[i];
 		if (r->off == SB_PRIMARY_OFFSET && r->len >= SB_SIZE) {

@@ -20,6 +20,7 @@ struct bi_cache;
 struct bi_chunk_map;
 struct bi_log_overlay;
 struct bi_vols;
+struct bi_sv_scan;
 
 struct bi_super {
 	struct btrfsimg_super_info info;
@@ -87,6 +88,15 @@ struct btrfsimg_fs {
 	 * image, its index: btrfsimg_open_step() */
 	int open_step;
 	size_t open_image;
+	/* salvage (btrfs/salvage.c): the scan of the devices when a way in
+	 * is gone, which filesystem of it is read, whether the superblock
+	 * was rebuilt, and the newer tree roots read instead of those an
+	 * older root tree names (bi_root_find) */
+	struct bi_sv_scan *scan;
+	unsigned salvage_fsidx;
+	bool salvage_super;
+	struct bi_root *salvage_roots;
+	size_t nsalvage_roots;
 };
 
 #endif

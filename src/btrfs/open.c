@@ -27,6 +27,7 @@
 #include "volume/vol.h"
 #include "btrfs/tree_checker.h"
 #include "btrfs/chunk.h"
+#include "btrfs/salvage.h"
 #include "btrfs/super.h"
 #include "btrfs/tree.h"
 
@@ -91,6 +92,8 @@ static int open_locate_devices(struct btrfsimg_fs *fs)
 	return bi_vol_assemble(fs); /* partitions, LUKS, LVM (volume) */
 }
 
+/* The sys_chunk_array bootstraps the chunk tree. A chunk tree that does
+ * not read leaves the map to the salvage (salvage.c). */
 static int open_chunks(struct btrfsimg_fs *fs)
 {
 	fs->chunks = bi_chunk_map_new();
@@ -98,10 +101,17 @@ static int open_chunks(struct btrfsimg_fs *fs)
 						      : DEFAULT_CACHE_BYTES);
 	if (!fs->chunks || !fs->cache)
 		return bi_err(fs, -ENOMEM, "out of memory creating the chunk map");
+	/* Without a superblock, the newest chunk-tree root found may be an
+	 * older one (the newest copies lost): the map is rebuilt from every
+	 * candidate, the block groups and device extents included. */
+	if (fs->salvage_super)
+		return bi_salvage_chunks(fs);
 	int rc = bi_chunk_load_sys_array(fs);
-	if (rc < 0)
-		return rc;
-	return bi_load_chunk_tree(fs);
+	if (rc == 0)
+		rc = bi_load_chunk_tree(fs);
+	if (rc < 0 && rc != -ENOMEM && fs->missing_devs == 0)
+		return bi_salvage_chunks(fs);
+	return rc;
 }
 
 static int open_root_tree(struct btrfsimg_fs *fs)
@@ -168,11 +178,57 @@ static void explain_missing(struct btrfsimg_fs *fs)
 	bi_err(fs, 0, "%s: %s", summary, detail);
 }
 
+/* Whether no device has a valid superblock copy: the open then rebuilds
+ * one (salvage.c) rather than give up. A copy forced by the caller
+ * (super_mirror) is never replaced. */
+static bool no_valid_super(const struct btrfsimg_fs *fs)
+{
+	if (fs->opts.flags & BTRFSIMG_OPEN_SUPER_MIRROR)
+		return false;
+	for (size_t k = 0; k < fs->ndevs; k++)
+		for (int i = 0; i < SB_MIRROR_MAX; i++)
+			if (fs->devs[k].mirrors[i].state == BTRFSIMG_MIRROR_VALID)
+				return false;
+	return true;
+}
+
+static int open_roots(struct btrfsimg_fs *fs)
+{
+	if (fs->salvage_super)
+		return bi_salvage_root(fs); /* the newest root tree that reads whole */
+	int rc = open_generation(fs);
+	if (rc == 0)
+		rc = open_root_tree(fs);
+	if (rc < 0 && rc != -ENOMEM && !fs->want_gen && fs->missing_devs == 0)
+		rc = bi_salvage_root(fs);
+	return rc;
+}
+
+/* Whether some device shows superblock magic at a copy's place: one that
+ * was not located (another device failed first) still names the
+ * filesystem, so the open is not a salvage. */
+static bool any_super_magic(struct btrfsimg_fs *fs)
+{
+	for (size_t k = 0; k < fs->ndevs; k++)
+		for (int i = 0; i < SB_MIRROR_MAX; i++) {
+			uint8_t m[8];
+			uint64_t off = bi_super_offset(i) + SB_MAGIC_OFF;
+			if (off + sizeof(m) <= fs->devs[k].size &&
+			    bi_dev_read(fs, &fs->devs[k], off, m, sizeof(m)) == 0 &&
+			    bi_le64(m) == SB_MAGIC)
+				return true;
+		}
+	return false;
+}
+
 int bi_core_open(struct btrfsimg_fs *fs)
 {
 	int rc = open_locate_devices(fs);
+	bool located = rc == 0;
 	if (rc == 0)
 		rc = bi_super_load(fs);
+	if (rc == -EUCLEAN && no_valid_super(fs) && (located || !any_super_magic(fs)))
+		rc = bi_salvage_super(fs, fs->err);
 	if (rc < 0)
 		return rc;
 	fs->root_tree = (struct bi_root){ OBJ_ROOT_TREE, fs->sb.info.root, fs->sb.info.generation,
@@ -182,9 +238,7 @@ int bi_core_open(struct btrfsimg_fs *fs)
 					   fs->sb.info.chunk_root_level };
 	rc = open_chunks(fs);
 	if (rc == 0)
-		rc = open_generation(fs);
-	if (rc == 0)
-		rc = open_root_tree(fs);
+		rc = open_roots(fs);
 	if (rc < 0)
 		explain_missing(fs);
 	return rc;

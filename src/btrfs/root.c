@@ -74,6 +74,11 @@ int bi_root_find(struct btrfsimg_fs *fs, uint64_t id, struct bi_root *out)
 		*out = (struct bi_root){ id, fs->sb.info.log_root, 0, fs->sb.info.log_root_level };
 		return 0;
 	}
+	for (size_t i = 0; i < fs->nsalvage_roots; i++)
+		if (fs->salvage_roots[i].id == id) { /* newer than the root tree's, verified */
+			*out = fs->salvage_roots[i];
+			return 0;
+		}
 	bi_key min = { id, KT_ROOT_ITEM, 0 }, max = { id, KT_ROOT_ITEM, UINT64_MAX };
 	struct bi_iter it;
 	struct bi_item item;
@@ -162,6 +167,12 @@ static int sv_add(struct btrfsimg_fs *fs, struct sv_list *l, const bi_key *key, 
 	s->id = id;
 	s->snapshot = key->offset != 0;
 	fill_from_root_item(s, p, size);
+	for (size_t i = 0; i < fs->nsalvage_roots; i++)
+		if (fs->salvage_roots[i].id == id) { /* the root read instead (salvage.c) */
+			s->generation = fs->salvage_roots[i].generation;
+			s->bytenr = fs->salvage_roots[i].bytenr;
+			s->level = fs->salvage_roots[i].level;
+		}
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "volume/vol.h"
 #include "btrfs/chunk.h"
 #include "btrfs/open.h"
+#include "btrfs/salvage.h"
 #include "btrfs/tree.h"
 #include "files/dir.h"
 #include "logreplay/replay.h"
@@ -62,6 +63,7 @@ void btrfsimg_fs_free(btrfsimg_fs *fs)
 	bi_chunk_map_free(fs->chunks);
 	bi_cache_free(fs->cache);
 	free(fs->devitems);
+	bi_salvage_free(fs);
 	free(fs);
 }
 

@@ -127,7 +127,10 @@ def case_mirror_fallback(base, work):
 
 def case_both_copies(base, work, what, mutate, expect):
     """Root tree leaf, both copies: @mutate changes the block and the
-    checksum is recomputed, so only the structural checker can catch it."""
+    checksum is recomputed, so only the structural checker can catch it.
+    The open then falls back (salvage: the backup roots, each tree's
+    newest root found by scanning): the same subvolumes, exit 1, the
+    block and the check named and the fallback announced."""
     img = fresh(base, work, "both.img")
     root, ns, phys = root_copies(img)
     for p in phys:
@@ -135,10 +138,12 @@ def case_both_copies(base, work, what, mutate, expect):
         mutate(blk)
         patch(img, p, bytes(blk))
         resum_block(img, p, ns)
+    good = run(["subvols"], base)
     rc, out, err = run(["subvols"], img)
     if no_signal(f"{what}: no crash", rc, err):
-        check(f"{what}: exit 2 naming the block and check",
-              rc == 2 and str(root).encode() in err and expect.encode() in err,
+        check(f"{what}: exit 1 naming the block and check, the root tree salvaged",
+              rc == 1 and str(root).encode() in err and expect.encode() in err
+              and b"root tree unreadable (" in err and out == good[1],
               f"rc {rc} stderr {err!r}")
 
 
@@ -147,7 +152,8 @@ def set_u32(blk, off, v):
 
 
 def case_superblock(base, work):
-    """Primary superblock (64 KiB) zeroed: the 64 MiB mirror is used."""
+    """Primary superblock (64 KiB) zeroed: the 64 MiB mirror is used; then
+    every copy zeroed: the superblock rebuilt from the tree blocks."""
     good = run(["subvols", "--json"], base)
     img = fresh(base, work, "sb.img")
     patch(img, 65536, bytes(4096))
@@ -156,9 +162,10 @@ def case_superblock(base, work):
         check("primary superblock zeroed: mirror gives the same answer, exit 1",
               rc == 1 and out == good[1], f"rc {rc} {err!r}")
     patch(img, 64 << 20, bytes(4096))
-    rc, out, err = run(["super"], img)
+    rc, out, err = run(["subvols", "--json"], img)
     if no_signal("all superblocks zeroed: no crash", rc, err):
-        check("all superblocks zeroed: exit 2 with a message", rc == 2 and b"superblock" in err,
+        check("all superblocks zeroed: rebuilt from the tree blocks (salvage), the same "
+              "answer, exit 1", rc == 1 and b"no superblock (" in err and out == good[1],
               f"rc {rc} {err!r}")
 
 
@@ -388,7 +395,10 @@ def edit_super(img, mutate):
 
 def case_super_fields(base, work):
     """Superblock fields, every copy, checksum recomputed (so the copies
-    look valid until their fields are checked): exit 2 naming the field.
+    look valid until their fields are checked). A copy with a bad field
+    is no copy: with none left the open rebuilds one from the tree blocks
+    (salvage), exit 1 naming the field and the fallback; a sys_chunk_array
+    whose items are bad fails the open, exit 2 naming it.
     - sectorsize (0x90) = 3;  nodesize (0x94) = 12345;
     - root_level (0xc6) = 200;  sys_chunk_array_size (0xa0) = 0xffff;
     - num_stripes of the first sys_chunk_array chunk (0x32b + 17 + 44)
@@ -408,9 +418,12 @@ def case_super_fields(base, work):
              "sys_chunk_array")):
         img = fresh(base, work, "sbf.img")
         edit_super(img, mutate)
+        bad_copy = word != "sys_chunk_array"
         for cmd in (["super"], ["subvols"]):
             rc, out, err = run(cmd, img)
-            expect_error(f"superblock {what}: {cmd[0]}", rc, err, (word,), codes=(2,))
+            expect_error(f"superblock {what}: {cmd[0]}", rc, err,
+                         (word, "no superblock (") if bad_copy else (word,),
+                         codes=(1,) if bad_copy else (2,))
 
 
 def case_super_flips(base, work, seed, trials):
@@ -438,7 +451,9 @@ def case_chunk_tree(base, work):
     bytes at block offset 300 inverted (checksum now wrong): the other copy
     gives the same subvolumes and walk, exit 1, damage named; (b) both
     copies, nritems (header byte 96) set to 100000 and the checksum
-    recomputed: exit 2 naming the chunk tree block and 'bad nritems'."""
+    recomputed: the chunk map rebuilt from the other chunk-tree leaves and
+    the device extents (salvage), exit 1 naming the chunk tree block, 'bad
+    nritems' and the fallback."""
     s = dump_super(base)
     chunk, ns = int(s["chunk_root"]), int(s["nodesize"])
     good = run(["walk", "--hash", "--json"], base)
@@ -453,7 +468,8 @@ def case_chunk_tree(base, work):
     for cmd in (["super"], ["subvols"], ["walk"]):
         rc, out, err = run(cmd, img)
         expect_error(f"chunk leaf both copies: {cmd[0]}", rc, err,
-                     ("root=3", str(chunk), "bad nritems"), codes=(2,))
+                     ("root=3", str(chunk), "bad nritems", "chunk tree unreadable ("),
+                     codes=(1,))
 
 
 # ------------------------------------------------------ fs tree nodes

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""Whole-image fuzz seeds for the salvage path (fuzz/sparse_image.h format).
+
+    gen_salvage_seeds.py OUTDIR
+
+From testdata/salvage/salvage.img.zst, damaged as tests/test_salvage.py
+damages it (testdata/gen_salvage.py damage()): "both" (no superblock, no
+chunk-tree root: the scan, the superblock, chunk map and root tree rebuilt)
+and "root" (the root tree's root block lost: backup roots and each tree's
+newest root found by scanning). Only tree blocks are kept, one copy of each
+(bytenr, generation), so the seeds stay small; data reads fail their
+checksums, which the target accepts.
+"""
+import os
+import struct
+import sys
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "testdata"))
+import genlib  # noqa: E402
+import gen_salvage  # noqa: E402
+
+SEEDS = (("salvage-both", "both"), ("salvage-root", "root"))
+
+
+def tree_blocks(img, fsid, nodesize):
+    seen = set()
+    for off in range(0, len(img) - nodesize + 1, 4096):
+        if img[off + 32:off + 48] != fsid:
+            continue
+        key = img[off + 48:off + 56] + img[off + 80:off + 88]  # bytenr, generation
+        if key in seen:
+            continue
+        seen.add(key)
+        yield off, img[off:off + nodesize]
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    clean = genlib.unzstd_bytes(os.path.join(HERE, "..", "testdata", "salvage", "salvage.img.zst"))
+    facts = gen_salvage.facts(clean)
+    fsid = bytes.fromhex(facts["fsid"])
+    for name, what in SEEDS:
+        img = gen_salvage.damage(clean, what)
+        blob = bytearray(struct.pack("<BQ", 1, len(img)))
+        if what == "root":  # the superblocks, which the harness re-checksums
+            for o in facts["super_physical"]:
+                blob += struct.pack("<QH", o, 4096) + img[o:o + 4096]
+        for off, blk in tree_blocks(img, fsid, facts["nodesize"]):
+            blob += struct.pack("<QH", off, len(blk)) + blk
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(blob)
+        print("%s: %d bytes" % (name, len(blob)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Salvage: the open sequence's fallbacks when a way in is gone, each
+ * rebuilt from the tree blocks the scan finds (scan.h) and announced as
+ * damage (so a command that reads through it exits 1).
+ */
+#ifndef BI_SALVAGE_H
+#define BI_SALVAGE_H
+
+#include "base/handle.h"
+
+/* No superblock copy valid: take the filesystem with the most verified
+ * blocks on the devices, its fsid, chunk-tree uuid, nodesize and checksum
+ * type from them, its newest generation, and the newest chunk-tree and
+ * root-tree roots as the starting points. @why is the superblock reader's
+ * message, kept in the error when nothing is found. */
+int bi_salvage_super(struct btrfsimg_fs *fs, const char *why);
+
+/* Build fs->chunks from what the scan found: the chunk items of every
+ * chunk-tree leaf and, for block groups no chunk item covers, the
+ * device extents of the device tree; each candidate verified by the tree
+ * blocks it places where they were found (a candidate that misplaces
+ * more than it places is set aside), then the best supported first,
+ * newest first, overlaps left out; a surviving sys_chunk_array first. Devices
+ * without a superblock get their devid from where the candidates place
+ * the blocks found on them. */
+int bi_salvage_chunks(struct btrfsimg_fs *fs);
+
+/* The root tree cannot be read (or the superblock was rebuilt): the
+ * newest candidate whose whole root tree reads, from the superblock's
+ * backup roots and the scan; then for each tree, a newer root the scan
+ * found (up to the newest generation known) that verifies, kept in
+ * fs->salvage_roots for bi_root_find. */
+int bi_salvage_root(struct btrfsimg_fs *fs);
+
+void bi_salvage_free(struct btrfsimg_fs *fs);
+
+#endif

@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The salvage scan: every tree block on the devices, found by position,
+ * for an open whose superblocks, chunk tree or root tree are gone.
+ *
+ * Each device is read once, front to back, in SCAN_PIECE pieces (each read
+ * with the largest nodesize's worth more, so that a block across a piece
+ * boundary is whole). At every 4 KiB boundary a header is a candidate when
+ * it looks written by the kernel: the WRITTEN flag and backref revision 1,
+ * a level below MAX_LEVEL, a nonzero generation and a sector-aligned
+ * bytenr. A candidate of a filesystem already seen is checked under that
+ * filesystem's nodesize and checksum type; one of a new fsid is tried
+ * under each checksum type and nodesize until one verifies (a block
+ * verifies under exactly one: the checksum covers [32, nodesize)). Then the
+ * tree checker's header and item checks (bi_block_check) with the header's
+ * own bytenr. Where the block sits is not trusted here: the salvage uses a
+ * block only through a map that puts it where it was found.
+ *
+ * This is apart from the forensic scan (forensic/block_scan.c) because
+ * the open needs it below the file layer and before any chunk map exists;
+ * it keeps only what an open needs (scan.h), so its memory follows the
+ * number of trees and chunks, not of blocks.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "btrfs/salvage_scan.h"
+
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/tree_checker.h"
+#include "image/dev.h"
+
+#define SCAN_PIECE    (8u << 20)
+#define SCAN_STEP     4096u
+#define NODESIZE_MAX  65536u
+#define HDR_WRITTEN   1ull
+#define BACKREF_REV_1 1ull
+/* grow the index up to this many entries between compactions */
+#define SCAN_CAP_MIN  4096u
+
+static const int csum_types[] = { CSUM_TYPE_CRC32C, CSUM_TYPE_XXHASH, CSUM_TYPE_SHA256,
+				  CSUM_TYPE_BLAKE2 };
+
+static bool looks_written(const uint8_t *h, uint64_t room)
+{
+	if (room < HDR_SIZE)
+		return false;
+	uint64_t flags = bi_le64(h + HDR_FLAGS), bytenr = bi_le64(h + HDR_BYTENR);
+	return (flags & HDR_WRITTEN) && (flags >> 56) == BACKREF_REV_1 &&
+	       (flags & ~(HDR_WRITTEN | 2ull | (0xffull << 56))) == 0 && h[HDR_LEVEL] < MAX_LEVEL &&
+	       bi_le64(h + HDR_GENERATION) != 0 && bytenr != 0 && bytenr % SCAN_STEP == 0 &&
+	       !bi_uuid_is_zero(h + HDR_FSID);
+}
+
+static bool csum_ok(const uint8_t *blk, uint32_t nodesize, int type)
+{
+	uint8_t sum[CSUM_SIZE_MAX];
+	size_t n = bi_csum_size(type);
+	return n && bi_csum(type, blk + HDR_FSID, nodesize - HDR_FSID, sum) == 0 &&
+	       memcmp(sum, blk, n) == 0;
+}
+
+static bool checked(const uint8_t *blk, uint32_t nodesize)
+{
+	char why[256];
+	return bi_block_check(blk, nodesize, bi_le64(blk + HDR_BYTENR), blk + HDR_FSID, NULL, why,
+			      sizeof(why)) == 0;
+}
+
+/* A new filesystem: the pair (checksum type, nodesize) the block verifies
+ * under, or -1. */
+static int learn_fs(struct bi_sv_scan *s, const uint8_t *blk, uint64_t room)
+{
+	for (size_t t = 0; t < sizeof(csum_types) / sizeof(*csum_types); t++)
+		for (uint32_t ns = 4096; ns <= NODESIZE_MAX && ns <= room; ns <<= 1) {
+			if (!csum_ok(blk, ns, csum_types[t]) || !checked(blk, ns))
+				continue;
+			if (s->nfs >= BI_SV_MAX_FS)
+				return -1;
+			struct bi_sv_fs *f = &s->fss[s->nfs];
+			memset(f, 0, sizeof(*f));
+			memcpy(f->fsid, blk + HDR_FSID, 16);
+			memcpy(f->chunk_uuid, blk + HDR_CHUNK_TREE_UUID, 16);
+			f->nodesize = ns;
+			f->csum_type = csum_types[t];
+			f->gen_min = UINT64_MAX;
+			return (int)s->nfs++;
+		}
+	return -1;
+}
+
+static int fs_of(struct bi_sv_scan *s, const uint8_t *blk, uint64_t room)
+{
+	for (unsigned i = 0; i < s->nfs; i++) {
+		const struct bi_sv_fs *f = &s->fss[i];
+		if (memcmp(f->fsid, blk + HDR_FSID, 16) != 0)
+			continue;
+		if (f->nodesize > room || !csum_ok(blk, f->nodesize, f->csum_type) ||
+		    !checked(blk, f->nodesize))
+			return -1;
+		return (int)i;
+	}
+	return -2; /* an fsid not seen yet */
+}
+
+/* Whether a leaf holds a block-group item (of the extent or block-group
+ * tree): the item table was checked, so every key is inside the block. */
+static bool has_bg_item(const uint8_t *blk, uint32_t nritems)
+{
+	for (uint32_t i = 0; i < nritems; i++)
+		if (blk[HDR_SIZE + (size_t)i * ITEM_SIZE + 8] == KT_BLOCK_GROUP_ITEM)
+			return true;
+	return false;
+}
+
+/* Kept whatever its generation (see struct bi_sv_scan). */
+static bool keep_all(const struct bi_sv_blk *b, const uint8_t *blk)
+{
+	if (b->owner == OBJ_ROOT_TREE || b->owner == OBJ_CHUNK_TREE || b->owner == OBJ_DEV_TREE)
+		return true;
+	return (b->owner == OBJ_EXTENT_TREE || b->owner == OBJ_BLOCK_GROUP_TREE) && b->level == 0 &&
+	       has_bg_item(blk, b->nritems);
+}
+
+static int blk_cmp(const void *pa, const void *pb)
+{
+	const struct bi_sv_blk *a = pa, *b = pb;
+#define CMP(x, y) if ((x) != (y)) return (x) < (y) ? -1 : 1
+	CMP(a->fsidx, b->fsidx);
+	CMP(a->owner, b->owner);
+	CMP(b->generation, a->generation);
+	CMP(b->level, a->level);
+	CMP(a->bytenr, b->bytenr);
+	CMP(a->dev, b->dev);
+	CMP(a->physical, b->physical);
+#undef CMP
+	return 0;
+}
+
+/* Entries not kept whatever their generation carry this bit in nritems'
+ * place until the end (their nritems is not used). */
+#define TOP_MARK 0x80000000u
+
+/* Keep, per (filesystem, tree), all keep_all entries and, of the others,
+ * the highest-level blocks of each of the newest BI_SV_TOPS generations
+ * (at most BI_SV_SAME_GEN, copies included). */
+static void compact(struct bi_sv_scan *s)
+{
+	if (s->n > 1)
+		qsort(s->blk, s->n, sizeof(*s->blk), blk_cmp);
+	size_t w = 0, gens = 0, same = 0;
+	const struct bi_sv_blk *prev = NULL;
+	struct bi_sv_blk keep = { 0 };
+	for (size_t r = 0; r < s->n; r++) {
+		struct bi_sv_blk *b = &s->blk[r];
+		if (!(b->nritems & TOP_MARK)) {
+			s->blk[w++] = *b;
+			continue;
+		}
+		bool same_tree = prev && prev->fsidx == b->fsidx && prev->owner == b->owner;
+		if (!same_tree) {
+			gens = 0;
+		} else if (keep.generation == b->generation) {
+			/* a block written out during its transaction is copied
+			 * again when changed: one generation can have several
+			 * roots of a tree, and its extent tree tells which */
+			if (keep.level == b->level && same < BI_SV_SAME_GEN) {
+				s->blk[w++] = *b;
+				same++;
+			}
+			continue;
+		}
+		if (gens >= BI_SV_TOPS) {
+			prev = b;
+			continue;
+		}
+		gens++;
+		same = 1;
+		keep = *b;
+		prev = b;
+		s->blk[w++] = *b;
+	}
+	s->n = w;
+}
+
+static int push(struct btrfsimg_fs *fs, struct bi_sv_scan *s, const struct bi_sv_blk *b)
+{
+	if (s->n == s->cap) {
+		compact(s);
+		if (s->n > s->cap / 2 || s->cap == 0) {
+			size_t cap = s->cap ? s->cap * 2 : SCAN_CAP_MIN;
+			struct bi_sv_blk *v = realloc(s->blk, cap * sizeof(*v));
+			if (!v)
+				return bi_err(fs, -ENOMEM, "salvage scan: out of memory for %zu blocks",
+					      cap);
+			s->blk = v;
+			s->cap = cap;
+		}
+	}
+	s->blk[s->n++] = *b;
+	return 0;
+}
+
+static bool at_super(uint64_t off)
+{
+	for (int i = 0; i < SB_MIRROR_MAX; i++)
+		if (off == bi_super_offset(i))
+			return true;
+	return false;
+}
+
+/* One candidate at @off of device @dev: indexed if valid. */
+static int one_block(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
+		     uint64_t off, const uint8_t *blk, uint64_t room)
+{
+	if (at_super(off) || !looks_written(blk, room))
+		return 0;
+	if (known && memcmp(blk + HDR_FSID, fs->meta_fsid, 16) != 0)
+		return 0;
+	int fi = fs_of(s, blk, room);
+	if (fi == -2 && known)
+		return 0;
+	if (fi == -2)
+		fi = learn_fs(s, blk, room);
+	if (fi < 0) {
+		if (fi == -1 && s->nfs >= BI_SV_MAX_FS)
+			s->other_fs_blocks++;
+		return 0;
+	}
+	struct bi_sv_fs *f = &s->fss[fi];
+	struct bi_sv_blk b = { .physical = off,
+				 .bytenr = bi_le64(blk + HDR_BYTENR),
+				 .generation = bi_le64(blk + HDR_GENERATION),
+				 .owner = bi_le64(blk + HDR_OWNER),
+				 .dev = dev,
+				 .nritems = bi_le32(blk + HDR_NRITEMS),
+				 .level = blk[HDR_LEVEL],
+				 .fsidx = (uint8_t)fi };
+	f->nblocks++;
+	if (b.generation > f->gen_max)
+		f->gen_max = b.generation;
+	if (b.generation < f->gen_min)
+		f->gen_min = b.generation;
+	if (!keep_all(&b, blk))
+		b.nritems |= TOP_MARK;
+	return push(fs, s, &b);
+}
+
+static int scan_device(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
+		       uint8_t *buf)
+{
+	const struct bi_dev *d = &fs->devs[dev];
+	/* a member's blocks lie inside the size its superblock gives it */
+	uint64_t end = known && d->member && d->total_bytes && d->total_bytes < d->size
+			       ? d->total_bytes
+			       : d->size;
+	for (uint64_t pos = 0; pos < end; pos += SCAN_PIECE) {
+		uint64_t want = (uint64_t)SCAN_PIECE + NODESIZE_MAX;
+		if (want > end - pos)
+			want = end - pos;
+		int rc = bi_dev_read(fs, d, pos, buf, (size_t)want);
+		if (rc < 0)
+			return rc;
+		s->bytes += want < SCAN_PIECE ? want : SCAN_PIECE;
+		for (uint64_t o = 0; o < SCAN_PIECE && o + HDR_SIZE <= want; o += SCAN_STEP) {
+			rc = one_block(fs, s, known, dev, pos + o, buf + o, want - o);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **out)
+{
+	*out = NULL;
+	struct bi_sv_scan *s = calloc(1, sizeof(*s));
+	uint8_t *buf = malloc((size_t)SCAN_PIECE + NODESIZE_MAX);
+	int rc = 0;
+	if (!s || !buf) {
+		rc = bi_err(fs, -ENOMEM, "salvage scan: out of memory");
+		goto out;
+	}
+	if (known) { /* the superblock's filesystem only */
+		struct bi_sv_fs *f = &s->fss[s->nfs++];
+		memcpy(f->fsid, fs->meta_fsid, 16);
+		f->nodesize = fs->nodesize;
+		f->csum_type = fs->csum_type;
+		f->gen_min = UINT64_MAX;
+	}
+	for (size_t k = 0; k < fs->ndevs && rc == 0; k++)
+		if (!fs->devs[k].absorbed)
+			rc = scan_device(fs, s, known, (uint32_t)k, buf);
+	if (rc == 0) {
+		compact(s);
+		for (size_t i = 0; i < s->n; i++)
+			s->blk[i].nritems &= ~TOP_MARK;
+		*out = s;
+		s = NULL;
+	}
+out:
+	free(buf);
+	bi_sv_scan_free(s);
+	return rc;
+}
+
+void bi_sv_scan_free(struct bi_sv_scan *s)
+{
+	if (!s)
+		return;
+	free(s->blk);
+	free(s);
+}
+
+int bi_sv_scan_reread(struct btrfsimg_fs *fs, const struct bi_sv_scan *s, const struct bi_sv_blk *b,
+		   uint8_t *buf)
+{
+	const struct bi_sv_fs *f = &s->fss[b->fsidx];
+	int rc = bi_dev_read(fs, &fs->devs[b->dev], b->physical, buf, f->nodesize);
+	if (rc < 0)
+		return rc;
+	if (memcmp(buf + HDR_FSID, f->fsid, 16) != 0 || !csum_ok(buf, f->nodesize, f->csum_type) ||
+	    !checked(buf, f->nodesize) || bi_le64(buf + HDR_BYTENR) != b->bytenr ||
+	    bi_le64(buf + HDR_GENERATION) != b->generation)
+		return bi_err(fs, -EIO,
+			      "salvage: block %" PRIu64 " (device '%s' offset %" PRIu64
+			      ") changed since the scan",
+			      b->bytenr, fs->devs[b->dev].name, b->physical);
+	return 0;
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""gen_salvage.py: the truth for salvage (opening a filesystem whose way in
+is gone), as root.
+
+    gen_salvage.py [OUTDIR]          (default testdata/salvage)
+
+mkfs.btrfs on a 256 MiB sparse file with the defaults of a single device
+(16 KiB nodes, crc32c, metadata DUP, data single), then on a loop mount:
+directories, files of several sizes (inline, one extent, many extents), a
+hard link, a symlink, xattrs, a subvolume with its own files and a
+read-only snapshot of it. Unmounted (a clean commit, no log tree), then
+mounted once more to change a few files, so that the last commit's fs tree
+is newer than the one the previous root tree names: a lost root-tree block
+then rolls back unless each tree's newest root is found by scanning.
+
+The kernel's view of a read-only copy is recorded with gen_kview.py
+(the format of `btrfsimg walk --json --hash`), and so is, on a copy whose
+root-tree root block was zeroed (damage "root" below), the view of
+`mount -o ro,rescue=usebackuproot`: what the kernel's own fallback shows.
+
+The damage (made by the tests from the committed image, in user space,
+deterministically: DAMAGE and damage() below) never touches the image
+file given, only the bytes passed in:
+  super   every superblock copy zeroed (4096 bytes at 64 KiB and 64 MiB)
+  chunk   both DUP copies of the chunk tree's root block zeroed
+  both    super and chunk
+  root    both DUP copies of the root tree's root block zeroed
+
+Writes to OUTDIR:
+  salvage.img.zst   the undamaged image (zstd -19 --long=27)
+  view.jsonl        the kernel's view of it
+  backuproot.jsonl  the kernel's view of damage "root" mounted with
+                    rescue=usebackuproot
+  truth.json        fsid, generation, nodesize, csum type, the chunk and
+                    root tree roots and where their copies are
+"""
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+SB_OFFSETS = (64 << 10, 64 << 20, 256 << 30)
+DAMAGE = ("super", "chunk", "both", "root")
+
+
+# ------------------------------------------------------------ on-disk reading
+
+def _sb(img):
+    sb = img[SB_OFFSETS[0]:SB_OFFSETS[0] + 4096]
+    if sb[0x40:0x48] != b"_BHRfS_M":
+        raise ValueError("no primary superblock")
+    return sb
+
+
+def _chunk_item(buf, off):
+    """(length, type, [(devid, physical)]) of a chunk item at @off."""
+    length, = struct.unpack_from("<Q", buf, off)
+    ctype, = struct.unpack_from("<Q", buf, off + 24)
+    nst, = struct.unpack_from("<H", buf, off + 44)
+    stripes = []
+    for i in range(nst):
+        devid, phys = struct.unpack_from("<QQ", buf, off + 48 + 32 * i)
+        stripes.append((devid, phys))
+    return length, ctype, stripes
+
+
+def _sys_chunks(sb):
+    size, = struct.unpack_from("<I", sb, 0xa0)
+    arr, pos, out = sb[0x32b:0x32b + size], 0, []
+    while pos < size:
+        _, _, logical = struct.unpack_from("<QBQ", arr, pos)
+        length, ctype, stripes = _chunk_item(arr, pos + 17)
+        out.append((logical, length, stripes))
+        pos += 17 + 48 + 32 * len(stripes)
+    return out
+
+
+def _map(chunks, logical):
+    for start, length, stripes in chunks:
+        if start <= logical < start + length:
+            return [phys + logical - start for _, phys in stripes]
+    raise ValueError("logical %d unmapped" % logical)
+
+
+def _leaf_chunks(img, phys, nodesize):
+    blk = img[phys:phys + nodesize]
+    if blk[0x64] != 0:
+        raise ValueError("chunk root is not a leaf")
+    nritems, = struct.unpack_from("<I", blk, 0x60)
+    out = []
+    for s in range(nritems):
+        it = 0x65 + 25 * s
+        _, ktype, koff = struct.unpack_from("<QBQ", blk, it)
+        doff, = struct.unpack_from("<I", blk, it + 17)
+        if ktype == 228:  # CHUNK_ITEM
+            length, _, stripes = _chunk_item(blk, 0x65 + doff)
+            out.append((koff, length, stripes))
+    return out
+
+
+def facts(img):
+    """What the damage needs to know of an undamaged image."""
+    sb = _sb(img)
+    root, chunk_root = struct.unpack_from("<QQ", sb, 0x50)
+    gen, = struct.unpack_from("<Q", sb, 0x48)
+    nodesize, = struct.unpack_from("<I", sb, 0x94)
+    csum_type, = struct.unpack_from("<H", sb, 0xc4)
+    chunk_phys = _map(_sys_chunks(sb), chunk_root)
+    root_phys = _map(_leaf_chunks(img, chunk_phys[0], nodesize), root)
+    return {
+        "fsid": sb[0x20:0x30].hex(),
+        "generation": gen,
+        "nodesize": nodesize,
+        "csum_type": csum_type,
+        "chunk_root": chunk_root,
+        "chunk_root_generation": struct.unpack_from("<Q", sb, 0xa4)[0],
+        "chunk_root_physical": chunk_phys,
+        "root": root,
+        "root_physical": root_phys,
+        "super_physical": [o for o in SB_OFFSETS if o + 4096 < len(img)],
+    }
+
+
+def damage(img, what):
+    """A damaged copy of @img (bytes): one of DAMAGE."""
+    f = facts(img)
+    out = bytearray(img)
+    zero = []
+    if what in ("super", "both"):
+        zero += [(o, 4096) for o in f["super_physical"]]
+    if what in ("chunk", "both"):
+        zero += [(p, f["nodesize"]) for p in f["chunk_root_physical"]]
+    if what == "root":
+        zero += [(p, f["nodesize"]) for p in f["root_physical"]]
+    if what not in DAMAGE:
+        raise ValueError(what)
+    for off, n in zero:
+        out[off:off + n] = bytes(n)
+    return bytes(out)
+
+
+# ------------------------------------------------------------ the image
+
+def sh(*args, **kw):
+    return subprocess.run(list(args), check=True, stdout=subprocess.PIPE, **kw).stdout
+
+
+def content(name, size):
+    out = bytearray()
+    i = 0
+    while len(out) < size:
+        out += hashlib.sha256(b"%s:%d" % (name.encode(), i)).digest()
+        i += 1
+    return bytes(out[:size])
+
+
+def put(mnt, rel, size, tag=""):
+    with open(os.path.join(mnt, rel), "wb") as f:
+        f.write(content(rel + tag, size))
+
+
+def populate(m):
+    os.mkdir(os.path.join(m, "docs"))
+    put(m, "docs/inline", 120)
+    put(m, "docs/page", 4096)
+    put(m, "docs/mid", 300000)
+    with open(os.path.join(m, "docs/big"), "wb") as f:  # two extents
+        for half in range(2):
+            f.write(content("docs/big:%d" % half, 256 << 10))
+            f.flush()
+            os.fsync(f.fileno())
+    os.link(os.path.join(m, "docs/page"), os.path.join(m, "docs/page.link"))
+    os.symlink("mid", os.path.join(m, "docs/sym"))
+    os.setxattr(os.path.join(m, "docs/mid"), "user.origin", b"camera")
+    os.mkdir(os.path.join(m, "many"))
+    for i in range(300):  # enough items for an fs tree of several leaves
+        put(m, "many/f%03d" % i, 50 + 9 * i)  # inline and not
+    sh("btrfs", "subvolume", "create", os.path.join(m, "sv"))
+    os.mkdir(os.path.join(m, "sv/d"))
+    put(m, "sv/d/a", 20000)
+    put(m, "sv/small", 30)
+    sh("btrfs", "subvolume", "snapshot", "-r", os.path.join(m, "sv"), os.path.join(m, "snap"))
+    put(m, "sv/d/a", 5000, ":after-snapshot")
+
+
+def last_changes(m):
+    put(m, "docs/late", 7000)
+    os.unlink(os.path.join(m, "many/f007"))
+    put(m, "sv/late", 900)
+
+
+def record(src, mnt, out, opts="ro,noatime,loop"):
+    sh("mount", "-o", opts, src, mnt)
+    try:
+        with open(out, "wb") as f:
+            subprocess.run([sys.executable, os.path.join(HERE, "gen_kview.py"), "record", mnt],
+                           check=True, stdout=f)
+    finally:
+        sh("umount", mnt)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "salvage")
+    os.makedirs(out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="salvage.")
+    img, copy, mnt = (os.path.join(work, n) for n in ("salvage.img", "copy.img", "mnt"))
+    os.mkdir(mnt)
+    sh("truncate", "-s", "256M", img)
+    sh("mkfs.btrfs", "-q", "-f", "-m", "dup", "-d", "single", img)
+    for step in (populate, last_changes):
+        sh("mount", "-o", "noatime,loop", img, mnt)
+        try:
+            step(mnt)
+        finally:
+            sh("umount", mnt)
+    data = open(img, "rb").read()
+    sh("cp", "--sparse=always", img, copy)
+    record(copy, mnt, os.path.join(out, "view.jsonl"))
+    with open(copy, "wb") as f:
+        f.write(damage(data, "root"))
+    record(copy, mnt, os.path.join(out, "backuproot.jsonl"),
+           "ro,noatime,loop,rescue=usebackuproot")
+    if open(img, "rb").read() != data:
+        raise RuntimeError("the image changed after its record")
+    with open(os.path.join(out, "truth.json"), "w") as f:
+        json.dump(facts(data), f, indent=1)
+        f.write("\n")
+    sh("zstd", "-q", "-19", "--long=27", "-f", img, "-o", os.path.join(out, "salvage.img.zst"))
+    sh("rm", "-rf", work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
