@@ -2,7 +2,7 @@
 /*
  * Salvage: opening a filesystem whose way in is gone (no valid superblock,
  * no readable chunk tree, no readable root tree), from the tree blocks the
- * scan found on the devices (scan.c). Nothing is written anywhere.
+ * scan found on the devices (salvage_scan.c). Nothing is written anywhere.
  *
  * The blocks are attacker-controlled by definition, so nothing rebuilt is
  * used on the word of one block:

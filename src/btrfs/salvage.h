@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Salvage: the open sequence's fallbacks when a way in is gone, each
- * rebuilt from the tree blocks the scan finds (scan.h) and announced as
+ * rebuilt from the tree blocks the scan finds (salvage_scan.h) and announced as
  * damage (so a command that reads through it exits 1).
  */
 #ifndef BI_SALVAGE_H
