@@ -46,6 +46,10 @@ enum {
 	K_TYPE,
 	K_HEX,
 	K_NAME_DAMAGE,
+	K_NFS4_D_FILEID,
+	K_NFS_FILEID_N,
+	K_NFS_D_FILEID_N,
+	K_NFS4_D_FILEID_N,
 	K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -54,6 +58,7 @@ static const char *const key_names[K_COUNT] = {
 	"btime",  "target",	"d_ino",      "handle",	      "handle_conn",  "sha256",
 	"xattrs", "scheme_ino", "nfs_fileid", "scheme_d_ino", "nfs_d_fileid", "numdevs2_dev",
 	"type",	  "hex",	"name_damage",
+	"nfs4_d_fileid", "nfs_fileid_inumbits", "nfs_d_fileid_inumbits", "nfs4_d_fileid_inumbits",
 };
 static PyObject *keys[K_COUNT];
 
@@ -81,6 +86,8 @@ struct rec {
 	size_t xlen, xcap;
 	bool schemes;
 	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
+	/* [0]: btrfs mounted plainly, [1]: mounted inumbits=N (composed) */
+	uint64_t nfs4_d_fileid[2], nfs_fileid_n, nfs_d_fileid_n;
 	int dev;
 	const char *name_damage; /* btrfsimg_name_problem of a damaged name, or NULL */
 };
@@ -191,12 +198,17 @@ static void take_schemes(Walk *w, const struct btrfsimg_walk_entry *n, struct re
 	r->scheme_ino = n->stub ? st_ino
 				: btrfsimg_presented_ino(
 					  st_ino, btrfsimg_inumbits_overlay(n->subvol, bits));
-	r->nfs_fileid =
-		n->stub ? st_ino : btrfsimg_presented_ino(st_ino, btrfsimg_uniquifier(n->subvol));
+	r->nfs_fileid = n->stub ? st_ino : btrfsimg_nfs_fileid(n->subvol, st_ino, 0);
+	r->nfs_fileid_n = n->stub ? st_ino : btrfsimg_nfs_fileid(n->subvol, st_ino, bits);
 	if (!n->is_start) {
 		uint64_t loc = n->ent.location_objectid, dir = n->dir_subvol;
 		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
-		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
+		r->nfs_d_fileid = btrfsimg_nfs3_d_fileid(dir, loc, 0);
+		r->nfs_d_fileid_n = btrfsimg_nfs3_d_fileid(dir, loc, bits);
+		for (int k = 0; k < 2; k++)
+			r->nfs4_d_fileid[k] = n->stub ? st_ino
+						      : btrfsimg_nfs4_d_fileid(n->subvol, st_ino,
+									       k ? bits : 0);
 	}
 	int dev = n->stub ? 0 : btrfsimg_numdevs2_dev(w->devs, n->subvol);
 	r->dev = dev < 0 ? -1 : dev;
@@ -336,7 +348,11 @@ static int put_schemes(PyObject *d, const struct rec *r)
 	if (put(d, K_SCHEME_INO, u64(r->scheme_ino)) < 0 ||
 	    put(d, K_NFS_FILEID, u64(r->nfs_fileid)) < 0 ||
 	    put(d, K_SCHEME_D_INO, opt_u64(r->is_start, r->scheme_d_ino)) < 0 ||
-	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, r->nfs_d_fileid)) < 0)
+	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, r->nfs_d_fileid)) < 0 ||
+	    put(d, K_NFS4_D_FILEID, opt_u64(r->is_start, r->nfs4_d_fileid[0])) < 0 ||
+	    put(d, K_NFS_FILEID_N, u64(r->nfs_fileid_n)) < 0 ||
+	    put(d, K_NFS_D_FILEID_N, opt_u64(r->is_start, r->nfs_d_fileid_n)) < 0 ||
+	    put(d, K_NFS4_D_FILEID_N, opt_u64(r->is_start, r->nfs4_d_fileid[1])) < 0)
 		return -1;
 	return put(d, K_NUMDEVS2_DEV, opt_u64(r->dev < 0, (uint64_t)r->dev));
 }

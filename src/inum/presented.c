@@ -35,6 +35,9 @@ static int present_one(void *ctx, const struct btrfsimg_inode_entry *e)
 	p->st_ino = obj;
 	p->ino = btrfsimg_presented_ino(obj, p->overlay);
 	p->nfs_fileid = btrfsimg_presented_ino(obj, p->uniquifier);
+	p->nfs4_d_fileid = obj;
+	p->nfs_fileid_inumbits = btrfsimg_presented_ino(p->ino, p->uniquifier);
+	p->nfs4_d_fileid_inumbits = p->ino;
 	return x->fn(x->ctx, e, p);
 }
 

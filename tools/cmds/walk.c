@@ -30,6 +30,8 @@ struct wrow {
 	struct btrfsimg_inode inode;
 	uint64_t ino, subvol, d_ino;
 	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
+	/* [0]: btrfs mounted plainly, [1]: mounted inumbits=N (composed) */
+	uint64_t nfs4_d_fileid[2], nfs_fileid_n, nfs_d_fileid_n;
 	uint32_t bytes_off, path_len, target_len, hashes_len;
 	uint64_t dir_subvol, dir_objectid, dir_generation; /* for encode_handles */
 	uint32_t handle_type[2];
@@ -142,12 +144,18 @@ static void take_schemes(struct walk_ctx *wc, const struct visit_node *n, struct
 	r->schemes = true;
 	r->scheme_ino = n->stub ? st_ino : btrfsimg_presented_ino(st_ino,
 								  btrfsimg_inumbits_overlay(n->subvol, bits));
-	r->nfs_fileid = n->stub ? st_ino : btrfsimg_presented_ino(st_ino,
-								  btrfsimg_uniquifier(n->subvol));
+	r->nfs_fileid = n->stub ? st_ino : btrfsimg_nfs_fileid(n->subvol, st_ino, 0);
+	r->nfs_fileid_n = n->stub ? st_ino : btrfsimg_nfs_fileid(n->subvol, st_ino, bits);
 	if (!n->is_start) {
 		uint64_t loc = n->ent.location_objectid, dir = n->dir_tree_subvol;
 		r->scheme_d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, bits));
-		r->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
+		r->nfs_d_fileid = btrfsimg_nfs3_d_fileid(dir, loc, 0);
+		r->nfs_d_fileid_n = btrfsimg_nfs3_d_fileid(dir, loc, bits);
+		/* a stub (not a btrfs inode) shows its 2 here too */
+		for (int k = 0; k < 2; k++)
+			r->nfs4_d_fileid[k] = n->stub ? st_ino
+						      : btrfsimg_nfs4_d_fileid(n->subvol, st_ino,
+									       k ? bits : 0);
 	}
 	int dev = n->stub ? 0 : nest_dev(&wc->nest, n->subvol);
 	r->dev = (int8_t)(dev < 0 ? -1 : dev);
@@ -220,9 +228,19 @@ static void put_schemes(struct jw *w, const struct wrow *r)
 	if (r->is_start) {
 		jw_null(w, "scheme_d_ino");
 		jw_null(w, "nfs_d_fileid");
+		jw_null(w, "nfs4_d_fileid");
 	} else {
 		jw_u64(w, "scheme_d_ino", r->scheme_d_ino);
 		jw_u64(w, "nfs_d_fileid", r->nfs_d_fileid);
+		jw_u64(w, "nfs4_d_fileid", r->nfs4_d_fileid[0]);
+	}
+	jw_u64(w, "nfs_fileid_inumbits", r->nfs_fileid_n);
+	if (r->is_start) {
+		jw_null(w, "nfs_d_fileid_inumbits");
+		jw_null(w, "nfs4_d_fileid_inumbits");
+	} else {
+		jw_u64(w, "nfs_d_fileid_inumbits", r->nfs_d_fileid_n);
+		jw_u64(w, "nfs4_d_fileid_inumbits", r->nfs4_d_fileid[1]);
 	}
 	if (r->dev < 0)
 		jw_null(w, "numdevs2_dev");
