@@ -172,7 +172,7 @@ static size_t text_head(char out[160], unsigned bits)
 	char ino[24];
 	snprintf(ino, sizeof(ino), "inumbits=%u ino", bits);
 	int n = snprintf(out, 160, "%6s %10s  %-*s  %-22s  %-22s  %s\n", "subvol", "objectid",
-			 TEXT_TIME_WIDTH, "mtime (UTC)", ino, "nfsd fileid", "path");
+			 TEXT_TIME_WIDTH, "mtime (UTC)", ino, "nfs v3/v4 fileid", "path");
 	return n < 0 ? 0 : (size_t)n < 160 ? (size_t)n : 159;
 }
 
