@@ -98,7 +98,7 @@ nfswalk "V4" /n4 >> $out
 umount /n4
 echo "@@END" >> $out
 dd if=$out of=/dev/vdb bs=1M conv=notrunc,sync 2>/dev/null; sync
-poweroff -f
+reboot -f
 '
 
 make_initramfs() { # DIR: the tree, then DIR.cpio
@@ -125,9 +125,11 @@ make_initramfs() { # DIR: the tree, then DIR.cpio
 # KERNEL CPIO IMG OPT -> stdout: the recorded lines, each prefixed with OPT
 boot_once() {
 	local work=$4 raw="$work/disk.img" res="$work/res.img"
+	: > "$res"
 	truncate -s 64M "$res"
-	: > "$res"; truncate -s 64M "$res"
-	timeout 1800 qemu-system-x86_64 -m 1024 -nographic -no-reboot -accel tcg \
+	# -no-reboot: the VM's reboot -f ends qemu (the small config has no ACPI
+	# to power off with)
+	timeout 1200 qemu-system-x86_64 -m 1024 -nographic -no-reboot -accel tcg \
 		-kernel "$1" -initrd "$2" \
 		-append "console=ttyS0 quiet loglevel=1 panic=-1 nfsopt=$3" \
 		-drive file="$raw",format=raw,if=virtio,snapshot=on \
