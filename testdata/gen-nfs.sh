@@ -85,15 +85,19 @@ mount -t nfsd nfsd /proc/fs/nfsd
 out=/tmp/out
 o=ro,subvolid=5; [ -n "$opt" ] && o=$o,$opt
 mount -t btrfs -o $o /dev/vda /mnt/b || echo "MOUNT FAILED" >> $out
+echo "gen-nfs: local walk" >&2
 nfswalk "L" /mnt/b >> $out
 rpcbind -w
 exportfs -o ro,fsid=0,crossmnt,no_subtree_check,no_root_squash,insecure 127.0.0.1:/mnt/b
 rpc.mountd
 rpc.nfsd --grace-time 10 --lease-time 10 4
-mount.nfs 127.0.0.1:/mnt/b /n3 -o ro,vers=3,nolock || echo "V3 MOUNT FAILED" >> $out
+echo "gen-nfs: nfsd started" >&2
+mount.nfs 127.0.0.1:/mnt/b /n3 -o ro,vers=3,nolock,proto=tcp,mountproto=tcp,retry=0 || echo "V3 MOUNT FAILED" >> $out
+echo "gen-nfs: v3 mounted" >&2
 nfswalk "V3" /n3 >> $out
 umount /n3
 mount.nfs 127.0.0.1:/ /n4 -o ro,vers=4.2 || echo "V4 MOUNT FAILED" >> $out
+echo "gen-nfs: v4 mounted" >&2
 nfswalk "V4" /n4 >> $out
 umount /n4
 echo "@@END" >> $out
@@ -116,6 +120,10 @@ make_initramfs() { # DIR: the tree, then DIR.cpio
 	printf 'root:x:0:0::/:/bin/sh\n_rpc:x:100:65534::/run/rpcbind:/bin/false\nstatd:x:101:65534::/var/lib/nfs:/bin/false\nnobody:x:65534:65534::/:/bin/false\n' > "$d/etc/passwd"
 	printf 'root:x:0:\nnogroup:x:65534:\n' > "$d/etc/group"
 	printf '127.0.0.1 localhost\n' > "$d/etc/hosts"
+	# rpc.mountd reads the mount table when the kernel asks it for a file
+	# handle's export (nfsd_fh); without /etc/mtab it crashes
+	ln -sf /proc/mounts "$d/etc/mtab"
+	: > "$d/etc/fstab"
 	printf 'passwd: files\ngroup: files\nhosts: files\n' > "$d/etc/nsswitch.conf"
 	printf '%s' "$INIT" > "$d/init"
 	chmod 755 "$d/init"
