@@ -35,6 +35,38 @@ BTRFSIMG_API uint64_t btrfsimg_presented_ino(uint64_t objectid, uint64_t v);
 BTRFSIMG_API uint64_t btrfsimg_uniquifier(uint64_t subvol);
 
 /**
+ * What an NFS client of nfsd with the ino_uniquifier (patch v2) sees, for an
+ * export of a btrfs mounted with inumbits=@p inumbits (0: without it; then
+ * only the uniquifier applies). With both on, nfsd XORs its uniquifier into
+ * the number btrfs already overlaid, each step "unless equal":
+ * presented(presented(objectid, overlay), uniquifier). Stub directories
+ * (ino 2) are not btrfs inodes to getattr: they show 2 everywhere.
+ *
+ * btrfsimg_nfs_fileid(): the fileid of inode @p objectid of @p subvol, in
+ * GETATTR and READDIRPLUS attributes of NFSv3 and NFSv4 alike (st_ino).
+ */
+BTRFSIMG_API uint64_t btrfsimg_nfs_fileid(uint64_t subvol, uint64_t objectid, unsigned inumbits);
+
+/**
+ * NFSv3 READDIR(PLUS) entry fileid (a v3 client's d_ino): btrfs's readdir
+ * number for the entry (its location objectid; a subvolume entry: the
+ * child's id) in directory subvolume @p dir_subvol, overlaid as btrfs's
+ * readdir does, then XORed with the directory's uniquifier.
+ */
+BTRFSIMG_API uint64_t btrfsimg_nfs3_d_fileid(uint64_t dir_subvol, uint64_t location_objectid,
+					     unsigned inumbits);
+
+/**
+ * The d_ino a Linux NFSv4 client shows for an entry: the MOUNTED_ON_FILEID
+ * attribute, which the patched nfsd uniquifies only at the root of a crossed
+ * mount (never for btrfs subvolumes, which are not mounts on the server). So
+ * it is the st_ino of what the entry leads to, as btrfs's getattr gives it:
+ * objectid @p objectid of @p subvol (256 of the child for a subvolume entry)
+ * overlaid under inumbits, with no uniquifier.
+ */
+BTRFSIMG_API uint64_t btrfsimg_nfs4_d_fileid(uint64_t subvol, uint64_t objectid, unsigned inumbits);
+
+/**
  * Subvolume crossings from @p mount_subvol down to @p subvol (0 for the
  * mounted one itself), following parent_id through @p v (the list from
  * btrfsimg_subvols(), sorted by id); -1 when @p subvol is not below the
@@ -66,6 +98,11 @@ struct btrfsimg_walk_numbers {
 	uint64_t nfs_d_fileid;	/**< readdir's under the uniquifier; 0 for the start */
 	int numdevs2_dev;	/**< numdevs=2 device (0 or 1; a stub's is 0); -1 when
 				     the subvolume is not below the mounted one */
+	uint64_t nfs4_d_fileid;	/**< a Linux NFSv4 client's readdir d_ino
+				     (btrfsimg_nfs4_d_fileid, inumbits 0); 0 for the start */
+	/** The same three NFS numbers with btrfs mounted inumbits=N too (the
+	 *  uniquifier composed over the overlay: btrfsimg_nfs_fileid). */
+	uint64_t nfs_fileid_inumbits, nfs_d_fileid_inumbits, nfs4_d_fileid_inumbits;
 };
 
 /** Fill @p out for path @p e under inumbits=@p inumbits (0 or 32..64),
@@ -83,9 +120,16 @@ struct btrfsimg_inode_numbers {
 	uint64_t overlay;		/**< btrfsimg_inumbits_overlay(subvol, inumbits) */
 	uint64_t ino;			/**< st_ino under inumbits=N */
 	uint64_t uniquifier;		/**< btrfsimg_uniquifier(subvol) */
-	uint64_t nfs_fileid;		/**< nfsd with the uniquifier */
+	uint64_t nfs_fileid;		/**< nfsd with the uniquifier, btrfs mounted
+					     without inumbits: NFSv3 and v4 fileid */
 	int numdevs2_dev;		/**< numdevs=2 device (0 or 1); -1 when the
 					     subvolume is not below the mounted one */
+	uint64_t nfs4_d_fileid;		/**< a Linux NFSv4 client's d_ino for an entry
+					     naming this inode (btrfsimg_nfs4_d_fileid,
+					     inumbits 0): st_ino */
+	uint64_t nfs_fileid_inumbits;	/**< the fileid with btrfs mounted inumbits=N
+					     too (composed; btrfsimg_nfs_fileid) */
+	uint64_t nfs4_d_fileid_inumbits; /**< the NFSv4 d_ino then: ino */
 };
 
 typedef int (*btrfsimg_inode_numbers_fn)(void *ctx, const struct btrfsimg_inode_entry *e,
@@ -302,7 +346,54 @@ struct btrfsimg_fs_collisions {
 	 *  or more no scheme is collision-free; this gives the verdict for the
 	 *  rest. NULL when there are no stubs (report is that already). */
 	struct btrfsimg_collide_report *report_without_stubs;
+	/** NFS v3/v4 and composed schemes, 32-bit figures, the transition. */
+	struct btrfsimg_nfs_report *nfs;
 };
+
+/**
+ * What NFS clients and 32-bit programs see under one scheme, over the
+ * inodes and stub directories btrfsimg_collisions() analysed (stubs
+ * included: each presents 2).
+ */
+struct btrfsimg_nfs_figures {
+	/** inumbits and uniquifier both set: inumbits=N composed with nfsd's
+	 *  uniquifier (btrfsimg_nfs_fileid), on one device */
+	struct btrfsimg_scheme scheme;
+	uint64_t groups, inodes;	/**< 64-bit numbers shared on a device, and
+					     the inodes sharing them */
+	uint64_t over32;		/**< inodes presenting a number > 2^32 - 1: a
+					     32-bit stat() without large-file support
+					     fails with EOVERFLOW on them */
+	uint64_t low32_groups, low32_inodes; /**< the same count on the low 32
+					     bits (NFSv2, tools keeping 32 bits) */
+	bool nfs;			/**< an NFS scheme: the readdir counts are set */
+	/** Readdir and stat disagreements of a client: NFSv3 (READDIR's
+	 *  fileid) over subvolume entries (other entries agree); NFSv4 (a
+	 *  Linux client's d_ino, MOUNTED_ON_FILEID) over subvolume entries
+	 *  and every inode but subvolume roots (an inode with several links
+	 *  counted once). */
+	uint64_t readdir_v3, readdir_v4;
+};
+
+/**
+ * The NFS figures: every NFS scheme first (nfsd, nfsd-uniquifier, then
+ * inumbits=32..64 composed with the uniquifier), then btrfsimg_collide_all's
+ * inumbits and numdevs schemes (its order from its third result on), with
+ * the 32-bit counts; and the transition to the uniquifier.
+ */
+struct btrfsimg_nfs_report {
+	size_t n;
+	struct btrfsimg_nfs_figures *figures;
+	size_t nnfs;			/**< the first nnfs figures are NFS schemes */
+	/** Patch v2 marks the file handles it issues (fh_options) and a handle
+	 *  composed from another inherits its options: a client that mounted
+	 *  before the switch keeps today's fileids for everything it reaches.
+	 *  A client that mounts afterwards sees transition_changed inodes with
+	 *  a new fileid (every inode outside subvolume 5 whose objectid is not
+	 *  its uniquifier) and the other transition_kept as before. */
+	uint64_t transition_changed, transition_kept;
+};
+BTRFSIMG_API void btrfsimg_nfs_report_free(struct btrfsimg_nfs_report *r);
 
 /**
  * Analyse the filesystem: the inode sets of every reachable subvolume

@@ -297,7 +297,9 @@ class Filesystem:
         --json` (minimal safe inumbits, counts, headroom) as a dict, and
         under "schemes" one dict per scheme (shared numbers `groups`, the
         `inodes` behind them, up to `examples` groups of members, readdir
-        disagreements, the same without stub directories)."""
+        disagreements, the same without stub directories); under "nfs" the
+        NFS v3/v4 and composed schemes, 32-bit figures and the transition
+        count (docs/inode-numbers.md)."""
         return self._h.collisions(mount_subvol or 0, examples)
 
     # ------------------------------------------------------------ forensics

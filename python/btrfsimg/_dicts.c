@@ -332,6 +332,38 @@ static PyObject *headroom_list(const struct btrfsimg_fs_collisions *c, bool with
 	return l;
 }
 
+/* collisions --json's "nfs" (tools/cmds/collisions.c nfs_json). */
+static PyObject *nfs_dict(const struct btrfsimg_nfs_report *n)
+{
+	PyObject *l = PyList_New(0), *d = PyDict_New();
+	for (size_t i = 0; l && i < n->n; i++) {
+		const struct btrfsimg_nfs_figures *f = &n->figures[i];
+		char name[64];
+		btrfsimg_scheme_name(&f->scheme, name, sizeof(name));
+		PyObject *e = PyDict_New();
+		if (!e || set_take(e, "scheme", PyUnicode_FromString(name)) < 0 ||
+		    set_take(e, "groups", u64(f->groups)) < 0 ||
+		    set_take(e, "inodes", u64(f->inodes)) < 0 ||
+		    set_take(e, "over32", u64(f->over32)) < 0 ||
+		    set_take(e, "low32_groups", u64(f->low32_groups)) < 0 ||
+		    set_take(e, "low32_inodes", u64(f->low32_inodes)) < 0 ||
+		    set_take(e, "readdir_v3",
+			     f->nfs ? u64(f->readdir_v3) : Py_NewRef(Py_None)) < 0 ||
+		    set_take(e, "readdir_v4",
+			     f->nfs ? u64(f->readdir_v4) : Py_NewRef(Py_None)) < 0 ||
+		    PyList_Append(l, e) < 0)
+			Py_CLEAR(l);
+		Py_XDECREF(e);
+	}
+	if (!l || !d || set_take(d, "transition_changed", u64(n->transition_changed)) < 0 ||
+	    set_take(d, "transition_kept", u64(n->transition_kept)) < 0 ||
+	    set_take(d, "schemes", l) < 0) {
+		Py_XDECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
 PyObject *dict_collisions(Handle *h, uint64_t mount_subvol, Py_ssize_t max_examples)
 {
 	struct btrfsimg_fs_collisions *c = NULL;
@@ -358,7 +390,8 @@ PyObject *dict_collisions(Handle *h, uint64_t mount_subvol, Py_ssize_t max_examp
 	    set_take(d, "min_inumbits_numdevs1_without_stubs", opt_min(ns->min_free_n1)) < 0 ||
 	    set_take(d, "min_inumbits_numdevs2_without_stubs", opt_min(ns->min_free_n2)) < 0 ||
 	    set_take(d, "headroom_without_stubs", headroom_list(c, true)) < 0 ||
-	    set_take(d, "schemes", schemes_list(c)) < 0)
+	    set_take(d, "schemes", schemes_list(c)) < 0 ||
+	    set_take(d, "nfs", nfs_dict(c->nfs)) < 0)
 		Py_CLEAR(d);
 	btrfsimg_fs_collisions_free(c);
 	return d;

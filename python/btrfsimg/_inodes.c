@@ -197,12 +197,16 @@ enum {
 	I_SIZE,
 	I_PATH,
 	I_REACHABLE,
+	I_NFS4_D_FILEID,
+	I_NFS_FILEID_N,
+	I_NFS4_D_FILEID_N,
 	I_COUNT
 };
 static const char *const ikey_names[I_COUNT] = {
 	"subvol", "objectid",	"st_ino",     "tree_id",      "inumbits",  "overlay",
 	"ino",	  "uniquifier", "nfs_fileid", "numdevs2_dev", "proc_ino",  "generation",
 	"mode",	  "nlink",	"size",	      "path",	      "reachable",
+	"nfs4_d_fileid", "nfs_fileid_inumbits", "nfs4_d_fileid_inumbits",
 };
 static PyObject *ikeys[I_COUNT];
 
@@ -268,6 +272,9 @@ static PyObject *row_dict(Inodes *it, const struct irow *r, const uint8_t *bytes
 	    iput(d, I_INO, u64(p->ino)) < 0 ||
 	    PyDict_SetItem(d, ikeys[I_UNIQUIFIER], it->uniq_obj) < 0 ||
 	    iput(d, I_NFS_FILEID, u64(p->nfs_fileid)) < 0 ||
+	    iput(d, I_NFS4_D_FILEID, u64(p->nfs4_d_fileid)) < 0 ||
+	    iput(d, I_NFS_FILEID_N, u64(p->nfs_fileid_inumbits)) < 0 ||
+	    iput(d, I_NFS4_D_FILEID_N, u64(p->nfs4_d_fileid_inumbits)) < 0 ||
 	    PyDict_SetItem(d, ikeys[I_NUMDEVS2_DEV], it->dev_obj) < 0 ||
 	    iput(d, I_PROC_INO, PyUnicode_FromStringAndSize(proc, plen)) < 0 ||
 	    iput(d, I_GENERATION, u64(i->generation)) < 0 ||

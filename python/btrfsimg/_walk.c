@@ -46,6 +46,10 @@ enum {
 	K_TYPE,
 	K_HEX,
 	K_NAME_DAMAGE,
+	K_NFS4_D_FILEID,
+	K_NFS_FILEID_N,
+	K_NFS_D_FILEID_N,
+	K_NFS4_D_FILEID_N,
 	K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -54,6 +58,7 @@ static const char *const key_names[K_COUNT] = {
 	"btime",  "target",	"d_ino",      "handle",	      "handle_conn",  "sha256",
 	"xattrs", "scheme_ino", "nfs_fileid", "scheme_d_ino", "nfs_d_fileid", "numdevs2_dev",
 	"type",	  "hex",	"name_damage",
+	"nfs4_d_fileid", "nfs_fileid_inumbits", "nfs_d_fileid_inumbits", "nfs4_d_fileid_inumbits",
 };
 static PyObject *keys[K_COUNT];
 
@@ -299,7 +304,11 @@ static int put_schemes(PyObject *d, const struct rec *r)
 	const struct btrfsimg_walk_numbers *n = &r->num;
 	if (put(d, K_SCHEME_INO, u64(n->ino)) < 0 || put(d, K_NFS_FILEID, u64(n->nfs_fileid)) < 0 ||
 	    put(d, K_SCHEME_D_INO, opt_u64(r->is_start, n->d_ino)) < 0 ||
-	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, n->nfs_d_fileid)) < 0)
+	    put(d, K_NFS_D_FILEID, opt_u64(r->is_start, n->nfs_d_fileid)) < 0 ||
+	    put(d, K_NFS4_D_FILEID, opt_u64(r->is_start, n->nfs4_d_fileid)) < 0 ||
+	    put(d, K_NFS_FILEID_N, u64(n->nfs_fileid_inumbits)) < 0 ||
+	    put(d, K_NFS_D_FILEID_N, opt_u64(r->is_start, n->nfs_d_fileid_inumbits)) < 0 ||
+	    put(d, K_NFS4_D_FILEID_N, opt_u64(r->is_start, n->nfs4_d_fileid_inumbits)) < 0)
 		return -1;
 	return put(d, K_NUMDEVS2_DEV, opt_u64(n->numdevs2_dev < 0, (uint64_t)n->numdevs2_dev));
 }

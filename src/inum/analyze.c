@@ -18,6 +18,7 @@
 #include "base/ondisk.h"
 #include "btrfs/chunk.h"
 #include "btrfs/root.h"
+#include "inum/nfs.h"
 #include "inum/snapshot_scan.h"
 
 struct sv {
@@ -206,10 +207,30 @@ void btrfsimg_fs_collisions_free(struct btrfsimg_fs_collisions *c)
 	free(o->extras);
 	btrfsimg_collide_report_free(c->report);
 	btrfsimg_collide_report_free(c->report_without_stubs);
+	btrfsimg_nfs_report_free(c->nfs);
 	free(c->readdir_mismatch);
 	free(c->subvols);
 	free(c->stub_entries);
 	free(o);
+}
+
+/* The NFS and 32-bit figures (nfs.c) over what was gathered. */
+static int nfs_figures(struct owned *o)
+{
+	const struct an *a = &o->an;
+	struct bi_nfs_subent *e = calloc(a->nents + 1, sizeof(*e));
+	if (!e)
+		return bi_err(a->fs, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < a->nents; i++)
+		e[i] = (struct bi_nfs_subent){ a->ents[i].dir_subvol, a->ents[i].child,
+					       a->ents[i].stub };
+	struct bi_nfs_input x = { &o->in, e, a->nents, a->max_objectid };
+	int rc = bi_nfs_report(&x, &o->pub.nfs);
+	free(e);
+	if (rc == -E2BIG) /* bounded work: -ENOMEM's meaning, with why */
+		return bi_err(a->fs, -ENOMEM, "NFS figures: more than 2^24 inodes on one device "
+					      "would have to be listed");
+	return rc < 0 ? bi_err(a->fs, rc, "out of memory") : 0;
 }
 
 int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examples,
@@ -248,6 +269,8 @@ int btrfsimg_collisions(btrfsimg_fs *fs, uint64_t mount_subvol, size_t max_examp
 		rc = bi_err(fs, -ENOMEM, "out of memory");
 	for (size_t i = 0; rc == 0 && i < c->report->nresults; i++)
 		c->readdir_mismatch[i] = readdir_mismatches(&o->an, &c->report->results[i].scheme);
+	if (rc == 0)
+		rc = nfs_figures(o);
 	if (rc < 0) {
 		btrfsimg_fs_collisions_free(c);
 		return rc;

@@ -316,6 +316,8 @@ int btrfsimg_scheme_name(const struct btrfsimg_scheme *s, char *buf, size_t len)
 
 	if (!s)
 		return snprintf(buf, len, "?");
+	if (s->uniquifier && s->inumbits)
+		return snprintf(buf, len, "inumbits=%u+nfsd-uniquifier", s->inumbits);
 	if (s->uniquifier)
 		return snprintf(buf, len, "nfsd-uniquifier");
 	if (!s->inumbits && s->numdevs == BTRFSIMG_NUMDEVS_1)
@@ -384,6 +386,28 @@ int btrfsimg_collide(const struct btrfsimg_collide_input *in, const struct btrfs
 		rc = bi_collide_run(in, s, o, &st, out, NULL, NULL);
 	if (rc == -ENOMEM)
 		bi_msg(err, errlen, -ENOMEM, "out of memory counting collisions");
+	return rc;
+}
+
+int bi_collide_consts(const struct btrfsimg_collide_input *in, const uint64_t *c, int numdevs,
+		      uint64_t *groups, uint64_t *inodes)
+{
+	struct btrfsimg_scheme s = { 0, false, numdevs };
+	struct btrfsimg_collide_result out;
+	size_t n = in->nsubvols;
+	struct ctx x = { .in = in, .s = &s, .out = &out, .max_members = DEFAULT_MEMBERS };
+	int rc = -ENOMEM;
+
+	memset(&out, 0, sizeof(out));
+	if (!ctx_alloc(&x, n, in->nextras, 0)) {
+		for (size_t i = 0; i < n; i++)
+			x.c[i] = c[i];
+		rc = count_all(&x);
+	}
+	*groups = x.run.groups;
+	*inodes = x.run.inodes;
+	ctx_free(&x);
+	btrfsimg_collide_result_clear(&out);
 	return rc;
 }
 

@@ -19,6 +19,12 @@ bool bi_collide_subvol_has(const struct btrfsimg_collide_subvol *s, uint64_t a);
 /* The constant c_s a scheme XORs in: 0, the overlay or the uniquifier. */
 uint64_t bi_scheme_const(const struct btrfsimg_scheme *s, uint64_t subvol);
 
+/* Collisions of @in (validated already) with the constant @c[i] for
+ * subvols[i] instead of a scheme's, on the devices of numdevs @numdevs:
+ * presented(objectid, c[i]). Counts only; 0 or -ENOMEM. */
+int bi_collide_consts(const struct btrfsimg_collide_input *in, const uint64_t *c, int numdevs,
+		      uint64_t *groups, uint64_t *inodes);
+
 struct bi_collide_stats;
 /* The input checks of collide_input.c: 0, or -EINVAL with a message in
  * @err naming the first fault (-ENOMEM when out of memory). */

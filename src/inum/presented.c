@@ -35,6 +35,9 @@ static int present_one(void *ctx, const struct btrfsimg_inode_entry *e)
 	p->st_ino = obj;
 	p->ino = btrfsimg_presented_ino(obj, p->overlay);
 	p->nfs_fileid = btrfsimg_presented_ino(obj, p->uniquifier);
+	p->nfs4_d_fileid = obj;
+	p->nfs_fileid_inumbits = btrfsimg_presented_ino(p->ino, p->uniquifier);
+	p->nfs4_d_fileid_inumbits = p->ino;
 	return x->fn(x->ctx, e, p);
 }
 
@@ -63,16 +66,23 @@ void btrfsimg_walk_numbers(const struct btrfsimg_walk_entry *e, unsigned inumbit
 			   const btrfsimg_numdevs2 *devs, struct btrfsimg_walk_numbers *out)
 {
 	uint64_t st_ino = e->objectid;
-	*out = (struct btrfsimg_walk_numbers){ .ino = st_ino, .nfs_fileid = st_ino };
+	*out = (struct btrfsimg_walk_numbers){ .ino = st_ino, .nfs_fileid = st_ino,
+					       .nfs_fileid_inumbits = st_ino };
 	if (!e->stub) {
 		out->ino = btrfsimg_presented_ino(st_ino,
 						  btrfsimg_inumbits_overlay(e->subvol, inumbits));
-		out->nfs_fileid = btrfsimg_presented_ino(st_ino, btrfsimg_uniquifier(e->subvol));
+		out->nfs_fileid = btrfsimg_nfs_fileid(e->subvol, st_ino, 0);
+		out->nfs_fileid_inumbits = btrfsimg_nfs_fileid(e->subvol, st_ino, inumbits);
 	}
 	if (!e->is_start) {
 		uint64_t loc = e->ent.location_objectid, dir = e->dir_subvol;
 		out->d_ino = btrfsimg_presented_ino(loc, btrfsimg_inumbits_overlay(dir, inumbits));
-		out->nfs_d_fileid = btrfsimg_presented_ino(loc, btrfsimg_uniquifier(dir));
+		out->nfs_d_fileid = btrfsimg_nfs3_d_fileid(dir, loc, 0);
+		out->nfs_d_fileid_inumbits = btrfsimg_nfs3_d_fileid(dir, loc, inumbits);
+		/* a stub (not a btrfs inode) shows its 2 here too */
+		out->nfs4_d_fileid = e->stub ? st_ino : btrfsimg_nfs4_d_fileid(e->subvol, st_ino, 0);
+		out->nfs4_d_fileid_inumbits =
+			e->stub ? st_ino : btrfsimg_nfs4_d_fileid(e->subvol, st_ino, inumbits);
 	}
 	int dev = e->stub ? 0 : devs ? btrfsimg_numdevs2_dev(devs, e->subvol) : -1;
 	out->numdevs2_dev = dev < 0 ? -1 : dev;

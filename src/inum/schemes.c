@@ -58,6 +58,34 @@ uint64_t btrfsimg_uniquifier(uint64_t subvol)
 	return subvol == OBJ_FS_TREE ? 0 : bi_swab64(subvol);
 }
 
+/*
+ * nfsd (patch v2) calls btrfs's getattr, which under inumbits already
+ * returns the overlaid number, and XORs ino_uniquifier on top in
+ * nfsd_uniquify_ino(): two "unless equal" steps, not one with the XOR of
+ * both constants. A v3 READDIR takes the number btrfs's filldir passed
+ * (overlaid with the directory's overlay) and the directory's uniquifier
+ * (nfs3xdr.c, svcxdr_encode_entry3_common).
+ */
+uint64_t btrfsimg_nfs_fileid(uint64_t subvol, uint64_t objectid, unsigned inumbits)
+{
+	uint64_t ino = btrfsimg_presented_ino(objectid, btrfsimg_inumbits_overlay(subvol, inumbits));
+	return btrfsimg_presented_ino(ino, btrfsimg_uniquifier(subvol));
+}
+
+uint64_t btrfsimg_nfs3_d_fileid(uint64_t dir_subvol, uint64_t location_objectid,
+				unsigned inumbits)
+{
+	return btrfsimg_nfs_fileid(dir_subvol, location_objectid, inumbits);
+}
+
+/* MOUNTED_ON_FILEID: nfsd4_encode_fattr fills it from the entry's plain
+ * stat.ino; only nfsd4_get_mounted_on_ino (a crossed mount's root) got the
+ * uniquifier in the patch. */
+uint64_t btrfsimg_nfs4_d_fileid(uint64_t subvol, uint64_t objectid, unsigned inumbits)
+{
+	return btrfsimg_presented_ino(objectid, btrfsimg_inumbits_overlay(subvol, inumbits));
+}
+
 /* At most n steps: a corrupt parent loop ends as "not below". */
 int btrfsimg_subvol_depth(const struct btrfsimg_subvol *v, size_t n, uint64_t mount_subvol,
 			  uint64_t subvol)

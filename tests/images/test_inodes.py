@@ -181,8 +181,83 @@ def test_image(name, img, view):
     check(f"{name}: collisions equal the brute force for {len(recs) - 1} schemes",
           not wrong and len(recs) == 70, str(wrong[:4]))
     check_example_paths(name, recs, view)
+    check_nfs(name, recs[-1] if recs and recs[-1].get("summary") else {}, inodes, stubs,
+              entries, dev2)
     check_without_stubs(name, recs, inodes, stubs, entries, dev2, view)
     check_all_groups(name, img, inodes, dev2, view)
+
+
+def nfs_present(kind, n, s, o):
+    """What scheme (kind, n) presents for objectid o of subvolume s; "comp":
+    inumbits=n under nfsd with the uniquifier, each step "unless equal"."""
+    if kind == "uniq":
+        return presented(o, uniq(s))
+    if kind == "comp":
+        return presented(presented(o, overlay(s, n)), uniq(s))
+    if kind in ("n1", "n2"):
+        return presented(o, overlay(s, n))
+    return o
+
+
+def nfs_scheme_of(name):
+    if name.endswith("+nfsd-uniquifier"):
+        return ("comp", int(name.split("+")[0].split("=")[1]))
+    return scheme_of(name)
+
+
+def nfs_brute(inodes, stubs, entries, dev2, scheme):
+    """groups, inodes, over32, low32 groups and inodes, readdir v3 and v4
+    disagreements, by listing every presented number."""
+    kind, n = scheme
+    out = []
+    for mask in ((1 << 64) - 1, (1 << 32) - 1):
+        counts = collections.Counter()
+        for (s, o) in inodes:
+            d = dev2[s] if kind == "n2" else s if kind == "many" else 0
+            counts[(d, nfs_present(kind, n, s, o) & mask)] += 1
+        for s in stubs:
+            counts[("sb" if kind == "many" else 0, 2)] += 1
+        out += [sum(1 for v in counts.values() if v >= 2), sum(v for v in counts.values() if v >= 2)]
+    over = sum(1 for (s, o) in inodes if nfs_present(kind, n, s, o) > (1 << 32) - 1)
+    plain = {"comp": ("n1", n), "uniq": ("nfsd", 0)}.get(kind, (kind, n))
+    v3 = v4 = 0
+    for (ps, d_ino, child) in entries:
+        st = 2 if child is None else nfs_present(kind, n, child, 256)
+        v3 += nfs_present(kind, n, ps, d_ino) != st
+        v4 += (2 if child is None else nfs_present(*plain, child, 256)) != st
+    v4 += sum(1 for (s, o) in inodes
+              if o != 256 and nfs_present(*plain, s, o) != nfs_present(kind, n, s, o))
+    return out[0], out[1], over, out[2], out[3], v3, v4
+
+
+def check_nfs(name, summ, inodes, stubs, entries, dev2):
+    """collisions --json "nfs": every figure equals the brute force; v4 under
+    the uniquifier disagrees for every inode outside subvolume 5; the
+    transition count; composed N=64 is today's nfsd."""
+    nfs = summ.get("nfs") or {}
+    wrong, seen = [], 0
+    for r in nfs.get("schemes", []):
+        sc = nfs_scheme_of(r["scheme"])
+        b = nfs_brute(inodes, stubs, entries, dev2, sc)
+        is_nfs = sc[0] in ("nfsd", "uniq", "comp")
+        have = (r["groups"], r["inodes"], r["over32"], r["low32_groups"], r["low32_inodes"],
+                r["readdir_v3"], r["readdir_v4"])
+        want = b if is_nfs else b[:5] + (None, None)
+        seen += 1
+        if have != want:
+            wrong.append((r["scheme"], have, want))
+    check(f"{name}: collisions nfs figures equal the brute force ({seen} schemes)",
+          not wrong and seen == 35 + 67, str(wrong[:3]))
+    outside = sum(1 for (s, o) in inodes if s != 5 and o != 256 and o != uniq(s))
+    subent = sum(1 for (_, _, child) in entries if child is not None)
+    u = next((r for r in nfs.get("schemes", []) if r["scheme"] == "nfsd-uniquifier"), {})
+    check(f"{name}: NFSv4 under the uniquifier: every inode outside subvolume 5 and every "
+          f"subvolume entry ({outside} + {subent}) disagrees",
+          u.get("readdir_v4") == outside + subent, (u.get("readdir_v4"), outside, subent))
+    changed = sum(1 for (s, o) in inodes if presented(o, uniq(s)) != o)
+    check(f"{name}: transition: {changed} fileids change, {len(inodes) - changed} stay",
+          (nfs.get("transition_changed"), nfs.get("transition_kept")) ==
+          (changed, len(inodes) - changed), str(nfs)[:200])
 
 
 def min_free(results, devs):

@@ -28,6 +28,7 @@
 #include "base/cursor.h"
 #include "base/err.h"
 #include "inum/collide.h"
+#include "inum/nfs.h"
 #include "inum/schemes.h"
 #include "../support/collide_brute.h"
 
@@ -1249,10 +1250,133 @@ static void test_scale_many(void **state)
 	cfg_free(c);
 }
 
+/* ------------------------- NFS figures (nfs.c) ------------------------- */
+
+/* f of an NFS figure's scheme, the reference way: "unless equal" per step. */
+static uint64_t nf_f(const struct btrfsimg_scheme *s, uint64_t sv, uint64_t o)
+{
+	uint64_t ov = btrfsimg_inumbits_overlay(sv, s->inumbits);
+	uint64_t x = o == ov ? o : o ^ ov;
+	uint64_t u = s->uniquifier ? btrfsimg_uniquifier(sv) : 0;
+	return x == u ? x : x ^ u;
+}
+
+static uint64_t nf_dev(const struct btrfsimg_scheme *s, const struct btrfsimg_collide_input *in,
+		       size_t i)
+{
+	if (s->numdevs == BTRFSIMG_NUMDEVS_2)
+		return in->subvols[i].parity;
+	return s->numdevs == BTRFSIMG_NUMDEVS_MANY ? i + 1 : 0;
+}
+
+/* Every (device, number) listed and sorted: groups and inodes. */
+static void nf_brute(const struct btrfsimg_collide_input *in, const struct btrfsimg_scheme *s,
+		     uint64_t mask, uint64_t *groups, uint64_t *inodes, uint64_t *over)
+{
+	uint64_t (*v)[2] = calloc(4096, sizeof(*v));
+	size_t n = 0;
+	*groups = *inodes = *over = 0;
+	for (size_t i = 0; i < in->nsubvols; i++) {
+		const struct btrfsimg_idset *b = in->subvols[i].base;
+		for (size_t k = 0; k < b->n; k++) {
+			uint64_t f = nf_f(s, in->subvols[i].id, b->v[k]);
+			*over += f > 0xffffffffull;
+			v[n][0] = nf_dev(s, in, i);
+			v[n++][1] = f & mask;
+		}
+	}
+	for (size_t i = 0; i < in->nextras; i++) {
+		v[n][0] = s->numdevs == BTRFSIMG_NUMDEVS_2 ? in->extras[i].parity : 0;
+		v[n++][1] = in->extras[i].ino & mask;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t same = 0;
+		bool first = true;
+		for (size_t j = 0; j < n; j++) {
+			if (v[j][0] == v[i][0] && v[j][1] == v[i][1]) {
+				same++;
+				first = first && j >= i;
+			}
+		}
+		if (same > 1) {
+			(*inodes)++;
+			*groups += first;
+		}
+	}
+	free(v);
+}
+
+/* Objectids chosen to meet every exception: each subvolume's overlay
+ * (several N), uniquifier, their XOR and its low half, next to ordinary
+ * small ones, in a few subvolumes whose ids share bytes. */
+static void test_nfs_figures_brute(void **state)
+{
+	(void)state;
+	uint64_t seed = 7;
+	for (int round = 0; round < 60; round++) {
+		size_t nsv = 1 + rnd(&seed) % 3;
+		uint64_t ids[3], sets[3][40];
+		struct btrfsimg_idset is[3];
+		struct btrfsimg_collide_subvol sv[3];
+		for (size_t i = 0; i < nsv; i++) {
+			ids[i] = i == 0 && round % 3 == 0 ? 5 : 256 + i * 256 + rnd(&seed) % 3;
+			size_t k = 0;
+			for (int j = 0; j < 10; j++)
+				sets[i][k++] = 256 + rnd(&seed) % 64;
+			unsigned bits[] = { 32, 40, 47, 56, 64 };
+			for (int j = 0; j < 5; j++) {
+				uint64_t ov = btrfsimg_inumbits_overlay(ids[i], bits[j]);
+				uint64_t u = btrfsimg_uniquifier(ids[i]);
+				uint64_t c[] = { ov, u, ov ^ u, (ov ^ u) & 0xffffffffull, ov & 0xffffffffull };
+				for (int m = 0; m < 5; m++)
+					if (c[m] >= 256 && rnd(&seed) % 2)
+						sets[i][k++] = c[m];
+			}
+			/* another subvolume's constants collide with these */
+			if (i > 0)
+				sets[i][k++] = btrfsimg_uniquifier(ids[0]) | 0x100;
+			qsort(sets[i], k, sizeof(uint64_t), bf_cmp);
+			size_t w = 0;
+			for (size_t j = 0; j < k; j++)
+				if (!w || sets[i][j] != sets[i][w - 1])
+					sets[i][w++] = sets[i][j];
+			is[i] = (struct btrfsimg_idset){ sets[i], w };
+			sv[i] = (struct btrfsimg_collide_subvol){ ids[i], (unsigned)(i & 1), &is[i],
+								  NULL, NULL };
+		}
+		struct btrfsimg_collide_extra ex[2] = { { ids[0], 2, 0 }, { ids[0], 2, 1 } };
+		struct btrfsimg_collide_input in = { sv, nsv, ex, (size_t)(round % 3) };
+		uint64_t maxobj = 0;
+		for (size_t i = 0; i < nsv; i++)
+			maxobj = is[i].v[is[i].n - 1] > maxobj ? is[i].v[is[i].n - 1] : maxobj;
+		struct bi_nfs_input x = { &in, NULL, 0, maxobj };
+		struct btrfsimg_nfs_report *r = NULL;
+		assert_int_equal(bi_nfs_report(&x, &r), 0);
+		for (size_t i = 0; i < r->n; i++) {
+			const struct btrfsimg_nfs_figures *f = &r->figures[i];
+			uint64_t g, n, o, g32, n32, o32;
+			nf_brute(&in, &f->scheme, UINT64_MAX, &g, &n, &o);
+			nf_brute(&in, &f->scheme, 0xffffffffull, &g32, &n32, &o32);
+			if (f->groups != g || f->inodes != n || f->over32 != o ||
+			    f->low32_groups != g32 || f->low32_inodes != n32) {
+				char name[64];
+				btrfsimg_scheme_name(&f->scheme, name, sizeof(name));
+				fail_msg("round %d %s: have %" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64
+					 "/%" PRIu64 " want %" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64
+					 "/%" PRIu64,
+					 round, name, f->groups, f->inodes, f->over32, f->low32_groups,
+					 f->low32_inodes, g, n, o, g32, n32);
+			}
+		}
+		btrfsimg_nfs_report_free(r);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nfsd_roots),
+		cmocka_unit_test(test_nfs_figures_brute),
 		cmocka_unit_test(test_stubs),
 		cmocka_unit_test(test_random_groups),
 		cmocka_unit_test(test_exception),

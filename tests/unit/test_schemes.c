@@ -133,6 +133,37 @@ static void test_scheme_const(void **state)
 
 /* A hand-drawn tree: 5 > 256 > 257, 256 > 260 (unreachable: no path),
  * 258 <-> 259 a parent loop, 261 under a missing 300. */
+/* What NFS clients of the patched nfsd see (docs/inode-numbers.md 6). */
+static void test_nfs_numbers(void **state)
+{
+	(void)state;
+	/* subvolume 256, objectid 256, plain: 256 ^ swab64(256) =
+	 * 0x0001000000000100 = 281474976710912 (v3 and v4 fileid) */
+	assert_true(btrfsimg_nfs_fileid(256, 256, 0) == 281474976710912ull);
+	/* inumbits=56: btrfs gives 256 ^ (2^48 >> 8) = 0x0000010000000100; nfsd
+	 * XORs 2^48 on top: 0x0001010000000100 = 282574488338688, the issue's
+	 * measured value (not the plain 281474976710912) */
+	assert_true(btrfsimg_nfs_fileid(256, 256, 56) == 282574488338688ull);
+	/* inumbits=64: the overlay is the uniquifier, they cancel: 300 */
+	assert_true(btrfsimg_nfs_fileid(257, 300, 64) == 300);
+	/* ... except the objectid equal to the overlay: btrfs keeps it, nfsd
+	 * then meets its equal and keeps it too */
+	assert_true(btrfsimg_nfs_fileid(257, 0x0101000000000000ull, 64) == 0x0101000000000000ull);
+	/* subvolume 5: no uniquifier, no overlay */
+	assert_true(btrfsimg_nfs_fileid(5, 260, 56) == 260);
+	/* v3 READDIR: entry naming subvolume 258 in a directory of 257:
+	 * 258 ^ swab64(257) = 0x0101000000000102 */
+	assert_true(btrfsimg_nfs3_d_fileid(257, 258, 0) == 0x0101000000000102ull);
+	/* ... with inumbits=56: (258 ^ 0x0001010000000000) ^ 0x0101000000000000 */
+	assert_true(btrfsimg_nfs3_d_fileid(257, 258, 56) == 0x0100010000000102ull);
+	/* v4 d_ino: the plain st_ino (the sv000/d1/d2/text: 260) */
+	assert_true(btrfsimg_nfs4_d_fileid(256, 260, 0) == 260);
+	/* a subvolume entry: the child's root, 256; under inumbits=56 its
+	 * overlaid number 256 ^ 0x0001010000000000 for child 257 */
+	assert_true(btrfsimg_nfs4_d_fileid(257, 256, 0) == 256);
+	assert_true(btrfsimg_nfs4_d_fileid(257, 256, 56) == 0x0001010000000100ull);
+}
+
 static void test_subvol_depth(void **state)
 {
 	(void)state;
@@ -170,6 +201,7 @@ int main(void)
 		cmocka_unit_test(test_uniquifier),
 		cmocka_unit_test(test_scheme_const),
 		cmocka_unit_test(test_subvol_depth),
+		cmocka_unit_test(test_nfs_numbers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

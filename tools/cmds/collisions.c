@@ -207,6 +207,38 @@ static void put_min(struct jw *w, const char *key, unsigned n)
 		jw_null(w, key);
 }
 
+/* "nfs": the NFS schemes (v3 and v4 readdir), the composed ones, the
+ * 32-bit figures of every scheme, the transition (btrfsimg_nfs_report). */
+static void nfs_json(struct jw *w, const struct btrfsimg_nfs_report *n)
+{
+	jw_open_obj(w, "nfs");
+	jw_u64(w, "transition_changed", n->transition_changed);
+	jw_u64(w, "transition_kept", n->transition_kept);
+	jw_open_arr(w, "schemes");
+	for (size_t i = 0; i < n->n; i++) {
+		const struct btrfsimg_nfs_figures *f = &n->figures[i];
+		char name[64];
+		btrfsimg_scheme_name(&f->scheme, name, sizeof(name));
+		jw_open_obj(w, NULL);
+		jw_str(w, "scheme", name);
+		jw_u64(w, "groups", f->groups);
+		jw_u64(w, "inodes", f->inodes);
+		jw_u64(w, "over32", f->over32);
+		jw_u64(w, "low32_groups", f->low32_groups);
+		jw_u64(w, "low32_inodes", f->low32_inodes);
+		if (f->nfs) {
+			jw_u64(w, "readdir_v3", f->readdir_v3);
+			jw_u64(w, "readdir_v4", f->readdir_v4);
+		} else {
+			jw_null(w, "readdir_v3");
+			jw_null(w, "readdir_v4");
+		}
+		jw_close_obj(w);
+	}
+	jw_close_arr(w);
+	jw_close_obj(w);
+}
+
 static void summary_json(struct report_ctx *r)
 {
 	const struct btrfsimg_fs_collisions *col = r->col;
@@ -243,6 +275,7 @@ static void summary_json(struct report_ctx *r)
 		free(p);
 	}
 	jw_close_arr(&w);
+	nfs_json(&w, col->nfs);
 	jw_end(&w);
 }
 
@@ -372,6 +405,54 @@ static void verdict_text(struct report_ctx *r, int devs)
 	       i < ns->nresults ? ns->results[i].reason : "");
 }
 
+static void nfs_row(const struct btrfsimg_nfs_figures *f)
+{
+	char name[64];
+	btrfsimg_scheme_name(&f->scheme, name, sizeof(name));
+	printf("  %-30s %8" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64, name, f->groups,
+	       f->inodes, f->over32, f->low32_groups);
+	if (f->nfs)
+		printf(" %8" PRIu64 " %8" PRIu64, f->readdir_v3, f->readdir_v4);
+	printf("\n");
+}
+
+/* NFS v3 and v4 clients, the composed schemes, the transition, 32 bits. */
+static void nfs_text(const struct btrfsimg_fs_collisions *col)
+{
+	const struct btrfsimg_nfs_report *n = col->nfs;
+	printf("\nNFS clients (one fsid; NFSv3 and NFSv4 see the same fileids in stat;\n"
+	       "readdir: v3 READDIR's fileid, v4 a Linux client's d_ino = MOUNTED_ON_FILEID).\n"
+	       "inumbits=N+nfsd-uniquifier: the btrfs mounted inumbits=N under the patched\n"
+	       "nfsd, which XORs its uniquifier into the overlaid number.\n");
+	printf("  %-30s %8s %10s %10s %8s %8s %8s\n", "scheme", "shared", "inodes", ">2^32-1",
+	       "low32", "rd!=st3", "rd!=st4");
+	for (size_t i = 0; i < n->nnfs; i++) {
+		unsigned b = n->figures[i].scheme.inumbits;
+		if (b == 0 || b == 32 || b == 40 || b == 48 || b == 56 || b == 64)
+			nfs_row(&n->figures[i]);
+	}
+	printf("  (--json: every N)\n");
+	if (n->nnfs > 1 && n->figures[1].readdir_v4)
+		printf("Under NFSv4 with the uniquifier readdir and stat disagree for every inode\n"
+		       "outside subvolume 5 (%" PRIu64 " here, with subvolume entries): the patch\n"
+		       "uniquifies MOUNTED_ON_FILEID only at the root of a crossed mount.\n",
+		       n->figures[1].readdir_v4);
+	printf("Turning the uniquifier on: %" PRIu64 " fileids change for a client that mounts\n"
+	       "afterwards (%" PRIu64 " stay); a client holding handles from before keeps\n"
+	       "today's fileids for everything it reaches through them (fh_options).\n",
+	       n->transition_changed, n->transition_kept);
+	printf("\n32-bit consumers (stat without large-file support: EOVERFLOW past 2^32-1;\n"
+	       "NFSv2 and tools keeping 32 bits: collisions of the low 32 bits):\n");
+	printf("  %-30s %8s %10s %10s %8s\n", "scheme", "shared", "inodes", ">2^32-1", "low32");
+	for (size_t i = n->nnfs; i < n->n; i++) {
+		const struct btrfsimg_nfs_figures *f = &n->figures[i];
+		unsigned b = f->scheme.inumbits;
+		if (b == 0 || b == 32 || b == 40 || b == 48 || b == 56 || b == 64)
+			nfs_row(f);
+	}
+	printf("  (--json: every N)\n");
+}
+
 static int text_report(struct report_ctx *r)
 {
 	const struct btrfsimg_fs_collisions *col = r->col;
@@ -420,6 +501,7 @@ static int text_report(struct report_ctx *r)
 			printf("; %" PRIu64 " without the stub directories", bare(r, u)->groups);
 		printf(").\n");
 	}
+	nfs_text(col);
 	return rc;
 }
 

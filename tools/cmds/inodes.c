@@ -21,7 +21,7 @@
 /* What a line needs of one inode, handed to the formatting thread. */
 struct irow {
 	uint64_t subvol, objectid, generation, size;
-	uint64_t overlay, ino, uniq, nfs;
+	uint64_t overlay, ino, uniq, nfs, nfs_n; /* nfs_n: btrfs mounted inumbits=N */
 	uint32_t mode, nlink, path_off, path_len;
 	int dev;
 	bool has_path, reachable;
@@ -85,7 +85,7 @@ static void flush_lines(struct inodes_ctx *x)
 
 /* The most a line takes besides its path: the fragments, whole, seven
  * numbers (22 each, quotes included), the literals. */
-#define LINE_FIXED_MAX (64 + 128 + 64 + 96 + 22 + 7 * 22 + 160)
+#define LINE_FIXED_MAX (64 + 128 + 64 + 96 + 22 + 10 * 22 + 240)
 
 static inline char *copy_bytes(char *dst, const char *src, size_t n)
 {
@@ -113,6 +113,14 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	p += jw_u64_at(p, i->ino);
 	PUT_FRAG(p, x->mid2, x->mid2_len);
 	p += jw_u64_at(p, i->nfs);
+	/* what a Linux NFSv4 client's readdir shows (st_ino), and both with
+	 * the btrfs mounted inumbits=N under nfsd (composed) */
+	JW_PUT_LIT(p, ",\"nfs4_d_fileid\":");
+	p = copy_bytes(p, obj, obj_len);
+	JW_PUT_LIT(p, ",\"nfs_fileid_inumbits\":");
+	p += jw_u64_at(p, i->nfs_n);
+	JW_PUT_LIT(p, ",\"nfs4_d_fileid_inumbits\":");
+	p += jw_u64_at(p, i->ino);
 	PUT_FRAG(p, x->mid3, x->mid3_len);
 	if (obj[0] == '"') /* past 2^53: a number quoted, in the string bare */
 		p += jw_dec_at(p, i->objectid);
@@ -164,7 +172,7 @@ static size_t text_head(char out[160], unsigned bits)
 	char ino[24];
 	snprintf(ino, sizeof(ino), "inumbits=%u ino", bits);
 	int n = snprintf(out, 160, "%6s %10s  %-*s  %-22s  %-22s  %s\n", "subvol", "objectid",
-			 TEXT_TIME_WIDTH, "mtime (UTC)", ino, "nfsd fileid", "path");
+			 TEXT_TIME_WIDTH, "mtime (UTC)", ino, "nfs v3/v4 fileid", "path");
 	return n < 0 ? 0 : (size_t)n < 160 ? (size_t)n : 159;
 }
 
@@ -265,6 +273,7 @@ static void row_of(const struct btrfsimg_inode_entry *e, const struct btrfsimg_i
 	r->ino = p->ino;
 	r->uniq = p->uniquifier;
 	r->nfs = p->nfs_fileid;
+	r->nfs_n = p->nfs_fileid_inumbits;
 	r->mode = i->mode;
 	r->nlink = i->nlink;
 	r->path_off = 0;

@@ -30,6 +30,8 @@ struct wrow {
 	struct btrfsimg_inode inode;
 	uint64_t ino, subvol, d_ino;
 	uint64_t scheme_ino, nfs_fileid, scheme_d_ino, nfs_d_fileid;
+	/* [0]: btrfs mounted plainly, [1]: mounted inumbits=N (composed) */
+	uint64_t nfs4_d_fileid[2], nfs_fileid_n, nfs_d_fileid_n;
 	uint32_t bytes_off, path_len, target_len, hashes_len;
 	uint64_t dir_subvol, dir_objectid, dir_generation; /* for encode_handles */
 	uint32_t handle_type[2];
@@ -143,6 +145,10 @@ static void take_schemes(struct walk_ctx *wc, const struct visit_node *n, struct
 	r->nfs_fileid = num.nfs_fileid;
 	r->scheme_d_ino = num.d_ino;
 	r->nfs_d_fileid = num.nfs_d_fileid;
+	r->nfs_fileid_n = num.nfs_fileid_inumbits;
+	r->nfs_d_fileid_n = num.nfs_d_fileid_inumbits;
+	r->nfs4_d_fileid[0] = num.nfs4_d_fileid;
+	r->nfs4_d_fileid[1] = num.nfs4_d_fileid_inumbits;
 	r->dev = (int8_t)num.numdevs2_dev;
 }
 
@@ -213,9 +219,19 @@ static void put_schemes(struct jw *w, const struct wrow *r)
 	if (r->is_start) {
 		jw_null(w, "scheme_d_ino");
 		jw_null(w, "nfs_d_fileid");
+		jw_null(w, "nfs4_d_fileid");
 	} else {
 		jw_u64(w, "scheme_d_ino", r->scheme_d_ino);
 		jw_u64(w, "nfs_d_fileid", r->nfs_d_fileid);
+		jw_u64(w, "nfs4_d_fileid", r->nfs4_d_fileid[0]);
+	}
+	jw_u64(w, "nfs_fileid_inumbits", r->nfs_fileid_n);
+	if (r->is_start) {
+		jw_null(w, "nfs_d_fileid_inumbits");
+		jw_null(w, "nfs4_d_fileid_inumbits");
+	} else {
+		jw_u64(w, "nfs_d_fileid_inumbits", r->nfs_d_fileid_n);
+		jw_u64(w, "nfs4_d_fileid_inumbits", r->nfs4_d_fileid[1]);
 	}
 	if (r->dev < 0)
 		jw_null(w, "numdevs2_dev");
