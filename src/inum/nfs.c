@@ -28,6 +28,8 @@
 #include "inum/nfs.h"
 
 #include "base/ondisk.h"
+#include "base/grow.h"
+#include "base/search.h"
 
 #define LOW32 0xffffffffull
 /* The most inodes of one device listed for an exact count (8 bytes each). */
@@ -150,16 +152,11 @@ struct list {
 
 static int list_put(struct list *l, uint64_t x)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 1024;
-		if (cap > BRUTE_MAX)
-			return -E2BIG; /* bounded: see BRUTE_MAX */
-		uint64_t *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	int rc = bi_grow_most((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v), BRUTE_MAX);
+	if (rc == -EOVERFLOW)
+		return -E2BIG; /* bounded: see BRUTE_MAX */
+	if (rc < 0)
+		return rc;
 	l->v[l->n++] = x;
 	return 0;
 }
