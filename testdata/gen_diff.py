@@ -34,7 +34,6 @@ Writes to OUTDIR:
   s1.jsonl ...     the kernel's view of each snapshot (gen_kview record)
   snapshots.json   {"s1": subvolume id, ...}
 """
-import hashlib
 import json
 import os
 import subprocess
@@ -43,19 +42,12 @@ import tempfile
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from genlib import content  # noqa: E402  (testdata/genlib.py)
 
 
 def sh(*args, **kw):
     return subprocess.run(list(args), check=True, stdout=subprocess.PIPE, **kw).stdout
-
-
-def content(name, size):
-    out = bytearray()
-    i = 0
-    while len(out) < size:
-        out += hashlib.sha256(b"%s:%d" % (name.encode(), i)).digest()
-        i += 1
-    return bytes(out[:size])
 
 
 def put(d, rel, size, tag="", data=None):

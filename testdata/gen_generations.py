@@ -27,7 +27,6 @@ Writes to OUTDIR:
   generations.json      [{"generation": N, "step": what it did}], oldest
                         first; the last one is the final image's own
 """
-import hashlib
 import json
 import os
 import subprocess
@@ -36,21 +35,12 @@ import tempfile
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from genlib import content  # noqa: E402  (testdata/genlib.py)
 
 
 def sh(*args, **kw):
     return subprocess.run(list(args), check=True, stdout=subprocess.PIPE, **kw).stdout
-
-
-def content(name, size):
-    """Deterministic bytes for file @name: sha256 blocks of the name and a
-    counter (incompressible, so every extent is a real data extent)."""
-    out = bytearray()
-    i = 0
-    while len(out) < size:
-        out += hashlib.sha256(b"%s:%d" % (name.encode(), i)).digest()
-        i += 1
-    return bytes(out[:size])
 
 
 def put(mnt, rel, size, tag=""):

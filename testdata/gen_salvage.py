@@ -36,7 +36,6 @@ Writes to OUTDIR:
   truth.json        fsid, generation, nodesize, csum type, the chunk and
                     root tree roots and where their copies are
 """
-import hashlib
 import json
 import os
 import struct
@@ -46,6 +45,8 @@ import tempfile
 
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from genlib import content  # noqa: E402  (testdata/genlib.py)
 
 SB_OFFSETS = (64 << 10, 64 << 20, 256 << 30)
 DAMAGE = ("super", "chunk", "both", "root")
@@ -151,15 +152,6 @@ def damage(img, what):
 
 def sh(*args, **kw):
     return subprocess.run(list(args), check=True, stdout=subprocess.PIPE, **kw).stdout
-
-
-def content(name, size):
-    out = bytearray()
-    i = 0
-    while len(out) < size:
-        out += hashlib.sha256(b"%s:%d" % (name.encode(), i)).digest()
-        i += 1
-    return bytes(out[:size])
 
 
 def put(mnt, rel, size, tag=""):

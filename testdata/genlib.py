@@ -143,3 +143,14 @@ def unzstd_bytes(path):
     frames written with a long window decode too)."""
     return subprocess.run(["zstd", "-q", "-d", "--long=31", "-c", path], check=True,
                           stdout=subprocess.PIPE).stdout
+
+
+def content(name, size):
+    """Deterministic bytes for file @name: sha256 blocks of the name and a
+    counter (incompressible, so every extent is a real data extent)."""
+    out = bytearray()
+    i = 0
+    while len(out) < size:
+        out += hashlib.sha256(b"%s:%d" % (name.encode(), i)).digest()
+        i += 1
+    return bytes(out[:size])

@@ -4,6 +4,9 @@
  * (cli.h). Kept apart from btrfsimg.c, the dispatcher, so that the
  * commands and the option parser depend on it and not on main().
  */
+#include <stdlib.h>
+#include <inttypes.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,4 +37,29 @@ int cli_status(const struct cli *c)
 	if (c->errors || btrfsimg_damage_count(c->fs))
 		return EXIT_DAMAGED;
 	return EXIT_OK;
+}
+
+/* A subvolume named by id, or by the path of its root from the top level
+ * (diff --from/--to, send --subvol/--parent/--clone-src). 0, or an exit
+ * status with the reason said. */
+int cli_subvol_arg(struct cli *c, const char *opt, const char *arg, uint64_t *id)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	if (*arg >= '0' && *arg <= '9' && !*end && !errno) {
+		*id = v;
+		return 0;
+	}
+	struct btrfsimg_dirent d;
+	int rc = btrfsimg_path_lookup(c->fs, 5, arg, &d);
+	if (rc < 0)
+		return cli_fail(c, rc, opt);
+	if (d.target_objectid != 256) {
+		cli_warn("%s: %s %s: not a subvolume (inode %" PRIu64 " of subvolume %" PRIu64 ")",
+			 c->cmd, opt, arg, d.target_objectid, d.target_subvol);
+		return EXIT_USAGE;
+	}
+	*id = d.target_subvol;
+	return 0;
 }

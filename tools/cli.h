@@ -140,6 +140,9 @@ void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_fail(struct cli *c, int rc, const char *what);
 /* The exit status for a command that produced its results. */
 int cli_status(const struct cli *c);
+/* A subvolume by id or by the path of its root from the top level: 0, or
+ * an exit status (the reason said). */
+int cli_subvol_arg(struct cli *c, const char *opt, const char *arg, uint64_t *id);
 
 /* options.c: parse argv (after the command name) with @c->command's
  * options, run its check; EXIT_OK, or EXIT_USAGE with the reason said.

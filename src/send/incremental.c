@@ -33,7 +33,6 @@
 #include "send/incremental.h"
 #include "send/paths.h"
 
-#define PATH_DEPTH_MAX 4096
 #define FALLOC_KEEP_SIZE_PUNCH 3	/* FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE */
 
 /* Where an object is on the receiving side when it is not where the
@@ -110,25 +109,6 @@ static int load_changes(struct incr *in)
 
 /* ------------------------------------------------------ current paths */
 
-struct first {
-	uint64_t parent;
-	struct bi_bytes *name;
-	bool found;
-};
-
-static int take_first(void *ctx, uint64_t parent, uint64_t index, const uint8_t *name,
-		      size_t len)
-{
-	(void)index;
-	struct first *f = ctx;
-	if (f->found)
-		return 0;
-	f->found = true;
-	f->parent = parent;
-	f->name->len = 0;
-	return bi_bytes_put(f->name, name, len);
-}
-
 static const struct place *place_of(struct incr *in, uint64_t dir, enum side side)
 {
 	struct change *c = find(in, dir);
@@ -139,52 +119,29 @@ static const struct place *place_of(struct incr *in, uint64_t dir, enum side sid
 	return side == OLD ? &c->old : &c->now;
 }
 
-static int prepend(struct bi_bytes *out, const uint8_t *name, size_t len)
+struct place_ask {
+	struct incr *in;
+	enum side side;
+};
+
+static int placed(void *ctx, uint64_t dir, uint64_t *parent, const uint8_t **name, size_t *len)
 {
-	struct bi_bytes t = { 0 };
-	int rc = bi_bytes_put(&t, name, len);
-	if (rc == 0 && out->len)
-		rc = bi_bytes_put(&t, "/", 1);
-	if (rc == 0 && out->len)
-		rc = bi_bytes_put(&t, out->p, out->len);
-	if (rc == 0) {
-		free(out->p);
-		*out = t;
-	} else {
-		free(t.p);
-	}
-	return rc;
+	struct place_ask *a = ctx;
+	const struct place *p = place_of(a->in, dir, a->side);
+	if (!p || !p->set)
+		return 0;
+	*parent = p->parent;
+	*name = p->name.p;
+	*len = p->name.len;
+	return 1;
 }
 
-/* Directory @dir's path on the receiving side now. */
+/* Directory @dir's path on the receiving side now: the parent snapshot's
+ * tree, with what has moved so far where it went. */
 static int dir_now(struct incr *in, uint64_t dir, enum side side, struct bi_bytes *out)
 {
-	out->len = 0;
-	int rc = bi_bytes_put(out, "", 0);
-	struct bi_bytes name = { 0 };
-	for (int depth = 0; rc == 0 && dir != OBJ_FIRST_FREE; depth++) {
-		if (depth == PATH_DEPTH_MAX) {
-			rc = bi_err(in->s->fs, -ELOOP, "send: directory %" PRIu64
-				    ": no way to the root (a loop)", dir);
-			break;
-		}
-		const struct place *p = place_of(in, dir, side);
-		if (p && p->set) {
-			rc = prepend(out, p->name.p, p->name.len);
-			dir = p->parent;
-			continue;
-		}
-		struct first f = { 0, &name, false };
-		rc = btrfsimg_inode_names(in->s->fs, in->s->parent->id, dir, take_first, &f);
-		if (rc == 0 && !f.found)
-			rc = bi_err(in->s->fs, -EUCLEAN, "send: directory %" PRIu64
-				    " has no name in subvolume %" PRIu64, dir, in->s->parent->id);
-		if (rc == 0)
-			rc = prepend(out, name.p, name.len);
-		dir = f.parent;
-	}
-	free(name.p);
-	return rc;
+	struct place_ask a = { in, side };
+	return bi_dir_path_placed(in->s->fs, in->s->parent->id, dir, placed, &a, out);
 }
 
 static int link_now(struct incr *in, const struct bi_link *l, enum side side,

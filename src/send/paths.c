@@ -87,7 +87,7 @@ bool bi_has_link(const struct bi_inode_links *s, const struct bi_link *l)
 
 struct first_name {
 	uint64_t parent;
-	struct bi_bytes name;
+	struct bi_bytes *name;
 	bool found;
 };
 
@@ -100,10 +100,11 @@ static int take_first(void *ctx, uint64_t parent, uint64_t index, const uint8_t 
 		return 0;
 	f->found = true;
 	f->parent = parent;
-	return bi_bytes_put(&f->name, name, len);
+	f->name->len = 0;
+	return bi_bytes_put(f->name, name, len);
 }
 
-static int prepend(struct bi_bytes *out, const uint8_t *name, size_t len)
+int bi_bytes_prepend(struct bi_bytes *out, const uint8_t *name, size_t len)
 {
 	struct bi_bytes t = { 0 };
 	int rc = bi_bytes_put(&t, name, len);
@@ -120,29 +121,46 @@ static int prepend(struct bi_bytes *out, const uint8_t *name, size_t len)
 	return 0;
 }
 
-int bi_dir_path(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, struct bi_bytes *out)
+int bi_dir_path_placed(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, bi_place_fn place,
+		       void *ctx, struct bi_bytes *out)
 {
 	out->len = 0;
 	int rc = bi_bytes_put(out, "", 0);
+	struct bi_bytes name = { 0 };
 	for (int depth = 0; rc == 0 && dir != OBJ_FIRST_FREE; depth++) {
-		if (depth == PATH_DEPTH_MAX)
-			return bi_err(fs, -ELOOP,
-				      "diff: subvolume %" PRIu64 " inode %" PRIu64
-				      ": no way to the root in %d steps (a directory loop)",
-				      subvol, dir, PATH_DEPTH_MAX);
-		struct first_name f = { 0 };
+		if (depth == PATH_DEPTH_MAX) {
+			rc = bi_err(fs, -ELOOP,
+				    "subvolume %" PRIu64 " directory %" PRIu64
+				    ": no way to the root in %d steps (a directory loop)",
+				    subvol, dir, PATH_DEPTH_MAX);
+			break;
+		}
+		uint64_t parent;
+		const uint8_t *n;
+		size_t len;
+		if (place && place(ctx, dir, &parent, &n, &len)) {
+			rc = bi_bytes_prepend(out, n, len);
+			dir = parent;
+			continue;
+		}
+		struct first_name f = { 0, &name, false };
 		rc = btrfsimg_inode_names(fs, subvol, dir, take_first, &f);
 		if (rc == 0 && !f.found)
 			rc = bi_err(fs, -EUCLEAN,
-				    "diff: subvolume %" PRIu64 " directory %" PRIu64
+				    "subvolume %" PRIu64 " directory %" PRIu64
 				    " has no name (INODE_REF) leading to the root",
 				    subvol, dir);
 		if (rc == 0)
-			rc = prepend(out, f.name.p, f.name.len);
-		free(f.name.p);
+			rc = bi_bytes_prepend(out, name.p, name.len);
 		dir = f.parent;
 	}
+	free(name.p);
 	return rc;
+}
+
+int bi_dir_path(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, struct bi_bytes *out)
+{
+	return bi_dir_path_placed(fs, subvol, dir, NULL, NULL, out);
 }
 
 int bi_link_path(btrfsimg_fs *fs, uint64_t subvol, const struct bi_link *l, struct bi_bytes *out)

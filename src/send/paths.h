@@ -42,6 +42,17 @@ void bi_inode_links_clear(struct bi_inode_links *s);
 bool bi_same_link(const struct bi_link *a, const struct bi_link *b);
 bool bi_has_link(const struct bi_inode_links *s, const struct bi_link *l);
 
+/* @name, then '/', then what @out held (nothing when it was empty). */
+int bi_bytes_prepend(struct bi_bytes *out, const uint8_t *name, size_t len);
+
+/* Where a directory is when it is not where the tree says: nonzero with
+ * its parent and name (borrowed), or 0 to read the tree. */
+typedef int (*bi_place_fn)(void *ctx, uint64_t dir, uint64_t *parent, const uint8_t **name,
+			   size_t *len);
+/* bi_dir_path with @place asked first at each step up (NULL: never). */
+int bi_dir_path_placed(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, bi_place_fn place,
+		       void *ctx, struct bi_bytes *out);
+
 /* The path of directory @dir from the subvolume's root ("" for the root),
  * or of link @l; @out is overwritten. -ELOOP, -EUCLEAN with a message. */
 int bi_dir_path(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, struct bi_bytes *out);

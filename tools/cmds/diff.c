@@ -13,32 +13,6 @@
 #include "common/json.h"
 #include "common/text.h"
 
-#define TOP_LEVEL 5
-
-/* --from/--to: a subvolume id, or the path of a subvolume's root from the
- * top level. */
-static int subvol_of(struct cli *c, const char *opt, const char *arg, uint64_t *id)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(arg, &end, 10);
-	if (*arg >= '0' && *arg <= '9' && !*end && !errno) {
-		*id = v;
-		return 0;
-	}
-	struct btrfsimg_dirent d;
-	int rc = btrfsimg_path_lookup(c->fs, TOP_LEVEL, arg, &d);
-	if (rc < 0)
-		return cli_fail(c, rc, opt);
-	if (d.target_objectid != 256) {
-		cli_warn("diff: %s %s: not a subvolume (inode %" PRIu64 " of subvolume %" PRIu64 ")",
-			 opt, arg, d.target_objectid, d.target_subvol);
-		return EXIT_USAGE;
-	}
-	*id = d.target_subvol;
-	return 0;
-}
-
 static void fields_json(struct jw *w, unsigned fields)
 {
 	jw_open_arr(w, "fields");
@@ -100,9 +74,9 @@ static int on_change_text(void *ctx, const struct btrfsimg_change *ch)
 static int cmd_diff(struct cli *c)
 {
 	uint64_t from, to;
-	int st = subvol_of(c, "--from", c->diff_from, &from);
+	int st = cli_subvol_arg(c, "--from", c->diff_from, &from);
 	if (!st)
-		st = subvol_of(c, "--to", c->diff_to, &to);
+		st = cli_subvol_arg(c, "--to", c->diff_to, &to);
 	if (st)
 		return st;
 	struct btrfsimg_diff_stats stats;

@@ -13,8 +13,6 @@
 #include "cli.h"
 #include "common/outfile.h"
 
-#define TOP_LEVEL 5
-
 struct sink {
 	int fd;
 	const char *name;
@@ -36,40 +34,17 @@ static int write_all(void *ctx, const void *buf, size_t len)
 	return 0;
 }
 
-/* A subvolume by id, or by the path of its root from the top level. */
-static int subvol_of(struct cli *c, const char *opt, const char *arg, uint64_t *id)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(arg, &end, 10);
-	if (*arg >= '0' && *arg <= '9' && !*end && !errno) {
-		*id = v;
-		return 0;
-	}
-	struct btrfsimg_dirent d;
-	int rc = btrfsimg_path_lookup(c->fs, TOP_LEVEL, arg, &d);
-	if (rc < 0)
-		return cli_fail(c, rc, opt);
-	if (d.target_objectid != 256) {
-		cli_warn("send: %s %s: not a subvolume (inode %" PRIu64 " of subvolume %" PRIu64 ")",
-			 opt, arg, d.target_objectid, d.target_subvol);
-		return EXIT_USAGE;
-	}
-	*id = d.target_subvol;
-	return 0;
-}
-
 static int cmd_send(struct cli *c)
 {
 	uint64_t sources[sizeof(c->clone_srcs) / sizeof(c->clone_srcs[0])];
 	struct btrfsimg_send_opts o = { .proto = c->send_proto, .flags = c->send_flags,
 					.clone_sources = sources,
 					.nclone_sources = c->nclone_srcs };
-	int st = subvol_of(c, "--subvol", c->send_subvol, &o.subvol);
+	int st = cli_subvol_arg(c, "--subvol", c->send_subvol, &o.subvol);
 	if (!st && c->send_parent)
-		st = subvol_of(c, "--parent", c->send_parent, &o.parent);
+		st = cli_subvol_arg(c, "--parent", c->send_parent, &o.parent);
 	for (size_t i = 0; !st && i < c->nclone_srcs; i++)
-		st = subvol_of(c, "--clone-src", c->clone_srcs[i], &sources[i]);
+		st = cli_subvol_arg(c, "--clone-src", c->clone_srcs[i], &sources[i]);
 	if (st)
 		return st;
 	struct sink k = { STDOUT_FILENO, "standard output" };
