@@ -177,7 +177,8 @@ static int list_subvol(struct list *l, const struct pres *p, const struct btrfsi
 
 static void tally(struct list *l, uint64_t *groups, uint64_t *inodes)
 {
-	qsort(l->v, l->n, sizeof(*l->v), u64_cmp);
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof(*l->v), u64_cmp);
 	for (size_t i = 0; i < l->n;) {
 		size_t j = i + 1;
 		while (j < l->n && l->v[j] == l->v[i])

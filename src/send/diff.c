@@ -365,7 +365,8 @@ static void rows_free(struct rows *r)
 
 static int rows_report(struct rows *r, btrfsimg_change_fn fn, void *ctx)
 {
-	qsort(r->v, r->n, sizeof(*r->v), row_cmp);
+	if (r->n > 1)
+		qsort(r->v, r->n, sizeof(*r->v), row_cmp);
 	for (size_t i = 0; i < r->n; i++) {
 		const struct row *w = &r->v[i];
 		struct btrfsimg_change c = {

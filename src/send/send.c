@@ -78,6 +78,10 @@ static int send_dirs(struct bi_send *s)
 		if (!S_ISDIR(ino->mode) || ino->objectid == OBJ_FIRST_FREE)
 			continue;
 		rc = bi_dir_path(s->fs, s->o->subvol, ino->objectid, &v[n].path);
+		if (rc < 0) {
+			free(v[n].path.p);
+			v[n].path = (struct bi_bytes){ 0 };
+		}
 		if (rc == 0) {
 			v[n].depth = depth_of(&v[n].path);
 			v[n++].i = i;
