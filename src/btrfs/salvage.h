@@ -7,6 +7,9 @@
 #ifndef BI_SALVAGE_H
 #define BI_SALVAGE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "base/handle.h"
 
 /* No superblock copy valid: take the filesystem with the most verified
@@ -34,5 +37,13 @@ int bi_salvage_chunks(struct btrfsimg_fs *fs);
 int bi_salvage_root(struct btrfsimg_fs *fs);
 
 void bi_salvage_free(struct btrfsimg_fs *fs);
+
+/* What the three steps share (salvage.c): the scan of the devices, made
+ * once; the blocks of tree @owner of filesystem @fsidx in the scan's
+ * index, [*lo, *hi) (newest generation first). */
+struct bi_sv_scan;
+int bi_salvage_scan(struct btrfsimg_fs *fs);
+void bi_salvage_owner_range(const struct bi_sv_scan *s, unsigned fsidx, uint64_t owner,
+			    size_t *lo, size_t *hi);
 
 #endif

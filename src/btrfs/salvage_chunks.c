@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Salvage of the chunk map (bi_salvage_chunks, see salvage.h): candidate
+ * mappings from every chunk-tree leaf found and from the device tree's
+ * extents with the block groups, weighed by the tree blocks they place
+ * where those were found. Apart from salvage.c (the scan, the superblock)
+ * and salvage_roots.c (the root tree) because this is the evidence model
+ * of chunks alone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "btrfs/salvage.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/chunk.h"
+#include "btrfs/root.h"
+#include "btrfs/salvage_scan.h"
+#include "btrfs/tree.h"
+#include "btrfs/tree_checker.h"
+#include "image/dev.h"
+
+#define DEV_EXTENT_SIZE 48
+#define BG_ITEM_SIZE 24
+#define MAX_DEVEXT_PER_BG 4
+
+struct cand {
+	struct bi_chunk *c;
+	uint64_t generation;
+	uint64_t placed, misplaced;
+	bool synthesized; /* from device extents and a block group */
+};
+
+struct cands {
+	struct cand *v;
+	size_t n, cap;
+};
+
+struct devext {
+	uint64_t devid, physical, chunk_offset, length, generation;
+};
+
+struct bgitem {
+	uint64_t logical, length, flags, generation;
+};
+
+/* ------------------------------------------------------------ chunk candidates */
+
+static bool same_chunk(const struct bi_chunk *a, const struct bi_chunk *b)
+{
+	if (a->logical != b->logical || a->length != b->length || a->type != b->type ||
+	    a->num_stripes != b->num_stripes || a->sub_stripes != b->sub_stripes)
+		return false;
+	for (uint16_t k = 0; k < a->num_stripes; k++)
+		if (a->stripes[k].devid != b->stripes[k].devid ||
+		    a->stripes[k].offset != b->stripes[k].offset)
+			return false;
+	return true;
+}
+
+/* Take @c (owned) as a candidate unless an identical one is in. */
+static int cand_add(struct btrfsimg_fs *fs, struct cands *l, struct bi_chunk *c, uint64_t gen,
+		    bool synthesized)
+{
+	for (size_t k = 0; k < l->n; k++)
+		if (same_chunk(l->v[k].c, c)) {
+			if (gen > l->v[k].generation)
+				l->v[k].generation = gen;
+			free(c);
+			return 0;
+		}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct cand *v = realloc(l->v, cap * sizeof(*v));
+		if (!v) {
+			free(c);
+			return bi_err(fs, -ENOMEM, "salvage: out of memory for chunk candidates");
+		}
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = (struct cand){ .c = c, .generation = gen, .synthesized = synthesized };
+	return 0;
+}
+
+static void cands_free(struct cands *l)
+{
+	for (size_t k = 0; k < l->n; k++)
+		free(l->v[k].c);
+	free(l->v);
+}
+
+/* The DEV_ITEMs of the newest chunk-tree leaf that has any become the
+ * device table (fs->devitems). */
+static int leaf_devitems(struct btrfsimg_fs *fs, const uint8_t *buf, uint32_t nritems)
+{
+	struct bi_devitem *v = NULL;
+	size_t n = 0;
+	for (uint32_t k = 0; k < nritems; k++) {
+		const uint8_t *it = buf + HDR_SIZE + (size_t)k * ITEM_SIZE;
+		bi_key key;
+		bi_key_read(it, &key);
+		struct bi_devitem d;
+		char why[128];
+		if (key.type != KT_DEV_ITEM || key.objectid != OBJ_DEV_ITEMS ||
+		    bi_dev_item_parse(buf + HDR_SIZE + bi_le32(it + ITEM_OFFSET),
+				      bi_le32(it + ITEM_DSIZE), key.offset, &d, why, sizeof(why)) < 0)
+			continue;
+		struct bi_devitem *w = realloc(v, (n + 1) * sizeof(*w));
+		if (!w) {
+			free(v);
+			return bi_err(fs, -ENOMEM, "salvage: out of memory for dev items");
+		}
+		v = w;
+		v[n++] = d;
+	}
+	if (!n)
+		return 0;
+	free(fs->devitems);
+	fs->devitems = v;
+	fs->ndevitems = n;
+	return 1;
+}
+
+static int leaf_chunk_cands(struct btrfsimg_fs *fs, struct cands *l, const struct bi_sv_blk *b,
+			    const uint8_t *buf)
+{
+	for (uint32_t k = 0; k < b->nritems; k++) {
+		const uint8_t *it = buf + HDR_SIZE + (size_t)k * ITEM_SIZE;
+		bi_key key;
+		bi_key_read(it, &key);
+		if (key.type != KT_CHUNK_ITEM)
+			continue;
+		struct bi_chunk *c;
+		char why[256];
+		if (bi_chunk_parse(buf + HDR_SIZE + bi_le32(it + ITEM_OFFSET), bi_le32(it + ITEM_DSIZE),
+				   key.offset, fs->sectorsize, &c, why, sizeof(why)) < 0)
+			continue;
+		int rc = cand_add(fs, l, c, b->generation, false);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Chunk items of every chunk-tree leaf found, newest first; the device
+ * table from the newest leaf with DEV_ITEMs when the chunk tree gave none. */
+static int chunk_leaf_cands(struct btrfsimg_fs *fs, struct cands *l, uint8_t *buf,
+			    uint64_t *newest)
+{
+	const struct bi_sv_scan *s = fs->scan;
+	size_t lo, hi;
+	bool have_devs = fs->ndevitems > 0;
+	bi_salvage_owner_range(s, fs->salvage_fsidx, OBJ_CHUNK_TREE, &lo, &hi);
+	*newest = 0;
+	for (size_t i = lo; i < hi; i++) {
+		const struct bi_sv_blk *b = &s->blk[i];
+		if (b->level != 0 || bi_sv_scan_reread(fs, s, b, buf) < 0)
+			continue;
+		if (b->generation > *newest)
+			*newest = b->generation;
+		if (!have_devs) {
+			int rc = leaf_devitems(fs, buf, b->nritems);
+			if (rc < 0)
+				return rc;
+			have_devs = rc > 0;
+		}
+		int rc = leaf_chunk_cands(fs, l, b, buf);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Items of type @type of the leaves of tree @owner, newest leaf first,
+ * the newest version of each key only, passed to @take. */
+static int leaf_items(struct btrfsimg_fs *fs, uint64_t owner, uint8_t type, uint8_t *buf,
+		      int (*take)(void *ctx, const bi_key *k, const uint8_t *d, uint32_t n,
+				  uint64_t gen),
+		      void *ctx)
+{
+	const struct bi_sv_scan *s = fs->scan;
+	size_t lo, hi;
+	bi_salvage_owner_range(s, fs->salvage_fsidx, owner, &lo, &hi);
+	for (size_t i = lo; i < hi; i++) {
+		const struct bi_sv_blk *b = &s->blk[i];
+		if (b->level != 0 || bi_sv_scan_reread(fs, s, b, buf) < 0)
+			continue;
+		for (uint32_t k = 0; k < b->nritems; k++) {
+			const uint8_t *it = buf + HDR_SIZE + (size_t)k * ITEM_SIZE;
+			bi_key key;
+			bi_key_read(it, &key);
+			if (key.type != type)
+				continue;
+			int rc = take(ctx, &key, buf + HDR_SIZE + bi_le32(it + ITEM_OFFSET),
+				      bi_le32(it + ITEM_DSIZE), b->generation);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+struct vec {
+	void *v;
+	size_t n, cap, size;
+};
+
+static void *vec_push(struct vec *x)
+{
+	if (x->n == x->cap) {
+		size_t cap = x->cap ? x->cap * 2 : 16;
+		void *v = realloc(x->v, cap * x->size);
+		if (!v)
+			return NULL;
+		x->v = v;
+		x->cap = cap;
+	}
+	return (char *)x->v + x->size * x->n++;
+}
+
+static int take_devext(void *ctx, const bi_key *k, const uint8_t *d, uint32_t n, uint64_t gen)
+{
+	struct vec *x = ctx;
+	if (n != DEV_EXTENT_SIZE)
+		return 0;
+	struct devext *all = x->v;
+	for (size_t i = 0; i < x->n; i++) /* newest leaf first: keep the first */
+		if (all[i].devid == k->objectid && all[i].physical == k->offset)
+			return 0;
+	struct devext *e = vec_push(x);
+	if (!e)
+		return -ENOMEM;
+	*e = (struct devext){ k->objectid, k->offset, bi_le64(d + 16), bi_le64(d + 24), gen };
+	return 0;
+}
+
+static int take_bg(void *ctx, const bi_key *k, const uint8_t *d, uint32_t n, uint64_t gen)
+{
+	struct vec *x = ctx;
+	if (n != BG_ITEM_SIZE)
+		return 0;
+	struct bgitem *all = x->v;
+	for (size_t i = 0; i < x->n; i++)
+		if (all[i].logical == k->objectid && all[i].length == k->offset)
+			return 0;
+	struct bgitem *e = vec_push(x);
+	if (!e)
+		return -ENOMEM;
+	*e = (struct bgitem){ k->objectid, k->offset, bi_le64(d + 16), gen };
+	return 0;
+}
+
+static const uint8_t *devitem_uuid(const struct btrfsimg_fs *fs, uint64_t devid)
+{
+	for (size_t i = 0; i < fs->ndevitems; i++)
+		if (fs->devitems[i].devid == devid)
+			return fs->devitems[i].uuid;
+	return NULL;
+}
+
+/* Mirrored profiles only: their stripes' order does not matter. */
+static uint16_t mirror_count(uint64_t flags)
+{
+	switch (flags & BG_PROFILE_MASK) {
+	case 0:
+		return 1;
+	case BG_DUP:
+	case BG_RAID1:
+		return 2;
+	case BG_RAID1C3:
+		return 3;
+	case BG_RAID1C4:
+		return 4;
+	default:
+		return 0;
+	}
+}
+
+/* A chunk for block group @g from its device extents, or NULL. */
+static struct bi_chunk *chunk_from_extents(const struct btrfsimg_fs *fs, const struct bgitem *g,
+					   const struct devext *e, size_t ne)
+{
+	uint16_t want = mirror_count(g->flags), got = 0;
+	if (!want || !(g->flags & BG_TYPE_MASK))
+		return NULL;
+	struct bi_chunk *c = calloc(1, sizeof(*c) + want * sizeof(c->stripes[0]));
+	if (!c)
+		return NULL;
+	for (size_t i = 0; i < ne; i++) {
+		if (e[i].chunk_offset != g->logical || e[i].length != g->length)
+			continue;
+		const uint8_t *uuid = devitem_uuid(fs, e[i].devid);
+		if (got == want || !uuid) {
+			free(c);
+			return NULL;
+		}
+		c->stripes[got].devid = e[i].devid;
+		c->stripes[got].offset = e[i].physical;
+		memcpy(c->stripes[got].dev_uuid, uuid, 16);
+		got++;
+	}
+	if (got != want) {
+		free(c);
+		return NULL;
+	}
+	c->logical = g->logical;
+	c->length = g->length;
+	c->type = g->flags;
+	c->stripe_len = BI_STRIPE_LEN;
+	c->num_stripes = want;
+	c->sub_stripes = 1;
+	return c;
+}
+
+/* Block groups (extent or block-group tree) mapped by the device extents
+ * of the device tree: the same chunk as an item says merges with it; one
+ * no item covers, or covers otherwise, competes on evidence. */
+static int extent_cands(struct btrfsimg_fs *fs, struct cands *l, const struct vec *ex,
+			const struct vec *bg)
+{
+	const struct bgitem *g = bg->v;
+	for (size_t i = 0; i < bg->n; i++) {
+		struct bi_chunk *c = chunk_from_extents(fs, &g[i], ex->v, ex->n);
+		if (!c)
+			continue;
+		int rc = cand_add(fs, l, c, g[i].generation, true);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int read_extents(struct btrfsimg_fs *fs, uint8_t *buf, struct vec *ex, struct vec *bg)
+{
+	int rc = leaf_items(fs, OBJ_DEV_TREE, KT_DEV_EXTENT, buf, take_devext, ex);
+	if (rc == 0)
+		rc = leaf_items(fs, OBJ_EXTENT_TREE, KT_BLOCK_GROUP_ITEM, buf, take_bg, bg);
+	if (rc == 0)
+		rc = leaf_items(fs, OBJ_BLOCK_GROUP_TREE, KT_BLOCK_GROUP_ITEM, buf, take_bg, bg);
+	return rc == -ENOMEM ? bi_err(fs, rc, "salvage: out of memory for device extents") : rc;
+}
+
+/* ------------------------------------------------------------ evidence */
+
+static bool cand_places(const struct bi_chunk *c, uint64_t logical, uint64_t devid,
+			uint64_t physical)
+{
+	int n = bi_chunk_num_copies(c);
+	if (bi_chunk_profile(c) & (BG_RAID5 | BG_RAID6))
+		n = 1;
+	for (int k = 0; k < n; k++) {
+		struct bi_phys p;
+		if (bi_chunk_map_phys(c, logical, k, &p) == 0 && p.devid == devid &&
+		    p.physical == physical)
+			return true;
+	}
+	return false;
+}
+
+/* The device tree's word on stripe @k of @c: +1 when a device extent
+ * starts there for this chunk, -1 when the stripe overlaps another's, 0
+ * when the device tree says nothing of that place. */
+static int extent_vote(const struct bi_chunk *c, uint16_t k, const struct vec *ex)
+{
+	const struct devext *e = ex->v;
+	uint64_t lo = c->stripes[k].offset, span = bi_chunk_stripe_span(c);
+	int vote = 0;
+	for (size_t i = 0; i < ex->n; i++) {
+		if (e[i].devid != c->stripes[k].devid || e[i].physical >= lo + span ||
+		    lo >= e[i].physical + e[i].length)
+			continue;
+		if (e[i].physical == lo && e[i].chunk_offset == c->logical)
+			vote = vote < 0 ? vote : 1;
+		else
+			vote = -1;
+	}
+	return vote;
+}
+
+/* Count, for each candidate, the blocks it places where they were found
+ * and those it puts elsewhere (only devices with a devid count), and the
+ * device extents that agree or disagree with its stripes: data chunks
+ * hold no tree block, the device tree is their evidence. */
+static void score(struct btrfsimg_fs *fs, struct cands *l, const struct vec *ex)
+{
+	for (size_t k = 0; k < l->n; k++)
+		for (uint16_t i = 0; i < l->v[k].c->num_stripes; i++) {
+			int v = extent_vote(l->v[k].c, i, ex);
+			l->v[k].placed += v > 0;
+			l->v[k].misplaced += v < 0;
+		}
+	const struct bi_sv_scan *s = fs->scan;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct bi_sv_blk *b = &s->blk[i];
+		const struct bi_dev *d = &fs->devs[b->dev];
+		if (b->fsidx != fs->salvage_fsidx || !d->member)
+			continue;
+		for (size_t k = 0; k < l->n; k++) {
+			const struct bi_chunk *c = l->v[k].c;
+			if (b->bytenr < c->logical || b->bytenr - c->logical >= c->length)
+				continue;
+			if (cand_places(c, b->bytenr, d->devid, b->physical))
+				l->v[k].placed++;
+			else
+				l->v[k].misplaced++;
+		}
+	}
+}
+
+/* A device with no superblock: the devid whose stripes put the most of
+ * its blocks where they were found. */
+static void assign_devids(struct btrfsimg_fs *fs, const struct cands *l)
+{
+	const struct bi_sv_scan *s = fs->scan;
+	for (size_t dv = 0; dv < fs->ndevs; dv++) {
+		struct bi_dev *d = &fs->devs[dv];
+		if (d->member || d->absorbed)
+			continue;
+		uint64_t best = 0, votes = 0;
+		for (size_t i = 0; i < fs->ndevitems; i++) {
+			uint64_t devid = fs->devitems[i].devid, n = 0;
+			for (size_t j = 0; j < s->n; j++) {
+				const struct bi_sv_blk *b = &s->blk[j];
+				if (b->dev != dv || b->fsidx != fs->salvage_fsidx)
+					continue;
+				for (size_t k = 0; k < l->n; k++) {
+					const struct bi_chunk *c = l->v[k].c;
+					if (b->bytenr >= c->logical && b->bytenr - c->logical < c->length &&
+					    cand_places(c, b->bytenr, devid, b->physical)) {
+						n++;
+						break;
+					}
+				}
+			}
+			if (n > votes) {
+				votes = n;
+				best = devid;
+			}
+		}
+		if (!votes)
+			continue;
+		bool taken = false;
+		for (size_t j = 0; j < fs->ndevs; j++)
+			taken |= fs->devs[j].member && fs->devs[j].devid == best;
+		if (taken)
+			continue;
+		d->member = true;
+		d->devid = best;
+		memcpy(d->dev_uuid, devitem_uuid(fs, best), 16);
+		memcpy(d->fsid, fs->sb.info.fsid, 16);
+		bi_damage(fs, "salvage: device '%s' is devid %" PRIu64 ": %" PRIu64
+			  " tree blocks sit where its stripes put them", d->name, best, votes);
+	}
+	if (!fs->salvage_super)
+		return; /* the superblock's device count stands */
+	uint64_t members = 0;
+	for (size_t j = 0; j < fs->ndevs; j++)
+		members += fs->devs[j].member;
+	fs->sb.info.num_devices = fs->ndevitems ? fs->ndevitems : members;
+	fs->missing_devs = fs->sb.info.num_devices > members ? fs->sb.info.num_devices - members : 0;
+	fs->sb.info.total_bytes = 0; /* as the superblock sums its devices */
+	for (size_t i = 0; i < fs->ndevitems; i++)
+		fs->sb.info.total_bytes += fs->devitems[i].total_bytes;
+}
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const struct cand *a = pa, *b = pb;
+	if (a->placed != b->placed)
+		return a->placed > b->placed ? -1 : 1;
+	if (a->generation != b->generation)
+		return a->generation > b->generation ? -1 : 1;
+	return a->c->logical < b->c->logical ? -1 : a->c->logical > b->c->logical;
+}
+
+struct map_report {
+	size_t used, items, synthesized, refuted, overlapping;
+};
+
+static int insert_cands(struct btrfsimg_fs *fs, struct cands *l, struct map_report *r)
+{
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof(*l->v), cand_cmp);
+	for (size_t k = 0; k < l->n; k++) {
+		struct cand *x = &l->v[k];
+		if (x->misplaced > x->placed) {
+			r->refuted++;
+			continue;
+		}
+		const struct bi_chunk *have = bi_chunk_lookup(fs->chunks, x->c->logical);
+		if (have && same_chunk(have, x->c))
+			continue; /* the sys_chunk_array's own */
+		char why[256];
+		int rc = bi_chunk_map_insert(fs->chunks, x->c, why, sizeof(why));
+		bool synth = x->synthesized;
+		x->c = NULL; /* the map owns it, or the insert freed it */
+		if (rc == -ENOMEM)
+			return bi_err(fs, rc, "salvage: out of memory building the chunk map");
+		if (rc < 0 || rc == 1) {
+			r->overlapping++;
+			continue;
+		}
+		r->used++;
+		synth ? r->synthesized++ : r->items++;
+	}
+	return 0;
+}
+
+int bi_salvage_chunks(struct btrfsimg_fs *fs)
+{
+	char was[sizeof(fs->err)];
+	snprintf(was, sizeof(was), "%s", fs->err);
+	int rc = bi_salvage_scan(fs);
+	if (rc < 0)
+		return rc;
+	uint8_t *buf = malloc(fs->nodesize);
+	struct cands l = { 0 };
+	uint64_t newest = 0;
+	struct vec ex = { .size = sizeof(struct devext) }, bg = { .size = sizeof(struct bgitem) };
+	if (!buf)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	/* a fresh map: what a failed load left is not trusted */
+	bi_chunk_map_free(fs->chunks);
+	fs->chunks = bi_chunk_map_new();
+	if (!fs->chunks) {
+		rc = bi_err(fs, -ENOMEM, "salvage: out of memory");
+		goto out;
+	}
+	fs->ndevitems = 0;
+	if (!fs->salvage_super && (rc = bi_chunk_load_sys_array(fs)) < 0)
+		goto out;
+	rc = chunk_leaf_cands(fs, &l, buf, &newest);
+	if (rc == 0)
+		rc = read_extents(fs, buf, &ex, &bg);
+	if (rc == 0)
+		rc = extent_cands(fs, &l, &ex, &bg);
+	if (rc < 0)
+		goto out;
+	assign_devids(fs, &l);
+	score(fs, &l, &ex);
+	struct map_report r = { 0 };
+	rc = insert_cands(fs, &l, &r);
+	if (rc < 0)
+		goto out;
+	if (bi_chunk_map_count(fs->chunks) == 0) {
+		rc = bi_err(fs, -EUCLEAN,
+			    "salvage: no chunk mapping found: %zu candidates from chunk-tree leaves and "
+			    "device extents, %zu refuted by the tree blocks they misplace",
+			    l.n, r.refuted);
+		goto out;
+	}
+	char head[sizeof(fs->err) + 32] = "no superblock";
+	if (!fs->salvage_super)
+		snprintf(head, sizeof(head), "chunk tree unreadable (%s)", was);
+	bi_damage(fs,
+		  "%s: chunk map rebuilt from %zu chunk items of chunk-tree leaves (newest of "
+		  "generation %" PRIu64 ") and %zu from device extents and block groups; %zu "
+		  "candidates refuted by the tree blocks they misplace, %zu overlapping a better one",
+		  head, r.items, newest, r.synthesized, r.refuted, r.overlapping);
+out:
+	cands_free(&l);
+	free(ex.v);
+	free(bg.v);
+	free(buf);
+	return rc;
+}

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Salvage of the root tree (bi_salvage_root, see salvage.h): the newest
+ * root-tree root that reads whole, from the backup roots and the scan, and
+ * for each tree a newer root the scan found when it verifies. Apart from
+ * salvage_chunks.c because it stands on the map that one rebuilds.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "btrfs/salvage.h"
+#include "base/csum.h"
+#include "base/cursor.h"
+#include "base/err.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/chunk.h"
+#include "btrfs/root.h"
+#include "btrfs/salvage_scan.h"
+#include "btrfs/tree.h"
+#include "btrfs/tree_checker.h"
+#include "image/dev.h"
+
+/* root-tree candidates tried before giving up (each read whole) */
+#define MAX_ROOT_TRIES 32
+
+/* ------------------------------------------------------------ the root tree */
+
+struct root_cand {
+	uint64_t bytenr, generation;
+	uint8_t level;
+	int backup; /* superblock backup root index, or -1: the scan */
+};
+
+/* Read every item of the root tree @r: a tree that does not read whole is
+ * not the filesystem's. */
+static int root_tree_reads(struct btrfsimg_fs *fs, const struct bi_root *r)
+{
+	bi_key min = { 0, 0, 0 }, max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	size_t n = 0;
+	bool fs_tree = false;
+	int rc = bi_iter_start(fs, &it, r, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
+		n++;
+		fs_tree |= item.key.objectid == OBJ_FS_TREE && item.key.type == KT_ROOT_ITEM;
+		rc = 0;
+	}
+	bi_iter_end(&it);
+	if (rc == 0 && !fs_tree)
+		rc = bi_err(fs, -EUCLEAN, "root tree at %" PRIu64 ": no ROOT_ITEM of tree 5",
+			    r->bytenr);
+	return rc;
+}
+
+static size_t root_cands(struct btrfsimg_fs *fs, struct root_cand *v, size_t max)
+{
+	size_t n = 0;
+	uint64_t cap = fs->salvage_super ? UINT64_MAX : fs->sb.info.generation;
+	for (int b = 0; !fs->salvage_super && b < BACKUP_ROOTS && n < max; b++) {
+		const uint8_t *p = fs->sb.raw + SB_SUPER_ROOTS + (size_t)b * BACKUP_SIZE;
+		if (bi_le64(p) && bi_le64(p + 8) <= cap && p[BACKUP_TREE_LEVEL] < MAX_LEVEL)
+			v[n++] = (struct root_cand){ bi_le64(p), bi_le64(p + 8), p[BACKUP_TREE_LEVEL],
+						     b };
+	}
+	const struct bi_sv_scan *s = fs->scan;
+	size_t lo, hi;
+	bi_salvage_owner_range(s, fs->salvage_fsidx, OBJ_ROOT_TREE, &lo, &hi);
+	uint64_t last = 0;
+	for (size_t i = lo; i < hi && n < max; i++) {
+		const struct bi_sv_blk *b = &s->blk[i];
+		if (b->generation == last || b->generation > cap)
+			continue; /* the highest level of each generation: its root */
+		last = b->generation;
+		v[n++] = (struct root_cand){ b->bytenr, b->generation, b->level, -1 };
+	}
+	return n;
+}
+
+static int rc_cmp(const void *pa, const void *pb)
+{
+	const struct root_cand *a = pa, *b = pb;
+	if (a->generation != b->generation)
+		return a->generation > b->generation ? -1 : 1;
+	return (a->backup < 0) - (b->backup < 0); /* a backup root first */
+}
+
+/* Whether extent tree @ext records tree block @bytenr of @level (skinny
+ * METADATA_ITEM or EXTENT_ITEM): a block freed since is not recorded. */
+static bool recorded(struct btrfsimg_fs *fs, const struct bi_root *ext, uint64_t bytenr,
+		     uint8_t level)
+{
+	bi_key skinny = { bytenr, KT_METADATA_ITEM, level }, fat = { bytenr, KT_EXTENT_ITEM,
+								      fs->nodesize };
+	return bi_tree_get(fs, ext, &skinny, NULL, NULL) == 0 ||
+	       bi_tree_get(fs, ext, &fat, NULL, NULL) == 0;
+}
+
+/* Of the candidates [i, j) (one generation, highest level), the root:
+ * the only one that reads, else the one the extent tree records (for the
+ * extent tree itself: the one recording itself). NULL if none or several. */
+static const struct bi_sv_blk *pick_of_gen(struct btrfsimg_fs *fs, uint64_t id, size_t i,
+					   size_t j)
+{
+	const struct bi_sv_blk *v = fs->scan->blk, *pick = NULL, *ok = NULL;
+	size_t nok = 0;
+	for (size_t k = i; k < j; k++) {
+		if (ok && v[k].bytenr == ok->bytenr)
+			continue; /* another copy */
+		struct bi_expect e = { .owner = id, .generation = v[k].generation,
+				       .level = v[k].level };
+		struct bi_block *blk;
+		if (bi_block_read(fs, v[k].bytenr, &e, &blk) < 0)
+			continue;
+		bi_block_put(fs, blk);
+		ok = &v[k];
+		nok++;
+		struct bi_root self = { id, v[k].bytenr, v[k].generation, v[k].level }, ext;
+		if (id == OBJ_EXTENT_TREE)
+			ext = self;
+		else if (bi_root_find(fs, OBJ_EXTENT_TREE, &ext) < 0)
+			continue;
+		if (recorded(fs, &ext, v[k].bytenr, v[k].level)) {
+			if (pick && pick->bytenr != v[k].bytenr)
+				return NULL; /* two recorded: no evidence */
+			pick = &v[k];
+		}
+	}
+	return nok == 1 ? ok : pick;
+}
+
+static int keep_root(struct btrfsimg_fs *fs, uint64_t id, uint64_t named,
+		     const struct bi_sv_blk *b)
+{
+	struct bi_root *v = realloc(fs->salvage_roots, (fs->nsalvage_roots + 1) * sizeof(*v));
+	if (!v)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	fs->salvage_roots = v;
+	v[fs->nsalvage_roots++] = (struct bi_root){ id, b->bytenr, b->generation, b->level };
+	bi_damage(fs,
+		  "root tree of generation %" PRIu64 " names tree %" PRIu64 " of generation %" PRIu64
+		  "; its root of generation %" PRIu64 " found by scanning is read instead",
+		  fs->root_tree.generation, id, named, b->generation);
+	return 0;
+}
+
+/* Tree @id's newest root the scan found, newer than the @named generation
+ * the root tree gives and at most @newest. */
+static int newer_root(struct btrfsimg_fs *fs, uint64_t id, uint64_t named, uint64_t newest)
+{
+	size_t lo, hi;
+	bi_salvage_owner_range(fs->scan, fs->salvage_fsidx, id, &lo, &hi);
+	const struct bi_sv_blk *v = fs->scan->blk;
+	for (size_t i = lo; i < hi && v[i].generation > named;) {
+		size_t j = i;
+		while (j < hi && v[j].generation == v[i].generation && v[j].level == v[i].level)
+			j++;
+		const struct bi_sv_blk *b = v[i].generation <= newest ? pick_of_gen(fs, id, i, j)
+								      : NULL;
+		if (b)
+			return keep_root(fs, id, named, b);
+		while (j < hi && v[j].generation == v[i].generation)
+			j++; /* lower levels of the same generation */
+		i = j;
+	}
+	return 0;
+}
+
+/* For each tree the chosen root tree names, in id order (the extent tree,
+ * which the others' evidence comes from, first), a newer root found by
+ * the scan. */
+static int newer_tree_roots(struct btrfsimg_fs *fs, uint64_t newest)
+{
+	bi_key min = { 0, KT_ROOT_ITEM, 0 }, max = { UINT64_MAX, KT_ROOT_ITEM, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	uint64_t prev = UINT64_MAX;
+	struct {
+		uint64_t id, gen;
+	} *named = NULL;
+	size_t n = 0;
+	int rc = bi_iter_start(fs, &it, &fs->root_tree, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
+		rc = 0;
+		if (item.key.type != KT_ROOT_ITEM || item.size < RI_LEVEL + 1 ||
+		    item.key.objectid == prev)
+			continue;
+		prev = item.key.objectid;
+		void *w = realloc(named, (n + 1) * sizeof(*named));
+		if (!w) {
+			rc = bi_err(fs, -ENOMEM, "salvage: out of memory");
+			break;
+		}
+		named = w;
+		named[n].id = item.key.objectid;
+		named[n++].gen = bi_le64(item.data + RI_GENERATION);
+	}
+	bi_iter_end(&it);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = newer_root(fs, named[i].id, named[i].gen, newest);
+	free(named);
+	return rc < 0 ? rc : 0;
+}
+
+int bi_salvage_root(struct btrfsimg_fs *fs)
+{
+	char was[sizeof(fs->err)];
+	snprintf(was, sizeof(was), "%s", fs->err);
+	int rc = bi_salvage_scan(fs);
+	if (rc < 0)
+		return rc;
+	struct root_cand v[MAX_ROOT_TRIES + BACKUP_ROOTS];
+	size_t n = root_cands(fs, v, sizeof(v) / sizeof(*v));
+	if (n > 1)
+		qsort(v, n, sizeof(*v), rc_cmp);
+	uint64_t newest = 0, lost = fs->root_tree.generation;
+	for (size_t i = 0; i < n; i++)
+		newest = v[i].generation > newest ? v[i].generation : newest;
+	if (!fs->salvage_super && fs->sb.info.generation > newest)
+		newest = fs->sb.info.generation;
+	size_t tried = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i && v[i].bytenr == v[i - 1].bytenr && v[i].generation == v[i - 1].generation)
+			continue;
+		struct bi_root r = { OBJ_ROOT_TREE, v[i].bytenr, v[i].generation, v[i].level };
+		tried++;
+		if (root_tree_reads(fs, &r) < 0)
+			continue;
+		fs->root_tree = r;
+		if (fs->salvage_super) {
+			fs->sb.info.generation = r.generation;
+			fs->sb.info.root = r.bytenr;
+			fs->sb.info.root_level = r.level;
+		}
+		if (tried > 1 || !fs->salvage_super) {
+			char from[48] = "found by scanning";
+			if (v[i].backup >= 0)
+				snprintf(from, sizeof(from), "backup root %d", v[i].backup);
+			bi_damage(fs,
+				  "root tree unreadable (%s%s): root tree of generation %" PRIu64
+				  " at logical %" PRIu64 " (%s) used instead; %zu newer candidates "
+				  "did not read whole",
+				  fs->salvage_super ? "the newest found" : was,
+				  fs->salvage_super ? "" : "", r.generation, r.bytenr, from, tried - 1);
+		} else {
+			bi_damage(fs, "root tree of generation %" PRIu64 " at logical %" PRIu64
+				  " (the newest found)", r.generation, r.bytenr);
+		}
+		return r.generation < newest ? newer_tree_roots(fs, newest) : 0;
+	}
+	return bi_err(fs, -EUCLEAN,
+		      "root tree unreadable (generation %" PRIu64 "): none of %zu candidates from "
+		      "the backup roots and the scan reads whole",
+		      lost, tried);
+}
