@@ -401,6 +401,8 @@ static int fs_tree(btrfsimg_fs *fs, uint64_t id, const char *which, struct bi_ro
 int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to, btrfsimg_change_fn fn,
 		  void *ctx, struct btrfsimg_diff_stats *stats)
 {
+	if (!fn)
+		return bi_err(fs, -EINVAL, "diff: no callback given");
 	struct bi_root ra, rb;
 	int rc = fs_tree(fs, from, "--from", &ra);
 	if (rc == 0)

@@ -193,6 +193,8 @@ static int find_subvol(struct bi_send *s, struct btrfsimg_subvol *v, size_t n, u
 int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_write_fn write,
 		  void *ctx, struct btrfsimg_send_stats *stats)
 {
+	if (!o || !write)
+		return bi_err(fs, -EINVAL, "send: no options or no writer given");
 	struct btrfsimg_send_stats dummy;
 	struct bi_send s = { .fs = fs, .o = o, .stats = stats ? stats : &dummy };
 	memset(s.stats, 0, sizeof(*s.stats));
