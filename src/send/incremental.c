@@ -171,15 +171,15 @@ static int path_cmd(struct incr *in, enum bi_send_cmd cmd, const struct bi_bytes
 	return bi_cmd_send(&in->s->st);
 }
 
-static int to_orphan(struct incr *in, struct change *c, const struct bi_link *l, enum side side,
-		     struct place *p, const struct btrfsimg_inode *ino)
+/* Link @l of @ino to its orphan name, where @p then says it is. */
+static int to_orphan(struct incr *in, const struct bi_link *l, enum side side, struct place *p,
+		     const struct btrfsimg_inode *ino)
 {
 	int rc = link_now(in, l, side, &in->from);
 	if (rc == 0)
 		rc = bi_send_orphan_name(ino, &in->to);
 	if (rc == 0)
 		rc = bi_send_rename(in->s, &in->from, &in->to);
-	(void)c;
 	return rc < 0 ? rc : place_set(p, OBJ_FIRST_FREE, in->to.p, in->to.len);
 }
 
@@ -193,7 +193,7 @@ static int clear_same(struct incr *in, struct change *c)
 {
 	if (S_ISDIR(c->b.ino.mode)) {
 		if (c->a.nlinks && !bi_has_link(&c->b, &c->a.links[0]))
-			return to_orphan(in, c, &c->a.links[0], OLD, &c->now, &c->a.ino);
+			return to_orphan(in, &c->a.links[0], OLD, &c->now, &c->a.ino);
 		return 0;
 	}
 	bool kept = false;
@@ -205,7 +205,7 @@ static int clear_same(struct incr *in, struct change *c)
 		if (bi_has_link(&c->b, &c->a.links[i]))
 			continue;
 		if (keep_one) {
-			rc = to_orphan(in, c, &c->a.links[i], OLD, &c->now, &c->a.ino);
+			rc = to_orphan(in, &c->a.links[i], OLD, &c->now, &c->a.ino);
 			keep_one = false;
 		} else {
 			rc = unlink_link(in, &c->a.links[i], OLD);
@@ -218,7 +218,7 @@ static int clear_gone(struct incr *in, struct change *c)
 {
 	if (S_ISDIR(c->a.ino.mode)) {
 		c->rmdir = c->a.nlinks > 0;
-		return c->rmdir ? to_orphan(in, c, &c->a.links[0], OLD, &c->old, &c->a.ino) : 0;
+		return c->rmdir ? to_orphan(in, &c->a.links[0], OLD, &c->old, &c->a.ino) : 0;
 	}
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < c->a.nlinks; i++)
@@ -313,7 +313,6 @@ static int file_now(struct incr *in, const struct change *c, struct bi_bytes *ou
 	out->len = 0;
 	return bi_bytes_put(out, "", 0); /* the root directory */
 }
-
 
 /* A file's new names: from its orphan name to the first, the rest as
  * links from a name it has by then. */
