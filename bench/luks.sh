@@ -5,8 +5,7 @@
 # kernel-made testdata/files/extents.img (512 MiB); the LUKS2 image is made
 # as tests/images/test_volumes.py makes them (cryptsetup luksFormat on a file, the
 # payload encrypted by build/tests/luks_encrypt with the dumped volume key).
-# Paired runs (A B A B ...) with farm-bench when present, else hyperfine-like
-# plain repetitions with /usr/bin/time.
+# Paired runs (A B A B ...) by bench/pair.py.
 #
 #   bash bench/luks.sh [BUILD]      (default BUILD: build)
 set -euo pipefail
@@ -26,16 +25,8 @@ cryptsetup luksFormat -q --type luks2 --key-file pass --pbkdf argon2id \
 cryptsetup luksDump -q --dump-volume-key --volume-key-file vk --key-file pass luks2.img >/dev/null
 "$enc" vk xts-plain64 4096 plain.img luks2.img $((16 * 1024 * 1024))
 cmp <("$cli" walk --hash --volume-key-file vk luks2.img) <("$cli" walk --hash plain.img)
-if command -v farm-bench >/dev/null; then
-	echo "== decryption only (--volume-key-file)"
-	farm-bench -n 9 --timeout 600 --vs "$cli walk --hash plain.img" -- \
-		"$cli" walk --hash --volume-key-file vk luks2.img
-	echo "== with the Argon2id unlock (64 MiB, t=4)"
-	farm-bench -n 5 --timeout 600 --vs "$cli walk --hash plain.img" -- \
-		"$cli" walk --hash --passphrase-file pass luks2.img
-else
-	for i in 1 2 3 4 5; do
-		/usr/bin/time -f "luks2 %U+%S s" "$cli" walk --hash --volume-key-file vk luks2.img >/dev/null
-		/usr/bin/time -f "plain %U+%S s" "$cli" walk --hash plain.img >/dev/null
-	done
-fi
+pair=$repo/bench/pair.py
+echo "== decryption only (--volume-key-file)"
+python3 "$pair" 9 "$cli walk --hash plain.img" "$cli walk --hash --volume-key-file vk luks2.img"
+echo "== with the Argon2id unlock (64 MiB, t=4)"
+python3 "$pair" 5 "$cli walk --hash plain.img" "$cli walk --hash --passphrase-file pass luks2.img"

@@ -8,10 +8,9 @@
 # Makes a 3 GiB image with the kernel (16 files of 128 MiB of random data,
 # 2,000 small files; metadata DUP), then times the three readers, each from
 # a cold page cache for that file (posix_fadvise DONTNEED: other files'
-# cache is left alone). With farm-bench on PATH the runs are paired
-# (A B A B, medians of the pair ratios); else each is run three times.
-# bench/wholeread.sh pairs `verify` and the forensic scan with dd alone,
-# from a dropped page cache, without farm-bench.
+# cache is left alone). The runs are paired by bench/pair.py (A B A B,
+# medians of the pair ratios). bench/wholeread.sh pairs `verify` and the
+# forensic scan with dd alone, from a dropped page cache.
 set -euo pipefail
 CLI=$(realpath "$1")
 W=${2:-/tmp/scrub-bench}
@@ -61,11 +60,6 @@ mount -o ro \$L "$W/mnt"
 btrfs scrub start -B -r "$W/mnt" >/dev/null
 SH
 chmod +x "$W"/*.sh
-if command -v farm-bench >/dev/null; then
-	farm-bench -n 5 --timeout 300 --vs "$W/dd.sh" -- "$W/ours.sh"
-	farm-bench -n 5 --timeout 600 --vs "$W/kernel.sh" -- "$W/ours.sh"
-else
-	for s in ours dd kernel; do
-		for i in 1 2 3; do /usr/bin/time -f "$s %e s" "$W/$s.sh"; done
-	done
-fi
+PAIR=$(dirname "$0")/pair.py
+python3 "$PAIR" 5 "$W/dd.sh" "$W/ours.sh"
+python3 "$PAIR" 5 "$W/kernel.sh" "$W/ours.sh"
