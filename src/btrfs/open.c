@@ -194,6 +194,11 @@ static bool no_valid_super(const struct btrfsimg_fs *fs)
 
 static int open_roots(struct btrfsimg_fs *fs)
 {
+	if (fs->salvage_super && fs->want_gen) /* no superblock says which is which */
+		return bi_err(fs, -EOPNOTSUPP,
+			      "generation %" PRIu64 ": not with a superblock rebuilt from the tree "
+			      "blocks; open without --generation",
+			      fs->want_gen);
 	if (fs->salvage_super)
 		return bi_salvage_root(fs); /* the newest root tree that reads whole */
 	int rc = open_generation(fs);
