@@ -31,12 +31,22 @@ def exported(lib):
             if len(line.split()) >= 3 and line.split()[1] in 'TW'}
 
 
+def foreign(lib):
+    """Every defined dynamic symbol of any kind (data, absolute version
+    nodes included) outside the btrfsimg_ prefix."""
+    out = subprocess.run(['nm', '-D', '--defined-only', lib], capture_output=True, text=True,
+                         check=True).stdout
+    names = {line.split()[-1].split('@')[0] for line in out.splitlines() if line.split()}
+    return sorted(n for n in names if not n.startswith('btrfsimg_'))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     want, have = declared(sys.argv[1]), exported(sys.argv[2])
     bad = ['declared but not exported: ' + n for n in sorted(want - have)]
     bad += ['exported but not declared in include/: ' + n for n in sorted(have - want)]
+    bad += ['exported without the btrfsimg_ prefix: ' + n for n in foreign(sys.argv[2])]
     for b in bad:
         print('exports: ' + b)
     print('exports: %d functions declared, %d exported, %d problems'
