@@ -1424,6 +1424,24 @@ struct btrfsimg_diff_stats {
 BTRFSIMG_API int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to,
 			       btrfsimg_change_fn fn, void *ctx,
 			       struct btrfsimg_diff_stats *stats);
+/**
+ * btrfsimg_diff() with subvolume @p from read through @p from_fs and
+ * @p to through @p to_fs: two handles on the same image files, opened at
+ * two generations (btrfsimg_open_options.generation), so that one
+ * subvolume (@p from == @p to) is compared with itself as an older
+ * transaction left it. Subtrees both generations reach through the same
+ * block (address and generation) are skipped unread, as between
+ * snapshots. When a block or data extent of the older generation has been
+ * written over since, its tree cannot be read whole: the call fails
+ * (-EUCLEAN or -EIO, no row reported) and never gives a partial answer as
+ * complete. @p from_fs may be @p to_fs (then it is btrfsimg_diff). The
+ * handles must hold the same filesystem (fsid), else -EINVAL. Errors: the
+ * message is on @p to_fs, a failure of the --from side's reads with
+ * "(the --from side, generation N)" after it.
+ */
+BTRFSIMG_API int btrfsimg_diff_between(btrfsimg_fs *from_fs, uint64_t from, btrfsimg_fs *to_fs,
+				       uint64_t to, btrfsimg_change_fn fn, void *ctx,
+				       struct btrfsimg_diff_stats *stats);
 /** "added", "deleted", "renamed", "modified"; NULL for another value. */
 BTRFSIMG_API const char *btrfsimg_change_name(int kind);
 /** "content", "size", "mode", "uid", "gid", "mtime", "xattrs", "target",

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "common/keys.h"
+#include "common/open.h"
 #include "common/suggest.h"
 
 static const struct cmd_struct *const commands[] = {
@@ -39,13 +39,6 @@ static void usage(FILE *out)
 		"options and examples; 'btrfsimg --version' the version.\n"
 		"\nexit status: 0 success, 1 results despite damage (reported on stderr),\n"
 		"2 nothing could be read, or a usage error\n");
-}
-
-static void log_damage(void *ctx, bool damage, const char *msg)
-{
-	const struct cli *c = ctx;
-	if (c->verbose || (damage && !c->quiet))
-		fprintf(stderr, "btrfsimg: %s%s\n", damage ? "warning: " : "", msg);
 }
 
 /* ------------------------------------------------------------ commands */
@@ -178,46 +171,9 @@ static bool global_argument(int argc, char **argv, int *rc)
 
 /* ------------------------------------------------------------ opening */
 
-/* Why the open failed, as each step has always been said: an image by its
- * name, a partition of an image that holds btrfs by the command's. */
-static int open_failed(struct cli *c, int rc)
-{
-	size_t image = 0;
-	switch (btrfsimg_open_step(c->fs, &image)) {
-	case BTRFSIMG_STEP_NONE:
-		return cli_fail(c, rc, "cannot create a handle");
-	case BTRFSIMG_STEP_OPTIONS: /* the library's word for a key, the volume */
-		return cli_fail(c, rc, "open options");
-	case BTRFSIMG_STEP_IMAGE:
-		return cli_fail(c, rc, c->images[image]);
-	case BTRFSIMG_STEP_PARTITION:
-		return cli_fail(c, rc, c->cmd);
-	default:
-		return cli_fail(c, rc, "cannot open the filesystem");
-	}
-}
-
 static int open_fs(struct cli *c)
 {
-	struct btrfsimg_open_options o = BTRFSIMG_OPEN_OPTIONS_INIT;
-	struct cli_keys keys;
-	if (cli_keys_options(c, &keys, &o) != EXIT_OK)
-		return EXIT_FAILED;
-	o.fs = c->opts;
-	o.format = c->format;
-	o.generation = c->generation;
-	o.log = log_damage;
-	o.log_ctx = c;
-	int rc = btrfsimg_open_images(&c->fs, (const char *const *)c->images,
-				      (size_t)c->nimages, &o);
-	cli_keys_wipe(&keys);
-	if (rc < 0)
-		return open_failed(c, rc);
-	uint64_t gen;
-	const char *how = btrfsimg_generation_root(c->fs, &gen);
-	if (how && !c->quiet)
-		cli_warn("reading generation %" PRIu64 ": %s", gen, how);
-	return EXIT_OK;
+	return cli_open_at(c, c->generation, &c->fs);
 }
 
 /* A replayed log tree changes what every command shows: say so once,

@@ -25,7 +25,12 @@ void cli_warn(const char *fmt, ...)
 
 int cli_fail(struct cli *c, int rc, const char *what)
 {
-	const char *msg = c->fs ? btrfsimg_errmsg(c->fs) : "";
+	return cli_fail_on(c->fs, rc, what);
+}
+
+int cli_fail_on(btrfsimg_fs *fs, int rc, const char *what)
+{
+	const char *msg = fs ? btrfsimg_errmsg(fs) : "";
 	if (!*msg)
 		msg = strerror(-rc);
 	cli_warn("%s: %s", what, msg);
@@ -44,6 +49,12 @@ int cli_status(const struct cli *c)
  * status with the reason said. */
 int cli_subvol_arg(struct cli *c, const char *opt, const char *arg, uint64_t *id)
 {
+	return cli_subvol_arg_in(c, c->fs, opt, arg, id);
+}
+
+int cli_subvol_arg_in(struct cli *c, btrfsimg_fs *fs, const char *opt, const char *arg,
+		      uint64_t *id)
+{
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(arg, &end, 10);
@@ -52,9 +63,9 @@ int cli_subvol_arg(struct cli *c, const char *opt, const char *arg, uint64_t *id
 		return 0;
 	}
 	struct btrfsimg_dirent d;
-	int rc = btrfsimg_path_lookup(c->fs, 5, arg, &d);
+	int rc = btrfsimg_path_lookup(fs, 5, arg, &d);
 	if (rc < 0)
-		return cli_fail(c, rc, opt);
+		return cli_fail_on(fs, rc, opt);
 	if (d.target_objectid != 256) {
 		cli_warn("%s: %s %s: not a subvolume (inode %" PRIu64 " of subvolume %" PRIu64 ")",
 			 c->cmd, opt, arg, d.target_objectid, d.target_subvol);

@@ -52,7 +52,8 @@ struct cli {
 	const char *numbers;	/* mount --numbers SCHEME */
 	const char *mount_point;	/* bodyfile --mount-point: names' prefix */
 	const char *diff_from, *diff_to;	/* diff --from, --to: an id or a path */
-	const char *send_subvol, *send_parent;	/* send --subvol, --parent: id or path */
+	uint64_t diff_from_gen, diff_to_gen;	/* diff --from-generation, --to-generation */
+	const char *send_subvol, *send_parent;	/* send, diff --subvol; send --parent */
 	uint32_t send_proto;	/* send --proto (0: 1) */
 	const char *clone_srcs[64];	/* send --clone-src, each an id or a path */
 	size_t nclone_srcs;
@@ -85,6 +86,7 @@ enum cli_opt {
 	OPT_DEVID, OPT_PHYSICAL, OPT_LENGTH, OPT_LOGICAL, OPT_IMAGE_OFFSET,
 	OPT_CSUM,	/* walk: checksum coverage per file */
 	OPT_FROM, OPT_TO,	/* diff: the two snapshots */
+	OPT_FROM_GENERATION, OPT_TO_GENERATION,	/* diff: one subvolume, two generations */
 	OPT_SEND_SUBVOL, OPT_PARENT, OPT_CLONE_SRC, OPT_PROTO, OPT_COMPRESSED_DATA,	/* send */
 	OPT_HELP,
 	OPT_COUNT
@@ -138,11 +140,16 @@ static inline uint64_t cli_start_subvol(const struct cli *c)
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Report a library failure with the handle's message; returns EXIT_FAILED. */
 int cli_fail(struct cli *c, int rc, const char *what);
+/* The same with the message of @fs (a handle other than @c->fs). */
+int cli_fail_on(btrfsimg_fs *fs, int rc, const char *what);
 /* The exit status for a command that produced its results. */
 int cli_status(const struct cli *c);
 /* A subvolume by id or by the path of its root from the top level: 0, or
  * an exit status (the reason said). */
 int cli_subvol_arg(struct cli *c, const char *opt, const char *arg, uint64_t *id);
+/* The same looked up in @fs (a second handle, as diff --from-generation's). */
+int cli_subvol_arg_in(struct cli *c, btrfsimg_fs *fs, const char *opt, const char *arg,
+		      uint64_t *id);
 
 /* options.c: parse argv (after the command name) with @c->command's
  * options, run its check; EXIT_OK, or EXIT_USAGE with the reason said.

@@ -102,6 +102,12 @@ static const struct opt_def defs[OPT_COUNT] = {
 		       "the older snapshot: a subvolume id, or its path\nfrom the top level" },
 	[OPT_TO] = { "to", 0, "SNAPSHOT",
 		     "the newer snapshot: a subvolume id, or its path\nfrom the top level" },
+	[OPT_FROM_GENERATION] = { "from-generation", 0, "N",
+				  "read the --from side as generation N committed it\n"
+				  "(a transid `history` lists)" },
+	[OPT_TO_GENERATION] = { "to-generation", 0, "N",
+				"read the --to side as generation N committed it\n"
+				"(default: the newest)" },
 	[OPT_SEND_SUBVOL] = { "subvol", 0, "SNAPSHOT",
 			      "the subvolume or snapshot sent: its id, or its\npath from the top level" },
 	[OPT_PARENT] = { "parent", 0, "SNAPSHOT",
@@ -325,6 +331,14 @@ static int set_number(struct cli *c, int id, const char *arg)
 	case OPT_GENERATION:
 		if (!parse_u64(arg, &c->generation) || c->generation == 0)
 			return bad_value("--generation (a transid, 1 or more)", arg);
+		return 0;
+	case OPT_FROM_GENERATION:
+		if (!parse_u64(arg, &c->diff_from_gen) || c->diff_from_gen == 0)
+			return bad_value("--from-generation (a transid, 1 or more)", arg);
+		return 0;
+	case OPT_TO_GENERATION:
+		if (!parse_u64(arg, &c->diff_to_gen) || c->diff_to_gen == 0)
+			return bad_value("--to-generation (a transid, 1 or more)", arg);
 		return 0;
 	case OPT_MOUNT_SUBVOL:
 		if (!parse_u64(arg, &c->mount_subvol))

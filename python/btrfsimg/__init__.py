@@ -339,14 +339,23 @@ class Filesystem:
                              % (which, objectid, subvol))
         return subvol
 
-    def diff(self, from_: Union[int, PathLike], to: Union[int, PathLike]) -> List[Dict[str, Any]]:
+    def diff(self, from_: Union[int, PathLike], to: Union[int, PathLike], *,
+             from_fs: Optional["Filesystem"] = None) -> List[Dict[str, Any]]:
         """What changed from one snapshot to another (`btrfsimg diff --json`):
         a list of {"change": "added" | "deleted" | "renamed" | "modified",
         "path", "old_path" (renamed; else None), "objectid", "fields": the
         ones that differ among content, size, mode, uid, gid, mtime, xattrs,
         target, rdev}, sorted by path. Each snapshot is a subvolume id or
-        the path of its root from the top level."""
-        return self._h.diff(self._subvol_id(from_), self._subvol_id(to))
+        the path of its root from the top level.
+
+        from_fs: read `from_` through another Filesystem of the same images,
+        opened with generation=N (`btrfsimg diff --from-generation`): then
+        from_ and to may be the same subvolume, compared as two transactions
+        left it. An older generation whose tree blocks were written over
+        since raises Error (no partial list)."""
+        src = self if from_fs is None else from_fs
+        return self._h.diff(src._subvol_id(from_), self._subvol_id(to),
+                            None if from_fs is None else from_fs._h)
 
     # ------------------------------------------------------------ paths
 

@@ -688,15 +688,46 @@ static void changes_free(struct changes *c)
 	free(c->v);
 }
 
-/* diff(from, to) -> [{"change", "path", "old_path", "objectid", "fields"}] */
+/* The diff under both handles' locks (taken in address order, so that two
+ * threads diffing the same pair the other way round cannot deadlock). */
+static int diff_locked(Handle *h, Handle *o, uint64_t from, uint64_t to, struct changes *c)
+{
+	int rc;
+	Handle *first = o && o < h ? o : h, *second = o && o != h ? (o < h ? h : o) : NULL;
+	Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(first->lock, WAIT_LOCK);
+	if (second)
+		PyThread_acquire_lock(second->lock, WAIT_LOCK);
+	rc = btrfsimg_diff_between(o ? o->fs : h->fs, from, h->fs, to, collect_change, c, NULL);
+	if (rc < 0)
+		handle_keep_msg(h);
+	if (second)
+		PyThread_release_lock(second->lock);
+	PyThread_release_lock(first->lock);
+	Py_END_ALLOW_THREADS
+	return rc;
+}
+
+/* diff(from, to, from_handle=None) -> [{"change", "path", "old_path",
+ * "objectid", "fields"}]; from is read through from_handle when given
+ * (the same images at another generation) */
 static PyObject *Handle_diff(Handle *h, PyObject *args)
 {
 	unsigned long long from, to;
-	if (!PyArg_ParseTuple(args, "KK", &from, &to) || handle_check_open(h) < 0)
+	PyObject *other = Py_None;
+	if (!PyArg_ParseTuple(args, "KK|O", &from, &to, &other) || handle_check_open(h) < 0)
 		return NULL;
+	Handle *o = NULL;
+	if (other != Py_None) {
+		if (!PyObject_TypeCheck(other, &Handle_Type)) {
+			PyErr_SetString(PyExc_TypeError, "diff: from_handle is not a Handle");
+			return NULL;
+		}
+		o = (Handle *)other;
+		if (handle_check_open(o) < 0)
+			return NULL;
+	}
 	struct changes c = { 0 };
-	int rc;
-	HANDLE_CALL(h, rc, rc = btrfsimg_diff(h->fs, from, to, collect_change, &c, NULL));
+	int rc = diff_locked(h, o, from, to, &c);
 	PyObject *l = rc < 0 ? NULL : PyList_New((Py_ssize_t)c.n);
 	for (size_t i = 0; l && i < c.n; i++) {
 		PyObject *d = change_dict(&c.v[i]);
@@ -707,6 +738,10 @@ static PyObject *Handle_diff(Handle *h, PyObject *args)
 		PyList_SET_ITEM(l, (Py_ssize_t)i, d);
 	}
 	changes_free(&c);
+	if (o && handle_drain(o) < 0) {
+		Py_XDECREF(l);
+		return NULL;
+	}
 	return finish(h, rc, l);
 }
 
@@ -946,7 +981,7 @@ static PyMethodDef Handle_methods[] = {
 	{ "lookup", (PyCFunction)Handle_lookup, METH_VARARGS, "lookup(subvol, path)" },
 	{ "readdir", (PyCFunction)Handle_readdir, METH_VARARGS, "readdir(subvol, dir)" },
 	{ "xattrs", (PyCFunction)Handle_xattrs, METH_VARARGS, "xattrs(subvol, objectid)" },
-	{ "diff", (PyCFunction)Handle_diff, METH_VARARGS, "diff(from, to)" },
+	{ "diff", (PyCFunction)Handle_diff, METH_VARARGS, "diff(from, to, from_handle=None)" },
 	{ "readlink", (PyCFunction)Handle_readlink, METH_VARARGS, "readlink(subvol, objectid)" },
 	{ "inode", (PyCFunction)Handle_inode, METH_VARARGS, "inode(subvol, objectid)" },
 	{ "readinto", (PyCFunction)Handle_readinto, METH_VARARGS,

@@ -180,21 +180,22 @@ static int compare_pointers(struct cursor *a, struct cursor *b, struct bi_treecm
 	return rc < 0 ? rc : cursor_down(b);
 }
 
-int bi_tree_compare(struct btrfsimg_fs *fs, const struct bi_root *ra, const struct bi_root *rb,
-		    bi_treecmp_fn fn, void *ctx, struct bi_treecmp_stats *st)
+int bi_tree_compare_across(struct btrfsimg_fs *fsa, const struct bi_root *ra,
+			   struct btrfsimg_fs *fsb, const struct bi_root *rb, bi_treecmp_fn fn,
+			   void *ctx, struct bi_treecmp_stats *st)
 {
-	if (bi_overlay_for(fs, ra->id) || bi_overlay_for(fs, rb->id))
-		return bi_tree_compare_items(fs, ra, rb, fn, ctx, st);
+	if (bi_overlay_for(fsa, ra->id) || bi_overlay_for(fsb, rb->id))
+		return bi_tree_compare_items_across(fsa, ra, fsb, rb, fn, ctx, st);
 	memset(st, 0, sizeof(*st));
 	if (ra->bytenr == rb->bytenr && ra->generation == rb->generation) {
 		st->subtrees_shared = 1;
 		return 0;
 	}
 	struct cursor a, b;
-	int rc = cursor_start(&a, fs, ra, &st->blocks_read);
+	int rc = cursor_start(&a, fsa, ra, &st->blocks_read);
 	if (rc < 0)
 		return rc;
-	rc = cursor_start(&b, fs, rb, &st->blocks_read);
+	rc = cursor_start(&b, fsb, rb, &st->blocks_read);
 	if (rc < 0) {
 		cursor_end(&a);
 		return rc;
@@ -214,6 +215,12 @@ int bi_tree_compare(struct btrfsimg_fs *fs, const struct bi_root *ra, const stru
 	cursor_end(&a);
 	cursor_end(&b);
 	return rc;
+}
+
+int bi_tree_compare(struct btrfsimg_fs *fs, const struct bi_root *ra, const struct bi_root *rb,
+		    bi_treecmp_fn fn, void *ctx, struct bi_treecmp_stats *st)
+{
+	return bi_tree_compare_across(fs, ra, fs, rb, fn, ctx, st);
 }
 
 /* ------------------------------------------------- every item, merged */
@@ -267,18 +274,25 @@ static int merge_streams(struct stream *a, struct stream *b, bi_treecmp_fn fn, v
 	return rc;
 }
 
-int bi_tree_compare_items(struct btrfsimg_fs *fs, const struct bi_root *ra,
-			  const struct bi_root *rb, bi_treecmp_fn fn, void *ctx,
-			  struct bi_treecmp_stats *st)
+int bi_tree_compare_items_across(struct btrfsimg_fs *fsa, const struct bi_root *ra,
+				 struct btrfsimg_fs *fsb, const struct bi_root *rb,
+				 bi_treecmp_fn fn, void *ctx, struct bi_treecmp_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	struct stream a = { 0 }, b = { 0 };
-	int rc = stream_start(fs, &a, ra);
+	int rc = stream_start(fsa, &a, ra);
 	if (rc == 0)
-		rc = stream_start(fs, &b, rb);
+		rc = stream_start(fsb, &b, rb);
 	if (rc == 0)
 		rc = merge_streams(&a, &b, fn, ctx);
 	bi_iter_end(&b.it);
 	bi_iter_end(&a.it);
 	return rc;
+}
+
+int bi_tree_compare_items(struct btrfsimg_fs *fs, const struct bi_root *ra,
+			  const struct bi_root *rb, bi_treecmp_fn fn, void *ctx,
+			  struct bi_treecmp_stats *st)
+{
+	return bi_tree_compare_items_across(fs, ra, fs, rb, fn, ctx, st);
 }

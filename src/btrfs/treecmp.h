@@ -37,11 +37,23 @@ struct bi_treecmp_stats {
 int bi_tree_compare(struct btrfsimg_fs *fs, const struct bi_root *a, const struct bi_root *b,
 		    bi_treecmp_fn fn, void *ctx, struct bi_treecmp_stats *st);
 
+/* The same with tree @a read through @fsa and @b through @fsb: two
+ * handles on the same devices opened at two generations. A block address
+ * names the same bytes in both as long as the generation the pointer
+ * expects matches, so shared subtrees are still skipped unread. Errors
+ * are left on the handle whose read failed. */
+int bi_tree_compare_across(struct btrfsimg_fs *fsa, const struct bi_root *a,
+			   struct btrfsimg_fs *fsb, const struct bi_root *b, bi_treecmp_fn fn,
+			   void *ctx, struct bi_treecmp_stats *st);
+
 /* The same answer from every item of both trees (overlays merged): for
  * trees with overlays, and as the reference the shared-subtree walk is
  * tested against. */
 int bi_tree_compare_items(struct btrfsimg_fs *fs, const struct bi_root *a,
 			  const struct bi_root *b, bi_treecmp_fn fn, void *ctx,
 			  struct bi_treecmp_stats *st);
+int bi_tree_compare_items_across(struct btrfsimg_fs *fsa, const struct bi_root *a,
+				 struct btrfsimg_fs *fsb, const struct bi_root *b,
+				 bi_treecmp_fn fn, void *ctx, struct bi_treecmp_stats *st);
 
 #endif

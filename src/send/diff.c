@@ -55,6 +55,12 @@ static int note_changed(void *ctx, const bi_key *k, const struct bi_cmp_side *a,
 
 /* ------------------------------------------------------- the fields */
 
+/* The handles the two sides are read through: one handle for two
+ * snapshots, two for one subvolume at two generations. */
+struct two {
+	btrfsimg_fs *a, *b;
+};
+
 struct xattr_list {
 	struct bi_bytes flat;	/* name, value, each with its length before it */
 	size_t count;
@@ -76,13 +82,13 @@ static int put_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t 
 
 /* Both lists are in key order (name hash, then entry order), the same
  * for the same set of names: equal sets give equal bytes. */
-static int xattrs_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
-			 bool *differ)
+static int xattrs_differ(const struct two *fs, const struct bi_inode_links *a,
+			 const struct bi_inode_links *b, bool *differ)
 {
 	struct xattr_list xa = { 0 }, xb = { 0 };
-	int rc = btrfsimg_xattrs(fs, a->subvol, a->ino.objectid, put_xattr, &xa);
+	int rc = btrfsimg_xattrs(fs->a, a->subvol, a->ino.objectid, put_xattr, &xa);
 	if (rc == 0)
-		rc = btrfsimg_xattrs(fs, b->subvol, b->ino.objectid, put_xattr, &xb);
+		rc = btrfsimg_xattrs(fs->b, b->subvol, b->ino.objectid, put_xattr, &xb);
 	*differ = xa.count != xb.count || xa.flat.len != xb.flat.len ||
 		  (xa.flat.len && memcmp(xa.flat.p, xb.flat.p, xa.flat.len) != 0);
 	free(xa.flat.p);
@@ -90,14 +96,14 @@ static int xattrs_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const 
 	return rc;
 }
 
-static int targets_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
-			  bool *differ)
+static int targets_differ(const struct two *fs, const struct bi_inode_links *a,
+			  const struct bi_inode_links *b, bool *differ)
 {
 	uint8_t *ta = NULL, *tb = NULL;
 	size_t la = 0, lb = 0;
-	int rc = btrfsimg_readlink(fs, a->subvol, a->ino.objectid, &ta, &la);
+	int rc = btrfsimg_readlink(fs->a, a->subvol, a->ino.objectid, &ta, &la);
 	if (rc == 0)
-		rc = btrfsimg_readlink(fs, b->subvol, b->ino.objectid, &tb, &lb);
+		rc = btrfsimg_readlink(fs->b, b->subvol, b->ino.objectid, &tb, &lb);
 	*differ = la != lb || (la && memcmp(ta, tb, la) != 0);
 	free(ta);
 	free(tb);
@@ -105,22 +111,22 @@ static int targets_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const
 }
 
 /* The EXTENT_DATA items of both: the same items are the same bytes. */
-static int extent_items_equal(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
-			      bool *equal)
+static int extent_items_equal(const struct two *fs, const struct bi_inode_links *a,
+			      const struct bi_inode_links *b, bool *equal)
 {
 	struct bi_root ra, rb;
-	int rc = bi_root_find(fs, a->subvol, &ra);
+	int rc = bi_root_find(fs->a, a->subvol, &ra);
 	if (rc == 0)
-		rc = bi_root_find(fs, b->subvol, &rb);
+		rc = bi_root_find(fs->b, b->subvol, &rb);
 	if (rc < 0)
 		return rc;
 	bi_key lo = { a->ino.objectid, KT_EXTENT_DATA, 0 };
 	bi_key hi = { a->ino.objectid, KT_EXTENT_DATA, UINT64_MAX };
 	struct bi_iter ia, ib;
-	rc = bi_iter_start(fs, &ia, &ra, &lo, &hi);
+	rc = bi_iter_start(fs->a, &ia, &ra, &lo, &hi);
 	if (rc < 0)
 		return rc;
-	rc = bi_iter_start(fs, &ib, &rb, &lo, &hi);
+	rc = bi_iter_start(fs->b, &ib, &rb, &lo, &hi);
 	*equal = true;
 	while (rc == 0) {
 		struct bi_item x, y;
@@ -143,8 +149,8 @@ static int extent_items_equal(btrfsimg_fs *fs, const struct bi_inode_links *a, c
 	return rc;
 }
 
-static int bytes_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
-			bool *differ)
+static int bytes_differ(const struct two *fs, const struct bi_inode_links *a,
+			const struct bi_inode_links *b, bool *differ)
 {
 	uint8_t *pa = malloc(COMPARE_PIECE), *pb = malloc(COMPARE_PIECE);
 	int rc = pa && pb ? 0 : -ENOMEM;
@@ -153,9 +159,10 @@ static int bytes_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const s
 		size_t want = a->ino.size - off < COMPARE_PIECE ? (size_t)(a->ino.size - off)
 								: COMPARE_PIECE;
 		size_t ga = 0, gb = 0;
-		rc = btrfsimg_file_read(fs, a->subvol, a->ino.objectid, off, pa, want, &ga);
+		rc = btrfsimg_file_read(fs->a, a->subvol, a->ino.objectid, off, pa, want, &ga);
 		if (rc == 0)
-			rc = btrfsimg_file_read(fs, b->subvol, b->ino.objectid, off, pb, want, &gb);
+			rc = btrfsimg_file_read(fs->b, b->subvol, b->ino.objectid, off, pb, want,
+						&gb);
 		if (rc == 0 && (ga != gb || memcmp(pa, pb, ga) != 0))
 			*differ = true;
 		if (rc == 0 && ga == 0)
@@ -167,8 +174,8 @@ static int bytes_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const s
 	return rc;
 }
 
-static int content_differs(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
-			   bool *differ)
+static int content_differs(const struct two *fs, const struct bi_inode_links *a,
+			   const struct bi_inode_links *b, bool *differ)
 {
 	if (a->ino.size != b->ino.size) {
 		*differ = true;
@@ -180,11 +187,11 @@ static int content_differs(btrfsimg_fs *fs, const struct bi_inode_links *a, cons
 		*differ = false;
 		return rc;
 	}
-	if (a->ino.size > btrfsimg_file_size_bound(fs))
-		return bi_err(fs, -EFBIG,
+	if (a->ino.size > btrfsimg_file_size_bound(fs->a))
+		return bi_err(fs->a, -EFBIG,
 			      "diff: inode %" PRIu64 ": size %" PRIu64
 			      " past what the devices can hold (%" PRIu64 "): not compared",
-			      a->ino.objectid, a->ino.size, btrfsimg_file_size_bound(fs));
+			      a->ino.objectid, a->ino.size, btrfsimg_file_size_bound(fs->a));
 	return bytes_differ(fs, a, b, differ);
 }
 
@@ -193,8 +200,8 @@ static bool same_time(const struct btrfsimg_timespec *a, const struct btrfsimg_t
 	return a->sec == b->sec && a->nsec == b->nsec;
 }
 
-static int fields_differ(btrfsimg_fs *fs, const struct bi_inode_links *a, const struct bi_inode_links *b,
-			 unsigned *fields)
+static int fields_differ(const struct two *fs, const struct bi_inode_links *a,
+			 const struct bi_inode_links *b, unsigned *fields)
 {
 	const struct btrfsimg_inode *x = &a->ino, *y = &b->ino;
 	unsigned f = 0;
@@ -276,7 +283,7 @@ static int rows_whole(btrfsimg_fs *fs, struct rows *r, int kind, const struct bi
 /* An inode both sides have: a rename when exactly one link went and one
  * came (the fields that differ go with it), else a row per link gone or
  * come and the fields on a row of their own at a link it kept. */
-static int rows_both(btrfsimg_fs *fs, struct rows *r, const struct bi_inode_links *a,
+static int rows_both(const struct two *fs, struct rows *r, const struct bi_inode_links *a,
 		     const struct bi_inode_links *b)
 {
 	unsigned fields;
@@ -298,15 +305,15 @@ static int rows_both(btrfsimg_fs *fs, struct rows *r, const struct bi_inode_link
 		struct row *row;
 		rc = row_add(r, BTRFSIMG_CHANGE_RENAMED, fields, b->ino.objectid, &row);
 		if (rc == 0)
-			rc = bi_link_path(fs, b->subvol, came, &row->path);
-		return rc < 0 ? rc : bi_link_path(fs, a->subvol, gone, &row->old_path);
+			rc = bi_link_path(fs->b, b->subvol, came, &row->path);
+		return rc < 0 ? rc : bi_link_path(fs->a, a->subvol, gone, &row->old_path);
 	}
 	for (size_t i = 0; rc == 0 && i < a->nlinks; i++)
 		if (!bi_has_link(b, &a->links[i]))
-			rc = row_link(fs, r, BTRFSIMG_CHANGE_DELETED, 0, a, &a->links[i]);
+			rc = row_link(fs->a, r, BTRFSIMG_CHANGE_DELETED, 0, a, &a->links[i]);
 	for (size_t i = 0; rc == 0 && i < b->nlinks; i++)
 		if (!bi_has_link(a, &b->links[i]))
-			rc = row_link(fs, r, BTRFSIMG_CHANGE_ADDED, 0, b, &b->links[i]);
+			rc = row_link(fs->b, r, BTRFSIMG_CHANGE_ADDED, 0, b, &b->links[i]);
 	if (rc < 0 || !fields)
 		return rc;
 	if (b->ino.objectid == OBJ_FIRST_FREE) {
@@ -314,27 +321,27 @@ static int rows_both(btrfsimg_fs *fs, struct rows *r, const struct bi_inode_link
 		return row_add(r, BTRFSIMG_CHANGE_MODIFIED, fields, b->ino.objectid, &row);
 	}
 	const struct bi_link *at = kept ? kept : came;
-	return at ? row_link(fs, r, BTRFSIMG_CHANGE_MODIFIED, fields, b, at) : 0;
+	return at ? row_link(fs->b, r, BTRFSIMG_CHANGE_MODIFIED, fields, b, at) : 0;
 }
 
-static int rows_for(btrfsimg_fs *fs, struct rows *r, struct bi_inode_links *a, struct bi_inode_links *b,
-		    uint64_t objectid)
+static int rows_for(const struct two *fs, struct rows *r, struct bi_inode_links *a,
+		    struct bi_inode_links *b, uint64_t objectid)
 {
-	int rc = bi_inode_links_load(fs, a, objectid);
+	int rc = bi_inode_links_load(fs->a, a, objectid);
 	if (rc == 0)
-		rc = bi_inode_links_load(fs, b, objectid);
+		rc = bi_inode_links_load(fs->b, b, objectid);
 	if (rc < 0)
 		return rc;
 	if (a->exists && b->exists && a->ino.generation != b->ino.generation) {
-		rc = rows_whole(fs, r, BTRFSIMG_CHANGE_DELETED, a);
-		return rc < 0 ? rc : rows_whole(fs, r, BTRFSIMG_CHANGE_ADDED, b);
+		rc = rows_whole(fs->a, r, BTRFSIMG_CHANGE_DELETED, a);
+		return rc < 0 ? rc : rows_whole(fs->b, r, BTRFSIMG_CHANGE_ADDED, b);
 	}
 	if (a->exists && b->exists)
 		return rows_both(fs, r, a, b);
 	if (a->exists)
-		return rows_whole(fs, r, BTRFSIMG_CHANGE_DELETED, a);
+		return rows_whole(fs->a, r, BTRFSIMG_CHANGE_DELETED, a);
 	if (b->exists)
-		return rows_whole(fs, r, BTRFSIMG_CHANGE_ADDED, b);
+		return rows_whole(fs->b, r, BTRFSIMG_CHANGE_ADDED, b);
 	return 0;
 }
 
@@ -398,20 +405,55 @@ static int fs_tree(btrfsimg_fs *fs, uint64_t id, const char *which, struct bi_ro
 	return rc;
 }
 
-int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to, btrfsimg_change_fn fn,
-		  void *ctx, struct btrfsimg_diff_stats *stats)
+/* The generation a handle shows: the one asked for, else the superblock's. */
+static uint64_t shown_generation(const btrfsimg_fs *fs)
 {
+	return fs->want_gen ? fs->want_gen : fs->sb.info.generation;
+}
+
+static int check_handles(btrfsimg_fs *from_fs, btrfsimg_fs *to_fs, btrfsimg_change_fn fn)
+{
+	if (!from_fs || !to_fs)
+		return to_fs ? bi_err(to_fs, -EINVAL, "diff: no --from handle given") : -EINVAL;
+	if (!bi_opened(to_fs, "btrfsimg_diff_between"))
+		return -EINVAL;
+	if (!bi_opened(from_fs, "btrfsimg_diff_between"))
+		return bi_err(to_fs, -EINVAL, "btrfsimg_diff_between: the --from handle is not open");
 	if (!fn)
-		return bi_err(fs, -EINVAL, "diff: no callback given");
+		return bi_err(to_fs, -EINVAL, "diff: no callback given");
+	if (from_fs != to_fs && memcmp(from_fs->sb.info.fsid, to_fs->sb.info.fsid, 16) != 0) {
+		char a[37], b[37];
+		bi_uuid_str(from_fs->sb.info.fsid, a);
+		bi_uuid_str(to_fs->sb.info.fsid, b);
+		return bi_err(to_fs, -EINVAL,
+			      "diff: the two handles read two filesystems, have fsid %s expect %s",
+			      a, b);
+	}
+	return 0;
+}
+
+/* A failure on the --from handle, said on the --to handle where the
+ * caller looks, with the generation it read. */
+static int from_side_failed(btrfsimg_fs *from_fs, btrfsimg_fs *to_fs, int rc)
+{
+	if (rc >= 0 || from_fs == to_fs || !from_fs->err[0])
+		return rc;
+	return bi_err(to_fs, rc, "%s (the --from side, generation %" PRIu64 ")", from_fs->err,
+		      shown_generation(from_fs));
+}
+
+static int diff_trees(const struct two *fs, uint64_t from, uint64_t to, btrfsimg_change_fn fn,
+		      void *ctx, struct btrfsimg_diff_stats *stats)
+{
 	struct bi_root ra, rb;
-	int rc = fs_tree(fs, from, "--from", &ra);
+	int rc = fs_tree(fs->a, from, "--from", &ra);
 	if (rc == 0)
-		rc = fs_tree(fs, to, "--to", &rb);
+		rc = fs_tree(fs->b, to, "--to", &rb);
 	if (rc < 0)
 		return rc;
 	struct changed ch = { 0 };
-	struct bi_treecmp_stats st;
-	rc = bi_tree_compare(fs, &ra, &rb, note_changed, &ch, &st);
+	struct bi_treecmp_stats st = { 0 };
+	rc = bi_tree_compare_across(fs->a, &ra, fs->b, &rb, note_changed, &ch, &st);
 	struct rows r = { 0 };
 	struct bi_inode_links a = { .subvol = from }, b = { .subvol = to };
 	for (size_t i = 0; rc == 0 && i < ch.n; i++)
@@ -428,6 +470,26 @@ int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to, btrfsimg_change_f
 		rc = rows_report(&r, fn, ctx);
 	rows_free(&r);
 	return rc;
+}
+
+int btrfsimg_diff_between(btrfsimg_fs *from_fs, uint64_t from, btrfsimg_fs *to_fs, uint64_t to,
+			  btrfsimg_change_fn fn, void *ctx, struct btrfsimg_diff_stats *stats)
+{
+	int rc = check_handles(from_fs, to_fs, fn);
+	if (rc < 0)
+		return rc;
+	/* which handle a failure's message is on: the one set from here on */
+	from_fs->err[0] = '\0';
+	to_fs->err[0] = '\0';
+	const struct two fs = { from_fs, to_fs };
+	rc = diff_trees(&fs, from, to, fn, ctx, stats);
+	return from_side_failed(from_fs, to_fs, rc);
+}
+
+int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to, btrfsimg_change_fn fn,
+		  void *ctx, struct btrfsimg_diff_stats *stats)
+{
+	return btrfsimg_diff_between(fs, from, fs, to, fn, ctx, stats);
 }
 
 const char *btrfsimg_change_name(int kind)

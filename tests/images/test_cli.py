@@ -55,7 +55,7 @@ check = tally.check
 # Values the options are given where a value is needed (all valid ones).
 VALUES = {"--json-u64": "string", "--subvol": "5", "--path": "x", "--inode": "5:256", "--inumbits": "48",
           "--mount-subvol": "5", "--partition": "1", "--offset": "0", "--super-mirror": "0",
-          "--generation": "1", "--from": "5", "--to": "5", "--parent": "5", "--clone-src": "5", "--proto": "1",
+          "--generation": "1", "--from": "5", "--to": "5", "--from-generation": "1", "--to-generation": "1", "--parent": "5", "--clone-src": "5", "--proto": "1",
           "--examples": "3", "--numbers": "nfsd", "--passphrase-file": "/dev/null",
           "--volume-key-file": "/dev/null", "--kdf-limit": "10", "--format": "raw",
           "--deleted": "5-256-1-00000000", "--mount-point": "C:",
