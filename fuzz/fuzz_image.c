@@ -277,7 +277,8 @@ static void check_send_diff(btrfsimg_fs *fs, const struct btrfsimg_subvol *v, si
 			ids[k++] = v[i].id;
 	for (size_t i = 0; i < k; i++) {
 		struct stream_budget s = { 0, false };
-		struct btrfsimg_send_opts o = { .subvol = ids[i], .parent = i ? ids[0] : 0,
+		struct btrfsimg_send_opts o = { .size = sizeof(o), .subvol = ids[i],
+						.parent = i ? ids[0] : 0,
 						.proto = i == 2 ? 2 : 1,
 						.flags = i == 2 ? BTRFSIMG_SEND_COMPRESSED_DATA : 0 };
 		int rc = btrfsimg_send(fs, &o, count_stream, &s, NULL);

@@ -1457,7 +1457,16 @@ typedef int (*btrfsimg_write_fn)(void *ctx, const void *buf, size_t len);
 #define BTRFSIMG_SEND_COMPRESSED_DATA 1u /**< protocol 2: compressed extents as
 					  *   encoded writes, not decompressed */
 
+/**
+ * What btrfsimg_send() sends. ABI: as struct btrfsimg_open_options, the
+ * struct grows only at its end and @c size says how much of it the caller
+ * knows: start from BTRFSIMG_SEND_OPTS_INIT (size set, the rest zero =
+ * the defaults). Fields past a smaller @c size are taken as zero; a
+ * larger @c size is taken only if the bytes this library does not know
+ * are zero (else -EINVAL with a message).
+ */
 struct btrfsimg_send_opts {
+	size_t size;		/**< sizeof(struct btrfsimg_send_opts) */
 	uint64_t subvol;	/**< the subvolume or snapshot sent */
 	uint64_t parent;	/**< 0: a full stream; else incremental from it */
 	const uint64_t *clone_sources;	/**< subvolumes the receiving side holds too:
@@ -1466,6 +1475,7 @@ struct btrfsimg_send_opts {
 	uint32_t proto;		/**< 1 or 2; 0 means 1 */
 	unsigned flags;		/**< BTRFSIMG_SEND_* */
 };
+#define BTRFSIMG_SEND_OPTS_INIT { .size = sizeof(struct btrfsimg_send_opts) }
 
 struct btrfsimg_send_stats {
 	uint64_t bytes;		/**< the stream's size */

@@ -19,22 +19,13 @@
 
 #include "base/err.h"
 #include "base/handle.h"
+#include "base/sized.h"
 
 /* The caller's @size bytes of @o into @mine, the rest zero. */
 static int take_options(const struct btrfsimg_open_options *o, struct btrfsimg_open_options *mine)
 {
-	memset(mine, 0, sizeof(*mine));
-	if (!o)
-		return 0;
-	if (o->size < sizeof(o->size))
-		return -EINVAL;
-	size_t known = o->size < sizeof(*mine) ? o->size : sizeof(*mine);
-	const unsigned char *newer = (const unsigned char *)o;
-	for (size_t i = known; i < o->size; i++)
-		if (newer[i])
-			return -EINVAL; /* a field this library does not know, set */
-	memcpy(mine, o, known);
-	return 0;
+	size_t bad;
+	return bi_take_sized(o, mine, sizeof(*mine), &bad);
 }
 
 /* The keys, the volume and the limits, each with the message of its

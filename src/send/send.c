@@ -25,6 +25,7 @@
 
 #include "base/err.h"
 #include "base/ondisk.h"
+#include "base/sized.h"
 #include "send/commands.h"
 #include "send/incremental.h"
 #include "send/paths.h"
@@ -195,6 +196,19 @@ int btrfsimg_send(btrfsimg_fs *fs, const struct btrfsimg_send_opts *o, btrfsimg_
 {
 	if (!o || !write)
 		return bi_err(fs, -EINVAL, "send: no options or no writer given");
+	struct btrfsimg_send_opts mine;
+	size_t bad = 0;
+	if (bi_take_sized(o, &mine, sizeof(mine), &bad) < 0 && bad == o->size)
+		return bi_err(fs, -EINVAL,
+			      "send: options size %zu, expect at least %zu (start from "
+			      "BTRFSIMG_SEND_OPTS_INIT)",
+			      o->size, sizeof(o->size));
+	if (bad)
+		return bi_err(fs, -EINVAL,
+			      "send: options of %zu bytes have byte %zu set, past the %zu this "
+			      "library knows",
+			      o->size, bad, sizeof(mine));
+	o = &mine;
 	struct btrfsimg_send_stats dummy;
 	struct bi_send s = { .fs = fs, .o = o, .stats = stats ? stats : &dummy };
 	memset(s.stats, 0, sizeof(*s.stats));

@@ -37,9 +37,11 @@ static int write_all(void *ctx, const void *buf, size_t len)
 static int cmd_send(struct cli *c)
 {
 	uint64_t sources[sizeof(c->clone_srcs) / sizeof(c->clone_srcs[0])];
-	struct btrfsimg_send_opts o = { .proto = c->send_proto, .flags = c->send_flags,
-					.clone_sources = sources,
-					.nclone_sources = c->nclone_srcs };
+	struct btrfsimg_send_opts o = BTRFSIMG_SEND_OPTS_INIT;
+	o.proto = c->send_proto;
+	o.flags = c->send_flags;
+	o.clone_sources = sources;
+	o.nclone_sources = c->nclone_srcs;
 	int st = cli_subvol_arg(c, "--subvol", c->send_subvol, &o.subvol);
 	if (!st && c->send_parent)
 		st = cli_subvol_arg(c, "--parent", c->send_parent, &o.parent);
