@@ -298,6 +298,44 @@ def any_image(res, cli, img, tmp, d):
                  view_problems(truth, view)[:10])
 
 
+def generations(res, cli, testdata, tmp, receive):
+    """--generation N: the subvolume `data` of testdata/gendiff as each
+    committed step left it, received exactly as the kernel showed it then;
+    a generation whose blocks were written over since is refused (exit 2,
+    named), never sent in part as if whole. The newest three must send."""
+    d = os.path.join(testdata, "gendiff")
+    gens = [g["generation"] for g in
+            imgtest.load_json(os.path.join(d, "generations.json"))["generations"]]
+    img = imgtest.private_copy(os.path.join(d, "gendiff.img.zst"), tmp)
+    sent = []
+    for g in gens:
+        stream = os.path.join(tmp, "gen-%d.stream" % g)
+        rc, _, err = imgtest.run_cli(cli, ["send", "--subvol", "data", "--generation", str(g),
+                                           "-f", stream, img], timeout=TIMEOUT)
+        if rc != 0:
+            res.check("send --generation %d: refused, exit 2, the generation named" % g,
+                      rc == 2 and b"generation %d" % g in err, err[-300:])
+        elif receive:
+            r = Receiver(tmp, "gen-%d" % g)
+            try:
+                p = r.receive(stream)
+                view, _ = r.record("data") if p.returncode == 0 else ([], "")
+            finally:
+                r.close()
+            truth = imgtest.load_jsonl(os.path.join(d, "gen-%d.jsonl" % g))
+            res.problems("send --generation %d: received, every path and field as the kernel "
+                         "showed data then (%d paths)" % (g, len(truth)),
+                         ([] if p.returncode == 0 else ["receive: %r" % p.stderr[-200:]]) +
+                         view_problems(truth, view)[:10])
+        if rc == 0:
+            sent.append(g)
+        if os.path.exists(stream):
+            os.unlink(stream)
+    res.check("send --generation: the newest three generations sent (%d of %d)" %
+              (len(sent), len(gens)), set(gens[-3:]) <= set(sent), sent)
+    os.unlink(img)
+
+
 def refusals(res, cli, img, tmp):
     master, slave = pty.openpty()
     p = subprocess.run([cli, "send", "--subvol", "s1", img], stdout=slave,
@@ -330,6 +368,7 @@ def main():
         img = imgtest.private_copy(os.path.join(d, "diff.img.zst"), tmp)
         refusals(res, cli, img, tmp)
         why = imgtest.skip_reason()
+        generations(res, cli, testdata, tmp, not why)
         if why:
             print("SKIP receiving streams: %s" % why)
             return res.summary()
