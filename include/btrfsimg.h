@@ -1418,8 +1418,14 @@ struct btrfsimg_diff_stats {
  * creation generation differs) is DELETED plus ADDED. CONTENT is set only
  * when the bytes differ: where the extent items differ the data are read
  * and compared. Rows come sorted by path (bytes), @p fn returning non-zero
- * stops and is returned. Errors: a negative errno, the message on @p fs
- * (-ENOENT for an unknown subvolume). @p stats may be NULL.
+ * stops and is returned. A subtree of either tree that cannot be read (a
+ * checksum, a failed check; an older generation's block written over
+ * since) leaves out the inodes whose keys it holds, and an inode whose
+ * items, path or data cannot be read is left out: each is reported as
+ * damage on the handle that read it (the log callback,
+ * btrfsimg_damage_count(): "inodes A to B not compared"), and the rest is
+ * reported. Errors: a negative errno, the message on @p fs (-ENOENT for an
+ * unknown subvolume; a root that cannot be read). @p stats may be NULL.
  */
 BTRFSIMG_API int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to,
 			       btrfsimg_change_fn fn, void *ctx,
@@ -1431,10 +1437,7 @@ BTRFSIMG_API int btrfsimg_diff(btrfsimg_fs *fs, uint64_t from, uint64_t to,
  * subvolume (@p from == @p to) is compared with itself as an older
  * transaction left it. Subtrees both generations reach through the same
  * block (address and generation) are skipped unread, as between
- * snapshots. When a block or data extent of the older generation has been
- * written over since, its tree cannot be read whole: the call fails
- * (-EUCLEAN or -EIO, no row reported) and never gives a partial answer as
- * complete. @p from_fs may be @p to_fs (then it is btrfsimg_diff). The
+ * snapshots. @p from_fs may be @p to_fs (then it is btrfsimg_diff). The
  * handles must hold the same filesystem (fsid), else -EINVAL. Errors: the
  * message is on @p to_fs, a failure of the --from side's reads with
  * "(the --from side, generation N)" after it.

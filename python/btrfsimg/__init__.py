@@ -351,8 +351,10 @@ class Filesystem:
         from_fs: read `from_` through another Filesystem of the same images,
         opened with generation=N (`btrfsimg diff --from-generation`): then
         from_ and to may be the same subvolume, compared as two transactions
-        left it. An older generation whose tree blocks were written over
-        since raises Error (no partial list)."""
+        left it. Inodes that cannot be read (an older generation's blocks
+        written over since) are left out and named through on_damage of
+        the Filesystem that read them; a root that cannot be read raises
+        Error."""
         src = self if from_fs is None else from_fs
         return self._h.diff(src._subvol_id(from_), self._subvol_id(to),
                             None if from_fs is None else from_fs._h)

@@ -12,11 +12,13 @@
  * on how the two trees happen to be split into blocks.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "btrfs/treecmp.h"
 
 #include "base/err.h"
+#include "base/grow.h"
 #include "base/ondisk.h"
 #include "btrfs/path.h"
 #include "btrfs/tree.h"
@@ -105,13 +107,84 @@ static struct bi_cmp_side side_of(const struct cursor *c)
 
 static const struct bi_cmp_side absent = { NULL, 0, false };
 
+/* A key range [lo, hi) one side could not read (hi_inf: to the end). */
+struct blind {
+	bi_key lo, hi;
+	bool hi_inf;
+};
+
+/* One comparison: the callbacks and the ranges compared no further. */
+struct cmp {
+	bi_treecmp_fn fn;
+	bi_treecmp_unread_fn unread;
+	void *ctx;
+	struct bi_treecmp_stats *st;
+	struct blind *blind;
+	size_t nblind, capblind;
+};
+
+static bool in_blind(const struct cmp *m, const bi_key *k)
+{
+	for (size_t i = 0; i < m->nblind; i++)
+		if (bi_key_cmp(k, &m->blind[i].lo) >= 0 &&
+		    (m->blind[i].hi_inf || bi_key_cmp(k, &m->blind[i].hi) < 0))
+			return true;
+	return false;
+}
+
+/* An item one side has alone, or both with different bytes: reported
+ * unless the other side could not read where it would be. */
+static int report(struct cmp *m, const bi_key *k, const struct bi_cmp_side *a,
+		  const struct bi_cmp_side *b)
+{
+	return in_blind(m, k) ? 0 : m->fn(m->ctx, k, a, b);
+}
+
+/* The first key past the subtree behind the pointer @c stands on: the
+ * next pointer's key on its level or, at a node's end, above it. */
+static bool bound_after(const struct cursor *c, bi_key *hi)
+{
+	for (int lvl = c->level; lvl <= c->p.top; lvl++) {
+		const struct bi_block *n = c->p.nodes[lvl];
+		if (c->p.slots[lvl] + 1 < n->nritems) {
+			uint64_t ptr, gen;
+			bi_node_ptr(n, c->p.slots[lvl] + 1, hi, &ptr, &gen);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Into the subtree behind the pointer @c stands on; when it cannot be
+ * read (a block written over, a checksum, a failed check) and the caller
+ * takes unread ranges, its key range goes blind on both sides and the
+ * cursor steps over it. */
+static int down(struct cmp *m, struct cursor *c, bool is_b)
+{
+	int rc = cursor_down(c);
+	if (rc >= 0 || !m->unread || (rc != -EIO && rc != -EUCLEAN))
+		return rc;
+	int grc = bi_grow((void **)&m->blind, &m->capblind, m->nblind + 1, sizeof(*m->blind));
+	if (grc < 0)
+		return grc;
+	struct blind *b = &m->blind[m->nblind++];
+	uint64_t ptr, gen;
+	cursor_key(c, &b->lo, &ptr, &gen);
+	b->hi_inf = !bound_after(c, &b->hi);
+	grc = m->unread(m->ctx, is_b, &b->lo, b->hi_inf ? NULL : &b->hi, rc);
+	if (grc)
+		return grc;
+	cursor_next(c);
+	return 0;
+}
+
 /* What to do when one side is used up: every item left on the other is
  * reported alone. */
-static int drain(struct cursor *c, bool is_a, bi_treecmp_fn fn, void *ctx)
+static int drain(struct cmp *m, struct cursor *c, bool is_a)
 {
 	while (!c->end) {
 		if (c->level > 0) {
-			int rc = cursor_down(c);
+			int rc = down(m, c, !is_a);
 			if (rc < 0)
 				return rc;
 			continue;
@@ -120,7 +193,7 @@ static int drain(struct cursor *c, bool is_a, bi_treecmp_fn fn, void *ctx)
 		uint64_t p, g;
 		cursor_key(c, &k, &p, &g);
 		struct bi_cmp_side s = side_of(c);
-		int rc = is_a ? fn(ctx, &k, &s, &absent) : fn(ctx, &k, &absent, &s);
+		int rc = is_a ? report(m, &k, &s, &absent) : report(m, &k, &absent, &s);
 		if (rc)
 			return rc;
 		cursor_next(c);
@@ -130,7 +203,7 @@ static int drain(struct cursor *c, bool is_a, bi_treecmp_fn fn, void *ctx)
 
 /* Both cursors on items: report the smaller key alone, or the pair if
  * their bytes differ, and step past what was reported. */
-static int compare_items(struct cursor *a, struct cursor *b, bi_treecmp_fn fn, void *ctx)
+static int compare_items(struct cmp *m, struct cursor *a, struct cursor *b)
 {
 	bi_key ka, kb;
 	uint64_t p, g;
@@ -140,16 +213,16 @@ static int compare_items(struct cursor *a, struct cursor *b, bi_treecmp_fn fn, v
 	int rc = 0;
 	if (cmp < 0) {
 		struct bi_cmp_side s = side_of(a);
-		rc = fn(ctx, &ka, &s, &absent);
+		rc = report(m, &ka, &s, &absent);
 		cursor_next(a);
 	} else if (cmp > 0) {
 		struct bi_cmp_side s = side_of(b);
-		rc = fn(ctx, &kb, &absent, &s);
+		rc = report(m, &kb, &absent, &s);
 		cursor_next(b);
 	} else {
 		struct bi_cmp_side sa = side_of(a), sb = side_of(b);
 		if (sa.size != sb.size || memcmp(sa.data, sb.data, sa.size) != 0)
-			rc = fn(ctx, &ka, &sa, &sb);
+			rc = report(m, &ka, &sa, &sb);
 		cursor_next(a);
 		cursor_next(b);
 	}
@@ -159,7 +232,7 @@ static int compare_items(struct cursor *a, struct cursor *b, bi_treecmp_fn fn, v
 /* Both cursors on pointers of one level: the same block on both sides is
  * stepped over; otherwise the side with the smaller key (both, if equal)
  * goes down, as only items are compared. */
-static int compare_pointers(struct cursor *a, struct cursor *b, struct bi_treecmp_stats *st)
+static int compare_pointers(struct cmp *m, struct cursor *a, struct cursor *b)
 {
 	bi_key ka, kb;
 	uint64_t pa, ga, pb, gb;
@@ -167,22 +240,40 @@ static int compare_pointers(struct cursor *a, struct cursor *b, struct bi_treecm
 	cursor_key(b, &kb, &pb, &gb);
 	int cmp = bi_key_cmp(&ka, &kb);
 	if (cmp < 0)
-		return cursor_down(a);
+		return down(m, a, false);
 	if (cmp > 0)
-		return cursor_down(b);
+		return down(m, b, true);
 	if (pa == pb && ga == gb) {
-		st->subtrees_shared++;
+		m->st->subtrees_shared++;
 		cursor_next(a);
 		cursor_next(b);
 		return 0;
 	}
-	int rc = cursor_down(a);
-	return rc < 0 ? rc : cursor_down(b);
+	int rc = down(m, a, false);
+	return rc < 0 ? rc : down(m, b, true);
+}
+
+static int walk_both(struct cmp *m, struct cursor *a, struct cursor *b)
+{
+	int rc = 0;
+	while (rc == 0 && !a->end && !b->end) {
+		if (a->level == 0 && b->level == 0)
+			rc = compare_items(m, a, b);
+		else if (a->level == b->level)
+			rc = compare_pointers(m, a, b);
+		else
+			rc = a->level > b->level ? down(m, a, false) : down(m, b, true);
+	}
+	if (rc == 0)
+		rc = drain(m, a, true);
+	if (rc == 0)
+		rc = drain(m, b, false);
+	return rc;
 }
 
 int bi_tree_compare_across(struct btrfsimg_fs *fsa, const struct bi_root *ra,
 			   struct btrfsimg_fs *fsb, const struct bi_root *rb, bi_treecmp_fn fn,
-			   void *ctx, struct bi_treecmp_stats *st)
+			   bi_treecmp_unread_fn unread, void *ctx, struct bi_treecmp_stats *st)
 {
 	if (bi_overlay_for(fsa, ra->id) || bi_overlay_for(fsb, rb->id))
 		return bi_tree_compare_items_across(fsa, ra, fsb, rb, fn, ctx, st);
@@ -200,18 +291,9 @@ int bi_tree_compare_across(struct btrfsimg_fs *fsa, const struct bi_root *ra,
 		cursor_end(&a);
 		return rc;
 	}
-	while (rc == 0 && !a.end && !b.end) {
-		if (a.level == 0 && b.level == 0)
-			rc = compare_items(&a, &b, fn, ctx);
-		else if (a.level == b.level)
-			rc = compare_pointers(&a, &b, st);
-		else
-			rc = cursor_down(a.level > b.level ? &a : &b);
-	}
-	if (rc == 0)
-		rc = drain(&a, true, fn, ctx);
-	if (rc == 0)
-		rc = drain(&b, false, fn, ctx);
+	struct cmp m = { .fn = fn, .unread = unread, .ctx = ctx, .st = st };
+	rc = walk_both(&m, &a, &b);
+	free(m.blind);
 	cursor_end(&a);
 	cursor_end(&b);
 	return rc;
@@ -220,7 +302,7 @@ int bi_tree_compare_across(struct btrfsimg_fs *fsa, const struct bi_root *ra,
 int bi_tree_compare(struct btrfsimg_fs *fs, const struct bi_root *ra, const struct bi_root *rb,
 		    bi_treecmp_fn fn, void *ctx, struct bi_treecmp_stats *st)
 {
-	return bi_tree_compare_across(fs, ra, fs, rb, fn, ctx, st);
+	return bi_tree_compare_across(fs, ra, fs, rb, fn, NULL, ctx, st);
 }
 
 /* ------------------------------------------------- every item, merged */

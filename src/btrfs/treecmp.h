@@ -37,14 +37,23 @@ struct bi_treecmp_stats {
 int bi_tree_compare(struct btrfsimg_fs *fs, const struct bi_root *a, const struct bi_root *b,
 		    bi_treecmp_fn fn, void *ctx, struct bi_treecmp_stats *st);
 
+/* Called when a subtree below the root of one side (@side_b: the second)
+ * cannot be read (-EIO, -EUCLEAN; the message on that side's handle): its
+ * keys [@lo, @hi) (@hi NULL: to the end) are compared no further on
+ * either side, and the comparison goes on. Nonzero stops it and is
+ * returned. */
+typedef int (*bi_treecmp_unread_fn)(void *ctx, bool side_b, const bi_key *lo, const bi_key *hi,
+				    int rc);
+
 /* The same with tree @a read through @fsa and @b through @fsb: two
  * handles on the same devices opened at two generations. A block address
  * names the same bytes in both as long as the generation the pointer
- * expects matches, so shared subtrees are still skipped unread. Errors
- * are left on the handle whose read failed. */
+ * expects matches, so shared subtrees are still skipped unread. With
+ * @unread NULL every read failure stops the comparison; either way an
+ * unreadable root does. Errors are left on the handle whose read failed. */
 int bi_tree_compare_across(struct btrfsimg_fs *fsa, const struct bi_root *a,
 			   struct btrfsimg_fs *fsb, const struct bi_root *b, bi_treecmp_fn fn,
-			   void *ctx, struct bi_treecmp_stats *st);
+			   bi_treecmp_unread_fn unread, void *ctx, struct bi_treecmp_stats *st);
 
 /* The same answer from every item of both trees (overlays merged): for
  * trees with overlays, and as the reference the shared-subtree walk is

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,11 +30,32 @@
 
 #define COMPARE_PIECE (256u << 10)
 
+/* The handles the two sides are read through: one handle for two
+ * snapshots, two for one subvolume at two generations. */
+struct two {
+	btrfsimg_fs *a, *b;
+};
+
+/* The generation a handle shows: the one asked for, else the superblock's. */
+static uint64_t shown_generation(const btrfsimg_fs *fs)
+{
+	return fs->want_gen ? fs->want_gen : fs->sb.info.generation;
+}
+
 /* ------------------------------------------ inodes whose items differ */
+
+/* Inodes @lo .. @hi, whose items one side could not read. */
+struct unread {
+	uint64_t lo, hi;
+};
 
 struct changed {
 	uint64_t *ids;
 	size_t n, cap;
+	const struct two *fs;
+	uint64_t subvol[2];	/* --from's, --to's */
+	struct unread *unread;
+	size_t nunread, capunread;
 };
 
 static int note_changed(void *ctx, const bi_key *k, const struct bi_cmp_side *a,
@@ -53,13 +75,54 @@ static int note_changed(void *ctx, const bi_key *k, const struct bi_cmp_side *a,
 	return 0;
 }
 
-/* ------------------------------------------------------- the fields */
+static void key_str(const bi_key *k, char *out, size_t len)
+{
+	if (k)
+		snprintf(out, len, "(%" PRIu64 " %u %" PRIu64 ")", k->objectid, k->type, k->offset);
+	else
+		snprintf(out, len, "the end");
+}
 
-/* The handles the two sides are read through: one handle for two
- * snapshots, two for one subvolume at two generations. */
-struct two {
-	btrfsimg_fs *a, *b;
-};
+/* A subtree one side could not read (an older generation's block written
+ * over since, a checksum): the inodes with keys in it are not compared,
+ * said as damage on that side's handle; the rest of the diff stands. */
+static int note_unread(void *ctx, bool side_b, const bi_key *lo, const bi_key *hi, int rc)
+{
+	(void)rc;
+	struct changed *c = ctx;
+	btrfsimg_fs *fs = side_b ? c->fs->b : c->fs->a;
+	int grc = bi_grow((void **)&c->unread, &c->capunread, c->nunread + 1,
+			  sizeof(*c->unread));
+	if (grc < 0)
+		return grc;
+	struct unread *u = &c->unread[c->nunread++];
+	u->lo = lo->objectid;
+	u->hi = !hi ? UINT64_MAX : hi->type || hi->offset ? hi->objectid : hi->objectid - 1;
+	char a[64], b[64];
+	key_str(lo, a, sizeof(a));
+	key_str(hi, b, sizeof(b));
+	bi_damage(fs,
+		  "diff: subvolume %" PRIu64 " at generation %" PRIu64 ": keys %s to %s not read "
+		  "(%s): inodes %" PRIu64 " to %" PRIu64 " not compared",
+		  c->subvol[side_b], shown_generation(fs), a, b, fs->err, u->lo, u->hi);
+	return 0;
+}
+
+/* The inodes that changed less those a side could not read whole. */
+static void drop_unread(struct changed *c)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		bool unread = false;
+		for (size_t j = 0; j < c->nunread && !unread; j++)
+			unread = c->ids[i] >= c->unread[j].lo && c->ids[i] <= c->unread[j].hi;
+		if (!unread)
+			c->ids[k++] = c->ids[i];
+	}
+	c->n = k;
+}
+
+/* ------------------------------------------------------- the fields */
 
 struct xattr_list {
 	struct bi_bytes flat;	/* name, value, each with its length before it */
@@ -345,6 +408,37 @@ static int rows_for(const struct two *fs, struct rows *r, struct bi_inode_links 
 	return 0;
 }
 
+static void rows_drop(struct rows *r, size_t from)
+{
+	for (size_t i = from; i < r->n; i++) {
+		free(r->v[i].path.p);
+		free(r->v[i].old_path.p);
+	}
+	r->n = from;
+}
+
+/* rows_for, an inode whose items, path or data cannot be read (a block
+ * or extent of an older generation written over since) left out with a
+ * word of damage rather than ending the diff. */
+static int rows_or_damage(const struct two *fs, struct rows *r, struct bi_inode_links *a,
+			  struct bi_inode_links *b, uint64_t objectid)
+{
+	size_t before = r->n;
+	fs->a->err[0] = '\0';
+	fs->b->err[0] = '\0';
+	int rc = rows_for(fs, r, a, b, objectid);
+	if (rc != -EIO && rc != -EUCLEAN)
+		return rc;
+	rows_drop(r, before);
+	bool on_a = fs->a->err[0] != '\0';
+	btrfsimg_fs *bad = on_a ? fs->a : fs->b;
+	bi_damage(bad,
+		  "diff: subvolume %" PRIu64 " at generation %" PRIu64 ": inode %" PRIu64
+		  " not compared: %s",
+		  on_a ? a->subvol : b->subvol, shown_generation(bad), objectid, bad->err);
+	return 0;
+}
+
 static int path_cmp(const struct bi_bytes *a, const struct bi_bytes *b)
 {
 	size_t n = a->len < b->len ? a->len : b->len;
@@ -405,12 +499,6 @@ static int fs_tree(btrfsimg_fs *fs, uint64_t id, const char *which, struct bi_ro
 	return rc;
 }
 
-/* The generation a handle shows: the one asked for, else the superblock's. */
-static uint64_t shown_generation(const btrfsimg_fs *fs)
-{
-	return fs->want_gen ? fs->want_gen : fs->sb.info.generation;
-}
-
 static int check_handles(btrfsimg_fs *from_fs, btrfsimg_fs *to_fs, btrfsimg_change_fn fn)
 {
 	if (!from_fs || !to_fs)
@@ -451,13 +539,14 @@ static int diff_trees(const struct two *fs, uint64_t from, uint64_t to, btrfsimg
 		rc = fs_tree(fs->b, to, "--to", &rb);
 	if (rc < 0)
 		return rc;
-	struct changed ch = { 0 };
+	struct changed ch = { .fs = fs, .subvol = { from, to } };
 	struct bi_treecmp_stats st = { 0 };
-	rc = bi_tree_compare_across(fs->a, &ra, fs->b, &rb, note_changed, &ch, &st);
+	rc = bi_tree_compare_across(fs->a, &ra, fs->b, &rb, note_changed, note_unread, &ch, &st);
+	drop_unread(&ch);
 	struct rows r = { 0 };
 	struct bi_inode_links a = { .subvol = from }, b = { .subvol = to };
 	for (size_t i = 0; rc == 0 && i < ch.n; i++)
-		rc = rows_for(fs, &r, &a, &b, ch.ids[i]);
+		rc = rows_or_damage(fs, &r, &a, &b, ch.ids[i]);
 	bi_inode_links_clear(&a);
 	bi_inode_links_clear(&b);
 	if (stats) {
@@ -466,6 +555,7 @@ static int diff_trees(const struct two *fs, uint64_t from, uint64_t to, btrfsimg
 		stats->subtrees_shared = st.subtrees_shared;
 	}
 	free(ch.ids);
+	free(ch.unread);
 	if (rc == 0)
 		rc = rows_report(&r, fn, ctx);
 	rows_free(&r);

@@ -13,12 +13,16 @@ is asked: an answer (exit 0) must be exactly the truth; a refusal (the
 older tree's blocks written over since the image's last steps) must be
 exit 2 with nothing on stdout and the generation named on stderr. The
 newest generations must all be answered, and the answered pairs must
-cover every kind of row. Also: --to-generation's default (the newest),
+cover every kind of row. Each leaf of an older generation written over in
+a copy of the image gives a right answer: whole, or partial (exit 1) with
+what was left out named. Also: --to-generation's default (the newest),
 a tree both generations share not read (-v),
 the option rules, and the Python binding (from_fs=).
 """
-import json
 import os
+import re
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -39,22 +43,36 @@ def ask(cli, img, a, b=None, extra=()):
     return imgtest.run_cli(cli, args + list(extra) + [img], timeout=TIMEOUT)
 
 
+def judge(rc, out, err, want, inos):
+    """What is wrong with an answer: exit 0 must give exactly @want; exit 1
+    rows of it, every row left out belonging to an inode stderr says was
+    not compared; exit 2 nothing, the failure said."""
+    got = got_rows(out) if rc in (0, 1) else set()
+    if rc == 0:
+        return ["missing %r" % (r,) for r in sorted(want - got, key=repr)] + \
+               ["false %r" % (r,) for r in sorted(got - want, key=repr)]
+    if rc == 1:
+        spans = not_compared(err)
+        left = [r for r in want - got if not any(lo <= inos[r] <= hi for lo, hi in spans)]
+        return ["exit 1, nothing said not compared"] * (not spans) + \
+               ["false %r" % (r,) for r in sorted(got - want, key=repr)] + \
+               ["left out, not said %r" % (r,) for r in left]
+    return [] if rc == 2 and not out and err else ["exit %r, %d bytes out" % (rc, len(out))]
+
+
 def pair(res, cli, img, views, a, b):
-    """True when answered; the answer checked against the truth, a refusal
-    against what a refusal must be."""
+    """True when answered whole; any answer checked as judge() says, a
+    refusal also for the generation it names."""
     rc, out, err = ask(cli, img, a, b)
-    want = expected(views[a], views[b])
-    if rc != 0:
-        named = b"generation %d" % a in err or b"generation %d" % b in err
-        res.check("diff generations %d -> %d: refused as unreadable, said, no rows" % (a, b),
-                  rc == 2 and out == b"" and named, (rc, out[:200], err[-300:]))
-        return False, want
-    got = got_rows(out)
-    probs = ["missing %r" % (r,) for r in sorted(want - got, key=repr)]
-    probs += ["false %r" % (r,) for r in sorted(got - want, key=repr)]
-    res.problems("diff generations %d -> %d: %d rows, as the kernel's views say" %
-                 (a, b, len(want)), probs[:20])
-    return True, want
+    inos = {}
+    want = expected(views[a], views[b], inos)
+    probs = judge(rc, out, err, want, inos)
+    if rc == 2 and b"generation %d" % a not in err and b"generation %d" % b not in err:
+        probs.append("exit 2 without the generation named: %r" % err[-200:])
+    what = {0: "%d rows, as the kernel's views say" % len(want),
+            1: "part of the rows, the rest said not compared"}.get(rc, "refused, said")
+    res.problems("diff generations %d -> %d: %s" % (a, b, what), probs[:20])
+    return rc == 0, want
 
 
 def all_pairs(res, cli, img, views, gens):
@@ -99,6 +117,59 @@ def shared_reading(res, cli, img, facts):
     res.check("-v: a tree both generations reach through one block is not read",
               rc == 0 and out == b"" and
               b"0 inodes compared; 0 tree blocks read, 1 subtrees shared" in err, err[-300:])
+
+
+def leaves_of(img, owner, generation):
+    """Offsets in the raw image of the tree leaves of @owner written in
+    @generation, found by their headers alone (the btrfs format, not
+    btrfsimg): fsid at 0x20, generation 0x50, owner 0x58, level 0x64."""
+    with open(img, "rb") as f:
+        data = f.read()
+    sb = data[0x10000:0x11000]
+    fsid, nodesize = sb[0x20:0x30], struct.unpack_from("<I", sb, 0x94)[0]
+    out = []
+    for off in range(0, len(data) - nodesize + 1, nodesize):
+        h = data[off:off + 0x65]
+        gen, own = struct.unpack_from("<QQ", h, 0x50)
+        if h[0x20:0x30] == fsid and gen == generation and own == owner and h[0x64] == 0:
+            out.append(off)
+    return out, nodesize
+
+
+def not_compared(err):
+    """The inodes stderr says were not compared."""
+    spans = [(int(a), int(b)) for a, b in
+             re.findall(rb"inodes (\d+) to (\d+) not compared", err)]
+    spans += [(int(a), int(a)) for a in re.findall(rb"inode (\d+) not compared", err)]
+    return spans
+
+
+def written_over(res, cli, img, tmp, views, facts):
+    """Each leaf the older generation wrote, written over in a copy of the
+    image (zeros, as reused space would hold other bytes): every answer
+    must be right. Exit 0: exactly the rows (the leaf was not in the tree
+    or both sides share it); exit 1: the rows given are right, and every
+    row left out belongs to an inode stderr says was not compared; exit 2:
+    nothing listed."""
+    a, b = facts["generations"][1]["generation"], facts["generations"][-2]["generation"]
+    offs, nodesize = leaves_of(img, facts["subvol"], a)
+    inos = {}
+    want = expected(views[a], views[b], inos)
+    bad, partial = [], 0
+    for off in offs:
+        copy = os.path.join(tmp, "over.img")
+        shutil.copyfile(img, copy)
+        with open(copy, "r+b") as f:
+            f.seek(off)
+            f.write(bytes(nodesize))
+        rc, out, err = ask(cli, copy, a, b)
+        probs = judge(rc, out, err, want, inos)
+        if probs:
+            bad.append((off, rc, probs[:3]))
+        partial += rc == 1
+        os.unlink(copy)
+    res.check("generation %d's %d leaves each written over: every answer right, %d partial "
+              "(exit 1)" % (a, len(offs), partial), offs and partial and not bad, bad[:5])
 
 
 def option_rules(res, cli, img, gens):
@@ -154,6 +225,7 @@ def main():
         answered = all_pairs(res, cli, img, views, gens)
         default_to(res, cli, img, views, gens, answered)
         shared_reading(res, cli, img, facts)
+        written_over(res, cli, img, tmp, views, facts)
         option_rules(res, cli, img, gens)
         a, b = min(answered, key=lambda p: (p[0], -p[1]))
         python_binding(res, pythonpath, img, views, a, b)

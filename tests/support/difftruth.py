@@ -49,12 +49,17 @@ def fields_between(a, b):
     return [x for x in FIELDS if x in f]
 
 
-def expected(view_a, view_b):
+def expected(view_a, view_b, inos=None):
+    """The rows; with @inos (a dict), also each row's inode number."""
     A, B = inodes_of(view_a), inodes_of(view_b)
     rows = set()
+    ident = None
 
     def row(change, path, fields=(), old=None):
-        rows.add((change, path, old, tuple(fields)))
+        r = (change, path, old, tuple(fields))
+        rows.add(r)
+        if inos is not None:
+            inos[r] = ident[0]
 
     for ident in set(A) | set(B):
         a, b = A.get(ident), B.get(ident)

@@ -169,8 +169,9 @@ const struct cmd_struct cmd_struct_diff = {
 		 "the bytes differ: where extents differ the data are compared. Only the\n"
 		 "parts of the two trees that are not shared are read. --subvol with\n"
 		 "--from-generation compares one subvolume as an older transaction left\n"
-		 "it with the newest (or --to-generation); if the older tree's blocks were\n"
-		 "written over since, that is said and nothing is listed (exit 2).",
+		 "it with the newest (or --to-generation). What cannot be read (an older\n"
+		 "generation's blocks written over since) is named on stderr with the\n"
+		 "inodes left out, and the exit status is 1; 2 if the root is unreadable.",
 	.examples = "btrfsimg diff --from 257 --to 258 disk.img\n"
 		    "btrfsimg diff --from snap/monday --to snap/tuesday --json disk.img\n"
 		    "btrfsimg diff --subvol home --from-generation 1841 disk.img",
