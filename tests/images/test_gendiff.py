@@ -155,7 +155,7 @@ def written_over(res, cli, img, tmp, views, facts):
     offs, nodesize = leaves_of(img, facts["subvol"], a)
     inos = {}
     want = expected(views[a], views[b], inos)
-    bad, partial = [], 0
+    bad, partial = [], []
     for off in offs:
         copy = os.path.join(tmp, "over.img")
         shutil.copyfile(img, copy)
@@ -166,10 +166,12 @@ def written_over(res, cli, img, tmp, views, facts):
         probs = judge(rc, out, err, want, inos)
         if probs:
             bad.append((off, rc, probs[:3]))
-        partial += rc == 1
+        if rc == 1:
+            partial.append(off)
         os.unlink(copy)
     res.check("generation %d's %d leaves each written over: every answer right, %d partial "
-              "(exit 1)" % (a, len(offs), partial), offs and partial and not bad, bad[:5])
+              "(exit 1)" % (a, len(offs), len(partial)), offs and partial and not bad, bad[:5])
+    return (a, b, partial[0], nodesize) if partial else None
 
 
 def option_rules(res, cli, img, gens):
@@ -194,22 +196,46 @@ def option_rules(res, cli, img, gens):
               b"--subvol" in err, err[-200:])
 
 
-def python_binding(res, pythonpath, img, views, a, b):
+PY_DIFF = """import btrfsimg, json, sys
+notes = []
+old = btrfsimg.open([sys.argv[1]], generation=int(sys.argv[2]), on_damage=notes.append)
+new = btrfsimg.open([sys.argv[1]], generation=int(sys.argv[3]))
+for r in new.diff("data", "data", from_fs=old):
+    print(json.dumps(r))
+for n in notes:
+    print(n, file=sys.stderr)
+"""
+
+
+def python_binding(res, pythonpath, img, tmp, views, a, b, over):
+    """from_fs= gives the rows of the CLI; with a leaf written over, the
+    rows of what could be read and the rest named through on_damage."""
     if not pythonpath:
         return
-    code = ("import btrfsimg, json, sys\n"
-            "old = btrfsimg.open([sys.argv[1]], generation=int(sys.argv[2]))\n"
-            "new = btrfsimg.open([sys.argv[1]], generation=int(sys.argv[3]))\n"
-            "for r in new.diff('data', 'data', from_fs=old):\n"
-            "    print(json.dumps(r))\n")
     env = dict(os.environ, PYTHONPATH=pythonpath)
-    p = subprocess.run([sys.executable, "-c", code, img, str(a), str(b)],
+    p = subprocess.run([sys.executable, "-c", PY_DIFF, img, str(a), str(b)],
                        capture_output=True, env=env, timeout=TIMEOUT)
     got = got_rows(p.stdout) if p.returncode == 0 else set()
     want = expected(views[a], views[b])
     res.check("Python: fs.diff(S, S, from_fs=older) gives the rows of %d -> %d" % (a, b),
               p.returncode == 0 and got == want and want,
               (p.stderr[-300:], sorted(got ^ want, key=repr)[:5]))
+    if not over:
+        return
+    a, b, off, nodesize = over
+    copy = os.path.join(tmp, "over-py.img")
+    shutil.copyfile(img, copy)
+    with open(copy, "r+b") as f:
+        f.seek(off)
+        f.write(bytes(nodesize))
+    p = subprocess.run([sys.executable, "-c", PY_DIFF, copy, str(a), str(b)],
+                       capture_output=True, env=env, timeout=TIMEOUT)
+    os.unlink(copy)
+    inos = {}
+    want = expected(views[a], views[b], inos)
+    probs = judge(1 if p.returncode == 0 else p.returncode, p.stdout, p.stderr, want, inos)
+    res.problems("Python: a leaf of generation %d written over: the rows of what was read, "
+                 "the rest named through on_damage" % a, probs[:10])
 
 
 def main():
@@ -225,10 +251,10 @@ def main():
         answered = all_pairs(res, cli, img, views, gens)
         default_to(res, cli, img, views, gens, answered)
         shared_reading(res, cli, img, facts)
-        written_over(res, cli, img, tmp, views, facts)
+        over = written_over(res, cli, img, tmp, views, facts)
         option_rules(res, cli, img, gens)
         a, b = min(answered, key=lambda p: (p[0], -p[1]))
-        python_binding(res, pythonpath, img, views, a, b)
+        python_binding(res, pythonpath, img, tmp, views, a, b, over)
     return res.summary()
 
 
