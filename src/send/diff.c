@@ -457,10 +457,7 @@ static int row_cmp(const void *x, const void *y)
 
 static void rows_free(struct rows *r)
 {
-	for (size_t i = 0; i < r->n; i++) {
-		free(r->v[i].path.p);
-		free(r->v[i].old_path.p);
-	}
+	rows_drop(r, 0);
 	free(r->v);
 }
 
