@@ -10,16 +10,40 @@
 #include "send/commands.h"
 
 #include "base/err.h"
+#include "base/ondisk.h"
+
+/* Orphan names tried for one inode before giving up (the top directory
+ * would need that many names of the form o<ino>-<gen>-<k>). */
+#define ORPHAN_TRIES 1000
 
 /* ------------------------------------------------------------ paths */
 
-int bi_send_orphan_name(const struct btrfsimg_inode *ino, struct bi_bytes *out)
+/* Whether @name is taken at the top of subvolume @sv. A name that cannot
+ * be looked up counts as taken: a name not known free is none to use. */
+static bool top_taken(struct bi_send *s, const struct btrfsimg_subvol *sv, const char *name,
+		      size_t len)
 {
-	char n[64];
-	int len = snprintf(n, sizeof(n), "o%" PRIu64 "-%" PRIu64 "-0", ino->objectid,
-			   ino->generation);
-	out->len = 0;
-	return bi_bytes_put(out, n, (size_t)len);
+	struct btrfsimg_dirent e;
+	return sv && btrfsimg_lookup(s->fs, sv->id, OBJ_FIRST_FREE, name, len, &e) != -ENOENT;
+}
+
+/* The kernel's send (gen_unique_name) counts the last number up until the
+ * name is free at the top of both trees: a real file may bear an orphan's
+ * name, and renaming over it would replace it or fail. */
+int bi_send_orphan_name(struct bi_send *s, const struct btrfsimg_inode *ino,
+			struct bi_bytes *out)
+{
+	char n[80];
+	for (uint32_t k = 0; k < ORPHAN_TRIES; k++) {
+		int len = snprintf(n, sizeof(n), "o%" PRIu64 "-%" PRIu64 "-%" PRIu32, ino->objectid,
+				   ino->generation, k);
+		if (top_taken(s, s->sv, n, (size_t)len) || top_taken(s, s->parent, n, (size_t)len))
+			continue;
+		out->len = 0;
+		return bi_bytes_put(out, n, (size_t)len);
+	}
+	return bi_err(s->fs, -EEXIST, "send: inode %" PRIu64 ", orphan name, all %d tried taken "
+		      "at the top", ino->objectid, ORPHAN_TRIES);
 }
 
 void bi_send_attr_path(struct bi_stream *st, enum bi_send_attr a, const struct bi_bytes *p)

@@ -42,9 +42,12 @@ struct bi_send {
 	struct btrfsimg_send_stats *stats;
 };
 
-/* "o<ino>-<gen>-0": where an inode waits while the tree around it moves
- * (the kernel's orphan names). */
-int bi_send_orphan_name(const struct btrfsimg_inode *ino, struct bi_bytes *out);
+/* "o<ino>-<gen>-<k>": where an inode waits while the tree around it moves
+ * (the kernel's orphan names), with the first k (from 0) whose name is
+ * free at the top of the sent subvolume and of the parent. The same
+ * answer for the same inode every time. */
+int bi_send_orphan_name(struct bi_send *s, const struct btrfsimg_inode *ino,
+			struct bi_bytes *out);
 void bi_send_attr_path(struct bi_stream *st, enum bi_send_attr a, const struct bi_bytes *p);
 /* subvol, or snapshot (of the parent) for an incremental stream */
 int bi_send_subvol(struct bi_send *s);

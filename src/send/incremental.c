@@ -177,7 +177,7 @@ static int to_orphan(struct incr *in, const struct bi_link *l, enum side side, s
 {
 	int rc = link_now(in, l, side, &in->from);
 	if (rc == 0)
-		rc = bi_send_orphan_name(ino, &in->to);
+		rc = bi_send_orphan_name(in->s, ino, &in->to);
 	if (rc == 0)
 		rc = bi_send_rename(in->s, &in->from, &in->to);
 	return rc < 0 ? rc : place_set(p, OBJ_FIRST_FREE, in->to.p, in->to.len);
@@ -230,7 +230,7 @@ static int clear_gone(struct incr *in, struct change *c)
 
 static int create_new(struct incr *in, struct change *c)
 {
-	int rc = bi_send_orphan_name(&c->b.ino, &in->to);
+	int rc = bi_send_orphan_name(in->s, &c->b.ino, &in->to);
 	if (rc == 0)
 		rc = bi_send_create(in->s, &c->b.ino, &in->to);
 	return rc < 0 ? rc : place_set(&c->now, OBJ_FIRST_FREE, in->to.p, in->to.len);
