@@ -314,7 +314,7 @@ static const struct btrfsimg_subvol *source_of(const struct bi_send *s, uint64_t
 static int parent_owner(void *ctx, const struct btrfsimg_owner *o)
 {
 	struct parent_src *p = ctx;
-	if (o->kind != BTRFSIMG_OWNER_FILE || !source_of(p->s, o->subvol) || o->compression ||
+	if (o->kind != BTRFSIMG_OWNER_FILE || !source_of(p->s, o->subvol) ||
 	    o->extent_type != BTRFSIMG_EXTENT_REGULAR || o->logical > p->logical ||
 	    o->logical + o->length < p->logical + p->len)
 		return 0;
@@ -332,7 +332,7 @@ static int clone_from_parent(struct bi_send *s, const struct btrfsimg_inode *ino
 {
 	*done = false;
 	uint64_t len = e->length - e->length % s->sectorsize; /* a tail past it is written */
-	if (!s->nsources || e->compression || e->file_offset % s->sectorsize || !len)
+	if (!s->nsources || e->file_offset % s->sectorsize || !len)
 		return 0;
 	struct parent_src p = { s, e->logical, len, NULL, 0, 0 };
 	int rc = btrfsimg_owners_logical(s->fs, e->logical, e->length, parent_owner, &p);
@@ -365,8 +365,8 @@ static int clone_from_parent(struct bi_send *s, const struct btrfsimg_inode *ino
 	return rc;
 }
 
-static int send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
-		       const struct bi_bytes *path, const struct btrfsimg_extent *e)
+int bi_send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
+		   const struct bi_bytes *path, const struct btrfsimg_extent *e)
 {
 	if (e->type == BTRFSIMG_EXTENT_HOLE || e->type == BTRFSIMG_EXTENT_PREALLOC)
 		return 0; /* left unwritten: a hole on the receiving side too */
@@ -407,7 +407,7 @@ int bi_send_data(struct bi_send *s, const struct btrfsimg_inode *ino,
 		return rc;
 	const struct btrfsimg_extent *e;
 	while ((rc = btrfsimg_extents_next(it, &e)) > 0) {
-		rc = send_extent(s, ino, path, e);
+		rc = bi_send_extent(s, ino, path, e);
 		if (rc < 0)
 			break;
 	}

@@ -67,6 +67,12 @@ int bi_send_write(struct bi_send *s, const struct btrfsimg_inode *ino, const str
  * size: nothing unread is sent as zeros) and counted. */
 int bi_send_survive(struct bi_send *s, int rc, const struct btrfsimg_inode *ino,
 		    const struct bi_bytes *path);
+/* One extent record of a regular file as a full stream sends it: a clone
+ * of bytes sent before in this stream or held by the parent or a clone
+ * source, an encoded write (protocol 2, compressed), or its bytes; holes
+ * and preallocated space are left alone. */
+int bi_send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
+		   const struct bi_bytes *path, const struct btrfsimg_extent *e);
 /* All of a regular file's data (clones of what was sent before, encoded
  * writes with compressed data), then its size. */
 int bi_send_data(struct bi_send *s, const struct btrfsimg_inode *ino, const struct bi_bytes *path);

@@ -507,6 +507,41 @@ static int send_range(struct incr *in, const struct change *c, const struct bi_b
 	return 0;
 }
 
+/* A changed stretch [lo, hi): each data extent of the sent file wholly
+ * inside it goes out as a full stream sends it (a clone of what the
+ * receiving side holds, an encoded write), as the kernel's send does; the
+ * rest (parts of extents, inline data, holes) as bytes or punched holes. */
+static int send_changed(struct incr *in, const struct change *c, const struct bi_bytes *path,
+			uint64_t lo, uint64_t hi)
+{
+	btrfsimg_extents *it;
+	int rc = btrfsimg_extents_open(in->s->fs, c->b.subvol, c->id, 0, &it);
+	if (rc < 0)
+		return rc;
+	uint64_t pos = lo;
+	const struct btrfsimg_extent *e;
+	while ((rc = btrfsimg_extents_next(it, &e)) > 0) {
+		rc = 0;
+		uint64_t end = e->file_offset + e->length;
+		if (e->file_offset >= hi)
+			break;
+		if (e->type != BTRFSIMG_EXTENT_REGULAR || !e->disk_bytenr ||
+		    e->file_offset < pos || end > hi)
+			continue;
+		if (e->file_offset > pos)
+			rc = send_range(in, c, path, pos, e->file_offset);
+		if (rc == 0)
+			rc = bi_send_extent(in->s, &c->b.ino, path, e);
+		if (rc < 0)
+			break;
+		pos = end;
+	}
+	btrfsimg_extents_close(it);
+	if (rc < 0)
+		return rc;
+	return pos < hi ? send_range(in, c, path, pos, hi) : 0;
+}
+
 static int data_changes(struct incr *in, const struct change *c, const struct bi_bytes *path)
 {
 	struct segs a = { 0 }, b = { 0 };
@@ -518,7 +553,7 @@ static int data_changes(struct incr *in, const struct change *c, const struct bi
 	if (rc == 0)
 		rc = changed_ranges(&a, &b, c->b.ino.size, &v, &n);
 	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = send_range(in, c, path, v[i].lo, v[i].hi);
+		rc = send_changed(in, c, path, v[i].lo, v[i].hi);
 	if (rc == 0 && c->a.ino.size != c->b.ino.size) {
 		struct bi_stream *st = &in->s->st;
 		bi_cmd_start(st, SEND_C_TRUNCATE);
