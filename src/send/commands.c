@@ -249,12 +249,21 @@ static int remember_extent(struct bi_send *s, const struct btrfsimg_extent *e, u
 	return rc;
 }
 
-/* Clonable: whole sectors, or the file's last bytes. */
-static bool clonable(const struct bi_send *s, const struct btrfsimg_inode *ino,
-		     const struct btrfsimg_extent *e)
+/* Where a clone of @len bytes from @src (at disk position @pos) to
+ * @off of @path may go: both ends on sector boundaries (an unaligned
+ * length is refused by the receiving kernel unless the source range ends
+ * at the source's EOF and the destination's at its own, which the sizes
+ * of the moment decide: its tail is written instead, as the kernel's
+ * send does for the cases btrfs/189 and 322 test), and not a range of the
+ * same file that overlaps it. */
+static bool clonable(const struct bi_send *s, const struct bi_bytes *path, uint64_t off,
+		     uint64_t len, const struct sent_extent *src, uint64_t pos)
 {
-	return e->file_offset % s->sectorsize == 0 &&
-	       (e->length % s->sectorsize == 0 || e->file_offset + e->length == ino->size);
+	uint64_t from = src->file_offset + (pos - src->pos);
+	const struct bi_bytes *sp = &s->paths[src->path];
+	bool same = sp->len == path->len && memcmp(sp->p, path->p, path->len) == 0;
+	return len && off % s->sectorsize == 0 && from % s->sectorsize == 0 &&
+	       !(same && from < off + len && off < from + len);
 }
 
 /* The encoded-write compression of a btrfs compression type
@@ -341,9 +350,11 @@ static int clone_from_parent(struct bi_send *s, const struct btrfsimg_inode *ino
 	struct bi_inode_links l = { .subvol = p.found->id };
 	struct bi_bytes src = { 0 };
 	rc = bi_inode_links_load(s->fs, &l, p.objectid);
-	if (rc == 0 && l.nlinks)
+	/* not past its EOF (an extent's unused end): the receiver refuses that */
+	bool usable = rc == 0 && l.nlinks && p.offset + len <= l.ino.size;
+	if (usable)
 		rc = bi_link_path(s->fs, p.found->id, &l.links[0], &src);
-	if (rc == 0 && l.nlinks) {
+	if (usable && rc == 0) {
 		bi_cmd_start(&s->st, SEND_C_CLONE);
 		bi_send_attr_path(&s->st, SEND_A_PATH, path);
 		bi_attr_u64(&s->st, SEND_A_FILE_OFFSET, e->file_offset);
@@ -374,8 +385,14 @@ int bi_send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
 		return bi_send_write(s, ino, path, e->file_offset, e->file_offset + e->length);
 	uint64_t pos = e->extent_offset + (e->file_offset - e->item_offset);
 	const struct sent_extent *src = sent_before(s, e->disk_bytenr, pos, e->length);
-	if (src && clonable(s, ino, e) && src->file_offset % s->sectorsize == 0)
-		return send_clone(s, path, e->file_offset, e->length, src, pos);
+	uint64_t len = e->length - e->length % s->sectorsize;
+	if (src && clonable(s, path, e->file_offset, len, src, pos)) {
+		int rc = send_clone(s, path, e->file_offset, len, src, pos);
+		if (rc == 0 && len < e->length)
+			rc = bi_send_write(s, ino, path, e->file_offset + len,
+					   e->file_offset + e->length);
+		return rc;
+	}
 	bool done;
 	int rc = clone_from_parent(s, ino, path, e, &done);
 	if (rc < 0 || done)
