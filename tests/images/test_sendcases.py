@@ -17,7 +17,8 @@ sent by btrfsimg (protocol 1, and 2 with compressed data) and received by
 the kernel's `btrfs receive` on top of the last, reproduces every path and
 field of every snapshot as the kernel showed it (test_send.py's
 comparison; nested subvolumes, which send leaves out, are not in it); so
-does c0 -> c2 at once. Each stream parses with `btrfs
+do c0 -> c2 at once, the chain backwards (c2 in full, c2 -> c1 -> c0) and
+c1 in full. Each stream parses with `btrfs
 receive --dump` and is within 1.5x the size of the kernel's own `btrfs
 send` of the same snapshots.
 """
@@ -156,6 +157,9 @@ def main():
         for proto in (1, 2):
             chain(res, cli, img, tmp, d, [("c0", None), ("c1", "c0"), ("c2", "c1")], proto)
         chain(res, cli, img, tmp, d, [("c0", None), ("c2", "c0")], 1)
+        # backwards: every case undone, the reuse cases' new inodes replaced by the old
+        chain(res, cli, img, tmp, d, [("c2", None), ("c1", "c2"), ("c0", "c1")], 2)
+        chain(res, cli, img, tmp, d, [("c1", None)], 1)
     return res.summary()
 
 
