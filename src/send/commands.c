@@ -10,16 +10,40 @@
 #include "send/commands.h"
 
 #include "base/err.h"
+#include "base/ondisk.h"
+
+/* Orphan names tried for one inode before giving up (the top directory
+ * would need that many names of the form o<ino>-<gen>-<k>). */
+#define ORPHAN_TRIES 1000
 
 /* ------------------------------------------------------------ paths */
 
-int bi_send_orphan_name(const struct btrfsimg_inode *ino, struct bi_bytes *out)
+/* Whether @name is taken at the top of subvolume @sv. A name that cannot
+ * be looked up counts as taken: a name not known free is none to use. */
+static bool top_taken(struct bi_send *s, const struct btrfsimg_subvol *sv, const char *name,
+		      size_t len)
 {
-	char n[64];
-	int len = snprintf(n, sizeof(n), "o%" PRIu64 "-%" PRIu64 "-0", ino->objectid,
-			   ino->generation);
-	out->len = 0;
-	return bi_bytes_put(out, n, (size_t)len);
+	struct btrfsimg_dirent e;
+	return sv && btrfsimg_lookup(s->fs, sv->id, OBJ_FIRST_FREE, name, len, &e) != -ENOENT;
+}
+
+/* The kernel's send (gen_unique_name) counts the last number up until the
+ * name is free at the top of both trees: a real file may bear an orphan's
+ * name, and renaming over it would replace it or fail. */
+int bi_send_orphan_name(struct bi_send *s, const struct btrfsimg_inode *ino,
+			struct bi_bytes *out)
+{
+	char n[80];
+	for (uint32_t k = 0; k < ORPHAN_TRIES; k++) {
+		int len = snprintf(n, sizeof(n), "o%" PRIu64 "-%" PRIu64 "-%" PRIu32, ino->objectid,
+				   ino->generation, k);
+		if (top_taken(s, s->sv, n, (size_t)len) || top_taken(s, s->parent, n, (size_t)len))
+			continue;
+		out->len = 0;
+		return bi_bytes_put(out, n, (size_t)len);
+	}
+	return bi_err(s->fs, -EEXIST, "send: inode %" PRIu64 ", orphan name, all %d tried taken "
+		      "at the top", ino->objectid, ORPHAN_TRIES);
 }
 
 void bi_send_attr_path(struct bi_stream *st, enum bi_send_attr a, const struct bi_bytes *p)
@@ -225,12 +249,21 @@ static int remember_extent(struct bi_send *s, const struct btrfsimg_extent *e, u
 	return rc;
 }
 
-/* Clonable: whole sectors, or the file's last bytes. */
-static bool clonable(const struct bi_send *s, const struct btrfsimg_inode *ino,
-		     const struct btrfsimg_extent *e)
+/* Where a clone of @len bytes from @src (at disk position @pos) to
+ * @off of @path may go: both ends on sector boundaries (an unaligned
+ * length is refused by the receiving kernel unless the source range ends
+ * at the source's EOF and the destination's at its own, which the sizes
+ * of the moment decide: its tail is written instead, as the kernel's
+ * send does for the cases btrfs/189 and 322 test), and not a range of the
+ * same file that overlaps it. */
+static bool clonable(const struct bi_send *s, const struct bi_bytes *path, uint64_t off,
+		     uint64_t len, const struct sent_extent *src, uint64_t pos)
 {
-	return e->file_offset % s->sectorsize == 0 &&
-	       (e->length % s->sectorsize == 0 || e->file_offset + e->length == ino->size);
+	uint64_t from = src->file_offset + (pos - src->pos);
+	const struct bi_bytes *sp = &s->paths[src->path];
+	bool same = sp->len == path->len && memcmp(sp->p, path->p, path->len) == 0;
+	return len && off % s->sectorsize == 0 && from % s->sectorsize == 0 &&
+	       !(same && from < off + len && off < from + len);
 }
 
 /* The encoded-write compression of a btrfs compression type
@@ -290,7 +323,7 @@ static const struct btrfsimg_subvol *source_of(const struct bi_send *s, uint64_t
 static int parent_owner(void *ctx, const struct btrfsimg_owner *o)
 {
 	struct parent_src *p = ctx;
-	if (o->kind != BTRFSIMG_OWNER_FILE || !source_of(p->s, o->subvol) || o->compression ||
+	if (o->kind != BTRFSIMG_OWNER_FILE || !source_of(p->s, o->subvol) ||
 	    o->extent_type != BTRFSIMG_EXTENT_REGULAR || o->logical > p->logical ||
 	    o->logical + o->length < p->logical + p->len)
 		return 0;
@@ -308,7 +341,7 @@ static int clone_from_parent(struct bi_send *s, const struct btrfsimg_inode *ino
 {
 	*done = false;
 	uint64_t len = e->length - e->length % s->sectorsize; /* a tail past it is written */
-	if (!s->nsources || e->compression || e->file_offset % s->sectorsize || !len)
+	if (!s->nsources || e->file_offset % s->sectorsize || !len)
 		return 0;
 	struct parent_src p = { s, e->logical, len, NULL, 0, 0 };
 	int rc = btrfsimg_owners_logical(s->fs, e->logical, e->length, parent_owner, &p);
@@ -317,9 +350,11 @@ static int clone_from_parent(struct bi_send *s, const struct btrfsimg_inode *ino
 	struct bi_inode_links l = { .subvol = p.found->id };
 	struct bi_bytes src = { 0 };
 	rc = bi_inode_links_load(s->fs, &l, p.objectid);
-	if (rc == 0 && l.nlinks)
+	/* not past its EOF (an extent's unused end): the receiver refuses that */
+	bool usable = rc == 0 && l.nlinks && p.offset + len <= l.ino.size;
+	if (usable)
 		rc = bi_link_path(s->fs, p.found->id, &l.links[0], &src);
-	if (rc == 0 && l.nlinks) {
+	if (usable && rc == 0) {
 		bi_cmd_start(&s->st, SEND_C_CLONE);
 		bi_send_attr_path(&s->st, SEND_A_PATH, path);
 		bi_attr_u64(&s->st, SEND_A_FILE_OFFSET, e->file_offset);
@@ -341,8 +376,8 @@ static int clone_from_parent(struct bi_send *s, const struct btrfsimg_inode *ino
 	return rc;
 }
 
-static int send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
-		       const struct bi_bytes *path, const struct btrfsimg_extent *e)
+int bi_send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
+		   const struct bi_bytes *path, const struct btrfsimg_extent *e)
 {
 	if (e->type == BTRFSIMG_EXTENT_HOLE || e->type == BTRFSIMG_EXTENT_PREALLOC)
 		return 0; /* left unwritten: a hole on the receiving side too */
@@ -350,8 +385,14 @@ static int send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
 		return bi_send_write(s, ino, path, e->file_offset, e->file_offset + e->length);
 	uint64_t pos = e->extent_offset + (e->file_offset - e->item_offset);
 	const struct sent_extent *src = sent_before(s, e->disk_bytenr, pos, e->length);
-	if (src && clonable(s, ino, e) && src->file_offset % s->sectorsize == 0)
-		return send_clone(s, path, e->file_offset, e->length, src, pos);
+	uint64_t len = e->length - e->length % s->sectorsize;
+	if (src && clonable(s, path, e->file_offset, len, src, pos)) {
+		int rc = send_clone(s, path, e->file_offset, len, src, pos);
+		if (rc == 0 && len < e->length)
+			rc = bi_send_write(s, ino, path, e->file_offset + len,
+					   e->file_offset + e->length);
+		return rc;
+	}
 	bool done;
 	int rc = clone_from_parent(s, ino, path, e, &done);
 	if (rc < 0 || done)
@@ -383,7 +424,7 @@ int bi_send_data(struct bi_send *s, const struct btrfsimg_inode *ino,
 		return rc;
 	const struct btrfsimg_extent *e;
 	while ((rc = btrfsimg_extents_next(it, &e)) > 0) {
-		rc = send_extent(s, ino, path, e);
+		rc = bi_send_extent(s, ino, path, e);
 		if (rc < 0)
 			break;
 	}

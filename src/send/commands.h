@@ -42,9 +42,12 @@ struct bi_send {
 	struct btrfsimg_send_stats *stats;
 };
 
-/* "o<ino>-<gen>-0": where an inode waits while the tree around it moves
- * (the kernel's orphan names). */
-int bi_send_orphan_name(const struct btrfsimg_inode *ino, struct bi_bytes *out);
+/* "o<ino>-<gen>-<k>": where an inode waits while the tree around it moves
+ * (the kernel's orphan names), with the first k (from 0) whose name is
+ * free at the top of the sent subvolume and of the parent. The same
+ * answer for the same inode every time. */
+int bi_send_orphan_name(struct bi_send *s, const struct btrfsimg_inode *ino,
+			struct bi_bytes *out);
 void bi_send_attr_path(struct bi_stream *st, enum bi_send_attr a, const struct bi_bytes *p);
 /* subvol, or snapshot (of the parent) for an incremental stream */
 int bi_send_subvol(struct bi_send *s);
@@ -64,6 +67,12 @@ int bi_send_write(struct bi_send *s, const struct btrfsimg_inode *ino, const str
  * size: nothing unread is sent as zeros) and counted. */
 int bi_send_survive(struct bi_send *s, int rc, const struct btrfsimg_inode *ino,
 		    const struct bi_bytes *path);
+/* One extent record of a regular file as a full stream sends it: a clone
+ * of bytes sent before in this stream or held by the parent or a clone
+ * source, an encoded write (protocol 2, compressed), or its bytes; holes
+ * and preallocated space are left alone. */
+int bi_send_extent(struct bi_send *s, const struct btrfsimg_inode *ino,
+		   const struct bi_bytes *path, const struct btrfsimg_extent *e);
 /* All of a regular file's data (clones of what was sent before, encoded
  * writes with compressed data), then its size. */
 int bi_send_data(struct bi_send *s, const struct btrfsimg_inode *ino, const struct bi_bytes *path);

@@ -343,6 +343,44 @@ static int rows_whole(btrfsimg_fs *fs, struct rows *r, int kind, const struct bi
 	return rc;
 }
 
+static bool bytes_before(const struct bi_bytes *x, const struct bi_bytes *y)
+{
+	int c = memcmp(x->p, y->p, x->len < y->len ? x->len : y->len);
+	return c < 0 || (c == 0 && x->len < y->len);
+}
+
+/* The fields row of an inode with links on both sides, under the smallest
+ * path (bytewise) of the links it kept (@kept), else of those it gained:
+ * which name a row gives must not hang on the order of the inode's refs. */
+static int row_fields(btrfsimg_fs *fs, struct rows *r, unsigned fields,
+		      const struct bi_inode_links *a, const struct bi_inode_links *b, bool kept)
+{
+	struct bi_bytes p = { 0 }, best = { 0 };
+	bool have = false;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < b->nlinks; i++) {
+		if (bi_has_link(a, &b->links[i]) != kept)
+			continue;
+		rc = bi_link_path(fs, b->subvol, &b->links[i], &p);
+		if (rc == 0 && (!have || bytes_before(&p, &best))) {
+			struct bi_bytes t = best;
+			best = p;
+			p = t;
+			have = true;
+		}
+	}
+	struct row *row;
+	if (rc == 0 && have)
+		rc = row_add(r, BTRFSIMG_CHANGE_MODIFIED, fields, b->ino.objectid, &row);
+	if (rc == 0 && have) {
+		row->path = best;
+		best = (struct bi_bytes){ 0 };
+	}
+	free(p.p);
+	free(best.p);
+	return rc;
+}
+
 /* An inode both sides have: a rename when exactly one link went and one
  * came (the fields that differ go with it), else a row per link gone or
  * come and the fields on a row of their own at a link it kept. */
@@ -383,8 +421,7 @@ static int rows_both(const struct two *fs, struct rows *r, const struct bi_inode
 		struct row *row;
 		return row_add(r, BTRFSIMG_CHANGE_MODIFIED, fields, b->ino.objectid, &row);
 	}
-	const struct bi_link *at = kept ? kept : came;
-	return at ? row_link(fs->b, r, BTRFSIMG_CHANGE_MODIFIED, fields, b, at) : 0;
+	return kept || came ? row_fields(fs->b, r, fields, a, b, kept != NULL) : 0;
 }
 
 static int rows_for(const struct two *fs, struct rows *r, struct bi_inode_links *a,

@@ -177,7 +177,7 @@ static int to_orphan(struct incr *in, const struct bi_link *l, enum side side, s
 {
 	int rc = link_now(in, l, side, &in->from);
 	if (rc == 0)
-		rc = bi_send_orphan_name(ino, &in->to);
+		rc = bi_send_orphan_name(in->s, ino, &in->to);
 	if (rc == 0)
 		rc = bi_send_rename(in->s, &in->from, &in->to);
 	return rc < 0 ? rc : place_set(p, OBJ_FIRST_FREE, in->to.p, in->to.len);
@@ -230,7 +230,7 @@ static int clear_gone(struct incr *in, struct change *c)
 
 static int create_new(struct incr *in, struct change *c)
 {
-	int rc = bi_send_orphan_name(&c->b.ino, &in->to);
+	int rc = bi_send_orphan_name(in->s, &c->b.ino, &in->to);
 	if (rc == 0)
 		rc = bi_send_create(in->s, &c->b.ino, &in->to);
 	return rc < 0 ? rc : place_set(&c->now, OBJ_FIRST_FREE, in->to.p, in->to.len);
@@ -507,6 +507,54 @@ static int send_range(struct incr *in, const struct change *c, const struct bi_b
 	return 0;
 }
 
+/* The changed stretches @v (ascending, apart): each data extent of the
+ * sent file wholly inside one goes out as a full stream sends it (a clone
+ * of what the receiving side holds, an encoded write), as the kernel's
+ * send does; the rest (parts of extents, inline data, holes) as bytes or
+ * punched holes. One pass over the file's extents for all stretches. */
+static int send_changes(struct incr *in, const struct change *c, const struct bi_bytes *path,
+			const struct range *v, size_t n)
+{
+	btrfsimg_extents *it;
+	int rc = btrfsimg_extents_open(in->s->fs, c->b.subvol, c->id, 0, &it);
+	if (rc < 0)
+		return rc;
+	const struct btrfsimg_extent *e = NULL;
+	bool more = true;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		uint64_t pos = v[i].lo;
+		while (rc == 0) {
+			if (e && e->file_offset + e->length <= pos)
+				e = NULL;
+			if (!e) {
+				rc = more ? btrfsimg_extents_next(it, &e) : 0;
+				more = rc > 0;
+				if (rc <= 0) {
+					e = NULL;
+					break;
+				}
+				rc = 0;
+				continue;
+			}
+			uint64_t end = e->file_offset + e->length;
+			if (e->file_offset >= v[i].hi || end > v[i].hi)
+				break; /* reaches past this stretch: its bytes go as they are */
+			if (e->type == BTRFSIMG_EXTENT_REGULAR && e->disk_bytenr && e->file_offset >= pos) {
+				if (e->file_offset > pos)
+					rc = send_range(in, c, path, pos, e->file_offset);
+				if (rc == 0)
+					rc = bi_send_extent(in->s, &c->b.ino, path, e);
+				pos = end;
+			}
+			e = NULL;
+		}
+		if (rc == 0 && pos < v[i].hi)
+			rc = send_range(in, c, path, pos, v[i].hi);
+	}
+	btrfsimg_extents_close(it);
+	return rc;
+}
+
 static int data_changes(struct incr *in, const struct change *c, const struct bi_bytes *path)
 {
 	struct segs a = { 0 }, b = { 0 };
@@ -517,8 +565,8 @@ static int data_changes(struct incr *in, const struct change *c, const struct bi
 	size_t n = 0;
 	if (rc == 0)
 		rc = changed_ranges(&a, &b, c->b.ino.size, &v, &n);
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = send_range(in, c, path, v[i].lo, v[i].hi);
+	if (rc == 0)
+		rc = send_changes(in, c, path, v, n);
 	if (rc == 0 && c->a.ino.size != c->b.ino.size) {
 		struct bi_stream *st = &in->s->st;
 		bi_cmd_start(st, SEND_C_TRUNCATE);

@@ -86,14 +86,14 @@ static int send_dirs(struct bi_send *s)
 		if (rc == 0) {
 			v[n].depth = depth_of(&v[n].path);
 			v[n++].i = i;
-			rc = bi_send_orphan_name(ino, &tmp);
+			rc = bi_send_orphan_name(s, ino, &tmp);
 		}
 		if (rc == 0)
 			rc = bi_send_create(s, ino, &tmp);
 	}
 	qsort(v, n, sizeof(*v), by_depth);
 	for (size_t k = 0; rc == 0 && k < n; k++) {
-		rc = bi_send_orphan_name(&s->inodes[v[k].i], &tmp);
+		rc = bi_send_orphan_name(s, &s->inodes[v[k].i], &tmp);
 		if (rc == 0)
 			rc = bi_send_rename(s, &tmp, &v[k].path);
 	}
