@@ -48,6 +48,7 @@ struct inodes_ctx {
 	/* objectid, ino (inumbits=N), nfs fileid, the fileid with inumbits=N:
 	 * each climbs with the objectid */
 	struct jw_run run_obj, run_ino, run_nfs, run_nfs_n;
+	struct jw_run run_gen; /* generations: the same in long runs */
 	size_t head_len, mid1_len, mid2_len, mid3_len;
 	bool text_head; /* the text header is out */
 };
@@ -130,7 +131,7 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	else
 		p = copy_bytes(p, obj, obj_len);
 	JW_PUT_LIT(p, "\",\"generation\":");
-	p += jw_u64_at(p, i->generation);
+	p += jw_run_at(&x->run_gen, p, i->generation);
 	JW_PUT_LIT(p, ",\"mode\":");
 	p += jw_dec_at(p, i->mode);
 	JW_PUT_LIT(p, ",\"nlink\":");
