@@ -14,9 +14,16 @@ const char *bi_name_problem(const uint8_t *name, size_t len)
 {
 	if (len == 0)
 		return "empty name";
-	if (memchr(name, '\0', len))
-		return "name holds a NUL byte";
-	if (memchr(name, '/', len))
+	/* one pass for both bytes, inline: names are short, and two calls of
+	 * libc's memchr per name (its vector variant chosen at run time) were
+	 * 8% of an inodes run over a million of them; a NUL still comes first */
+	bool slash = false;
+	for (size_t i = 0; i < len; i++) {
+		if (name[i] == '\0')
+			return "name holds a NUL byte";
+		slash |= name[i] == '/';
+	}
+	if (slash)
 		return "name holds a '/'";
 	if (len == 1 && name[0] == '.')
 		return "name is \".\"";

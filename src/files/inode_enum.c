@@ -134,12 +134,11 @@ static inline void copy_short(char *dst, const char *src, size_t n)
 }
 
 /* dir + "/" + name into @out (no separator after the empty top-level
- * path), a damaged name in its safe form (base/name.h); returns the
- * length, or -1 when out of memory. */
+ * path), a damaged name (@bad: bi_name_problem says why) in its safe form
+ * (base/name.h); returns the length, or -1 when out of memory. */
 static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, const char *name,
-			 size_t nlen)
+			 size_t nlen, bool bad)
 {
-	bool bad = bi_name_problem((const uint8_t *)name, nlen) != NULL;
 	size_t need = dlen + (bad ? BI_NAME_SAFE_MAX(nlen) : nlen) + 2;
 	if (need > *cap) {
 		char *p = realloc(*out, need);
@@ -163,8 +162,9 @@ static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, 
 static void set_dir_path(struct irec *c, const struct irec *base, const char *names, int *err)
 {
 	size_t cap = 0;
-	ssize_t n = join_into(&c->path, &cap, base->path, base->path_len, names + c->name_off,
-			      c->name_len);
+	const char *name = names + c->name_off;
+	ssize_t n = join_into(&c->path, &cap, base->path, base->path_len, name, c->name_len,
+			      bi_name_problem((const uint8_t *)name, c->name_len) != NULL);
 	if (n < 0) {
 		*err = -ENOMEM;
 		free(c->path);
@@ -240,7 +240,9 @@ static int report(struct iwalk *w, const struct irec *r, const char *name)
 	} else if (r->parent) {
 		struct irec *p = find_dir(w, r->parent);
 		const struct irec *d = p ? dir_path(w, p, &err) : NULL;
-		ssize_t n = d ? join_into(&w->buf, &w->cap, d->path, d->path_len, name, r->name_len)
+		const char *why = bi_name_problem((const uint8_t *)name, r->name_len);
+		ssize_t n = d ? join_into(&w->buf, &w->cap, d->path, d->path_len, name, r->name_len,
+					  why != NULL)
 			      : 0;
 		if (n < 0)
 			err = -ENOMEM;
@@ -248,7 +250,6 @@ static int report(struct iwalk *w, const struct irec *r, const char *name)
 			e.path = w->buf;
 			e.path_len = (size_t)n;
 		}
-		const char *why = bi_name_problem((const uint8_t *)name, r->name_len);
 		if (why) { /* its own name; a damaged ancestor was said with its own inode */
 			snprintf(w->damage, sizeof(w->damage),
 				 "subvolume %" PRIu64 " INODE_REF (%" PRIu64 " 12 %" PRIu64 "), %s",
@@ -436,9 +437,10 @@ static int merge_leaf(struct iwalk *w, const struct bi_root *r, const struct bi_
 			c->path_state = 0;
 			c->path = NULL;
 			c->path_len = 0;
-			/* read where it lies (once, when the path is built),
-			 * unless it outlives the leaf: see below */
-			w->name = e->data;
+			/* read where the worker copied it (the slot's text:
+			 * once, when the path is built), unless it outlives
+			 * the leaf: see below */
+			w->name = (const uint8_t *)s->text + e->msg_off;
 			w->have_cur = true;
 		} else if (e->kind == IEV_REF) {
 			struct bi_item it = { e->key, e->data, e->size, s->leaf->bytenr, e->slot };

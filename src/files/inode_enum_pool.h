@@ -36,9 +36,10 @@ struct bi_iev {
 	uint16_t name_len;	   /* IEV_INODE: its first name in this leaf, or 0 */
 	uint32_t slot;		   /* IEV_REF: the item's */
 	uint32_t size;		   /* IEV_REF */
-	uint32_t msg_off;	   /* IEV_INODE_BAD, IEV_DAMAGE: into the slot's text */
+	uint32_t msg_off;	   /* into the slot's text: IEV_INODE_BAD, IEV_DAMAGE
+				    * the message; IEV_INODE its name (name_len) */
 	uint64_t parent;	   /* IEV_INODE */
-	const uint8_t *data;	   /* IEV_INODE: its name; IEV_REF: the item (in the leaf) */
+	const uint8_t *data;	   /* IEV_REF: the item (in the leaf) */
 	bi_key key;		   /* IEV_REF */
 	struct btrfsimg_inode ino; /* IEV_INODE */
 };
@@ -49,6 +50,9 @@ struct bi_islot {
 	struct bi_leaf_ptr at; /* where it is, what its parent expects */
 	uint8_t *buf;	       /* the slot's own, nodesize bytes (page-aligned) */
 	bool read_ok;	       /* copy 0 was read into buf */
+	int rfd;	       /* >= 0: the worker reads copy 0 (cached) from
+				* this descriptor at roff, before its checks */
+	uint64_t roff;
 	bool io_done;	       /* read (not in flight): the walking thread's */
 	bool fallback;	       /* unread or failed a check: the walking thread
 				* reads it through the block cache (every copy,

@@ -554,6 +554,21 @@ static unsigned uring_reap(struct bi_aio *a, bool wait, uint64_t *tags, int *res
 }
 #endif
 
+int bi_aio_cached_fd(struct bi_aio *a, const struct bi_dev *d, uint64_t off, size_t len,
+		     uint64_t *at)
+{
+	struct aio_dev *e = aio_dev(a, d);
+	uint64_t abs;
+	if (!e || !bi_fits64(d->size, off, len) || !bi_add_ok(d->base, off, &abs) ||
+	    abs > INT64_MAX - len)
+		return -EINVAL;
+	*at = abs;
+	/* our own buffered descriptor reads no more than asked should the
+	 * block have left the cache since; an O_DIRECT one would not read
+	 * from the cache at all */
+	return a->uring && e->dfd >= 0 ? e->dfd : d->fd;
+}
+
 int bi_aio_submit(struct bi_aio *a, const struct bi_dev *d, uint64_t off, void *buf, size_t len,
 		  uint64_t tag)
 {

@@ -78,6 +78,13 @@ void bi_aio_close(struct bi_aio *a);
  * kernel that would not say: mincore() tells only a file's owner or
  * someone who may write it). */
 int bi_aio_cached(struct bi_aio *a, const struct bi_dev *d, uint64_t off, size_t len);
+/* A descriptor from which [off, off + len) of @d (a block bi_aio_cached
+ * found in the page cache) may be read with pread(2) at *@at, on any
+ * thread: the copy out of the cache then costs that thread, not the
+ * caller. < 0 when there is none (not a plain file, out of range). Valid
+ * until bi_aio_close. */
+int bi_aio_cached_fd(struct bi_aio *a, const struct bi_dev *d, uint64_t off, size_t len,
+		     uint64_t *at);
 /* Start reading [off, off + len) of @d into @buf (aligned to 4096, as
  * off + base and len must be), to be reported by bi_aio_reap with @tag.
  * 0, or a negative errno (nothing started: -EINVAL not a plain file or not

@@ -158,12 +158,54 @@ static void test_numbers(void **state)
 	}
 }
 
+/* A run's numbers against snprintf: climbing by steps of 0 to 11 across
+ * tens, powers of ten and the quoting limit, falling, and jumping. */
+static void check_run(struct jw_run *r, uint64_t v)
+{
+	char want[32], have[32];
+	int n = v <= JW_SAFE_MAX || jw_big_as_number
+			? snprintf(want, sizeof(want), "%" PRIu64, v)
+			: snprintf(want, sizeof(want), "\"%" PRIu64 "\"", v);
+	size_t k = jw_run_at(r, have, v);
+	assert_int_equal(k, (size_t)n);
+	assert_memory_equal(have, want, k);
+}
+
+static void test_runs(void **state)
+{
+	(void)state;
+	const uint64_t starts[] = { 0, 5, 95, 999990, JW_SAFE_MAX - 40, UINT64_MAX - 40,
+				    (UINT64_C(1) << 40) + 250 };
+	uint64_t x = 88172645463325252ull;
+	for (size_t s = 0; s < 2 * sizeof(starts) / sizeof(starts[0]); s++) {
+		/* each start with big numbers quoted, then bare */
+		jw_big_as_number = s >= sizeof(starts) / sizeof(starts[0]);
+		struct jw_run r = { 0 };
+		uint64_t v = starts[s % (sizeof(starts) / sizeof(starts[0]))];
+		for (int i = 0; i < 2000 && v <= UINT64_MAX - 12; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			check_run(&r, v);
+			check_run(&r, v); /* the same again */
+			if (x % 50 == 0 && v > 7)
+				check_run(&r, v - 7); /* below the run's base */
+			v += x % 12;
+		}
+		check_run(&r, x);
+		check_run(&r, UINT64_MAX);
+		check_run(&r, 0);
+	}
+	jw_big_as_number = false;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain_run),
 		cmocka_unit_test(test_escape),
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_runs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,6 +45,10 @@ struct inodes_ctx {
 	struct jw w;		    /* JSON lines not yet written out */
 	int write_errno;	    /* the first failed write(2), or 0 */
 	char head[64], mid1[128], mid2[64], mid3[96];
+	/* objectid, ino (inumbits=N), nfs fileid, the fileid with inumbits=N:
+	 * each climbs with the objectid */
+	struct jw_run run_obj, run_ino, run_nfs, run_nfs_n;
+	struct jw_run run_gen; /* generations: the same in long runs */
 	size_t head_len, mid1_len, mid2_len, mid3_len;
 	bool text_head; /* the text header is out */
 };
@@ -84,8 +88,8 @@ static void flush_lines(struct inodes_ctx *x)
 #define PUT_FRAG(p, arr, len) (memcpy((p), (arr), sizeof(arr)), (p) += (len))
 
 /* The most a line takes besides its path: the fragments, whole, seven
- * numbers (22 each, quotes included), the literals. */
-#define LINE_FIXED_MAX (64 + 128 + 64 + 96 + 22 + 10 * 22 + 240)
+ * numbers (22 each, quotes included; 24 written by a jw_run), the literals. */
+#define LINE_FIXED_MAX (64 + 128 + 64 + 96 + 24 + 10 * 24 + 240)
 
 static inline char *copy_bytes(char *dst, const char *src, size_t n)
 {
@@ -105,29 +109,29 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	/* the objectid's digits are written once and copied byte by byte: a
 	 * wider load of bytes just stored in pairs stalls until they land */
 	const char *obj = p;
-	size_t obj_len = jw_u64_at(p, i->objectid);
+	size_t obj_len = jw_run_at(&x->run_obj, p, i->objectid);
 	p += obj_len;
 	JW_PUT_LIT(p, ",\"st_ino\":");
 	p = copy_bytes(p, obj, obj_len);
 	PUT_FRAG(p, x->mid1, x->mid1_len);
-	p += jw_u64_at(p, i->ino);
+	p += jw_run_at(&x->run_ino, p, i->ino);
 	PUT_FRAG(p, x->mid2, x->mid2_len);
-	p += jw_u64_at(p, i->nfs);
+	p += jw_run_at(&x->run_nfs, p, i->nfs);
 	/* what a Linux NFSv4 client's readdir shows (st_ino), and both with
 	 * the btrfs mounted inumbits=N under nfsd (composed) */
 	JW_PUT_LIT(p, ",\"nfs4_d_fileid\":");
 	p = copy_bytes(p, obj, obj_len);
 	JW_PUT_LIT(p, ",\"nfs_fileid_inumbits\":");
-	p += jw_u64_at(p, i->nfs_n);
+	p += jw_run_at(&x->run_nfs_n, p, i->nfs_n);
 	JW_PUT_LIT(p, ",\"nfs4_d_fileid_inumbits\":");
-	p += jw_u64_at(p, i->ino);
+	p += jw_run_at(&x->run_ino, p, i->ino);
 	PUT_FRAG(p, x->mid3, x->mid3_len);
 	if (obj[0] == '"') /* past 2^53: a number quoted, in the string bare */
 		p += jw_dec_at(p, i->objectid);
 	else
 		p = copy_bytes(p, obj, obj_len);
 	JW_PUT_LIT(p, "\",\"generation\":");
-	p += jw_u64_at(p, i->generation);
+	p += jw_run_at(&x->run_gen, p, i->generation);
 	JW_PUT_LIT(p, ",\"mode\":");
 	p += jw_dec_at(p, i->mode);
 	JW_PUT_LIT(p, ",\"nlink\":");

@@ -78,6 +78,19 @@ void jw_end(struct jw *w)
 	*w = (struct jw){ .out = w->out };
 }
 
+size_t jw_run_new(struct jw_run *r, char *p, uint64_t v)
+{
+	size_t n = jw_u64_at(r->digits, v);
+	memcpy(p, r->digits, sizeof(r->digits));
+	/* bare digits only, and none whose run would cross into quotes or
+	 * wrap past UINT64_MAX */
+	uint64_t top = jw_big_as_number ? UINT64_MAX - 9 : JW_SAFE_MAX - 9;
+	r->base = v;
+	r->len = (uint32_t)n;
+	r->room = v <= top ? 10 - (uint32_t)(v % 10) : 0;
+	return n;
+}
+
 void jw_flush_fd(struct jw *w, int fd, int *err)
 {
 	size_t done = 0;
