@@ -206,6 +206,7 @@ static int open_fs(struct cli *c)
 	o.fs = c->opts;
 	o.format = c->format;
 	o.generation = c->generation;
+	o.fsid = c->fsid;
 	o.log = log_damage;
 	o.log_ctx = c;
 	int rc = btrfsimg_open_images(&c->fs, (const char *const *)c->images,
