@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_salvage_mkfs.py: several filesystems on one device: a new one made
+over the old (testdata/salvage, made by testdata/gen_salvage.py).
+
+    test_salvage_mkfs.py CLI TESTDATA [PYTHONPATH]
+
+The old filesystem is the committed kernel-made image whose kernel view
+was recorded before anything else (view.jsonl). Over copies of it, as
+root and committed because mkfs is not deterministic: mkfs.btrfs -f -K
+with the defaults ("mkfs-btrfs"), the same with single metadata
+("mkfs-btrfs-single"), mkfs.ext4 -E nodiscard ("mkfs-ext4"), each new
+filesystem mounted and written to. mkfs.json has, from btrfs-progs'
+dump-tree of the old image, each old file's tree blocks (every copy) and
+data extents; a file is overwritten when a data byte changed or every copy
+of one of its tree blocks did. That list is recomputed here from the
+committed bytes. Then, on each copy:
+  - layers --scan --json lists the old filesystem (fsid, nodesize, csum,
+    no valid superblock after a new btrfs) and, on the btrfs copies, the
+    new one as the current one;
+  - walk --json --hash --fsid OLD: every file not overwritten equals the
+    kernel's record, every field; an overwritten one is absent or shown
+    without content (never a sha256 other than the kernel's), and named on
+    stderr; exit 1 when anything was shown; exit 2 only when nothing was
+    readable, the block and the fsid found in its place named;
+  - --fsid of the current filesystem changes nothing; an fsid not found is
+    refused (exit 2) with the list of those found; the image is not
+    written.
+The Python binding opens a copy with fsid= and walks to the kernel's
+paths and sha256 of the files not overwritten.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import imgtest  # noqa: E402
+
+TIMEOUT = 300
+
+
+def parse_jsonl(out):
+    return [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+
+
+def uuid(hexs):
+    return "-".join((hexs[:8], hexs[8:12], hexs[12:16], hexs[16:20], hexs[20:]))
+
+
+def check_scan(res, cli, img, name, facts, new_btrfs):
+    rc, out, err = imgtest.run_cli(cli, ["layers", "--scan", "--json", img], timeout=TIMEOUT)
+    found = {f["fsid"]: f for f in parse_jsonl(out)} if rc == 0 else {}
+    old = found.get(uuid(facts["fsid"]))
+    res.check("%s: layers --scan lists the old filesystem, its nodesize and checksum" % name,
+              old is not None and old["nodesize"] == facts["nodesize"] and
+              old["csum"] == "crc32c" and old["blocks"] > 0 and
+              old["generation_max"] <= facts["generation"],
+              "exit %r: %s %s" % (rc, out[-600:], err[-300:]))
+    if not new_btrfs:
+        return None
+    others = [f for f in found.values() if f["fsid"] != uuid(facts["fsid"])]
+    res.check("%s: layers --scan: the new filesystem is the current one, the old one has "
+              "no valid superblock" % name,
+              len(others) == 1 and others[0]["current"] and others[0]["label"] == "newer" and
+              old is not None and not old["current"] and old["superblocks"] == 0,
+              out[-600:])
+    return others[0]["fsid"] if len(others) == 1 else None
+
+
+def compare(kv, got, view, lost):
+    """Problems of the walk records @got: a file not overwritten that
+    differs from the kernel's record or is missing; an overwritten one
+    shown with other content or other metadata."""
+    probs = []
+    by = {r["path"]: r for r in got}
+    for w in view:
+        g = by.get(w["path"])
+        if g is None:
+            if w["path"] not in lost:
+                probs.append("%s: not overwritten, missing" % w["path"])
+            continue
+        a, b = kv.comparable(g), kv.comparable(w)
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) == b.get(k):
+                continue
+            if w["path"] in lost and k == "sha256" and a.get(k) is None:
+                continue  # no content: the damage is said
+            probs.append("%s%s: %s: %r, the kernel %r" %
+                         (w["path"], " (overwritten)" if w["path"] in lost else "", k,
+                          a.get(k), b.get(k)))
+    extra = sorted(set(by) - {w["path"] for w in view})
+    probs += ["%s: not in the kernel's view" % p for p in extra]
+    return probs[:12]
+
+
+def check_walk(kv, res, cli, img, name, fsid, view, lost):
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--fsid", fsid, img],
+                                   timeout=TIMEOUT)
+    got = parse_jsonl(out) if rc in (0, 1) else []
+    what = "%s: walk --json --hash --fsid %s" % (name, fsid)
+    res.problems(what + ": every file not overwritten exactly the kernel's, none false",
+                 compare(kv, got, view, lost) if rc in (0, 1) or len(lost) < len(view) else [])
+    shown = {r["path"]: r for r in got}
+    unsaid = [p for p in lost if p in shown and shown[p]["sha256"] is None and
+              os.fsencode(p) not in err]
+    res.check(what + ": every overwritten file shown is named on stderr", not unsaid,
+              "%r not in %s" % (unsaid[:5], err[-400:]))
+    if got:
+        res.check(what + ": exit 1 (results despite damage)", rc == 1,
+                  "exit %r: %s" % (rc, err[-300:]))
+    else:
+        res.check(what + ": nothing readable: exit 2 naming the block another fsid took",
+                  rc == 2 and len(lost) == len(view) and b"bad fsid" in err,
+                  "exit %r, %d of %d overwritten: %s" % (rc, len(lost), len(view), err[-300:]))
+    return got
+
+
+def check_refusals(res, cli, img, name, new_fsid):
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--fsid", "00000000", img], timeout=TIMEOUT)
+    res.check("%s: an fsid not found is refused with the list found" % name,
+              rc == 2 and b"no such filesystem" in err and b"the filesystems found:" in err,
+              "exit %r: %s" % (rc, err[-300:]))
+    if not new_fsid:
+        return
+    rc, plain, _ = imgtest.run_cli(cli, ["walk", "--json", img], timeout=TIMEOUT)
+    rc2, named, err = imgtest.run_cli(cli, ["walk", "--json", "--fsid", new_fsid[:13], img],
+                                      timeout=TIMEOUT)
+    res.check("%s: --fsid of the current filesystem changes nothing" % name,
+              rc == 0 and rc2 == 0 and plain == named and b"salvage" not in err,
+              "exit %r %r: %s" % (rc, rc2, err[-300:]))
+
+
+def python_binding(res, img, fsid, view, lost, pythonpath):
+    if not pythonpath:
+        print("skip python: no PYTHONPATH given")
+        return
+    code = r"""
+import json, sys, warnings
+import btrfsimg
+warnings.simplefilter("ignore")
+with btrfsimg.open(sys.argv[1], fsid=sys.argv[2]) as fs:
+    out = {r["path"]: r.get("sha256") for r in fs.walk(hash=True)}
+    assert fs.damage_count > 0
+print(json.dumps(out))
+"""
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    p = subprocess.run([sys.executable, "-c", code, img, fsid], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=env, timeout=TIMEOUT)
+    if p.returncode != 0 and b"No module named" in p.stderr:
+        print("skip python: the binding is not built")
+        return
+    got = json.loads(p.stdout) if p.returncode == 0 else {}
+    want = {r["path"]: r["sha256"] for r in view if r["path"] not in lost}
+    ok = all(got.get(k) == v for k, v in want.items()) and all(
+        got.get(r["path"]) in (None, r["sha256"]) for r in view if r["path"] in lost)
+    res.check("python: open(fsid=) walks to the kernel's paths and sha256, none false",
+              ok and want, p.stderr.decode(errors="replace")[-300:])
+
+
+def main():
+    cli, testdata = sys.argv[1], sys.argv[2]
+    pythonpath = sys.argv[3] if len(sys.argv) > 3 else None
+    sys.path.insert(0, testdata)
+    import gen_salvage as gs
+    kv = imgtest.import_kview(testdata)
+    d = os.path.join(testdata, "salvage")
+    view = imgtest.load_jsonl(os.path.join(d, "view.jsonl"))
+    truth = imgtest.load_json(os.path.join(d, "mkfs.json"))
+    facts = imgtest.load_json(os.path.join(d, "truth.json"))
+    res = imgtest.Tally()
+    with tempfile.TemporaryDirectory(prefix="salvage-mkfs.") as work:
+        with open(imgtest.private_copy(os.path.join(d, "salvage.img.zst"), work), "rb") as f:
+            old = f.read()
+        res.check("mkfs.json: every file of the kernel's view has its extents",
+                  sorted(truth["extents"]) == sorted(r["path"] for r in view))
+        counts = []
+        for name in gs.MKFS:
+            img = imgtest.private_copy(os.path.join(d, name + ".img.zst"), work)
+            with open(img, "rb") as f:
+                new = f.read()
+            lost = set(gs.overwritten(old, new, truth["extents"], truth["nodesize"]))
+            del new
+            res.check("%s: the overwritten files recomputed from the images as recorded" % name,
+                      sorted(lost) == truth["copies"][name]["overwritten"])
+            counts.append(len(lost))
+            before = imgtest.sha256_file(img)
+            new_fsid = check_scan(res, cli, img, name, facts, name.startswith("mkfs-btrfs"))
+            check_walk(kv, res, cli, img, name, facts["fsid"][:8], view, lost)
+            check_refusals(res, cli, img, name, new_fsid)
+            if name == "mkfs-btrfs-single":
+                python_binding(res, img, uuid(facts["fsid"]), view, lost, pythonpath)
+            res.check("%s: the image is not written" % name, imgtest.sha256_file(img) == before)
+            os.unlink(img)
+        res.check("the copies overwrite some files and leave others (the test can fail)",
+                  any(0 < n < len(view) for n in counts), counts)
+    return res.summary(need_one=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
