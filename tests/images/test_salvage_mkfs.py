@@ -28,9 +28,15 @@ committed bytes. Then, on each copy:
     written.
 The Python binding opens a copy with fsid= and walks to the kernel's
 paths and sha256 of the files not overwritten.
+Hostile, on the copy with single metadata: a forged root-tree leaf of the
+old fsid with a newer generation (checksummed, where no chunk map puts it)
+is set aside by evidence and said, the walk unchanged; with every
+superblock zeroed too, two fsids claim the device and, without --fsid,
+the one with more verified blocks (the old) is read, the other named.
 """
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -133,6 +139,45 @@ def check_refusals(res, cli, img, name, new_fsid):
               "exit %r %r: %s" % (rc, rc2, err[-300:]))
 
 
+def forge_newer_root(old, new, facts):
+    """@new with the old filesystem's root-tree leaf, its generation made
+    1000 newer and checksummed, at 200 MiB where no chunk map puts it."""
+    ns, out = facts["nodesize"], bytearray(new)
+    p = facts["root_physical"][0]
+    blk = bytearray(old[p:p + ns])
+    struct.pack_into("<Q", blk, 0x50, facts["generation"] + 1000)
+    blk[0:4] = struct.pack("<I", imgtest.crc32c(bytes(blk[32:])))
+    out[200 << 20:(200 << 20) + ns] = blk
+    return out
+
+
+def hostile(kv, res, cli, work, old, img, facts, view, lost):
+    with open(img, "rb") as f:
+        forged = forge_newer_root(old, f.read(), facts)
+    path = os.path.join(work, "forged.img")
+    with open(path, "wb") as f:
+        f.write(forged)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--fsid", facts["fsid"],
+                                         path], timeout=TIMEOUT)
+    got = parse_jsonl(out) if rc in (0, 1) else []
+    res.check("hostile: a forged newer root-tree block of the old fsid: set aside, said",
+              rc == 1 and b"did not read whole" in err, "exit %r: %s" % (rc, err[-400:]))
+    res.problems("hostile: forged newer root: the walk still exact, none false",
+                 compare(kv, got, view, lost))
+    for o in (64 << 10, 64 << 20):
+        forged[o:o + 4096] = bytes(4096)
+    with open(path, "wb") as f:
+        f.write(forged)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", path], timeout=TIMEOUT)
+    got = parse_jsonl(out) if rc in (0, 1) else []
+    res.check("hostile: two fsids, no superblock: the one of more verified blocks read, the "
+              "other named", rc == 1 and b"another filesystem's tree blocks" in err,
+              "exit %r: %s" % (rc, err[-400:]))
+    res.problems("hostile: two fsids, no superblock: the walk exact, none false",
+                 compare(kv, got, view, lost))
+    os.unlink(path)
+
+
 def python_binding(res, img, fsid, view, lost, pythonpath):
     if not pythonpath:
         print("skip python: no PYTHONPATH given")
@@ -192,6 +237,7 @@ def main():
             check_refusals(res, cli, img, name, new_fsid)
             if name == "mkfs-btrfs-single":
                 python_binding(res, img, uuid(facts["fsid"]), view, lost, pythonpath)
+                hostile(kv, res, cli, work, old, img, facts, view, lost)
             res.check("%s: the image is not written" % name, imgtest.sha256_file(img) == before)
             os.unlink(img)
         res.check("the copies overwrite some files and leave others (the test can fail)",
