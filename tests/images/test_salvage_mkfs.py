@@ -26,6 +26,8 @@ committed bytes. Then, on each copy:
   - --fsid of the current filesystem changes nothing; an fsid not found is
     refused (exit 2) with the list of those found; the image is not
     written.
+layers --scan of a GPT disk and of a filesystem with a metadata_uuid
+lists what btrfs-progs' dump-super recorded.
 The Python binding opens a copy with fsid= and walks to the kernel's
 paths and sha256 of the files not overwritten.
 Hostile, on the copy with single metadata: a forged root-tree leaf of the
@@ -74,6 +76,27 @@ def check_scan(res, cli, img, name, facts, new_btrfs):
               old is not None and not old["current"] and old["superblocks"] == 0,
               out[-600:])
     return others[0]["fsid"] if len(others) == 1 else None
+
+
+def check_scan_layers(res, cli, testdata, work):
+    """layers --scan through a GPT partition, and of a filesystem whose
+    metadata_uuid differs: what btrfs-progs' dump-super recorded."""
+    for name, img in (("gpt1", "disk.img.zst"), ("metauuid", "dev1.img.zst")):
+        d = os.path.join(testdata, "images", name)
+        want = imgtest.load_json(os.path.join(d, "expected-super%s.json" %
+                                              (".p1" if name == "gpt1" else "")))
+        path = imgtest.private_copy(os.path.join(d, img), work)
+        rc, out, err = imgtest.run_cli(cli, ["layers", "--scan", "--json", path],
+                                       timeout=TIMEOUT)
+        got = parse_jsonl(out) if rc == 0 else []
+        keys = ("fsid", "metadata_uuid", "label", "nodesize", "csum")
+        res.check("layers --scan %s: the one filesystem dump-super shows, current" % name,
+                  len(got) == 1 and got[0]["current"] and got[0]["superblocks"] >= 1 and
+                  got[0]["super_generation"] == want["generation"] and
+                  got[0]["generation_max"] == want["generation"] and
+                  all(got[0][k] == want[k if k != "csum" else "csum_type"] for k in keys),
+                  "exit %r: %s %s" % (rc, out[-400:], err[-300:]))
+        os.unlink(path)
 
 
 def compare(kv, got, view, lost):
@@ -242,6 +265,7 @@ def main():
             os.unlink(img)
         res.check("the copies overwrite some files and leave others (the test can fail)",
                   any(0 < n < len(view) for n in counts), counts)
+        check_scan_layers(res, cli, testdata, work)
     return res.summary(need_one=True)
 
 
