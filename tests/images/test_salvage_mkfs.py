@@ -28,6 +28,8 @@ committed bytes. Then, on each copy:
     written.
 layers --scan of a GPT disk and of a filesystem with a metadata_uuid
 lists what btrfs-progs' dump-super recorded.
+mount --fsid (with root and /dev/fuse, else skipped) reads every file
+not overwritten as the kernel's and fails the overwritten one with EIO.
 The Python binding opens a copy with fsid= and walks to the kernel's
 paths and sha256 of the files not overwritten.
 Hostile, on the copy with single metadata: a forged root-tree leaf of the
@@ -36,8 +38,10 @@ is set aside by evidence and said, the walk unchanged; with every
 superblock zeroed too, two fsids claim the device and, without --fsid,
 the one with more verified blocks (the old) is read, the other named.
 """
+import errno
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -201,6 +205,44 @@ def hostile(kv, res, cli, work, old, img, facts, view, lost):
     os.unlink(path)
 
 
+MOUNT_READ = r"""
+import hashlib, json, os, sys
+out = {}
+for p in json.loads(sys.argv[2]):
+    try:
+        with open(os.path.join(sys.argv[1], p), "rb") as f:
+            out[p] = hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        out[p] = e.errno
+print(json.dumps(out))
+"""
+
+
+def check_mount(res, cli, work, img, fsid, view, lost):
+    """mount --fsid: the files not overwritten read as the kernel's, an
+    overwritten one fails its read (EIO), never other bytes."""
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        print("skip mount: needs root, /dev/fuse and fusermount3")
+        return
+    mnt = os.path.join(work, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    rc, _, err = imgtest.run_cli(cli, ["mount", "--fsid", fsid, img, mnt], timeout=TIMEOUT)
+    if not os.path.ismount(mnt):
+        res.check("mount --fsid: mounted", False, "exit %r: %s" % (rc, err[-300:]))
+        return
+    try:
+        want = {r["path"]: r["sha256"] for r in view if r["sha256"]}
+        p = subprocess.run([sys.executable, "-c", MOUNT_READ, mnt, json.dumps(sorted(want))],
+                           stdout=subprocess.PIPE, timeout=TIMEOUT)
+        got = json.loads(p.stdout) if p.returncode == 0 else {}
+        bad = [k for k, v in want.items()
+               if got.get(k) != v and not (k in lost and got.get(k) == errno.EIO)]
+        res.check("mount --fsid: every file not overwritten reads as the kernel's, an "
+                  "overwritten one EIO", got and not bad, bad[:5])
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], timeout=60)
+
+
 def python_binding(res, img, fsid, view, lost, pythonpath):
     if not pythonpath:
         print("skip python: no PYTHONPATH given")
@@ -260,6 +302,7 @@ def main():
             check_refusals(res, cli, img, name, new_fsid)
             if name == "mkfs-btrfs-single":
                 python_binding(res, img, uuid(facts["fsid"]), view, lost, pythonpath)
+                check_mount(res, cli, work, img, facts["fsid"][:8], view, lost)
                 hostile(kv, res, cli, work, old, img, facts, view, lost)
             res.check("%s: the image is not written" % name, imgtest.sha256_file(img) == before)
             os.unlink(img)
