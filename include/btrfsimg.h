@@ -340,8 +340,9 @@ struct btrfsimg_found_fs {
  * whose tree blocks are on them (at most 16 told apart; *@p n how many,
  * up to @p max into @p out, the one the current superblock names first,
  * then by blocks). The list is kept: a second call does not read again.
- * 0, or a negative errno with the message on @p fs; the handle is not
- * opened by it (open another handle to read one, with btrfsimg_set_fsid).
+ * 0, or a negative errno with the message on @p fs. The handle cannot be
+ * opened after it (btrfsimg_open: -EINVAL): open another to read one of
+ * them, with btrfsimg_set_fsid.
  */
 BTRFSIMG_API int btrfsimg_scan_filesystems(btrfsimg_fs *fs, struct btrfsimg_found_fs *out,
 					   size_t max, size_t *n);

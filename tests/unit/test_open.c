@@ -228,6 +228,7 @@ static void test_fsid(void **state)
 	assert_true(found[0].supers >= 1 && found[0].blocks > 0);
 	assert_int_equal(btrfsimg_scan_filesystems(fs, NULL, 0, &n), 0); /* kept */
 	assert_int_equal(n, 1);
+	assert_int_equal(btrfsimg_open(fs), -EINVAL); /* another handle opens */
 	btrfsimg_fs_free(fs);
 
 	char hex[33], prefix[9];
