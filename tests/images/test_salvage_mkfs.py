@@ -28,6 +28,8 @@ committed bytes. Then, on each copy:
     written.
 layers --scan of a GPT disk and of a filesystem with a metadata_uuid
 lists what btrfs-progs' dump-super recorded.
+deleted and history --fsid find the file the generator unlinked last (its
+bytes) and the old filesystem's last generation.
 mount --fsid (with root and /dev/fuse, else skipped) reads every file
 not overwritten as the kernel's and fails the overwritten one with EIO.
 The Python binding opens a copy with fsid= and walks to the kernel's
@@ -39,6 +41,7 @@ superblock zeroed too, two fsids claim the device and, without --fsid,
 the one with more verified blocks (the old) is read, the other named.
 """
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -243,6 +246,24 @@ def check_mount(res, cli, work, img, fsid, view, lost):
         subprocess.run(["fusermount3", "-u", mnt], timeout=60)
 
 
+def check_forensic(res, cli, img, name, fsid, facts, content):
+    """deleted and history read the old filesystem by --fsid too: the file
+    the generator unlinked in its last commit (many/f007, of the
+    generator's bytes), and the last generation the old one committed."""
+    rc, out, err = imgtest.run_cli(cli, ["deleted", "--json", "--hash", "--fsid", fsid, img],
+                                   timeout=TIMEOUT)
+    want = hashlib.sha256(content("many/f007", 50 + 9 * 7)).hexdigest()
+    got = [r for r in parse_jsonl(out) if r.get("path") == "many/f007"] if rc in (0, 1) else []
+    res.check("%s: deleted --fsid: the unlinked many/f007 with the generator's bytes" % name,
+              any(r["kind"] == "deleted" and r["sha256"] == want for r in got),
+              "exit %r: %r %s" % (rc, got[:1], err[-300:]))
+    rc, out, err = imgtest.run_cli(cli, ["history", "--json", "--fsid", fsid, img],
+                                   timeout=TIMEOUT)
+    gens = [r["transid"] for r in parse_jsonl(out)] if rc in (0, 1) else []
+    res.check("%s: history --fsid: up to the old filesystem's last generation" % name,
+              gens and max(gens) == facts["generation"], "exit %r: %r %s" % (rc, gens, err[-300:]))
+
+
 def python_binding(res, img, fsid, view, lost, pythonpath):
     if not pythonpath:
         print("skip python: no PYTHONPATH given")
@@ -303,6 +324,7 @@ def main():
             if name == "mkfs-btrfs-single":
                 python_binding(res, img, uuid(facts["fsid"]), view, lost, pythonpath)
                 check_mount(res, cli, work, img, facts["fsid"][:8], view, lost)
+                check_forensic(res, cli, img, name, facts["fsid"][:8], facts, gs.content)
                 hostile(kv, res, cli, work, old, img, facts, view, lost)
             res.check("%s: the image is not written" % name, imgtest.sha256_file(img) == before)
             os.unlink(img)
