@@ -289,6 +289,41 @@ static void check_send_diff(btrfsimg_fs *fs, const struct btrfsimg_subvol *v, si
 	}
 }
 
+/* Several filesystems on the device (mkfs over an old one): the scan
+ * lists each, and each not current opens by its fsid (rebuilt from its
+ * own blocks) or says why not; at most two, to bound the time. */
+static void check_other_fsids(struct sparse_image *im)
+{
+	btrfsimg_fs *fs = NULL;
+	struct btrfsimg_found_fs found[4];
+	size_t n = 0, tried = 0;
+	if (btrfsimg_fs_new(&fs, NULL) < 0)
+		return;
+	btrfsimg_set_log(fs, on_log, NULL);
+	CHECK(btrfsimg_add_device_io(fs, sparse_read, im, im->size, "fuzz") == 0);
+	int rc = btrfsimg_scan_filesystems(fs, found, 4, &n);
+	CHECK(rc == 0 || *btrfsimg_errmsg(fs));
+	btrfsimg_fs_free(fs);
+	for (size_t i = 0; rc == 0 && i < n && i < 4 && tried < 2; i++) {
+		char hex[33];
+		if (found[i].current || !found[i].blocks)
+			continue;
+		tried++;
+		for (int k = 0; k < 16; k++)
+			snprintf(hex + 2 * k, 3, "%02x", found[i].metadata_uuid[k]);
+		if (btrfsimg_fs_new(&fs, NULL) < 0)
+			return;
+		btrfsimg_set_log(fs, on_log, NULL);
+		CHECK(btrfsimg_set_fsid(fs, hex) == 0);
+		CHECK(btrfsimg_add_device_io(fs, sparse_read, im, im->size, "fuzz") == 0);
+		if (btrfsimg_open(fs) == 0)
+			check_walk(fs);
+		else
+			CHECK(*btrfsimg_errmsg(fs));
+		btrfsimg_fs_free(fs);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -328,6 +363,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 out:
 	free(b.buf);
 	btrfsimg_fs_free(fs);
+	check_other_fsids(&im);
 	sparse_free(&im);
 	return 0;
 }

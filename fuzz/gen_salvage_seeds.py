@@ -12,6 +12,12 @@ and "root" (the root tree's root block lost: backup roots and each tree's
 newest root found by scanning). Only tree blocks are kept, one copy of each
 (bytenr, generation), so the seeds stay small; data reads fail their
 checksums, which the target accepts.
+
+"salvage-mkfs": testdata/salvage/mkfs-btrfs-single.img.zst (a new btrfs
+made over the old one): the new one's superblocks, the tree blocks of both
+fsids, and a forged root-tree leaf of the old fsid with a newer
+generation (checksummed) where no chunk map puts it: two fsids claim the
+device, the target lists both and opens the old one by its fsid.
 """
 import os
 import struct
@@ -38,6 +44,27 @@ def tree_blocks(img, fsid, nodesize):
         yield off, img[off:off + nodesize]
 
 
+def mkfs_seed(out, clean, facts):
+    d = os.path.join(HERE, "..", "testdata", "salvage")
+    img = bytearray(genlib.unzstd_bytes(os.path.join(d, "mkfs-btrfs-single.img.zst")))
+    ns, p = facts["nodesize"], facts["root_physical"][0]
+    blk = bytearray(clean[p:p + ns])
+    struct.pack_into("<Q", blk, 0x50, facts["generation"] + 1000)
+    blk[0:4] = struct.pack("<I", genlib.crc32c(bytes(blk[32:])))
+    img[200 << 20:(200 << 20) + ns] = blk
+    img = bytes(img)
+    new_fsid = img[(64 << 10) + 0x20:(64 << 10) + 0x30]
+    blob = bytearray(struct.pack("<BQ", 1, len(img)))
+    for o in facts["super_physical"]:
+        blob += struct.pack("<QH", o, 4096) + img[o:o + 4096]
+    for fsid in (new_fsid, bytes.fromhex(facts["fsid"])):
+        for off, b in tree_blocks(img, fsid, ns):
+            blob += struct.pack("<QH", off, len(b)) + b
+    with open(os.path.join(out, "salvage-mkfs"), "wb") as f:
+        f.write(blob)
+    print("salvage-mkfs: %d bytes" % len(blob))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -55,6 +82,7 @@ def main():
         with open(os.path.join(out, name), "wb") as f:
             f.write(blob)
         print("%s: %d bytes" % (name, len(blob)))
+    mkfs_seed(out, clean, facts)
 
 
 if __name__ == "__main__":

@@ -300,6 +300,53 @@ BTRFSIMG_API int btrfsimg_set_kdf_limit(btrfsimg_fs *fs, uint32_t ms);
  *  volume that holds btrfs). Copied. 0, -EINVAL (no '/') or -ENOMEM. */
 BTRFSIMG_API int btrfsimg_select_volume(btrfsimg_fs *fs, const char *name);
 
+/**
+ * Before btrfsimg_open(): read the filesystem of fsid @p uuid ("1b4e28ba-
+ * 2fa1-11d2-883f-0016d3cca427", dashes optional, any case, or its first 8
+ * or more hex digits when they name one filesystem only; NULL: the
+ * superblock's). Several can be on the devices: `mkfs` over an old
+ * filesystem leaves the old one's tree blocks under their own fsid. When
+ * the valid superblock found names it (its fsid or metadata_uuid),
+ * nothing changes. Else it is rebuilt from its own tree blocks as when no
+ * superblock is left (salvage, announced as damage): blocks of other
+ * fsids never enter its index, chunk map or roots. An open then fails
+ * with -ENOENT (none found) or -EINVAL (a prefix of several), the
+ * message listing the filesystems found. 0 or -EINVAL (not a uuid or
+ * prefix; after btrfsimg_open).
+ */
+BTRFSIMG_API int btrfsimg_set_fsid(btrfsimg_fs *fs, const char *uuid);
+
+/** A filesystem whose tree blocks btrfsimg_scan_filesystems() found. */
+struct btrfsimg_found_fs {
+	uint8_t fsid[16];		/**< a superblock's when one names it, else
+					 *   the blocks' (metadata_uuid) */
+	uint8_t metadata_uuid[16];	/**< the uuid its tree blocks carry */
+	char label[257];		/**< from a valid superblock copy; else "" */
+	unsigned supers;		/**< valid superblock copies that name it */
+	uint64_t super_generation;	/**< the newest of them; 0: none */
+	bool current;			/**< the superblock an open uses names it */
+	uint32_t nodesize;		/**< the one its blocks verify under */
+	uint16_t csum_type;		/**< enum btrfsimg_csum_type, likewise */
+	uint64_t blocks;		/**< tree blocks that verify */
+	uint64_t gen_min, gen_max;	/**< their generations */
+	uint64_t first, last;		/**< device offsets of the first and the
+					 *   last found (of any device) */
+	uint32_t devices;		/**< devices they were found on */
+};
+
+/**
+ * Before btrfsimg_open() (images added): locate the devices as an open
+ * does (partitions, LUKS, LVM), read each once, and list every btrfs
+ * whose tree blocks are on them (at most 16 told apart; *@p n how many,
+ * up to @p max into @p out, the one the current superblock names first,
+ * then by blocks). The list is kept: a second call does not read again.
+ * 0, or a negative errno with the message on @p fs. The handle cannot be
+ * opened after it (btrfsimg_open: -EINVAL): open another to read one of
+ * them, with btrfsimg_set_fsid.
+ */
+BTRFSIMG_API int btrfsimg_scan_filesystems(btrfsimg_fs *fs, struct btrfsimg_found_fs *out,
+					   size_t max, size_t *n);
+
 /** One layer of the stack: an image, a partition, LUKS, an LVM PV, VG or
  *  LV, or btrfs. Rows come depth-first: a row's layers follow it. */
 struct btrfsimg_layer {
@@ -373,6 +420,9 @@ struct btrfsimg_open_options {
 	/** damage and notes, from the first image added on */
 	btrfsimg_log_fn log;
 	void *log_ctx;
+	/** the filesystem to read when several are on the devices
+	 *  (btrfsimg_set_fsid); NULL: the superblock's */
+	const char *fsid;
 };
 #define BTRFSIMG_OPEN_OPTIONS_INIT { .size = sizeof(struct btrfsimg_open_options) }
 

@@ -4,7 +4,9 @@
 """gen_salvage.py: the truth for salvage (opening a filesystem whose way in
 is gone), as root.
 
-    gen_salvage.py [OUTDIR]          (default testdata/salvage)
+    gen_salvage.py [OUTDIR]              (default testdata/salvage)
+    gen_salvage.py --mkfs-only [OUTDIR]  only the mkfs'd copies, of the
+                                         committed salvage.img.zst
 
 mkfs.btrfs on a 256 MiB sparse file with the defaults of a single device
 (16 KiB nodes, crc32c, metadata DUP, data single), then on a loop mount:
@@ -35,6 +37,15 @@ Writes to OUTDIR:
                     rescue=usebackuproot
   truth.json        fsid, generation, nodesize, csum type, the chunk and
                     root tree roots and where their copies are
+  mkfs-btrfs.img.zst, mkfs-btrfs-single.img.zst, mkfs-ext4.img.zst
+                    copies with a new filesystem made over the old one
+                    (MKFS below) and written to; nothing of the new ones
+                    is recorded (they are not the subject)
+  mkfs.json         from btrfs-progs' dump-tree of the old image, each
+                    old file's tree blocks (the physical offsets of every
+                    copy) and data extents, and per copy the files whose
+                    bytes the new filesystem overwrote (a data byte, or
+                    every copy of one of its tree blocks)
 """
 import json
 import os
@@ -199,10 +210,156 @@ def record(src, mnt, out, opts="ro,noatime,loop"):
         sh("umount", mnt)
 
 
+# ------------------------------------------------------------ mkfs over it
+
+# The copies a new filesystem was made over (mkfs without discard, so what
+# the new one did not write keeps the old bytes), then some files written
+# into the new one. mkfs is not deterministic: the copies are committed.
+# With the defaults the new btrfs lays its chunks where the old ones were
+# and its first commits overwrite the old newest tree roots; with single
+# metadata its metadata chunk lies elsewhere and mostly data is lost.
+MKFS = {
+    "mkfs-btrfs": ["mkfs.btrfs", "-q", "-f", "-K", "-L", "newer"],
+    "mkfs-btrfs-single": ["mkfs.btrfs", "-q", "-f", "-K", "-m", "single", "-L", "newer"],
+    "mkfs-ext4": ["mkfs.ext4", "-q", "-F", "-E", "nodiscard", "-L", "newer"],
+}
+
+
+def _dump_tree(img, tree):
+    return sh("btrfs", "inspect-internal", "dump-tree", "-t", str(tree), img).decode()
+
+
+def _tree_blocks(img, tree):
+    """Of tree @tree (btrfs-progs' dump-tree): its nodes' logical
+    addresses, {objectid: leaves holding its items}, and the extent data
+    items [(objectid, disk_bytenr, disk_num_bytes)] (holes left out)."""
+    nodes, leaves_of, data, cur, obj = set(), {}, [], None, None
+    for line in _dump_tree(img, tree).splitlines():
+        w = line.split()
+        if len(w) > 3 and w[0] in ("node", "leaf") and w[2] in ("level", "items"):
+            cur = int(w[1])
+            if w[0] == "node":
+                nodes.add(cur)
+        elif w[:1] == ["item"] and "key" in w:
+            k = line[line.index("(") + 1:line.index(")")].split()
+            obj = int(k[0]) if k[0].isdigit() else k[0]
+            leaves_of.setdefault(obj, set()).add(cur)
+        elif line.strip().startswith("extent data disk byte"):
+            byte, nr = int(w[4]), int(w[6])
+            if byte:
+                data.append((obj, byte, nr))
+    return nodes, leaves_of, data
+
+
+def _csum_leaves(img):
+    """The checksum tree: its nodes, and [(start, end, leaf)] of its items."""
+    nodes, items, cur = set(), [], None
+    for line in _dump_tree(img, 7).splitlines():
+        w = line.split()
+        if len(w) > 3 and w[0] in ("node", "leaf") and w[2] in ("level", "items"):
+            cur = int(w[1])
+            if w[0] == "node":
+                nodes.add(cur)
+        elif line.strip().startswith("range start"):
+            items.append((int(w[2]), int(w[4]), cur))
+    return nodes, items
+
+
+def file_extents(img_path, view):
+    """For each record of the kernel's @view of the old filesystem: the
+    tree blocks its metadata lies in (the nodes of every tree on its
+    path, the leaves with the items of each directory on its path and its
+    own, the checksum tree's blocks covering its data), each as the
+    physical offsets of its copies; and its data extents' physical ranges."""
+    img = open(img_path, "rb").read()
+    f = facts(img)
+    chunks = _leaf_chunks(img, f["chunk_root_physical"][0], f["nodesize"])
+    trees = {sv: _tree_blocks(img_path, sv) for sv in sorted({r["subvol"] for r in view})}
+    cnodes, citems = _csum_leaves(img_path)
+    by_path = {r["path"]: r for r in view}
+    out = {}
+    for r in view:
+        parts = r["path"].split("/") if r["path"] else []
+        on_path = [by_path["/".join(parts[:i])] for i in range(len(parts) + 1)]
+        meta = set()
+        for p in on_path:
+            nodes, leaves_of, _ = trees[p["subvol"]]
+            meta |= nodes | leaves_of.get(p["ino"], set())
+        data = [(b, n) for o, b, n in trees[r["subvol"]][2] if o == r["ino"]]
+        if data:
+            meta |= cnodes
+            meta |= {leaf for s, e, leaf in citems for b, n in data if s < b + n and b < e}
+        out[r["path"]] = {
+            "meta": [_map(chunks, b) for b in sorted(meta)],
+            "data": sorted([_map(chunks, b)[0], n] for b, n in set(data)),
+        }
+    return out, f["nodesize"]
+
+
+def overwritten(old, new, extents, nodesize):
+    """The paths whose bytes the new filesystem changed: a data byte, or
+    every copy of one of its metadata blocks."""
+    lost = []
+    for path, e in sorted(extents.items()):
+        gone = any(old[p:p + n] != new[p:p + n] for p, n in e["data"])
+        gone = gone or any(all(old[p:p + nodesize] != new[p:p + nodesize] for p in copies)
+                           for copies in e["meta"])
+        if gone:
+            lost.append(path)
+    return lost
+
+
+def fill_new(m):
+    """Files in the new filesystem: enough to overwrite some old data
+    (of one repeated byte each, so that the copies compress well)."""
+    for i in range(12):
+        with open(os.path.join(m, "new%02d" % i), "wb") as f:
+            f.write(bytes([0x41 + i]) * ((i + 1) * (96 << 10)))
+
+
+def mkfs_copies(img, out, work):
+    """The two mkfs'd copies of @img, zstd into @out, and mkfs.json: each
+    old file's extents and, per copy, the paths whose bytes were
+    overwritten (a test recomputes these from the committed images)."""
+    view = [json.loads(line) for line in open(os.path.join(out, "view.jsonl"))]
+    extents, nodesize = file_extents(img, view)
+    old = open(img, "rb").read()
+    truth = {"nodesize": nodesize, "extents": extents, "copies": {}}
+    mnt = os.path.join(work, "mnt.mkfs")
+    os.makedirs(mnt, exist_ok=True)
+    for name, cmd in MKFS.items():
+        copy = os.path.join(work, name + ".img")
+        sh("cp", "--sparse=always", img, copy)
+        sh(*cmd, copy)
+        sh("mount", "-o", "loop", copy, mnt)
+        try:
+            fill_new(mnt)
+        finally:
+            sh("umount", mnt)
+        new = open(copy, "rb").read()
+        if len(new) != len(old):
+            raise RuntimeError("%s: the copy changed size" % name)
+        truth["copies"][name] = {"overwritten": overwritten(old, new, extents, nodesize)}
+        sh("zstd", "-q", "-19", "--long=27", "-f", copy, "-o",
+           os.path.join(out, name + ".img.zst"))
+    with open(os.path.join(out, "mkfs.json"), "w") as f:
+        json.dump(truth, f, indent=None, sort_keys=True)
+        f.write("\n")
+
+
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "salvage")
+    args = sys.argv[1:]
+    mkfs_only = "--mkfs-only" in args
+    args = [a for a in args if a != "--mkfs-only"]
+    out = args[0] if args else os.path.join(HERE, "salvage")
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="salvage.")
+    if mkfs_only:  # the mkfs'd copies of the committed image only
+        img = os.path.join(work, "salvage.img")
+        sh("zstd", "-q", "-d", "-f", os.path.join(out, "salvage.img.zst"), "-o", img)
+        mkfs_copies(img, out, work)
+        sh("rm", "-rf", work)
+        return 0
     img, copy, mnt = (os.path.join(work, n) for n in ("salvage.img", "copy.img", "mnt"))
     os.mkdir(mnt)
     sh("truncate", "-s", "256M", img)
@@ -226,6 +383,7 @@ def main():
         json.dump(facts(data), f, indent=1)
         f.write("\n")
     sh("zstd", "-q", "-19", "--long=27", "-f", img, "-o", os.path.join(out, "salvage.img.zst"))
+    mkfs_copies(img, out, work)
     sh("rm", "-rf", work)
     return 0
 

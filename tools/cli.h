@@ -29,6 +29,8 @@ struct cli {
 	bool have_subvol;
 	uint64_t subvol;
 	uint64_t generation;	/* --generation N; 0: the superblock's */
+	const char *fsid;	/* --fsid UUID (or a prefix); NULL: the superblock's */
+	bool scan;		/* layers --scan */
 	const char *path;
 	const char *inode;	/* "SUBVOL:OBJECTID", parsed into the two below */
 	uint64_t inode_subvol, inode_objectid;
@@ -88,6 +90,8 @@ enum cli_opt {
 	OPT_FROM, OPT_TO,	/* diff: the two snapshots */
 	OPT_FROM_GENERATION, OPT_TO_GENERATION,	/* diff: one subvolume, two generations */
 	OPT_SEND_SUBVOL, OPT_PARENT, OPT_CLONE_SRC, OPT_PROTO, OPT_COMPRESSED_DATA,	/* send */
+	OPT_FSID,	/* the filesystem to read of several on the devices */
+	OPT_SCAN,	/* layers: every btrfs whose tree blocks are found */
 	OPT_HELP,
 	OPT_COUNT
 };
@@ -103,7 +107,8 @@ struct cmd_option {
 #define CMD_IMAGE_OPTIONS                                                              \
 	{ OPT_FORMAT, NULL }, { OPT_PARTITION, NULL }, { OPT_OFFSET, NULL }, { OPT_SUPER_MIRROR, NULL },     \
 	{ OPT_NO_LOG_REPLAY, NULL }, { OPT_VERBOSE, NULL }, { OPT_QUIET, NULL },      \
-	{ OPT_PASSPHRASE_FILE, NULL }, { OPT_VOLUME_KEY_FILE, NULL }, { OPT_KDF_LIMIT, NULL }
+	{ OPT_PASSPHRASE_FILE, NULL }, { OPT_VOLUME_KEY_FILE, NULL }, { OPT_KDF_LIMIT, NULL }, \
+	{ OPT_FSID, NULL }
 
 struct cmd_struct {
 	const char *name;

@@ -119,6 +119,13 @@ static const struct opt_def defs[OPT_COUNT] = {
 	[OPT_COMPRESSED_DATA] = { "compressed-data", 0, NULL,
 				  "compressed extents as they are on disk (encoded\n"
 				  "writes; needs --proto 2)" },
+	[OPT_FSID] = { "fsid", 0, "UUID",
+		       "read the filesystem of fsid UUID (or its first 8 or\n"
+		       "more hex digits) when several are on the devices\n"
+		       "(mkfs over an old one: 'layers --scan' lists them)" },
+	[OPT_SCAN] = { "scan", 0, NULL,
+		       "read each device once for tree blocks: every btrfs\n"
+		       "found, the one the superblock names and older ones" },
 	[OPT_HELP] = { "help", 'h', NULL, "this text" },
 };
 
@@ -405,6 +412,8 @@ static int set_option(struct cli *c, int id, const char *arg)
 	case OPT_OUTPUT: c->output = arg; return 0;
 	case OPT_FROM: c->diff_from = arg; return 0;
 	case OPT_TO: c->diff_to = arg; return 0;
+	case OPT_FSID: c->fsid = arg; return 0;
+	case OPT_SCAN: c->scan = true; return 0;
 	case OPT_SEND_SUBVOL: c->send_subvol = arg; return 0;
 	case OPT_PARENT: c->send_parent = arg; return 0;
 	case OPT_CLONE_SRC:

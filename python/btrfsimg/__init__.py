@@ -500,6 +500,7 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
          format: Optional[str] = None, passphrase: Optional[Union[str, bytes]] = None,
          volume_key: Optional[bytes] = None, volume: Optional[str] = None,
          kdf_limit: Optional[float] = None, generation: Optional[int] = None,
+         fsid: Optional[str] = None,
          on_damage: Optional[Callable[[str], Any]] = None) -> Filesystem:
     """Open the btrfs filesystem on `devices`: every device image of a
     multi-device filesystem, in any order (matched by fsid and devid;
@@ -527,6 +528,10 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
     times it), as the CLI's --kdf-limit. generation: show the filesystem
     as that transid (one history() lists) committed it, as the CLI's
     --generation: what its trees no longer reach is damage (on_damage).
+    fsid: the filesystem to read when several are on the devices (mkfs
+    over an old one), its uuid or its first 8 or more hex digits, as the
+    CLI's --fsid: rebuilt from its own tree blocks when the superblock
+    names another (damage, on_damage); one not found raises Error.
 
     on_damage: called with each message of damage worked around (default:
     a DamageWarning).
@@ -549,7 +554,8 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
         if all(isinstance(d, (str, bytes, os.PathLike)) for d in devices):
             # image files: the library's one open (btrfsimg_open_images)
             h.open_images(list(devices), fmt, passphrase, volume_key, volume,
-                          0 if kdf_limit is None else round(kdf_limit * 1000), generation or 0)
+                          0 if kdf_limit is None else round(kdf_limit * 1000), generation or 0,
+                          fsid)
             return Filesystem(h)
         if passphrase is not None:
             h.set_key(0, passphrase)
@@ -561,6 +567,8 @@ def open(devices: Union[Device, Sequence[Device]], *, partition: Optional[int] =
             h.set_kdf_limit(round(kdf_limit * 1000))
         if generation is not None:
             h.set_generation(generation)
+        if fsid is not None:
+            h.set_fsid(fsid)
         for i, d in enumerate(devices):
             if isinstance(d, (str, bytes, os.PathLike)):
                 h.add_file(d, fmt)

@@ -408,8 +408,19 @@ static int fs_paths(PyObject *seq, const char ***paths, PyObject **keep)
 	return -1;
 }
 
+/* set_fsid(uuid): btrfsimg_set_fsid (None: the superblock's). */
+static PyObject *Handle_set_fsid(Handle *h, PyObject *args)
+{
+	const char *uuid;
+	if (!PyArg_ParseTuple(args, "z", &uuid) || check_adding(h) < 0)
+		return NULL;
+	int rc;
+	HANDLE_CALL(h, rc, rc = btrfsimg_set_fsid(h->fs, uuid));
+	return finish(h, rc, rc < 0 ? NULL : Py_NewRef(Py_None));
+}
+
 /* open_images(paths, format, passphrase, volume_key, volume, kdf_ms,
- * generation): the handle made again by btrfsimg_open_images, with the
+ * generation, fsid): the handle made again by btrfsimg_open_images, with the
  * options of Handle() and these, and opened (or its error raised). */
 static PyObject *Handle_open_images(Handle *h, PyObject *args)
 {
@@ -419,8 +430,10 @@ static PyObject *Handle_open_images(Handle *h, PyObject *args)
 	const char *volume;
 	unsigned long kdf;
 	unsigned long long gen;
+	const char *fsid;
 	const char **paths = NULL;
-	if (!PyArg_ParseTuple(args, "Oiz*z*zkK", &seq, &format, &pass, &vkey, &volume, &kdf, &gen))
+	if (!PyArg_ParseTuple(args, "Oiz*z*zkKz", &seq, &format, &pass, &vkey, &volume, &kdf, &gen,
+			      &fsid))
 		return NULL;
 	if (check_adding(h) < 0 || fs_paths(seq, &paths, &keep) < 0) {
 		PyBuffer_Release(&pass);
@@ -437,6 +450,7 @@ static PyObject *Handle_open_images(Handle *h, PyObject *args)
 	o.volume = volume;
 	o.kdf_limit_ms = kdf > UINT32_MAX ? UINT32_MAX : (uint32_t)kdf;
 	o.generation = gen;
+	o.fsid = fsid;
 	o.log = on_log;
 	o.log_ctx = h;
 	size_t n = (size_t)PyList_GET_SIZE(keep);
@@ -966,8 +980,10 @@ static PyMethodDef Handle_methods[] = {
 	{ "set_kdf_limit", (PyCFunction)Handle_set_kdf_limit, METH_VARARGS,
 	  "set_kdf_limit(ms): LUKS key derivation allowed per keyslot (0: default)" },
 	{ "open_images", (PyCFunction)Handle_open_images, METH_VARARGS,
-	  "open_images(paths, format, passphrase, volume_key, volume, kdf_ms, generation): "
+	  "open_images(paths, format, passphrase, volume_key, volume, kdf_ms, generation, fsid): "
 	  "the one open (btrfsimg_open_images)" },
+	{ "set_fsid", (PyCFunction)Handle_set_fsid, METH_VARARGS,
+	  "set_fsid(uuid): read the filesystem of that fsid or prefix (None: the superblock's)" },
 	{ "set_generation", (PyCFunction)Handle_set_generation, METH_VARARGS,
 	  "set_generation(transid): read that generation's root tree (0: the superblock's)" },
 	{ "generation_root", (PyCFunction)Handle_generation_root, METH_NOARGS,

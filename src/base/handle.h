@@ -97,6 +97,12 @@ struct btrfsimg_fs {
 	bool salvage_super;
 	struct bi_root *salvage_roots;
 	size_t nsalvage_roots;
+	/* --fsid (btrfsimg_set_fsid): the filesystem to read, as lowercase
+	 * hex digits without dashes, a prefix of 8 to 32 of them ("": the
+	 * superblock's); and btrfsimg_scan_filesystems()'s list, kept */
+	char want_fsid[33];
+	struct btrfsimg_found_fs *found;
+	size_t nfound;
 };
 
 #endif

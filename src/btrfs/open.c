@@ -28,6 +28,7 @@
 #include "btrfs/tree_checker.h"
 #include "btrfs/chunk.h"
 #include "btrfs/salvage.h"
+#include "btrfs/salvage_scan.h"
 #include "btrfs/super.h"
 #include "btrfs/tree.h"
 
@@ -226,13 +227,38 @@ static bool any_super_magic(struct btrfsimg_fs *fs)
 	return false;
 }
 
+/* --fsid names another filesystem than the valid superblock found (mkfs
+ * made a new one over it): that superblock and the devices it matched are
+ * set aside, and the one named is rebuilt from its own blocks. */
+static int open_other_fsid(struct btrfsimg_fs *fs)
+{
+	char u[37], why[160];
+	bi_uuid_str(fs->sb.info.fsid, u);
+	snprintf(why, sizeof(why), "none of --fsid %s; the superblock found names filesystem %s",
+		 fs->want_fsid, u);
+	for (size_t k = 0; k < fs->ndevs; k++) {
+		fs->devs[k].member = false;
+		fs->devs[k].devid = 0;
+	}
+	fs->missing_devs = 0;
+	return bi_salvage_super(fs, why);
+}
+
+static bool super_wanted(const struct btrfsimg_fs *fs)
+{
+	return bi_sv_fsid_wanted(fs, fs->sb.info.fsid) ||
+	       bi_sv_fsid_wanted(fs, fs->sb.info.metadata_uuid);
+}
+
 int bi_core_open(struct btrfsimg_fs *fs)
 {
 	int rc = open_locate_devices(fs);
 	bool located = rc == 0;
 	if (rc == 0)
 		rc = bi_super_load(fs);
-	if (rc == -EUCLEAN && no_valid_super(fs) && (located || !any_super_magic(fs)))
+	if (rc == 0 && !super_wanted(fs))
+		rc = open_other_fsid(fs);
+	else if (rc == -EUCLEAN && no_valid_super(fs) && (located || !any_super_magic(fs)))
 		rc = bi_salvage_super(fs, fs->err);
 	if (rc < 0)
 		return rc;

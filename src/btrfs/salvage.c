@@ -20,6 +20,7 @@
  * It sits in the btrfs core beside the open sequence (open.c calls it in
  * the middle of its steps), below the file layer.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,15 +74,49 @@ void bi_salvage_owner_range(const struct bi_sv_scan *s, unsigned fsidx, uint64_t
 
 /* ------------------------------------------------------------ superblock */
 
-static unsigned pick_fs(struct btrfsimg_fs *fs, const struct bi_sv_scan *s)
+/* "fsid (N blocks, generations A-B), ..." of every filesystem found. */
+static void list_found(const struct bi_sv_scan *s, char *out, size_t len)
 {
-	unsigned best = 0;
-	for (unsigned i = 1; i < s->nfs; i++)
-		if (s->fss[i].nblocks > s->fss[best].nblocks)
-			best = i;
+	size_t at = 0;
+	out[0] = '\0';
+	for (unsigned i = 0; i < s->nfs && at < len; i++) {
+		char u[37];
+		bi_uuid_str(s->fss[i].fsid, u);
+		int w = snprintf(out + at, len - at,
+				 "%s%s (%" PRIu64 " blocks, generations %" PRIu64 "-%" PRIu64 ")",
+				 i ? ", " : "", u, s->fss[i].nblocks, s->fss[i].gen_min,
+				 s->fss[i].gen_max);
+		if (w < 0)
+			break;
+		at += (size_t)w;
+	}
+	if (!s->nfs)
+		snprintf(out, len, "none");
+}
+
+/* The filesystem --fsid names, or with none given the one with the most
+ * blocks; the others are said. -ENOENT (no such fsid found) or -EINVAL
+ * (the prefix names several) with the list of what was found. */
+static int pick_fs(struct btrfsimg_fs *fs, const struct bi_sv_scan *s, const char *was)
+{
+	int best = -1, matches = 0;
+	for (unsigned i = 0; i < s->nfs; i++) {
+		bool want = bi_sv_fsid_wanted(fs, s->fss[i].fsid);
+		matches += want;
+		if (want && (best < 0 || s->fss[i].nblocks > s->fss[best].nblocks))
+			best = (int)i;
+	}
+	if (matches != 1 && fs->want_fsid[0]) {
+		char list[512];
+		list_found(s, list, sizeof(list));
+		return bi_err(fs, matches ? -EINVAL : -ENOENT,
+			      "%s; --fsid %s: %s on the devices; the filesystems found: %s", was,
+			      fs->want_fsid, matches ? "names several filesystems" : "no such filesystem",
+			      list);
+	}
 	for (unsigned i = 0; i < s->nfs; i++) {
 		char u[37];
-		if (i == best)
+		if ((int)i == best)
 			continue;
 		bi_uuid_str(s->fss[i].fsid, u);
 		bi_damage(fs,
@@ -138,7 +173,10 @@ int bi_salvage_super(struct btrfsimg_fs *fs, const char *why)
 	if (s->nfs == 0)
 		return bi_err(fs, -EUCLEAN, "%s; a scan of %" PRIu64 " bytes found no btrfs tree block",
 			      was, s->bytes);
-	unsigned fi = pick_fs(fs, s);
+	int picked = pick_fs(fs, s, was);
+	if (picked < 0)
+		return picked;
+	unsigned fi = (unsigned)picked;
 	fs->salvage_fsidx = fi;
 	const struct bi_sv_fs *f = &s->fss[fi];
 	const struct bi_sv_blk *rt = newest_root(s, fi, OBJ_ROOT_TREE);
@@ -184,10 +222,39 @@ int bi_salvage_super(struct btrfsimg_fs *fs, const char *why)
 	return 0;
 }
 
+int btrfsimg_set_fsid(btrfsimg_fs *fs, const char *uuid)
+{
+	if (!fs)
+		return -EINVAL;
+	if (fs->opened)
+		return bi_err(fs, -EINVAL, "btrfsimg_set_fsid: the filesystem is open");
+	char hex[sizeof(fs->want_fsid)];
+	size_t n = 0;
+	for (const char *p = uuid; p && *p; p++) {
+		if (*p == '-')
+			continue;
+		if (!isxdigit((unsigned char)*p) || n + 1 >= sizeof(hex))
+			return bi_err(fs, -EINVAL,
+				      "--fsid '%s': expect a uuid or its first 8 or more hex digits",
+				      uuid);
+		hex[n++] = (char)tolower((unsigned char)*p);
+	}
+	if (uuid && n < 8)
+		return bi_err(fs, -EINVAL,
+			      "--fsid '%s': %zu hex digits, expect 8 to 32 (a uuid or its prefix)",
+			      uuid, n);
+	hex[n] = '\0';
+	memcpy(fs->want_fsid, hex, n + 1);
+	return 0;
+}
+
 void bi_salvage_free(struct btrfsimg_fs *fs)
 {
 	bi_sv_scan_free(fs->scan);
 	fs->scan = NULL;
+	free(fs->found);
+	fs->found = NULL;
+	fs->nfound = 0;
 	free(fs->salvage_roots);
 	fs->salvage_roots = NULL;
 	fs->nsalvage_roots = 0;

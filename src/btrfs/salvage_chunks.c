@@ -316,6 +316,43 @@ static struct bi_chunk *chunk_from_extents(const struct btrfsimg_fs *fs, const s
 	return c;
 }
 
+/* No chunk-tree leaf with DEV_ITEMs survived (mkfs over the filesystem
+ * rewrote its system chunk): the devids the device extents name become
+ * the device table, their uuids unknown (zero) and their sizes the end of
+ * their last extent, so that devices can still be matched by where the
+ * blocks sit (assign_devids). */
+static int devitems_from_extents(struct btrfsimg_fs *fs, const struct vec *ex)
+{
+	const struct devext *e = ex->v;
+	struct vec v = { .size = sizeof(struct bi_devitem) };
+	for (size_t i = 0; i < ex->n; i++) {
+		struct bi_devitem *d = v.v;
+		size_t k = 0;
+		while (k < v.n && d[k].devid != e[i].devid)
+			k++;
+		if (k == v.n) {
+			if (!(d = vec_push(&v))) {
+				free(v.v);
+				return bi_err(fs, -ENOMEM, "salvage: out of memory for devices");
+			}
+			*d = (struct bi_devitem){ .devid = e[i].devid };
+			d = v.v;
+		}
+		uint64_t end = e[i].physical + e[i].length;
+		if (end > d[k].total_bytes && end >= e[i].physical)
+			d[k].total_bytes = end;
+	}
+	if (!v.n)
+		return 0;
+	free(fs->devitems);
+	fs->devitems = v.v;
+	fs->ndevitems = v.n;
+	bi_damage(fs, "salvage: no DEV_ITEM found (no chunk-tree leaf survives): %zu device%s "
+		  "taken from the device tree's extents, uuids unknown",
+		  v.n, v.n == 1 ? "" : "s");
+	return 0;
+}
+
 /* Block groups (extent or block-group tree) mapped by the device extents
  * of the device tree: the same chunk as an item says merges with it; one
  * no item covers, or covers otherwise, competes on evidence. */
@@ -536,6 +573,8 @@ int bi_salvage_chunks(struct btrfsimg_fs *fs)
 	rc = chunk_leaf_cands(fs, &l, buf, &newest);
 	if (rc == 0)
 		rc = read_extents(fs, buf, &ex, &bg);
+	if (rc == 0 && fs->ndevitems == 0)
+		rc = devitems_from_extents(fs, &ex);
 	if (rc == 0)
 		rc = extent_cands(fs, &l, &ex, &bg);
 	if (rc < 0)

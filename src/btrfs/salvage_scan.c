@@ -213,6 +213,35 @@ static bool at_super(uint64_t off)
 	return false;
 }
 
+/* The per-filesystem summary (what `layers --scan` lists). */
+static void count_block(struct bi_sv_fs *f, uint32_t dev, uint64_t off, uint64_t gen)
+{
+	f->nblocks++;
+	if (gen > f->gen_max)
+		f->gen_max = gen;
+	if (gen < f->gen_min)
+		f->gen_min = gen;
+	if (f->last_dev != dev + 1) {
+		f->ndevs++;
+		f->last_dev = dev + 1;
+	}
+	if (f->nblocks == 1 || off < f->phys_min)
+		f->phys_min = off;
+	if (off > f->phys_max)
+		f->phys_max = off;
+}
+
+bool bi_sv_fsid_wanted(const struct btrfsimg_fs *fs, const uint8_t uuid[16])
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; fs->want_fsid[i]; i++) {
+		uint8_t nib = i % 2 ? uuid[i / 2] & 15 : uuid[i / 2] >> 4;
+		if (digits[nib] != fs->want_fsid[i])
+			return false;
+	}
+	return true;
+}
+
 /* One candidate at @off of device @dev: indexed if valid. */
 static int one_block(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
 		     uint64_t off, const uint8_t *blk, uint64_t room)
@@ -232,6 +261,9 @@ static int one_block(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, u
 		return 0;
 	}
 	struct bi_sv_fs *f = &s->fss[fi];
+	count_block(f, dev, off, bi_le64(blk + HDR_GENERATION));
+	if (!known && !bi_sv_fsid_wanted(fs, f->fsid))
+		return 0; /* another filesystem than --fsid names: summed up only */
 	struct bi_sv_blk b = { .physical = off,
 				 .bytenr = bi_le64(blk + HDR_BYTENR),
 				 .generation = bi_le64(blk + HDR_GENERATION),
@@ -240,11 +272,6 @@ static int one_block(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, u
 				 .nritems = bi_le32(blk + HDR_NRITEMS),
 				 .level = blk[HDR_LEVEL],
 				 .fsidx = (uint8_t)fi };
-	f->nblocks++;
-	if (b.generation > f->gen_max)
-		f->gen_max = b.generation;
-	if (b.generation < f->gen_min)
-		f->gen_min = b.generation;
 	if (!keep_all(&b, blk))
 		b.nritems |= TOP_MARK;
 	return push(fs, s, &b);

@@ -37,6 +37,9 @@ struct bi_sv_fs {
 	uint32_t nodesize;
 	int csum_type;
 	uint64_t nblocks, gen_min, gen_max;
+	uint64_t phys_min, phys_max;	/* device offsets of its first and last block */
+	uint32_t ndevs;			/* devices it was found on */
+	uint32_t last_dev;		/* + 1; 0: none yet */
 };
 
 /* The index: what the salvage needs, never the blocks. Kept are every
@@ -58,9 +61,15 @@ struct bi_sv_scan {
  * back. With @known (fs->meta_fsid, nodesize and csum set from a valid
  * superblock) only that filesystem's blocks are checked; else every
  * filesystem's, each nodesize and checksum type tried until one verifies.
+ * With fs->want_fsid set (--fsid), the blocks of filesystems it does not
+ * name are counted in their summary (fss) but never enter the index.
  * 0 or a negative errno with the message on @fs. */
 int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **out);
 void bi_sv_scan_free(struct bi_sv_scan *s);
+
+/* Whether @uuid (16 bytes) is the filesystem --fsid names: its hex digits
+ * begin with fs->want_fsid (true when none was given). */
+bool bi_sv_fsid_wanted(const struct btrfsimg_fs *fs, const uint8_t uuid[16]);
 
 /* Read block @b again from where it was found into @buf (the nodesize of
  * its filesystem) and check it as the scan did: 0, or -EIO if it changed. */

@@ -78,6 +78,10 @@ int btrfsimg_open(btrfsimg_fs *fs)
 		return -EINVAL;
 	if (fs->opened)
 		return bi_err(fs, -EINVAL, "btrfsimg_open: already open");
+	if (fs->found) /* its devices are located and its superblock read */
+		return bi_err(fs, -EINVAL,
+			      "btrfsimg_open: the handle was scanned (btrfsimg_scan_filesystems); "
+			      "open another");
 	fs->open_step = BTRFSIMG_STEP_PARTITION;
 	int rc = bi_part_applies(fs);
 	if (rc < 0)

@@ -55,6 +55,8 @@ static int set_options(btrfsimg_fs *fs, const struct btrfsimg_open_options *o)
 	if (!btrfsimg_format_name(o->format))
 		return bi_err(fs, -EINVAL, "format %d: no such format", o->format);
 	btrfsimg_set_generation(fs, o->generation);
+	if (o->fsid && btrfsimg_set_fsid(fs, o->fsid) < 0)
+		return -EINVAL; /* the setter said why */
 	return set_keys(fs, o);
 }
 

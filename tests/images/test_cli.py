@@ -61,7 +61,7 @@ VALUES = {"--json-u64": "string", "--subvol": "5", "--path": "x", "--inode": "5:
           "--deleted": "5-256-1-00000000", "--mount-point": "C:",
           "--devid": "1", "--physical": "0", "--length": "1",
           "--logical": "0", "--image-offset": "0",
-          "--output": "out.dfxml", "-f": "out.dfxml"}
+          "--output": "out.dfxml", "-f": "out.dfxml", "--fsid": "00000000"}
 # The fields of the kernel's view that do not depend on how a path was reached.
 STABLE = ("path", "ino", "subvol", "mode", "nlink", "uid", "gid", "size", "rdev", "target",
           "sha256")

@@ -198,6 +198,68 @@ static void test_options_size(void **state)
 	assert_null(fs);
 }
 
+static void uuid_hex(const uint8_t u[16], char out[33])
+{
+	for (int k = 0; k < 16; k++)
+		snprintf(out + 2 * k, 3, "%02X", u[k]);
+}
+
+/* --fsid: a uuid or a prefix of 8 to 32 hex digits, dashes and case free;
+ * the superblock's own changes nothing; one not found is refused with the
+ * list the scan found (btrfsimg_scan_filesystems, the same list). */
+static void test_fsid(void **state)
+{
+	(void)state;
+	const char *imgs[] = { plain };
+	btrfsimg_fs *fs = NULL;
+	assert_int_equal(btrfsimg_fs_new(&fs, NULL), 0);
+	assert_int_equal(btrfsimg_set_fsid(fs, "1234567"), -EINVAL);
+	assert_non_null(strstr(btrfsimg_errmsg(fs), "7 hex digits, expect 8 to 32"));
+	assert_int_equal(btrfsimg_set_fsid(fs, "zz345678"), -EINVAL);
+	assert_int_equal(btrfsimg_set_fsid(fs, "0123456789abcdef0123456789abcdef0"), -EINVAL);
+	assert_int_equal(btrfsimg_set_fsid(fs, "DE6FA44D-ac3a"), 0);
+	assert_int_equal(btrfsimg_set_fsid(fs, NULL), 0);
+	struct btrfsimg_found_fs found[4];
+	size_t n = 0;
+	assert_int_equal(btrfsimg_add_device_file(fs, plain), 0);
+	assert_int_equal(btrfsimg_scan_filesystems(fs, found, 4, &n), 0);
+	assert_int_equal(n, 1);
+	assert_true(found[0].current);
+	assert_true(found[0].supers >= 1 && found[0].blocks > 0);
+	assert_int_equal(btrfsimg_scan_filesystems(fs, NULL, 0, &n), 0); /* kept */
+	assert_int_equal(n, 1);
+	assert_int_equal(btrfsimg_open(fs), -EINVAL); /* another handle opens */
+	btrfsimg_fs_free(fs);
+
+	char hex[33], prefix[9];
+	uuid_hex(found[0].fsid, hex);
+	memcpy(prefix, hex, 8);
+	prefix[8] = '\0';
+	struct btrfsimg_open_options o = BTRFSIMG_OPEN_OPTIONS_INIT;
+	o.fsid = prefix;
+	assert_int_equal(btrfsimg_open_images(&fs, imgs, 1, &o), 0);
+	struct btrfsimg_super_info si;
+	assert_int_equal(btrfsimg_super(fs, &si), 0);
+	assert_memory_equal(si.fsid, found[0].fsid, 16);
+	assert_int_equal(btrfsimg_set_fsid(fs, prefix), -EINVAL); /* open */
+	assert_int_equal(btrfsimg_scan_filesystems(fs, found, 4, &n), -EINVAL);
+	btrfsimg_fs_free(fs);
+
+	o.fsid = strcmp(prefix, "00000000") ? "00000000" : "11111111";
+	assert_int_equal(btrfsimg_open_images(&fs, imgs, 1, &o), -ENOENT);
+	assert_int_equal(btrfsimg_open_step(fs, NULL), BTRFSIMG_STEP_OPEN);
+	assert_non_null(strstr(btrfsimg_errmsg(fs), "no such filesystem on the devices"));
+	for (char *c = hex; *c; c++)
+		*c = (char)(*c >= 'A' ? *c - 'A' + 'a' : *c);
+	memcpy(prefix, hex, 8);
+	assert_non_null(strstr(btrfsimg_errmsg(fs), prefix)); /* the list found */
+	btrfsimg_fs_free(fs);
+	o.fsid = "nothex!!";
+	assert_int_equal(btrfsimg_open_images(&fs, imgs, 1, &o), -EINVAL);
+	assert_int_equal(btrfsimg_open_step(fs, NULL), BTRFSIMG_STEP_OPTIONS);
+	btrfsimg_fs_free(fs);
+}
+
 /* Every format name comes from one table: named, parsed back, the count
  * its end; the aliases. */
 static void test_format_table(void **state)
@@ -227,6 +289,7 @@ int main(void)
 		cmocka_unit_test(test_options_step),
 		cmocka_unit_test(test_options_size),
 		cmocka_unit_test(test_format_table),
+		cmocka_unit_test(test_fsid),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

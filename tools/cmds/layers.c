@@ -543,9 +543,114 @@ static int run_all(struct cli *c, bool rows_only)
 	return status;
 }
 
+/* ------------------------------------------------------------ --scan */
+
+static void uuid_text(const uint8_t u[16], char out[37])
+{
+	static const char *const hexd = "0123456789abcdef";
+	size_t o = 0;
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o++] = '-';
+		out[o++] = hexd[u[i] >> 4];
+		out[o++] = hexd[u[i] & 15];
+	}
+	out[o] = '\0';
+}
+
+static void found_json(const struct btrfsimg_found_fs *f)
+{
+	char u[37];
+	struct jw w;
+	jw_begin(&w, stdout);
+	uuid_text(f->fsid, u);
+	jw_str(&w, "fsid", u);
+	uuid_text(f->metadata_uuid, u);
+	jw_str(&w, "metadata_uuid", u);
+	jw_str(&w, "label", f->label);
+	jw_bool(&w, "current", f->current);
+	jw_u64(&w, "superblocks", f->supers);
+	jw_u64(&w, "super_generation", f->super_generation);
+	jw_u64(&w, "nodesize", f->nodesize);
+	jw_str(&w, "csum", btrfsimg_csum_name(f->csum_type));
+	jw_u64(&w, "blocks", f->blocks);
+	if (f->blocks) {
+		jw_u64(&w, "generation_min", f->gen_min);
+		jw_u64(&w, "generation_max", f->gen_max);
+		jw_u64(&w, "first_offset", f->first);
+		jw_u64(&w, "last_offset", f->last);
+	}
+	jw_u64(&w, "devices", f->devices);
+	jw_end(&w);
+}
+
+static void found_text(const struct btrfsimg_found_fs *f)
+{
+	char u[37], m[37];
+	uuid_text(f->fsid, u);
+	uuid_text(f->metadata_uuid, m);
+	printf("btrfs %s%s\n", u, f->current ? "  (the superblock in use names it)" : "");
+	if (strcmp(u, m))
+		printf("  %-16s %s\n", "metadata_uuid", m);
+	if (f->supers)
+		printf("  %-16s %u valid, generation %" PRIu64 ", label '%s'\n", "superblocks",
+		       f->supers, f->super_generation, f->label);
+	else
+		printf("  %-16s none valid\n", "superblocks");
+	printf("  %-16s %" PRIu32 "\n  %-16s %s\n", "nodesize", f->nodesize, "checksum",
+	       btrfsimg_csum_name(f->csum_type));
+	if (f->blocks)
+		printf("  %-16s %" PRIu64 " of generations %" PRIu64 "-%" PRIu64 "\n"
+		       "  %-16s offsets %" PRIu64 "-%" PRIu64 " of %" PRIu32 " device%s\n",
+		       "tree blocks", f->blocks, f->gen_min, f->gen_max, "found at", f->first,
+		       f->last, f->devices, f->devices == 1 ? "" : "s");
+	else
+		printf("  %-16s none verify\n", "tree blocks");
+}
+
+/* layers --scan: every btrfs on the devices all images lead to (as an
+ * open locates them), from one read of each. */
+static int scan_filesystems(struct cli *c)
+{
+	btrfsimg_fs *fs;
+	struct btrfsimg_found_fs found[64];
+	size_t n = 0;
+	int rc = btrfsimg_fs_new(&fs, &c->opts);
+	if (rc == 0 && cli_volume_setup(c, fs) != EXIT_OK)
+		rc = -EINVAL;
+	for (int i = 0; rc == 0 && i < c->nimages; i++)
+		rc = btrfsimg_add_device_file_format(fs, c->images[i], c->format);
+	if (rc == 0)
+		rc = btrfsimg_scan_filesystems(fs, found, sizeof(found) / sizeof(*found), &n);
+	if (rc < 0) {
+		cli_warn("%s: %s", c->images[0], fs ? btrfsimg_errmsg(fs) : strerror(-rc));
+		btrfsimg_fs_free(fs);
+		return EXIT_FAILED;
+	}
+	btrfsimg_fs_free(fs);
+	if (n == 0 && !c->json)
+		printf("no btrfs tree block or superblock found\n");
+	for (size_t i = 0; i < n && i < sizeof(found) / sizeof(*found); i++) {
+		if (c->json)
+			found_json(&found[i]);
+		else
+			found_text(&found[i]);
+	}
+	return EXIT_OK;
+}
+
+static int layers_check(struct cli *c)
+{
+	if (cli_need_images(c, 1, "IMAGE...") ||
+	    cli_needs(c, c->opts.partition != 0, "--partition", c->scan, "--scan") ||
+	    cli_needs(c, (c->opts.flags & BTRFSIMG_OPEN_OFFSET) != 0, "--offset", c->scan, "--scan"))
+		return EXIT_USAGE;
+	return EXIT_OK;
+}
+
 static int cmd_layers(struct cli *c)
 {
-	return run_all(c, false);
+	return c->scan ? scan_filesystems(c) : run_all(c, false);
 }
 
 static int cmd_partitions(struct cli *c)
@@ -554,8 +659,11 @@ static int cmd_partitions(struct cli *c)
 }
 
 static const struct cmd_option layers_options[] = {
-	{ OPT_JSON, "one JSON object per layer" },
+	{ OPT_JSON, "one JSON object per layer (with --scan: per filesystem)" },
+	{ OPT_SCAN, NULL },
 	{ OPT_FORMAT, NULL },
+	{ OPT_PARTITION, NULL },
+	{ OPT_OFFSET, NULL },
 	{ OPT_PASSPHRASE_FILE, NULL },
 	{ OPT_VOLUME_KEY_FILE, NULL },
 	{ OPT_KDF_LIMIT, NULL },
@@ -587,12 +695,21 @@ const struct cmd_struct cmd_struct_layers = {
 		 "missing or truncated, or damage in a layer was worked around (the backup\n"
 		 "GPT header used, an older LVM metadata copy; said on stderr). With a key\n"
 		 "given, a LUKS volume left locked is named on stderr with its reason: exit\n"
-		 "status 2 if none opened, else 1.",
+		 "status 2 if none opened, else 1.\n"
+		 "With --scan, instead of the layers: every btrfs whose tree blocks are on\n"
+		 "the devices the layers lead to (as an open finds them; --partition,\n"
+		 "--offset choose), from one read of each: fsid (and metadata_uuid), the\n"
+		 "label and generation of a valid superblock copy if one survives, which\n"
+		 "one the superblock in use names, nodesize, checksum type, how many tree\n"
+		 "blocks verify, their generations and the device offsets they span. An\n"
+		 "old filesystem that mkfs made another over is read with --fsid.",
 	.examples = "btrfsimg layers disk.E01\n"
+		    "btrfsimg layers --scan --json disk.img\n"
 		    "btrfsimg layers --json disk.qcow2\n"
 		    "btrfsimg layers --format split disk.img.001\n"
 		    "btrfsimg layers --passphrase-file pass.txt fedora-luks2.img",
 	.options = layers_options,
+	.check = layers_check,
 	.run = cmd_layers,
 	.no_fs = true,
 };

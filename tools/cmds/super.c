@@ -246,6 +246,7 @@ static const struct cmd_option super_options[] = {
 	{ OPT_OFFSET, NULL },
 	{ OPT_SUPER_MIRROR, NULL },
 	{ OPT_GENERATION, NULL },
+	{ OPT_FSID, NULL },
 	{ OPT_NO_LOG_REPLAY, "do not replay the log tree (the same output; a damaged\n"
 			     "log tree is then not reported)" },
 	{ OPT_PASSPHRASE_FILE, NULL },

@@ -44,6 +44,7 @@ int cli_open_at(struct cli *c, uint64_t generation, btrfsimg_fs **out)
 	o.fs = c->opts;
 	o.format = c->format;
 	o.generation = generation;
+	o.fsid = c->fsid;
 	o.log = log_damage;
 	o.log_ctx = c;
 	btrfsimg_fs *fs = NULL;

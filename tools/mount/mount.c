@@ -974,7 +974,8 @@ static int cmd_mount(struct cli *c)
 	 * layers whose keys would be asked for or derived again (one handle
 	 * then, the requests taking turns) */
 	bool layered = c->format || c->volume || c->passphrase_file || c->volume_key_file ||
-		       c->generation; /* the pool's handles would read today's tree */
+		       c->generation || /* the pool's handles would read today's tree */
+		       c->fsid;	 /* ... or the superblock's filesystem */
 	char err[512] = "";
 	if (mount_pool_open(&m.pool, c->fs, layered ? 1 : HANDLES, c->images, c->nimages, &c->opts,
 			    err, sizeof(err)) < HANDLES &&

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""test_salvage_mkfs.py: several filesystems on one device: a new one made
+over the old (testdata/salvage, made by testdata/gen_salvage.py).
+
+    test_salvage_mkfs.py CLI TESTDATA [PYTHONPATH]
+
+The old filesystem is the committed kernel-made image whose kernel view
+was recorded before anything else (view.jsonl). Over copies of it, as
+root and committed because mkfs is not deterministic: mkfs.btrfs -f -K
+with the defaults ("mkfs-btrfs"), the same with single metadata
+("mkfs-btrfs-single"), mkfs.ext4 -E nodiscard ("mkfs-ext4"), each new
+filesystem mounted and written to. mkfs.json has, from btrfs-progs'
+dump-tree of the old image, each old file's tree blocks (every copy) and
+data extents; a file is overwritten when a data byte changed or every copy
+of one of its tree blocks did. That list is recomputed here from the
+committed bytes. Then, on each copy:
+  - layers --scan --json lists the old filesystem (fsid, nodesize, csum,
+    no valid superblock after a new btrfs) and, on the btrfs copies, the
+    new one as the current one;
+  - walk --json --hash --fsid OLD: every file not overwritten equals the
+    kernel's record, every field; an overwritten one is absent or shown
+    without content (never a sha256 other than the kernel's), and named on
+    stderr; exit 1 when anything was shown; exit 2 only when nothing was
+    readable, the block and the fsid found in its place named;
+  - --fsid of the current filesystem changes nothing; an fsid not found is
+    refused (exit 2) with the list of those found; the image is not
+    written.
+layers --scan of a GPT disk and of a filesystem with a metadata_uuid
+lists what btrfs-progs' dump-super recorded.
+deleted and history --fsid find the file the generator unlinked last (its
+bytes) and the old filesystem's last generation.
+mount --fsid (with root and /dev/fuse, else skipped) reads every file
+not overwritten as the kernel's and fails the overwritten one with EIO.
+The Python binding opens a copy with fsid= and walks to the kernel's
+paths and sha256 of the files not overwritten.
+Hostile, on the copy with single metadata: a forged root-tree leaf of the
+old fsid with a newer generation (checksummed, where no chunk map puts it)
+is set aside by evidence and said, the walk unchanged; with every
+superblock zeroed too, two fsids claim the device and, without --fsid,
+the one with more verified blocks (the old) is read, the other named.
+"""
+import errno
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import imgtest  # noqa: E402
+
+TIMEOUT = 300
+
+
+def parse_jsonl(out):
+    return [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+
+
+def uuid(hexs):
+    return "-".join((hexs[:8], hexs[8:12], hexs[12:16], hexs[16:20], hexs[20:]))
+
+
+def check_scan(res, cli, img, name, facts, new_btrfs):
+    rc, out, err = imgtest.run_cli(cli, ["layers", "--scan", "--json", img], timeout=TIMEOUT)
+    found = {f["fsid"]: f for f in parse_jsonl(out)} if rc == 0 else {}
+    old = found.get(uuid(facts["fsid"]))
+    res.check("%s: layers --scan lists the old filesystem, its nodesize and checksum" % name,
+              old is not None and old["nodesize"] == facts["nodesize"] and
+              old["csum"] == "crc32c" and old["blocks"] > 0 and
+              old["generation_max"] <= facts["generation"],
+              "exit %r: %s %s" % (rc, out[-600:], err[-300:]))
+    if not new_btrfs:
+        return None
+    others = [f for f in found.values() if f["fsid"] != uuid(facts["fsid"])]
+    res.check("%s: layers --scan: the new filesystem is the current one, the old one has "
+              "no valid superblock" % name,
+              len(others) == 1 and others[0]["current"] and others[0]["label"] == "newer" and
+              old is not None and not old["current"] and old["superblocks"] == 0,
+              out[-600:])
+    return others[0]["fsid"] if len(others) == 1 else None
+
+
+def check_scan_layers(res, cli, testdata, work):
+    """layers --scan through a GPT partition, and of a filesystem whose
+    metadata_uuid differs: what btrfs-progs' dump-super recorded."""
+    for name, img in (("gpt1", "disk.img.zst"), ("metauuid", "dev1.img.zst")):
+        d = os.path.join(testdata, "images", name)
+        want = imgtest.load_json(os.path.join(d, "expected-super%s.json" %
+                                              (".p1" if name == "gpt1" else "")))
+        path = imgtest.private_copy(os.path.join(d, img), work)
+        rc, out, err = imgtest.run_cli(cli, ["layers", "--scan", "--json", path],
+                                       timeout=TIMEOUT)
+        got = parse_jsonl(out) if rc == 0 else []
+        keys = ("fsid", "metadata_uuid", "label", "nodesize", "csum")
+        res.check("layers --scan %s: the one filesystem dump-super shows, current" % name,
+                  len(got) == 1 and got[0]["current"] and got[0]["superblocks"] >= 1 and
+                  got[0]["super_generation"] == want["generation"] and
+                  got[0]["generation_max"] == want["generation"] and
+                  all(got[0][k] == want[k if k != "csum" else "csum_type"] for k in keys),
+                  "exit %r: %s %s" % (rc, out[-400:], err[-300:]))
+        os.unlink(path)
+
+
+def compare(kv, got, view, lost):
+    """Problems of the walk records @got: a file not overwritten that
+    differs from the kernel's record or is missing; an overwritten one
+    shown with other content or other metadata."""
+    probs = []
+    by = {r["path"]: r for r in got}
+    for w in view:
+        g = by.get(w["path"])
+        if g is None:
+            if w["path"] not in lost:
+                probs.append("%s: not overwritten, missing" % w["path"])
+            continue
+        a, b = kv.comparable(g), kv.comparable(w)
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) == b.get(k):
+                continue
+            if w["path"] in lost and k == "sha256" and a.get(k) is None:
+                continue  # no content: the damage is said
+            probs.append("%s%s: %s: %r, the kernel %r" %
+                         (w["path"], " (overwritten)" if w["path"] in lost else "", k,
+                          a.get(k), b.get(k)))
+    extra = sorted(set(by) - {w["path"] for w in view})
+    probs += ["%s: not in the kernel's view" % p for p in extra]
+    return probs[:12]
+
+
+def check_walk(kv, res, cli, img, name, fsid, view, lost):
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--fsid", fsid, img],
+                                   timeout=TIMEOUT)
+    got = parse_jsonl(out) if rc in (0, 1) else []
+    what = "%s: walk --json --hash --fsid %s" % (name, fsid)
+    res.problems(what + ": every file not overwritten exactly the kernel's, none false",
+                 compare(kv, got, view, lost) if rc in (0, 1) or len(lost) < len(view) else [])
+    shown = {r["path"]: r for r in got}
+    unsaid = [p for p in lost if p in shown and shown[p]["sha256"] is None and
+              os.fsencode(p) not in err]
+    res.check(what + ": every overwritten file shown is named on stderr", not unsaid,
+              "%r not in %s" % (unsaid[:5], err[-400:]))
+    if got:
+        res.check(what + ": exit 1 (results despite damage)", rc == 1,
+                  "exit %r: %s" % (rc, err[-300:]))
+    else:
+        res.check(what + ": nothing readable: exit 2 naming the block another fsid took",
+                  rc == 2 and len(lost) == len(view) and b"bad fsid" in err,
+                  "exit %r, %d of %d overwritten: %s" % (rc, len(lost), len(view), err[-300:]))
+    return got
+
+
+def check_refusals(res, cli, img, name, new_fsid):
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--fsid", "00000000", img], timeout=TIMEOUT)
+    res.check("%s: an fsid not found is refused with the list found" % name,
+              rc == 2 and b"no such filesystem" in err and b"the filesystems found:" in err,
+              "exit %r: %s" % (rc, err[-300:]))
+    if not new_fsid:
+        return
+    rc, plain, _ = imgtest.run_cli(cli, ["walk", "--json", img], timeout=TIMEOUT)
+    rc2, named, err = imgtest.run_cli(cli, ["walk", "--json", "--fsid", new_fsid[:13], img],
+                                      timeout=TIMEOUT)
+    res.check("%s: --fsid of the current filesystem changes nothing" % name,
+              rc == 0 and rc2 == 0 and plain == named and b"salvage" not in err,
+              "exit %r %r: %s" % (rc, rc2, err[-300:]))
+
+
+def forge_newer_root(old, new, facts):
+    """@new with the old filesystem's root-tree leaf, its generation made
+    1000 newer and checksummed, at 200 MiB where no chunk map puts it."""
+    ns, out = facts["nodesize"], bytearray(new)
+    p = facts["root_physical"][0]
+    blk = bytearray(old[p:p + ns])
+    struct.pack_into("<Q", blk, 0x50, facts["generation"] + 1000)
+    blk[0:4] = struct.pack("<I", imgtest.crc32c(bytes(blk[32:])))
+    out[200 << 20:(200 << 20) + ns] = blk
+    return out
+
+
+def hostile(kv, res, cli, work, old, img, facts, view, lost):
+    with open(img, "rb") as f:
+        forged = forge_newer_root(old, f.read(), facts)
+    path = os.path.join(work, "forged.img")
+    with open(path, "wb") as f:
+        f.write(forged)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--fsid", facts["fsid"],
+                                         path], timeout=TIMEOUT)
+    got = parse_jsonl(out) if rc in (0, 1) else []
+    res.check("hostile: a forged newer root-tree block of the old fsid: set aside, said",
+              rc == 1 and b"did not read whole" in err, "exit %r: %s" % (rc, err[-400:]))
+    res.problems("hostile: forged newer root: the walk still exact, none false",
+                 compare(kv, got, view, lost))
+    for o in (64 << 10, 64 << 20):
+        forged[o:o + 4096] = bytes(4096)
+    with open(path, "wb") as f:
+        f.write(forged)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", path], timeout=TIMEOUT)
+    got = parse_jsonl(out) if rc in (0, 1) else []
+    res.check("hostile: two fsids, no superblock: the one of more verified blocks read, the "
+              "other named", rc == 1 and b"another filesystem's tree blocks" in err,
+              "exit %r: %s" % (rc, err[-400:]))
+    res.problems("hostile: two fsids, no superblock: the walk exact, none false",
+                 compare(kv, got, view, lost))
+    os.unlink(path)
+
+
+MOUNT_READ = r"""
+import hashlib, json, os, sys
+out = {}
+for p in json.loads(sys.argv[2]):
+    try:
+        with open(os.path.join(sys.argv[1], p), "rb") as f:
+            out[p] = hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        out[p] = e.errno
+print(json.dumps(out))
+"""
+
+
+def check_mount(res, cli, work, img, fsid, view, lost):
+    """mount --fsid: the files not overwritten read as the kernel's, an
+    overwritten one fails its read (EIO), never other bytes."""
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        print("skip mount: needs root, /dev/fuse and fusermount3")
+        return
+    mnt = os.path.join(work, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    rc, _, err = imgtest.run_cli(cli, ["mount", "--fsid", fsid, img, mnt], timeout=TIMEOUT)
+    if not os.path.ismount(mnt):
+        res.check("mount --fsid: mounted", False, "exit %r: %s" % (rc, err[-300:]))
+        return
+    try:
+        want = {r["path"]: r["sha256"] for r in view if r["sha256"]}
+        p = subprocess.run([sys.executable, "-c", MOUNT_READ, mnt, json.dumps(sorted(want))],
+                           stdout=subprocess.PIPE, timeout=TIMEOUT)
+        got = json.loads(p.stdout) if p.returncode == 0 else {}
+        bad = [k for k, v in want.items()
+               if got.get(k) != v and not (k in lost and got.get(k) == errno.EIO)]
+        res.check("mount --fsid: every file not overwritten reads as the kernel's, an "
+                  "overwritten one EIO", got and not bad, bad[:5])
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], timeout=60)
+
+
+def check_forensic(res, cli, img, name, fsid, facts, content):
+    """deleted and history read the old filesystem by --fsid too: the file
+    the generator unlinked in its last commit (many/f007, of the
+    generator's bytes), and the last generation the old one committed."""
+    rc, out, err = imgtest.run_cli(cli, ["deleted", "--json", "--hash", "--fsid", fsid, img],
+                                   timeout=TIMEOUT)
+    want = hashlib.sha256(content("many/f007", 50 + 9 * 7)).hexdigest()
+    got = [r for r in parse_jsonl(out) if r.get("path") == "many/f007"] if rc in (0, 1) else []
+    res.check("%s: deleted --fsid: the unlinked many/f007 with the generator's bytes" % name,
+              any(r["kind"] == "deleted" and r["sha256"] == want for r in got),
+              "exit %r: %r %s" % (rc, got[:1], err[-300:]))
+    rc, out, err = imgtest.run_cli(cli, ["history", "--json", "--fsid", fsid, img],
+                                   timeout=TIMEOUT)
+    gens = [r["transid"] for r in parse_jsonl(out)] if rc in (0, 1) else []
+    res.check("%s: history --fsid: up to the old filesystem's last generation" % name,
+              gens and max(gens) == facts["generation"], "exit %r: %r %s" % (rc, gens, err[-300:]))
+
+
+def python_binding(res, img, fsid, view, lost, pythonpath):
+    if not pythonpath:
+        print("skip python: no PYTHONPATH given")
+        return
+    code = r"""
+import json, sys, warnings
+import btrfsimg
+warnings.simplefilter("ignore")
+with btrfsimg.open(sys.argv[1], fsid=sys.argv[2]) as fs:
+    out = {r["path"]: r.get("sha256") for r in fs.walk(hash=True)}
+    assert fs.damage_count > 0
+print(json.dumps(out))
+"""
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    p = subprocess.run([sys.executable, "-c", code, img, fsid], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=env, timeout=TIMEOUT)
+    if p.returncode != 0 and b"No module named" in p.stderr:
+        print("skip python: the binding is not built")
+        return
+    got = json.loads(p.stdout) if p.returncode == 0 else {}
+    want = {r["path"]: r["sha256"] for r in view if r["path"] not in lost}
+    ok = all(got.get(k) == v for k, v in want.items()) and all(
+        got.get(r["path"]) in (None, r["sha256"]) for r in view if r["path"] in lost)
+    res.check("python: open(fsid=) walks to the kernel's paths and sha256, none false",
+              ok and want, p.stderr.decode(errors="replace")[-300:])
+
+
+def main():
+    cli, testdata = sys.argv[1], sys.argv[2]
+    pythonpath = sys.argv[3] if len(sys.argv) > 3 else None
+    sys.path.insert(0, testdata)
+    import gen_salvage as gs
+    kv = imgtest.import_kview(testdata)
+    d = os.path.join(testdata, "salvage")
+    view = imgtest.load_jsonl(os.path.join(d, "view.jsonl"))
+    truth = imgtest.load_json(os.path.join(d, "mkfs.json"))
+    facts = imgtest.load_json(os.path.join(d, "truth.json"))
+    res = imgtest.Tally()
+    with tempfile.TemporaryDirectory(prefix="salvage-mkfs.") as work:
+        with open(imgtest.private_copy(os.path.join(d, "salvage.img.zst"), work), "rb") as f:
+            old = f.read()
+        res.check("mkfs.json: every file of the kernel's view has its extents",
+                  sorted(truth["extents"]) == sorted(r["path"] for r in view))
+        counts = []
+        for name in gs.MKFS:
+            img = imgtest.private_copy(os.path.join(d, name + ".img.zst"), work)
+            with open(img, "rb") as f:
+                new = f.read()
+            lost = set(gs.overwritten(old, new, truth["extents"], truth["nodesize"]))
+            del new
+            res.check("%s: the overwritten files recomputed from the images as recorded" % name,
+                      sorted(lost) == truth["copies"][name]["overwritten"])
+            counts.append(len(lost))
+            before = imgtest.sha256_file(img)
+            new_fsid = check_scan(res, cli, img, name, facts, name.startswith("mkfs-btrfs"))
+            check_walk(kv, res, cli, img, name, facts["fsid"][:8], view, lost)
+            check_refusals(res, cli, img, name, new_fsid)
+            if name == "mkfs-btrfs-single":
+                python_binding(res, img, uuid(facts["fsid"]), view, lost, pythonpath)
+                check_mount(res, cli, work, img, facts["fsid"][:8], view, lost)
+                check_forensic(res, cli, img, name, facts["fsid"][:8], facts, gs.content)
+                hostile(kv, res, cli, work, old, img, facts, view, lost)
+            res.check("%s: the image is not written" % name, imgtest.sha256_file(img) == before)
+            os.unlink(img)
+        res.check("the copies overwrite some files and leave others (the test can fail)",
+                  any(0 < n < len(view) for n in counts), counts)
+        check_scan_layers(res, cli, testdata, work)
+    return res.summary(need_one=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
