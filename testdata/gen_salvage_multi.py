@@ -74,7 +74,7 @@ def chunk_blocks(img, fsid, nodesize):
     out = []
     for off in range(0, len(img) - nodesize + 1, 4096):
         if img[off + 0x20:off + 0x30] == fsid and \
-                struct.unpack_from("<Q", img, off + 0x68)[0] == OWNER_CHUNK_TREE:
+                struct.unpack_from("<Q", img, off + 0x58)[0] == OWNER_CHUNK_TREE:
             out.append(off)
     return out
 

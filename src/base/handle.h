@@ -95,6 +95,10 @@ struct btrfsimg_fs {
 	struct bi_sv_scan *scan;
 	unsigned salvage_fsidx;
 	bool salvage_super;
+	/* devices given without a valid superblock beside ones with it: not
+	 * members until the salvage places them by their blocks
+	 * (salvage_chunks.c); counted in missing_devs meanwhile */
+	uint64_t unplaced_devs;
 	struct bi_root *salvage_roots;
 	size_t nsalvage_roots;
 };

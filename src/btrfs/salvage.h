@@ -29,6 +29,11 @@ int bi_salvage_super(struct btrfsimg_fs *fs, const char *why);
  * the blocks found on them. */
 int bi_salvage_chunks(struct btrfsimg_fs *fs);
 
+/* The chunk tree read, but some devices had no superblock: each gets the
+ * devid whose stripes put the most of its blocks where they were found
+ * (fs->chunks the map), or is set aside, said either way. */
+int bi_salvage_place_devices(struct btrfsimg_fs *fs);
+
 /* The root tree cannot be read (or the superblock was rebuilt): the
  * newest candidate whose whole root tree reads, from the superblock's
  * backup roots and the scan; then for each tree, a newer root the scan

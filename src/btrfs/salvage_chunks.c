@@ -26,6 +26,8 @@
 #define DEV_EXTENT_SIZE 48
 #define BG_ITEM_SIZE 24
 #define MAX_DEVEXT_PER_BG 4
+/* devids told apart without any DEV_ITEM (as open.c's BI_MAX_DEVITEMS) */
+#define MAX_DEVITEMS 4096
 
 struct cand {
 	struct bi_chunk *c;
@@ -411,60 +413,181 @@ static void score(struct btrfsimg_fs *fs, struct cands *l, const struct vec *ex)
 	}
 }
 
-/* A device with no superblock: the devid whose stripes put the most of
- * its blocks where they were found. */
-static void assign_devids(struct btrfsimg_fs *fs, const struct cands *l)
+/* How many of device @dv's blocks the chunks @cv put where they were found
+ * if it were @devid. */
+static uint64_t votes_for(const struct btrfsimg_fs *fs, size_t dv, uint64_t devid,
+			  const struct bi_chunk *const *cv, size_t nc)
 {
 	const struct bi_sv_scan *s = fs->scan;
-	for (size_t dv = 0; dv < fs->ndevs; dv++) {
-		struct bi_dev *d = &fs->devs[dv];
-		if (d->member || d->absorbed)
+	uint64_t n = 0;
+	for (size_t j = 0; j < s->n; j++) {
+		const struct bi_sv_blk *b = &s->blk[j];
+		if (b->dev != dv || b->fsidx != fs->salvage_fsidx)
 			continue;
-		uint64_t best = 0, votes = 0;
-		for (size_t i = 0; i < fs->ndevitems; i++) {
-			uint64_t devid = fs->devitems[i].devid, n = 0;
-			for (size_t j = 0; j < s->n; j++) {
-				const struct bi_sv_blk *b = &s->blk[j];
-				if (b->dev != dv || b->fsidx != fs->salvage_fsidx)
-					continue;
-				for (size_t k = 0; k < l->n; k++) {
-					const struct bi_chunk *c = l->v[k].c;
-					if (b->bytenr >= c->logical && b->bytenr - c->logical < c->length &&
-					    cand_places(c, b->bytenr, devid, b->physical)) {
-						n++;
-						break;
-					}
-				}
+		for (size_t k = 0; k < nc; k++) {
+			const struct bi_chunk *c = cv[k];
+			if (b->bytenr >= c->logical && b->bytenr - c->logical < c->length &&
+			    cand_places(c, b->bytenr, devid, b->physical)) {
+				n++;
+				break;
 			}
-			if (n > votes) {
-				votes = n;
-				best = devid;
+		}
+	}
+	return n;
+}
+
+static bool devid_taken(const struct btrfsimg_fs *fs, uint64_t devid)
+{
+	for (size_t j = 0; j < fs->ndevs; j++)
+		if (fs->devs[j].member && fs->devs[j].devid == devid)
+			return true;
+	return false;
+}
+
+static void place(struct btrfsimg_fs *fs, size_t dv, uint64_t devid, uint64_t votes,
+		  uint64_t tied)
+{
+	struct bi_dev *d = &fs->devs[dv];
+	const uint8_t *uuid = devitem_uuid(fs, devid);
+	d->member = true;
+	d->devid = devid;
+	if (uuid)
+		memcpy(d->dev_uuid, uuid, 16);
+	memcpy(d->fsid, fs->sb.info.fsid, 16);
+	char also[96] = "";
+	if (tied) /* mirrored stripes at the same offsets: either reads the same */
+		snprintf(also, sizeof(also), " (as many for devid %" PRIu64 ", taken in devid order)",
+			 tied);
+	bi_damage(fs,
+		  "salvage: device '%s' is devid %" PRIu64 ": %" PRIu64
+		  " of its tree blocks sit where that devid's stripes put them%s",
+		  d->name, devid, votes, also);
+}
+
+/* Devices with no superblock get devids one at a time, the pair (device,
+ * devid not taken) with the most votes first, so that two devices never
+ * share one and a device of mirrored stripes, which fits every mirror's
+ * devid alike, takes the one left to it. */
+static void assign_devids(struct btrfsimg_fs *fs, const struct bi_chunk *const *cv, size_t nc)
+{
+	for (;;) {
+		uint64_t best = 0, votes = 0, tied = 0;
+		size_t bdv = 0;
+		for (size_t dv = 0; dv < fs->ndevs; dv++) {
+			const struct bi_dev *d = &fs->devs[dv];
+			if (d->member || d->absorbed)
+				continue;
+			for (size_t i = 0; i < fs->ndevitems; i++) {
+				uint64_t devid = fs->devitems[i].devid;
+				if (devid_taken(fs, devid))
+					continue;
+				uint64_t n = votes_for(fs, dv, devid, cv, nc);
+				if (n > votes) {
+					votes = n, best = devid, bdv = dv, tied = 0;
+				} else if (n == votes && n && dv == bdv && !tied) {
+					tied = devid;
+				}
 			}
 		}
 		if (!votes)
-			continue;
-		bool taken = false;
-		for (size_t j = 0; j < fs->ndevs; j++)
-			taken |= fs->devs[j].member && fs->devs[j].devid == best;
-		if (taken)
-			continue;
-		d->member = true;
-		d->devid = best;
-		memcpy(d->dev_uuid, devitem_uuid(fs, best), 16);
-		memcpy(d->fsid, fs->sb.info.fsid, 16);
-		bi_damage(fs, "salvage: device '%s' is devid %" PRIu64 ": %" PRIu64
-			  " tree blocks sit where its stripes put them", d->name, best, votes);
+			return;
+		place(fs, bdv, best, votes, tied);
 	}
-	if (!fs->salvage_super)
-		return; /* the superblock's device count stands */
+}
+
+/* What the placement leaves: devices set aside, devices missing, and (for
+ * a rebuilt superblock) the device count and size it would have said. */
+static void finish_placement(struct btrfsimg_fs *fs)
+{
+	char u[37];
+	bi_uuid_str(fs->sb.info.fsid, u);
 	uint64_t members = 0;
-	for (size_t j = 0; j < fs->ndevs; j++)
-		members += fs->devs[j].member;
-	fs->sb.info.num_devices = fs->ndevitems ? fs->ndevitems : members;
+	for (size_t j = 0; j < fs->ndevs; j++) {
+		const struct bi_dev *d = &fs->devs[j];
+		members += d->member;
+		if (!d->member && !d->absorbed)
+			bi_damage(fs,
+				  "salvage: device '%s' set aside: no tree block of filesystem %s on it "
+				  "sits where the stripes of a devid not taken put it",
+				  d->name, u);
+	}
+	if (fs->salvage_super) {
+		fs->sb.info.num_devices = fs->ndevitems > members ? fs->ndevitems : members;
+		fs->sb.info.total_bytes = 0; /* as the superblock sums its devices */
+		for (size_t i = 0; i < fs->ndevitems; i++)
+			fs->sb.info.total_bytes += fs->devitems[i].total_bytes;
+	}
 	fs->missing_devs = fs->sb.info.num_devices > members ? fs->sb.info.num_devices - members : 0;
-	fs->sb.info.total_bytes = 0; /* as the superblock sums its devices */
-	for (size_t i = 0; i < fs->ndevitems; i++)
-		fs->sb.info.total_bytes += fs->devitems[i].total_bytes;
+	fs->unplaced_devs = 0;
+	if (fs->missing_devs)
+		bi_damage(fs, "%" PRIu64 " of %" PRIu64 " devices missing: reading degraded",
+			  fs->missing_devs, fs->sb.info.num_devices);
+	bi_chunk_map_report_degraded(fs);
+}
+
+/* Whether a device was given that no superblock placed. */
+static bool any_unplaced(const struct btrfsimg_fs *fs)
+{
+	for (size_t j = 0; j < fs->ndevs; j++)
+		if (!fs->devs[j].member && !fs->devs[j].absorbed)
+			return true;
+	return false;
+}
+
+int bi_salvage_place_devices(struct btrfsimg_fs *fs)
+{
+	int rc = bi_salvage_scan(fs);
+	if (rc < 0)
+		return rc;
+	size_t nc = bi_chunk_map_count(fs->chunks);
+	const struct bi_chunk **cv = calloc(nc ? nc : 1, sizeof(*cv));
+	if (!cv)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory placing devices");
+	for (size_t k = 0; k < nc; k++)
+		cv[k] = bi_chunk_map_at(fs->chunks, k);
+	assign_devids(fs, cv, nc);
+	free(cv);
+	finish_placement(fs);
+	return 0;
+}
+
+/* No DEV_ITEM survived (no chunk-tree leaf): the devices are those the
+ * superblocks name and the devids the device extents give, their uuids
+ * unknown (zero) where no superblock says them. */
+static int devitems_from_extents(struct btrfsimg_fs *fs, const struct vec *ex)
+{
+	const struct devext *e = ex->v;
+	for (size_t j = 0; j < fs->ndevs + ex->n; j++) {
+		const struct bi_dev *d = j < fs->ndevs ? &fs->devs[j] : NULL;
+		if (d && !d->member)
+			continue;
+		struct bi_devitem it = { .devid = d ? d->devid : e[j - fs->ndevs].devid,
+					 .total_bytes = d ? d->total_bytes : 0 };
+		if (d)
+			memcpy(it.uuid, d->dev_uuid, 16);
+		if (devitem_uuid(fs, it.devid) || fs->ndevitems >= MAX_DEVITEMS)
+			continue;
+		struct bi_devitem *v = realloc(fs->devitems, (fs->ndevitems + 1) * sizeof(*v));
+		if (!v)
+			return bi_err(fs, -ENOMEM, "salvage: out of memory for dev items");
+		v[fs->ndevitems++] = it;
+		fs->devitems = v;
+	}
+	return 0;
+}
+
+static int assign_cands(struct btrfsimg_fs *fs, const struct cands *l)
+{
+	if (!any_unplaced(fs))
+		return 0;
+	const struct bi_chunk **cv = calloc(l->n ? l->n : 1, sizeof(*cv));
+	if (!cv)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory placing devices");
+	for (size_t k = 0; k < l->n; k++)
+		cv[k] = l->v[k].c;
+	assign_devids(fs, cv, l->n);
+	free(cv);
+	return 0;
 }
 
 static int cand_cmp(const void *pa, const void *pb)
@@ -536,16 +659,22 @@ int bi_salvage_chunks(struct btrfsimg_fs *fs)
 	rc = chunk_leaf_cands(fs, &l, buf, &newest);
 	if (rc == 0)
 		rc = read_extents(fs, buf, &ex, &bg);
+	if (rc == 0 && fs->ndevitems == 0)
+		rc = devitems_from_extents(fs, &ex);
 	if (rc == 0)
 		rc = extent_cands(fs, &l, &ex, &bg);
+	if (rc == 0)
+		rc = assign_cands(fs, &l);
 	if (rc < 0)
 		goto out;
-	assign_devids(fs, &l);
+	bool placing = fs->salvage_super || fs->unplaced_devs;
 	score(fs, &l, &ex);
 	struct map_report r = { 0 };
 	rc = insert_cands(fs, &l, &r);
 	if (rc < 0)
 		goto out;
+	if (placing)
+		finish_placement(fs);
 	if (bi_chunk_map_count(fs->chunks) == 0) {
 		rc = bi_err(fs, -EUCLEAN,
 			    "salvage: no chunk mapping found: %zu candidates from chunk-tree leaves and "

@@ -300,9 +300,17 @@ static int match_members(struct btrfsimg_fs *fs, struct bi_super *per_dev, int *
 		struct bi_dev *d = &fs->devs[k];
 		if (d->absorbed)
 			continue;
-		if (per_idx[k] < 0)
+		if (per_idx[k] < 0 && (fs->opts.flags & BTRFSIMG_OPEN_SUPER_MIRROR))
 			return bi_err(fs, -EUCLEAN, "device '%s': no valid superblock copy",
 				      d->name);
+		if (per_idx[k] < 0) { /* placed by its blocks, if it can be */
+			bi_damage(fs,
+				  "device '%s': no valid superblock copy; its devid is looked for "
+				  "where the chunk map puts its tree blocks",
+				  d->name);
+			fs->unplaced_devs++;
+			continue;
+		}
 		if (memcmp(per_dev[k].info.fsid, fs->sb.info.fsid, 16) != 0) {
 			bi_uuid_str(per_dev[k].info.fsid, have);
 			return bi_err(fs, -EINVAL,
@@ -328,7 +336,7 @@ static int match_members(struct btrfsimg_fs *fs, struct bi_super *per_dev, int *
 			      "%" PRIu64 " devices given, the superblock names only %" PRIu64,
 			      members, fs->sb.info.num_devices);
 	fs->missing_devs = fs->sb.info.num_devices - members;
-	if (fs->missing_devs)
+	if (fs->missing_devs && !fs->unplaced_devs) /* else said once they are placed */
 		bi_damage(fs, "%" PRIu64 " of %" PRIu64 " devices missing: reading degraded",
 			  fs->missing_devs, fs->sb.info.num_devices);
 	return 0;
