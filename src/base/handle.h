@@ -99,6 +99,15 @@ struct btrfsimg_fs {
 	 * members until the salvage places them by their blocks
 	 * (salvage_chunks.c); counted in missing_devs meanwhile */
 	uint64_t unplaced_devs;
+	/* what tree blocks could not tell, for the data checksums
+	 * (salvage_stripes.c): chunks whose stripe order is a guess, and
+	 * pairs of devices (indexes into devs) whose devids place their
+	 * blocks alike either way */
+	uint64_t *salvage_unsure;
+	size_t nsalvage_unsure;
+#define BI_SV_MAX_TIES 8
+	uint32_t salvage_ties[BI_SV_MAX_TIES][2];
+	size_t nsalvage_ties;
 	struct bi_root *salvage_roots;
 	size_t nsalvage_roots;
 };

@@ -255,6 +255,8 @@ int bi_core_open(struct btrfsimg_fs *fs)
 	rc = open_chunks(fs);
 	if (rc == 0)
 		rc = open_roots(fs);
+	if (rc == 0 && (fs->nsalvage_unsure || fs->nsalvage_ties))
+		rc = bi_salvage_stripes(fs);
 	if (rc < 0)
 		explain_missing(fs);
 	return rc;

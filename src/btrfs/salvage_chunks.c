@@ -25,7 +25,9 @@
 
 #define DEV_EXTENT_SIZE 48
 #define BG_ITEM_SIZE 24
-#define MAX_DEVEXT_PER_BG 4
+#define MAX_DEVEXT_PER_BG 16
+/* stripe orders tried in full up to this many stripes (6! = 720) */
+#define MAX_PERMUTED 6
 /* devids told apart without any DEV_ITEM (as open.c's BI_MAX_DEVITEMS) */
 #define MAX_DEVITEMS 4096
 
@@ -34,6 +36,7 @@ struct cand {
 	uint64_t generation;
 	uint64_t placed, misplaced;
 	bool synthesized; /* from device extents and a block group */
+	bool unsure;	  /* striped, its order not told by tree blocks */
 };
 
 struct cands {
@@ -264,7 +267,8 @@ static const uint8_t *devitem_uuid(const struct btrfsimg_fs *fs, uint64_t devid)
 	return NULL;
 }
 
-/* Mirrored profiles only: their stripes' order does not matter. */
+/* Copies of a mirrored profile (their stripes' order does not matter), 0
+ * for a striped one. */
 static uint16_t mirror_count(uint64_t flags)
 {
 	switch (flags & BG_PROFILE_MASK) {
@@ -282,39 +286,86 @@ static uint16_t mirror_count(uint64_t flags)
 	}
 }
 
-/* A chunk for block group @g from its device extents, or NULL. */
+/* Whether @n device extents make a striped chunk of this profile (the
+ * kernel's devs_min and, for raid10, pairs). */
+static bool striped_count_ok(uint64_t flags, size_t n)
+{
+	switch (flags & BG_PROFILE_MASK) {
+	case BG_RAID0:
+		return n >= 1;
+	case BG_RAID10:
+		return n >= 2 && n % 2 == 0;
+	case BG_RAID5:
+		return n >= 2;
+	case BG_RAID6:
+		return n >= 3;
+	default:
+		return false;
+	}
+}
+
+static bool mirrored(uint64_t flags)
+{
+	return mirror_count(flags) != 0;
+}
+
+/* The device extents of block group @g, devid order (the index order of
+ * the device tree), into @pick; how many, or SIZE_MAX if more than fit. */
+static size_t extents_of(const struct bgitem *g, const struct devext *e, size_t ne,
+			 const struct devext **pick, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ne; i++) {
+		if (e[i].chunk_offset != g->logical)
+			continue;
+		if (n == max)
+			return SIZE_MAX;
+		size_t k = n++;
+		while (k > 0 && (pick[k - 1]->devid > e[i].devid ||
+				 (pick[k - 1]->devid == e[i].devid &&
+				  pick[k - 1]->physical > e[i].physical))) {
+			pick[k] = pick[k - 1];
+			k--;
+		}
+		pick[k] = &e[i];
+	}
+	return n;
+}
+
+/* A chunk for block group @g from its device extents, or NULL: a mirrored
+ * profile's extents each span the chunk; a striped one's span its share
+ * (bi_chunk_stripe_span), and their order, which no device extent records,
+ * is devid order here until the evidence decides (best_order, and
+ * salvage_stripes.c for data). */
 static struct bi_chunk *chunk_from_extents(const struct btrfsimg_fs *fs, const struct bgitem *g,
 					   const struct devext *e, size_t ne)
 {
-	uint16_t want = mirror_count(g->flags), got = 0;
-	if (!want || !(g->flags & BG_TYPE_MASK))
+	const struct devext *pick[MAX_DEVEXT_PER_BG];
+	size_t n = extents_of(g, e, ne, pick, MAX_DEVEXT_PER_BG);
+	bool mir = mirrored(g->flags);
+	if (!(g->flags & BG_TYPE_MASK) || n == 0 || n == SIZE_MAX ||
+	    (mir ? n != mirror_count(g->flags) : !striped_count_ok(g->flags, n)))
 		return NULL;
-	struct bi_chunk *c = calloc(1, sizeof(*c) + want * sizeof(c->stripes[0]));
+	struct bi_chunk *c = calloc(1, sizeof(*c) + n * sizeof(c->stripes[0]));
 	if (!c)
 		return NULL;
-	for (size_t i = 0; i < ne; i++) {
-		if (e[i].chunk_offset != g->logical || e[i].length != g->length)
-			continue;
-		const uint8_t *uuid = devitem_uuid(fs, e[i].devid);
-		if (got == want || !uuid) {
-			free(c);
-			return NULL;
-		}
-		c->stripes[got].devid = e[i].devid;
-		c->stripes[got].offset = e[i].physical;
-		memcpy(c->stripes[got].dev_uuid, uuid, 16);
-		got++;
-	}
-	if (got != want) {
-		free(c);
-		return NULL;
-	}
 	c->logical = g->logical;
 	c->length = g->length;
 	c->type = g->flags;
 	c->stripe_len = BI_STRIPE_LEN;
-	c->num_stripes = want;
-	c->sub_stripes = 1;
+	c->num_stripes = (uint16_t)n;
+	c->sub_stripes = (g->flags & BG_RAID10) ? 2 : 1;
+	uint64_t span = mir ? g->length : bi_chunk_stripe_span(c);
+	for (size_t k = 0; k < n; k++) {
+		const uint8_t *uuid = devitem_uuid(fs, pick[k]->devid);
+		if (!uuid || pick[k]->length != span) {
+			free(c);
+			return NULL;
+		}
+		c->stripes[k].devid = pick[k]->devid;
+		c->stripes[k].offset = pick[k]->physical;
+		memcpy(c->stripes[k].dev_uuid, uuid, 16);
+	}
 	return c;
 }
 
@@ -361,6 +412,74 @@ static bool cand_places(const struct bi_chunk *c, uint64_t logical, uint64_t dev
 			return true;
 	}
 	return false;
+}
+
+/* How many tree blocks of member devices @c puts where they were found. */
+static uint64_t blocks_placed(const struct btrfsimg_fs *fs, const struct bi_chunk *c)
+{
+	const struct bi_sv_scan *s = fs->scan;
+	uint64_t n = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct bi_sv_blk *b = &s->blk[i];
+		const struct bi_dev *d = &fs->devs[b->dev];
+		if (b->fsidx == fs->salvage_fsidx && d->member && b->bytenr >= c->logical &&
+		    b->bytenr - c->logical < c->length && cand_places(c, b->bytenr, d->devid, b->physical))
+			n++;
+	}
+	return n;
+}
+
+/* A striped chunk from device extents: the stripe order under which the
+ * most tree blocks sit where they were found (devid order on a tie). A
+ * data chunk holds no tree block: its order stays unsure, for the data
+ * checksums to decide once the trees read (salvage_stripes.c). */
+static int best_order(struct btrfsimg_fs *fs, struct cand *x)
+{
+	struct bi_chunk *c = x->c;
+	size_t n = c->num_stripes;
+	x->unsure = true;
+	if (n > MAX_PERMUTED)
+		return 0;
+	size_t bytes = sizeof(*c) + n * sizeof(c->stripes[0]);
+	struct bi_chunk *t = malloc(bytes), *best = malloc(bytes);
+	if (!t || !best) {
+		free(t);
+		free(best);
+		return bi_err(fs, -ENOMEM, "salvage: out of memory ordering stripes");
+	}
+	memcpy(best, c, bytes);
+	memcpy(t, c, bytes);
+	uint16_t v[MAX_PERMUTED];
+	for (size_t k = 0; k < n; k++)
+		v[k] = (uint16_t)k;
+	uint64_t most = blocks_placed(fs, c);
+	while (bi_salvage_next_order(v, n)) {
+		for (size_t k = 0; k < n; k++)
+			t->stripes[k] = c->stripes[v[k]];
+		uint64_t got = blocks_placed(fs, t);
+		if (got > most) {
+			most = got;
+			memcpy(best, t, bytes);
+		}
+	}
+	memcpy(c, best, bytes);
+	free(t);
+	free(best);
+	x->unsure = most == 0 || (c->type & BG_DATA);
+	return 0;
+}
+
+static int order_striped(struct btrfsimg_fs *fs, struct cands *l)
+{
+	for (size_t k = 0; k < l->n; k++) {
+		struct cand *x = &l->v[k];
+		if (!x->synthesized || mirrored(x->c->type))
+			continue;
+		int rc = best_order(fs, x);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* The device tree's word on stripe @k of @c: +1 when a device extent
@@ -464,13 +583,33 @@ static void place(struct btrfsimg_fs *fs, size_t dv, uint64_t devid, uint64_t vo
 		  d->name, devid, votes, also);
 }
 
+/* Pairs of devices just placed whose blocks sit alike under either's
+ * devid (mirrored stripes at the same offsets): for the data checksums to
+ * tell apart (salvage_stripes.c). */
+static void note_ties(struct btrfsimg_fs *fs, const size_t *placed, size_t n,
+		      const struct bi_chunk *const *cv, size_t nc)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n && fs->nsalvage_ties < BI_SV_MAX_TIES; j++) {
+			size_t a = placed[i], b = placed[j];
+			uint64_t ia = fs->devs[a].devid, ib = fs->devs[b].devid;
+			if (votes_for(fs, a, ib, cv, nc) != votes_for(fs, a, ia, cv, nc) ||
+			    votes_for(fs, b, ia, cv, nc) != votes_for(fs, b, ib, cv, nc))
+				continue;
+			fs->salvage_ties[fs->nsalvage_ties][0] = (uint32_t)a;
+			fs->salvage_ties[fs->nsalvage_ties][1] = (uint32_t)b;
+			fs->nsalvage_ties++;
+		}
+}
+
 /* Devices with no superblock get devids one at a time, the pair (device,
  * devid not taken) with the most votes first, so that two devices never
  * share one and a device of mirrored stripes, which fits every mirror's
  * devid alike, takes the one left to it. */
 static void assign_devids(struct btrfsimg_fs *fs, const struct bi_chunk *const *cv, size_t nc)
 {
-	for (;;) {
+	size_t placed[BI_MAX_DEVS], nplaced = 0;
+	while (nplaced < BI_MAX_DEVS) {
 		uint64_t best = 0, votes = 0, tied = 0;
 		size_t bdv = 0;
 		for (size_t dv = 0; dv < fs->ndevs; dv++) {
@@ -490,9 +629,11 @@ static void assign_devids(struct btrfsimg_fs *fs, const struct bi_chunk *const *
 			}
 		}
 		if (!votes)
-			return;
+			break;
 		place(fs, bdv, best, votes, tied);
+		placed[nplaced++] = bdv;
 	}
+	note_ties(fs, placed, nplaced, cv, nc);
 }
 
 /* What the placement leaves: devices set aside, devices missing, and (for
@@ -595,6 +736,8 @@ static int cand_cmp(const void *pa, const void *pb)
 	const struct cand *a = pa, *b = pb;
 	if (a->placed != b->placed)
 		return a->placed > b->placed ? -1 : 1;
+	if (a->synthesized != b->synthesized) /* an item records the stripe order */
+		return a->synthesized ? 1 : -1;
 	if (a->generation != b->generation)
 		return a->generation > b->generation ? -1 : 1;
 	return a->c->logical < b->c->logical ? -1 : a->c->logical > b->c->logical;
@@ -619,7 +762,8 @@ static int insert_cands(struct btrfsimg_fs *fs, struct cands *l, struct map_repo
 			continue; /* the sys_chunk_array's own */
 		char why[256];
 		int rc = bi_chunk_map_insert(fs->chunks, x->c, why, sizeof(why));
-		bool synth = x->synthesized;
+		bool synth = x->synthesized, unsure = x->unsure;
+		uint64_t logical = x->c->logical;
 		x->c = NULL; /* the map owns it, or the insert freed it */
 		if (rc == -ENOMEM)
 			return bi_err(fs, rc, "salvage: out of memory building the chunk map");
@@ -629,6 +773,8 @@ static int insert_cands(struct btrfsimg_fs *fs, struct cands *l, struct map_repo
 		}
 		r->used++;
 		synth ? r->synthesized++ : r->items++;
+		if (unsure && bi_salvage_note_unsure(fs, logical) < 0)
+			return bi_err(fs, -ENOMEM, "salvage: out of memory building the chunk map");
 	}
 	return 0;
 }
@@ -665,6 +811,8 @@ int bi_salvage_chunks(struct btrfsimg_fs *fs)
 		rc = extent_cands(fs, &l, &ex, &bg);
 	if (rc == 0)
 		rc = assign_cands(fs, &l);
+	if (rc == 0)
+		rc = order_striped(fs, &l);
 	if (rc < 0)
 		goto out;
 	bool placing = fs->salvage_super || fs->unplaced_devs;

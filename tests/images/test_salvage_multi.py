@@ -13,7 +13,11 @@ device images are written under names that sort against devid order
 ("z-..." is devid 1) and given in reverse devid order, and once in devid
 order. On each: walk --json --hash equals the kernel's view, every field
 (test_salvage.walk_equal); exit 1; stderr says what was rebuilt and which
-devid each image got; no image is written.
+devid each image got; no image is written. The striped set (raid10
+metadata, raid5 data) also needs what tree blocks cannot tell: the raid5
+chunks' stripe order when they come from device extents, and which device
+of a raid10 mirror pair is which without superblocks; the data checksums
+decide, and stderr says so.
 Hostile: an image of another filesystem among the devices is set aside
 (no superblock anywhere) or refused (its superblock names another fsid); a
 copy of devid 1 whose superblock claims devid 2 is refused; a second copy
@@ -38,7 +42,16 @@ NAMES = {1: "z-first", 2: "a-second", 3: "m-third", 4: "b-fourth"}
 # what each set must open from (striped: see the man page, SALVAGE)
 CASES = {
     "raid1": ("super", "super1", "chunk", "chunkall", "both", "bothall"),
-    "striped": ("super1",),
+    "striped": ("super", "super1", "chunk", "chunkall", "both", "bothall"),
+}
+# striped: what tree blocks cannot tell, the data checksums decide
+ORDER = b"raid5 from device extents: stripe order devids "
+STRIPED_SAID = {
+    "super": [b"the data checksums decide"],
+    "chunk": [ORDER],
+    "chunkall": [ORDER, b"sampled sectors verify"],
+    "both": [b"the data checksums decide", ORDER],
+    "bothall": [b"the data checksums decide", ORDER],
 }
 SAID = {
     "super": [b"no superblock (", b"is devid 1: ", b"is devid 2: "],
@@ -140,11 +153,12 @@ def main():
             for what in CASES[name]:
                 paths = write_devs(work, gm.damage(devs, what), what)
                 order = sorted(paths, reverse=True)
+                said = SAID[what] + (STRIPED_SAID.get(what, []) if name == "striped" else [])
                 walk(kv, res, cli, "%s: %s, reverse devid order" % (name, what),
-                     [paths[i] for i in order], view, SAID[what])
+                     [paths[i] for i in order], view, said)
                 if what == "super":
                     walk(kv, res, cli, "%s: %s, devid order" % (name, what),
-                         [paths[i] for i in sorted(paths)], view, SAID[what])
+                         [paths[i] for i in sorted(paths)], view, said)
                 for p in paths.values():
                     os.unlink(p)
         devs, view = sets["raid1"]
