@@ -101,12 +101,13 @@ struct btrfsimg_fs {
 	uint64_t unplaced_devs;
 	/* what tree blocks could not tell, for the data checksums
 	 * (salvage_stripes.c): chunks whose stripe order is a guess, and
-	 * pairs of devices (indexes into devs) whose devids place their
-	 * blocks alike either way */
+	 * devices placed by the salvage (index into devs) with another devid
+	 * (free, or a device's placed alike) under which their blocks sit as
+	 * well */
 	uint64_t *salvage_unsure;
 	size_t nsalvage_unsure;
 #define BI_SV_MAX_TIES 8
-	uint32_t salvage_ties[BI_SV_MAX_TIES][2];
+	uint64_t salvage_ties[BI_SV_MAX_TIES][2];
 	size_t nsalvage_ties;
 	struct bi_root *salvage_roots;
 	size_t nsalvage_roots;

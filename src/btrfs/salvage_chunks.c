@@ -583,23 +583,38 @@ static void place(struct btrfsimg_fs *fs, size_t dv, uint64_t devid, uint64_t vo
 		  d->name, devid, votes, also);
 }
 
-/* Pairs of devices just placed whose blocks sit alike under either's
- * devid (mirrored stripes at the same offsets): for the data checksums to
- * tell apart (salvage_stripes.c). */
+/* The device placed among @placed that holds @devid, or SIZE_MAX. */
+static size_t placed_with(const struct btrfsimg_fs *fs, const size_t *placed, size_t n,
+			  uint64_t devid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fs->devs[placed[i]].devid == devid)
+			return placed[i];
+	return SIZE_MAX;
+}
+
+/* Devices just placed whose blocks sit as well under another devid, free
+ * or held by another device just placed that fits the swap alike (raid10's
+ * mirror pairs: mirrored stripes at the same offsets): for the data
+ * checksums to decide (salvage_stripes.c). */
 static void note_ties(struct btrfsimg_fs *fs, const size_t *placed, size_t n,
 		      const struct bi_chunk *const *cv, size_t nc)
 {
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = i + 1; j < n && fs->nsalvage_ties < BI_SV_MAX_TIES; j++) {
-			size_t a = placed[i], b = placed[j];
-			uint64_t ia = fs->devs[a].devid, ib = fs->devs[b].devid;
-			if (votes_for(fs, a, ib, cv, nc) != votes_for(fs, a, ia, cv, nc) ||
-			    votes_for(fs, b, ia, cv, nc) != votes_for(fs, b, ib, cv, nc))
+	for (size_t i = 0; i < n; i++) {
+		size_t a = placed[i];
+		uint64_t ia = fs->devs[a].devid, va = votes_for(fs, a, ia, cv, nc);
+		for (size_t k = 0; k < fs->ndevitems && fs->nsalvage_ties < BI_SV_MAX_TIES; k++) {
+			uint64_t x = fs->devitems[k].devid;
+			size_t b = placed_with(fs, placed, n, x);
+			if (x == ia || (devid_taken(fs, x) && b == SIZE_MAX) || (b != SIZE_MAX && b < a) ||
+			    votes_for(fs, a, x, cv, nc) != va ||
+			    (b != SIZE_MAX && votes_for(fs, b, ia, cv, nc) != votes_for(fs, b, x, cv, nc)))
 				continue;
-			fs->salvage_ties[fs->nsalvage_ties][0] = (uint32_t)a;
-			fs->salvage_ties[fs->nsalvage_ties][1] = (uint32_t)b;
+			fs->salvage_ties[fs->nsalvage_ties][0] = a;
+			fs->salvage_ties[fs->nsalvage_ties][1] = x;
 			fs->nsalvage_ties++;
 		}
+	}
 }
 
 /* Devices with no superblock get devids one at a time, the pair (device,

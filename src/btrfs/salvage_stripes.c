@@ -179,24 +179,43 @@ static void swap_devids(struct bi_dev *a, struct bi_dev *b)
 	memcpy(b->dev_uuid, u, 16);
 }
 
-/* Each pair of devices the tree blocks could not tell apart: swapped when
- * more samples verify so. */
+/* Device @a takes @devid: from the device that holds it (a swap), or free
+ * (its uuid that of the DEV_ITEM). */
+static void move_devid(struct btrfsimg_fs *fs, struct bi_dev *a, uint64_t devid)
+{
+	for (size_t j = 0; j < fs->ndevs; j++)
+		if (fs->devs[j].member && fs->devs[j].devid == devid) {
+			swap_devids(a, &fs->devs[j]);
+			return;
+		}
+	a->devid = devid;
+	for (size_t i = 0; i < fs->ndevitems; i++)
+		if (fs->devitems[i].devid == devid)
+			memcpy(a->dev_uuid, fs->devitems[i].uuid, 16);
+}
+
+/* Each device whose tree blocks sit as well under another devid: moved
+ * there when more samples verify so. */
 static void decide_ties(struct btrfsimg_fs *fs, struct chunk_samples *v, size_t n, uint8_t *buf)
 {
 	for (size_t t = 0; t < fs->nsalvage_ties; t++) {
 		struct bi_dev *a = &fs->devs[fs->salvage_ties[t][0]];
-		struct bi_dev *b = &fs->devs[fs->salvage_ties[t][1]];
+		uint64_t was = a->devid, other = fs->salvage_ties[t][1];
 		size_t now = total(fs, v, n, buf);
-		swap_devids(a, b);
-		size_t swapped = total(fs, v, n, buf);
-		if (swapped <= now)
-			swap_devids(a, b);
+		bool free_devid = bi_dev_by_id(fs, other) == NULL;
+		move_devid(fs, a, other);
+		size_t moved = total(fs, v, n, buf);
+		if (moved <= now)
+			move_devid(fs, a, was);
 		bi_damage(fs,
-			  "salvage: devices '%s' and '%s' hold their tree blocks where either "
-			  "devid's mirrored stripes put them: the data checksums decide, '%s' is "
-			  "devid %" PRIu64 " (%zu sampled sectors verify, %zu the other way)",
-			  a->name, b->name, a->name, a->devid, swapped > now ? swapped : now,
-			  swapped > now ? now : swapped);
+			  "salvage: device '%s' holds its tree blocks where the mirrored stripes of "
+			  "devid %" PRIu64 " or %" PRIu64 " put them: the data checksums decide, devid %"
+			  PRIu64 " (%zu sampled sectors verify, %zu the other way)",
+			  a->name, was, other, a->devid, moved > now ? moved : now,
+			  moved > now ? now : moved);
+		if (free_devid && moved > now) /* the degraded chunks were named before */
+			bi_damage(fs, "salvage: so the missing device is devid %" PRIu64
+				  ", not devid %" PRIu64 " as said above", was, other);
 	}
 }
 

@@ -23,7 +23,10 @@ Hostile: an image of another filesystem among the devices is set aside
 copy of devid 1 whose superblock claims devid 2 is refused; a second copy
 of a superblock-less device is set aside, never given the same devid.
 Degraded: one device of the raid1 set alone, every superblock zeroed,
-still reads whole, the other named missing.
+still reads whole, the other named missing; the striped set without devid
+3, every superblock zeroed: devid 4, which the tree blocks place as well
+under devid 3 (its raid10 mirror), is told apart by the data checksums,
+and the raid5 data is read through the parity.
 """
 import os
 import struct
@@ -163,6 +166,14 @@ def main():
                     os.unlink(p)
         devs, view = sets["raid1"]
         hostile(kv, res, cli, work, gm, devs, sets["striped"][0], view)
+        devs, view = sets["striped"]
+        damaged = gm.damage(devs, "super")
+        del damaged[3]  # its raid10 mirror, devid 4, fits devid 3 as well
+        paths = write_devs(work, damaged, "degraded")
+        walk(kv, res, cli, "degraded: striped, every superblock zeroed, devid 3 absent",
+             [paths[i] for i in (4, 1, 2)], view,
+             [b"1 of 4 devices missing", b"the data checksums decide, devid 4",
+              b"so the missing device is devid 3"])
     return res.summary(need_one=True)
 
 
