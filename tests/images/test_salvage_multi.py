@@ -19,7 +19,8 @@ chunks' stripe order when they come from device extents, and which device
 of a raid10 mirror pair is which without superblocks; the data checksums
 decide, and stderr says so.
 Hostile: an image of another filesystem among the devices is set aside
-(no superblock anywhere) or refused (its superblock names another fsid); a
+(no superblock anywhere) or refused (its superblock names another fsid, or
+it has none and the superblocks' devices are all given); a
 copy of devid 1 whose superblock claims devid 2 is refused; a second copy
 of a superblock-less device is set aside, never given the same devid.
 Degraded: one device of the raid1 set alone, every superblock zeroed,
@@ -58,7 +59,7 @@ STRIPED_SAID = {
 }
 SAID = {
     "super": [b"no superblock (", b"is devid 1: ", b"is devid 2: "],
-    "super1": [b"no valid superblock copy", b"is devid 1: "],
+    "super1": [b"without a valid superblock copy", b"is devid 1: "],
     "chunk": [b"chunk tree unreadable (", b"chunk map rebuilt from "],
     "chunkall": [b"chunk tree unreadable (", b"from device extents and block groups"],
     "both": [b"no superblock (", b"is devid 1: ", b"chunk map rebuilt from "],
@@ -116,6 +117,11 @@ def hostile(kv, res, cli, work, gm, devs, other, view):
     clean = write_devs(work, devs, "clean")
     walk(kv, res, cli, "hostile: another filesystem's device with its superblock",
          [clean[2], foreign, clean[1]], view, [b"belongs to another filesystem"], want_rc=2)
+    with open(foreign, "wb") as f:
+        f.write(gm.damage(other, "super")[1])
+    walk(kv, res, cli, "hostile: a superblock-less image beside a complete set",
+         [clean[2], foreign, clean[1]], view, [b"devices the superblock names are all given"],
+         want_rc=2)
     forged = os.path.join(work, "forged.img")
     with open(forged, "wb") as f:
         f.write(forged_devid(devs[1], 2))
