@@ -95,6 +95,20 @@ struct btrfsimg_fs {
 	struct bi_sv_scan *scan;
 	unsigned salvage_fsidx;
 	bool salvage_super;
+	/* devices given without a valid superblock beside ones with it: not
+	 * members until the salvage places them by their blocks
+	 * (salvage_chunks.c); counted in missing_devs meanwhile */
+	uint64_t unplaced_devs;
+	/* what tree blocks could not tell, for the data checksums
+	 * (salvage_stripes.c): chunks whose stripe order is a guess, and
+	 * devices placed by the salvage (index into devs) with another devid
+	 * (free, or a device's placed alike) under which their blocks sit as
+	 * well */
+	uint64_t *salvage_unsure;
+	size_t nsalvage_unsure;
+#define BI_SV_MAX_TIES 8
+	uint64_t salvage_ties[BI_SV_MAX_TIES][2];
+	size_t nsalvage_ties;
 	struct bi_root *salvage_roots;
 	size_t nsalvage_roots;
 	/* --fsid (btrfsimg_set_fsid): the filesystem to read, as lowercase

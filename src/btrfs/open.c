@@ -82,7 +82,8 @@ int bi_load_chunk_tree(struct btrfsimg_fs *fs)
 	bi_iter_end(&it);
 	if (rc < 0)
 		return rc;
-	bi_chunk_map_report_degraded(fs);
+	if (!fs->unplaced_devs) /* else once they are placed (salvage_chunks.c) */
+		bi_chunk_map_report_degraded(fs);
 	return 0;
 }
 
@@ -91,6 +92,14 @@ static int open_locate_devices(struct btrfsimg_fs *fs)
 	if (fs->ndevs == 0)
 		return bi_err(fs, -EINVAL, "no device image given");
 	return bi_vol_assemble(fs); /* partitions, LUKS, LVM (volume) */
+}
+
+/* A failed step falls back to the salvage unless devices are missing (a
+ * degraded read fails where the missing device was needed, not because the
+ * way in is gone) or a device without superblock may be the one needed. */
+static bool salvageable(const struct btrfsimg_fs *fs)
+{
+	return fs->missing_devs == 0 || fs->unplaced_devs > 0;
 }
 
 /* The sys_chunk_array bootstraps the chunk tree. A chunk tree that does
@@ -110,8 +119,10 @@ static int open_chunks(struct btrfsimg_fs *fs)
 	int rc = bi_chunk_load_sys_array(fs);
 	if (rc == 0)
 		rc = bi_load_chunk_tree(fs);
-	if (rc < 0 && rc != -ENOMEM && fs->missing_devs == 0)
+	if (rc < 0 && rc != -ENOMEM && salvageable(fs))
 		return bi_salvage_chunks(fs);
+	if (rc == 0 && fs->unplaced_devs)
+		rc = bi_salvage_place_devices(fs);
 	return rc;
 }
 
@@ -205,7 +216,7 @@ static int open_roots(struct btrfsimg_fs *fs)
 	int rc = open_generation(fs);
 	if (rc == 0)
 		rc = open_root_tree(fs);
-	if (rc < 0 && rc != -ENOMEM && !fs->want_gen && fs->missing_devs == 0)
+	if (rc < 0 && rc != -ENOMEM && !fs->want_gen && salvageable(fs))
 		rc = bi_salvage_root(fs);
 	return rc;
 }
@@ -270,6 +281,8 @@ int bi_core_open(struct btrfsimg_fs *fs)
 	rc = open_chunks(fs);
 	if (rc == 0)
 		rc = open_roots(fs);
+	if (rc == 0 && (fs->nsalvage_unsure || fs->nsalvage_ties))
+		rc = bi_salvage_stripes(fs);
 	if (rc < 0)
 		explain_missing(fs);
 	return rc;

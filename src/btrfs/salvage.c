@@ -258,4 +258,7 @@ void bi_salvage_free(struct btrfsimg_fs *fs)
 	free(fs->salvage_roots);
 	fs->salvage_roots = NULL;
 	fs->nsalvage_roots = 0;
+	free(fs->salvage_unsure);
+	fs->salvage_unsure = NULL;
+	fs->nsalvage_unsure = 0;
 }

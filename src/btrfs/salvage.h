@@ -7,6 +7,7 @@
 #ifndef BI_SALVAGE_H
 #define BI_SALVAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,21 @@ int bi_salvage_super(struct btrfsimg_fs *fs, const char *why);
  * without a superblock get their devid from where the candidates place
  * the blocks found on them. */
 int bi_salvage_chunks(struct btrfsimg_fs *fs);
+
+/* The chunk tree read, but some devices had no superblock: each gets the
+ * devid whose stripes put the most of its blocks where they were found
+ * (fs->chunks the map), or is set aside, said either way. */
+int bi_salvage_place_devices(struct btrfsimg_fs *fs);
+
+/* Once the trees read: the stripe order of each striped data chunk rebuilt
+ * from device extents, and which of two devices the tree blocks could not
+ * tell apart is which, decided by the data checksums of sampled sectors
+ * (salvage_stripes.c); said either way. Only fails for lack of memory. */
+int bi_salvage_stripes(struct btrfsimg_fs *fs);
+/* A chunk at @logical whose stripe order the tree blocks did not decide. */
+int bi_salvage_note_unsure(struct btrfsimg_fs *fs, uint64_t logical);
+/* The next order of @v[0..n) (lexicographic); false after the last. */
+bool bi_salvage_next_order(uint16_t *v, size_t n);
 
 /* The root tree cannot be read (or the superblock was rebuilt): the
  * newest candidate whose whole root tree reads, from the superblock's

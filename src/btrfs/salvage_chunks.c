@@ -25,13 +25,18 @@
 
 #define DEV_EXTENT_SIZE 48
 #define BG_ITEM_SIZE 24
-#define MAX_DEVEXT_PER_BG 4
+#define MAX_DEVEXT_PER_BG 16
+/* stripe orders tried in full up to this many stripes (6! = 720) */
+#define MAX_PERMUTED 6
+/* devids told apart without any DEV_ITEM (as open.c's BI_MAX_DEVITEMS) */
+#define MAX_DEVITEMS 4096
 
 struct cand {
 	struct bi_chunk *c;
 	uint64_t generation;
 	uint64_t placed, misplaced;
 	bool synthesized; /* from device extents and a block group */
+	bool unsure;	  /* striped, its order not told by tree blocks */
 };
 
 struct cands {
@@ -262,7 +267,8 @@ static const uint8_t *devitem_uuid(const struct btrfsimg_fs *fs, uint64_t devid)
 	return NULL;
 }
 
-/* Mirrored profiles only: their stripes' order does not matter. */
+/* Copies of a mirrored profile (their stripes' order does not matter), 0
+ * for a striped one. */
 static uint16_t mirror_count(uint64_t flags)
 {
 	switch (flags & BG_PROFILE_MASK) {
@@ -280,39 +286,86 @@ static uint16_t mirror_count(uint64_t flags)
 	}
 }
 
-/* A chunk for block group @g from its device extents, or NULL. */
+/* Whether @n device extents make a striped chunk of this profile (the
+ * kernel's devs_min and, for raid10, pairs). */
+static bool striped_count_ok(uint64_t flags, size_t n)
+{
+	switch (flags & BG_PROFILE_MASK) {
+	case BG_RAID0:
+		return n >= 1;
+	case BG_RAID10:
+		return n >= 2 && n % 2 == 0;
+	case BG_RAID5:
+		return n >= 2;
+	case BG_RAID6:
+		return n >= 3;
+	default:
+		return false;
+	}
+}
+
+static bool mirrored(uint64_t flags)
+{
+	return mirror_count(flags) != 0;
+}
+
+/* The device extents of block group @g, devid order (the index order of
+ * the device tree), into @pick; how many, or SIZE_MAX if more than fit. */
+static size_t extents_of(const struct bgitem *g, const struct devext *e, size_t ne,
+			 const struct devext **pick, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ne; i++) {
+		if (e[i].chunk_offset != g->logical)
+			continue;
+		if (n == max)
+			return SIZE_MAX;
+		size_t k = n++;
+		while (k > 0 && (pick[k - 1]->devid > e[i].devid ||
+				 (pick[k - 1]->devid == e[i].devid &&
+				  pick[k - 1]->physical > e[i].physical))) {
+			pick[k] = pick[k - 1];
+			k--;
+		}
+		pick[k] = &e[i];
+	}
+	return n;
+}
+
+/* A chunk for block group @g from its device extents, or NULL: a mirrored
+ * profile's extents each span the chunk; a striped one's span its share
+ * (bi_chunk_stripe_span), and their order, which no device extent records,
+ * is devid order here until the evidence decides (best_order, and
+ * salvage_stripes.c for data). */
 static struct bi_chunk *chunk_from_extents(const struct btrfsimg_fs *fs, const struct bgitem *g,
 					   const struct devext *e, size_t ne)
 {
-	uint16_t want = mirror_count(g->flags), got = 0;
-	if (!want || !(g->flags & BG_TYPE_MASK))
+	const struct devext *pick[MAX_DEVEXT_PER_BG];
+	size_t n = extents_of(g, e, ne, pick, MAX_DEVEXT_PER_BG);
+	bool mir = mirrored(g->flags);
+	if (!(g->flags & BG_TYPE_MASK) || n == 0 || n == SIZE_MAX ||
+	    (mir ? n != mirror_count(g->flags) : !striped_count_ok(g->flags, n)))
 		return NULL;
-	struct bi_chunk *c = calloc(1, sizeof(*c) + want * sizeof(c->stripes[0]));
+	struct bi_chunk *c = calloc(1, sizeof(*c) + n * sizeof(c->stripes[0]));
 	if (!c)
 		return NULL;
-	for (size_t i = 0; i < ne; i++) {
-		if (e[i].chunk_offset != g->logical || e[i].length != g->length)
-			continue;
-		const uint8_t *uuid = devitem_uuid(fs, e[i].devid);
-		if (got == want || !uuid) {
-			free(c);
-			return NULL;
-		}
-		c->stripes[got].devid = e[i].devid;
-		c->stripes[got].offset = e[i].physical;
-		memcpy(c->stripes[got].dev_uuid, uuid, 16);
-		got++;
-	}
-	if (got != want) {
-		free(c);
-		return NULL;
-	}
 	c->logical = g->logical;
 	c->length = g->length;
 	c->type = g->flags;
 	c->stripe_len = BI_STRIPE_LEN;
-	c->num_stripes = want;
-	c->sub_stripes = 1;
+	c->num_stripes = (uint16_t)n;
+	c->sub_stripes = (g->flags & BG_RAID10) ? 2 : 1;
+	uint64_t span = mir ? g->length : bi_chunk_stripe_span(c);
+	for (size_t k = 0; k < n; k++) {
+		const uint8_t *uuid = devitem_uuid(fs, pick[k]->devid);
+		if (!uuid || pick[k]->length != span) {
+			free(c);
+			return NULL;
+		}
+		c->stripes[k].devid = pick[k]->devid;
+		c->stripes[k].offset = pick[k]->physical;
+		memcpy(c->stripes[k].dev_uuid, uuid, 16);
+	}
 	return c;
 }
 
@@ -398,6 +451,74 @@ static bool cand_places(const struct bi_chunk *c, uint64_t logical, uint64_t dev
 	return false;
 }
 
+/* How many tree blocks of member devices @c puts where they were found. */
+static uint64_t blocks_placed(const struct btrfsimg_fs *fs, const struct bi_chunk *c)
+{
+	const struct bi_sv_scan *s = fs->scan;
+	uint64_t n = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct bi_sv_blk *b = &s->blk[i];
+		const struct bi_dev *d = &fs->devs[b->dev];
+		if (b->fsidx == fs->salvage_fsidx && d->member && b->bytenr >= c->logical &&
+		    b->bytenr - c->logical < c->length && cand_places(c, b->bytenr, d->devid, b->physical))
+			n++;
+	}
+	return n;
+}
+
+/* A striped chunk from device extents: the stripe order under which the
+ * most tree blocks sit where they were found (devid order on a tie). A
+ * data chunk holds no tree block: its order stays unsure, for the data
+ * checksums to decide once the trees read (salvage_stripes.c). */
+static int best_order(struct btrfsimg_fs *fs, struct cand *x)
+{
+	struct bi_chunk *c = x->c;
+	size_t n = c->num_stripes;
+	x->unsure = true;
+	if (n > MAX_PERMUTED)
+		return 0;
+	size_t bytes = sizeof(*c) + n * sizeof(c->stripes[0]);
+	struct bi_chunk *t = malloc(bytes), *best = malloc(bytes);
+	if (!t || !best) {
+		free(t);
+		free(best);
+		return bi_err(fs, -ENOMEM, "salvage: out of memory ordering stripes");
+	}
+	memcpy(best, c, bytes);
+	memcpy(t, c, bytes);
+	uint16_t v[MAX_PERMUTED];
+	for (size_t k = 0; k < n; k++)
+		v[k] = (uint16_t)k;
+	uint64_t most = blocks_placed(fs, c);
+	while (bi_salvage_next_order(v, n)) {
+		for (size_t k = 0; k < n; k++)
+			t->stripes[k] = c->stripes[v[k]];
+		uint64_t got = blocks_placed(fs, t);
+		if (got > most) {
+			most = got;
+			memcpy(best, t, bytes);
+		}
+	}
+	memcpy(c, best, bytes);
+	free(t);
+	free(best);
+	x->unsure = most == 0 || (c->type & BG_DATA);
+	return 0;
+}
+
+static int order_striped(struct btrfsimg_fs *fs, struct cands *l)
+{
+	for (size_t k = 0; k < l->n; k++) {
+		struct cand *x = &l->v[k];
+		if (!x->synthesized || mirrored(x->c->type))
+			continue;
+		int rc = best_order(fs, x);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* The device tree's word on stripe @k of @c: +1 when a device extent
  * starts there for this chunk, -1 when the stripe overlaps another's, 0
  * when the device tree says nothing of that place. */
@@ -448,60 +569,218 @@ static void score(struct btrfsimg_fs *fs, struct cands *l, const struct vec *ex)
 	}
 }
 
-/* A device with no superblock: the devid whose stripes put the most of
- * its blocks where they were found. */
-static void assign_devids(struct btrfsimg_fs *fs, const struct cands *l)
+/* How many of device @dv's blocks the chunks @cv put where they were found
+ * if it were @devid. */
+static uint64_t votes_for(const struct btrfsimg_fs *fs, size_t dv, uint64_t devid,
+			  const struct bi_chunk *const *cv, size_t nc)
 {
 	const struct bi_sv_scan *s = fs->scan;
-	for (size_t dv = 0; dv < fs->ndevs; dv++) {
-		struct bi_dev *d = &fs->devs[dv];
-		if (d->member || d->absorbed)
+	uint64_t n = 0;
+	for (size_t j = 0; j < s->n; j++) {
+		const struct bi_sv_blk *b = &s->blk[j];
+		if (b->dev != dv || b->fsidx != fs->salvage_fsidx)
 			continue;
-		uint64_t best = 0, votes = 0;
-		for (size_t i = 0; i < fs->ndevitems; i++) {
-			uint64_t devid = fs->devitems[i].devid, n = 0;
-			for (size_t j = 0; j < s->n; j++) {
-				const struct bi_sv_blk *b = &s->blk[j];
-				if (b->dev != dv || b->fsidx != fs->salvage_fsidx)
-					continue;
-				for (size_t k = 0; k < l->n; k++) {
-					const struct bi_chunk *c = l->v[k].c;
-					if (b->bytenr >= c->logical && b->bytenr - c->logical < c->length &&
-					    cand_places(c, b->bytenr, devid, b->physical)) {
-						n++;
-						break;
-					}
-				}
+		for (size_t k = 0; k < nc; k++) {
+			const struct bi_chunk *c = cv[k];
+			if (b->bytenr >= c->logical && b->bytenr - c->logical < c->length &&
+			    cand_places(c, b->bytenr, devid, b->physical)) {
+				n++;
+				break;
 			}
-			if (n > votes) {
-				votes = n;
-				best = devid;
+		}
+	}
+	return n;
+}
+
+static bool devid_taken(const struct btrfsimg_fs *fs, uint64_t devid)
+{
+	for (size_t j = 0; j < fs->ndevs; j++)
+		if (fs->devs[j].member && fs->devs[j].devid == devid)
+			return true;
+	return false;
+}
+
+static void place(struct btrfsimg_fs *fs, size_t dv, uint64_t devid, uint64_t votes,
+		  uint64_t tied)
+{
+	struct bi_dev *d = &fs->devs[dv];
+	const uint8_t *uuid = devitem_uuid(fs, devid);
+	d->member = true;
+	d->devid = devid;
+	if (uuid)
+		memcpy(d->dev_uuid, uuid, 16);
+	memcpy(d->fsid, fs->sb.info.fsid, 16);
+	char also[96] = "";
+	if (tied) /* mirrored stripes at the same offsets: either reads the same */
+		snprintf(also, sizeof(also), " (as many for devid %" PRIu64 ", taken in devid order)",
+			 tied);
+	bi_damage(fs,
+		  "salvage: device '%s' is devid %" PRIu64 ": %" PRIu64
+		  " of its tree blocks sit where that devid's stripes put them%s",
+		  d->name, devid, votes, also);
+}
+
+/* The device placed among @placed that holds @devid, or SIZE_MAX. */
+static size_t placed_with(const struct btrfsimg_fs *fs, const size_t *placed, size_t n,
+			  uint64_t devid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fs->devs[placed[i]].devid == devid)
+			return placed[i];
+	return SIZE_MAX;
+}
+
+/* Devices just placed whose blocks sit as well under another devid, free
+ * or held by another device just placed that fits the swap alike (raid10's
+ * mirror pairs: mirrored stripes at the same offsets): for the data
+ * checksums to decide (salvage_stripes.c). */
+static void note_ties(struct btrfsimg_fs *fs, const size_t *placed, size_t n,
+		      const struct bi_chunk *const *cv, size_t nc)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t a = placed[i];
+		uint64_t ia = fs->devs[a].devid, va = votes_for(fs, a, ia, cv, nc);
+		for (size_t k = 0; k < fs->ndevitems && fs->nsalvage_ties < BI_SV_MAX_TIES; k++) {
+			uint64_t x = fs->devitems[k].devid;
+			size_t b = placed_with(fs, placed, n, x);
+			if (x == ia || (devid_taken(fs, x) && b == SIZE_MAX) || (b != SIZE_MAX && b < a) ||
+			    votes_for(fs, a, x, cv, nc) != va ||
+			    (b != SIZE_MAX && votes_for(fs, b, ia, cv, nc) != votes_for(fs, b, x, cv, nc)))
+				continue;
+			fs->salvage_ties[fs->nsalvage_ties][0] = a;
+			fs->salvage_ties[fs->nsalvage_ties][1] = x;
+			fs->nsalvage_ties++;
+		}
+	}
+}
+
+/* Devices with no superblock get devids one at a time, the pair (device,
+ * devid not taken) with the most votes first, so that two devices never
+ * share one and a device of mirrored stripes, which fits every mirror's
+ * devid alike, takes the one left to it. */
+static void assign_devids(struct btrfsimg_fs *fs, const struct bi_chunk *const *cv, size_t nc)
+{
+	size_t placed[BI_MAX_DEVS], nplaced = 0;
+	while (nplaced < BI_MAX_DEVS) {
+		uint64_t best = 0, votes = 0, tied = 0;
+		size_t bdv = 0;
+		for (size_t dv = 0; dv < fs->ndevs; dv++) {
+			const struct bi_dev *d = &fs->devs[dv];
+			if (d->member || d->absorbed)
+				continue;
+			for (size_t i = 0; i < fs->ndevitems; i++) {
+				uint64_t devid = fs->devitems[i].devid;
+				if (devid_taken(fs, devid))
+					continue;
+				uint64_t n = votes_for(fs, dv, devid, cv, nc);
+				if (n > votes) {
+					votes = n, best = devid, bdv = dv, tied = 0;
+				} else if (n == votes && n && dv == bdv && !tied) {
+					tied = devid;
+				}
 			}
 		}
 		if (!votes)
-			continue;
-		bool taken = false;
-		for (size_t j = 0; j < fs->ndevs; j++)
-			taken |= fs->devs[j].member && fs->devs[j].devid == best;
-		if (taken)
-			continue;
-		d->member = true;
-		d->devid = best;
-		memcpy(d->dev_uuid, devitem_uuid(fs, best), 16);
-		memcpy(d->fsid, fs->sb.info.fsid, 16);
-		bi_damage(fs, "salvage: device '%s' is devid %" PRIu64 ": %" PRIu64
-			  " tree blocks sit where its stripes put them", d->name, best, votes);
+			break;
+		place(fs, bdv, best, votes, tied);
+		placed[nplaced++] = bdv;
 	}
-	if (!fs->salvage_super)
-		return; /* the superblock's device count stands */
+	note_ties(fs, placed, nplaced, cv, nc);
+}
+
+/* What the placement leaves: devices set aside, devices missing, and (for
+ * a rebuilt superblock) the device count and size it would have said. */
+static void finish_placement(struct btrfsimg_fs *fs)
+{
+	char u[37];
+	bi_uuid_str(fs->sb.info.fsid, u);
 	uint64_t members = 0;
-	for (size_t j = 0; j < fs->ndevs; j++)
-		members += fs->devs[j].member;
-	fs->sb.info.num_devices = fs->ndevitems ? fs->ndevitems : members;
+	for (size_t j = 0; j < fs->ndevs; j++) {
+		const struct bi_dev *d = &fs->devs[j];
+		members += d->member;
+		if (!d->member && !d->absorbed)
+			bi_damage(fs,
+				  "salvage: device '%s' set aside: no tree block of filesystem %s on it "
+				  "sits where the stripes of a devid not taken put it",
+				  d->name, u);
+	}
+	if (fs->salvage_super) {
+		fs->sb.info.num_devices = fs->ndevitems > members ? fs->ndevitems : members;
+		fs->sb.info.total_bytes = 0; /* as the superblock sums its devices */
+		for (size_t i = 0; i < fs->ndevitems; i++)
+			fs->sb.info.total_bytes += fs->devitems[i].total_bytes;
+	}
 	fs->missing_devs = fs->sb.info.num_devices > members ? fs->sb.info.num_devices - members : 0;
-	fs->sb.info.total_bytes = 0; /* as the superblock sums its devices */
-	for (size_t i = 0; i < fs->ndevitems; i++)
-		fs->sb.info.total_bytes += fs->devitems[i].total_bytes;
+	fs->unplaced_devs = 0;
+	if (fs->missing_devs)
+		bi_damage(fs, "%" PRIu64 " of %" PRIu64 " devices missing: reading degraded",
+			  fs->missing_devs, fs->sb.info.num_devices);
+	bi_chunk_map_report_degraded(fs);
+}
+
+/* Whether a device was given that no superblock placed. */
+static bool any_unplaced(const struct btrfsimg_fs *fs)
+{
+	for (size_t j = 0; j < fs->ndevs; j++)
+		if (!fs->devs[j].member && !fs->devs[j].absorbed)
+			return true;
+	return false;
+}
+
+int bi_salvage_place_devices(struct btrfsimg_fs *fs)
+{
+	int rc = bi_salvage_scan(fs);
+	if (rc < 0)
+		return rc;
+	size_t nc = bi_chunk_map_count(fs->chunks);
+	const struct bi_chunk **cv = calloc(nc ? nc : 1, sizeof(*cv));
+	if (!cv)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory placing devices");
+	for (size_t k = 0; k < nc; k++)
+		cv[k] = bi_chunk_map_at(fs->chunks, k);
+	assign_devids(fs, cv, nc);
+	free(cv);
+	finish_placement(fs);
+	return 0;
+}
+
+/* No DEV_ITEM survived (no chunk-tree leaf): the devices are those the
+ * superblocks name and the devids the device extents give, their uuids
+ * unknown (zero) where no superblock says them. */
+static int devitems_from_extents(struct btrfsimg_fs *fs, const struct vec *ex)
+{
+	const struct devext *e = ex->v;
+	for (size_t j = 0; j < fs->ndevs + ex->n; j++) {
+		const struct bi_dev *d = j < fs->ndevs ? &fs->devs[j] : NULL;
+		if (d && !d->member)
+			continue;
+		struct bi_devitem it = { .devid = d ? d->devid : e[j - fs->ndevs].devid,
+					 .total_bytes = d ? d->total_bytes : 0 };
+		if (d)
+			memcpy(it.uuid, d->dev_uuid, 16);
+		if (devitem_uuid(fs, it.devid) || fs->ndevitems >= MAX_DEVITEMS)
+			continue;
+		struct bi_devitem *v = realloc(fs->devitems, (fs->ndevitems + 1) * sizeof(*v));
+		if (!v)
+			return bi_err(fs, -ENOMEM, "salvage: out of memory for dev items");
+		v[fs->ndevitems++] = it;
+		fs->devitems = v;
+	}
+	return 0;
+}
+
+static int assign_cands(struct btrfsimg_fs *fs, const struct cands *l)
+{
+	if (!any_unplaced(fs))
+		return 0;
+	const struct bi_chunk **cv = calloc(l->n ? l->n : 1, sizeof(*cv));
+	if (!cv)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory placing devices");
+	for (size_t k = 0; k < l->n; k++)
+		cv[k] = l->v[k].c;
+	assign_devids(fs, cv, l->n);
+	free(cv);
+	return 0;
 }
 
 static int cand_cmp(const void *pa, const void *pb)
@@ -509,6 +788,8 @@ static int cand_cmp(const void *pa, const void *pb)
 	const struct cand *a = pa, *b = pb;
 	if (a->placed != b->placed)
 		return a->placed > b->placed ? -1 : 1;
+	if (a->synthesized != b->synthesized) /* an item records the stripe order */
+		return a->synthesized ? 1 : -1;
 	if (a->generation != b->generation)
 		return a->generation > b->generation ? -1 : 1;
 	return a->c->logical < b->c->logical ? -1 : a->c->logical > b->c->logical;
@@ -533,7 +814,8 @@ static int insert_cands(struct btrfsimg_fs *fs, struct cands *l, struct map_repo
 			continue; /* the sys_chunk_array's own */
 		char why[256];
 		int rc = bi_chunk_map_insert(fs->chunks, x->c, why, sizeof(why));
-		bool synth = x->synthesized;
+		bool synth = x->synthesized, unsure = x->unsure;
+		uint64_t logical = x->c->logical;
 		x->c = NULL; /* the map owns it, or the insert freed it */
 		if (rc == -ENOMEM)
 			return bi_err(fs, rc, "salvage: out of memory building the chunk map");
@@ -543,6 +825,8 @@ static int insert_cands(struct btrfsimg_fs *fs, struct cands *l, struct map_repo
 		}
 		r->used++;
 		synth ? r->synthesized++ : r->items++;
+		if (unsure && bi_salvage_note_unsure(fs, logical) < 0)
+			return bi_err(fs, -ENOMEM, "salvage: out of memory building the chunk map");
 	}
 	return 0;
 }
@@ -577,14 +861,20 @@ int bi_salvage_chunks(struct btrfsimg_fs *fs)
 		rc = devitems_from_extents(fs, &ex);
 	if (rc == 0)
 		rc = extent_cands(fs, &l, &ex, &bg);
+	if (rc == 0)
+		rc = assign_cands(fs, &l);
+	if (rc == 0)
+		rc = order_striped(fs, &l);
 	if (rc < 0)
 		goto out;
-	assign_devids(fs, &l);
+	bool placing = fs->salvage_super || fs->unplaced_devs;
 	score(fs, &l, &ex);
 	struct map_report r = { 0 };
 	rc = insert_cands(fs, &l, &r);
 	if (rc < 0)
 		goto out;
+	if (placing)
+		finish_placement(fs);
 	if (bi_chunk_map_count(fs->chunks) == 0) {
 		rc = bi_err(fs, -EUCLEAN,
 			    "salvage: no chunk mapping found: %zu candidates from chunk-tree leaves and "

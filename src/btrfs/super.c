@@ -296,13 +296,19 @@ static int match_members(struct btrfsimg_fs *fs, struct bi_super *per_dev, int *
 	char want[37], have[37];
 	bi_uuid_str(fs->sb.info.fsid, want);
 	uint64_t members = 0;
+	const struct bi_dev *unplaced = NULL;
 	for (size_t k = 0; k < fs->ndevs; k++) {
 		struct bi_dev *d = &fs->devs[k];
 		if (d->absorbed)
 			continue;
-		if (per_idx[k] < 0)
+		if (per_idx[k] < 0 && (fs->opts.flags & BTRFSIMG_OPEN_SUPER_MIRROR))
 			return bi_err(fs, -EUCLEAN, "device '%s': no valid superblock copy",
 				      d->name);
+		if (per_idx[k] < 0) { /* placed by its blocks, if it can be */
+			unplaced = unplaced ? unplaced : d;
+			fs->unplaced_devs++;
+			continue;
+		}
 		if (memcmp(per_dev[k].info.fsid, fs->sb.info.fsid, 16) != 0) {
 			bi_uuid_str(per_dev[k].info.fsid, have);
 			return bi_err(fs, -EINVAL,
@@ -327,8 +333,18 @@ static int match_members(struct btrfsimg_fs *fs, struct bi_super *per_dev, int *
 		return bi_err(fs, -EINVAL,
 			      "%" PRIu64 " devices given, the superblock names only %" PRIu64,
 			      members, fs->sb.info.num_devices);
+	if (unplaced && members >= fs->sb.info.num_devices)
+		return bi_err(fs, -EUCLEAN,
+			      "device '%s': no valid superblock copy, and the %" PRIu64
+			      " devices the superblock names are all given",
+			      unplaced->name, fs->sb.info.num_devices);
+	if (unplaced) /* one without superblock may be the device missing */
+		bi_damage(fs,
+			  "%" PRIu64 " devices without a valid superblock copy (first: '%s'); "
+			  "their devids are looked for where the chunk map puts their tree blocks",
+			  fs->unplaced_devs, unplaced->name);
 	fs->missing_devs = fs->sb.info.num_devices - members;
-	if (fs->missing_devs)
+	if (fs->missing_devs && !fs->unplaced_devs) /* else said once they are placed */
 		bi_damage(fs, "%" PRIu64 " of %" PRIu64 " devices missing: reading degraded",
 			  fs->missing_devs, fs->sb.info.num_devices);
 	return 0;

@@ -161,6 +161,36 @@ static int choose(struct btrfsimg_fs *fs)
 	return rc;
 }
 
+/* Each image where its superblock is. One without any, beside images that
+ * have one, is kept whole (base 0): the open may still place it among the
+ * devices by its tree blocks (btrfs/salvage_chunks.c). None found at all
+ * is the first image's error. */
+static int locate_plain(struct btrfsimg_fs *fs)
+{
+	char first[sizeof(fs->err)] = "";
+	int first_rc = 0;
+	size_t located = 0;
+	for (size_t i = 0; i < fs->ndevs; i++) {
+		struct bi_dev *d = &fs->devs[i];
+		int rc = bi_dev_locate(fs, d);
+		if (rc == -EUCLEAN && fs->ndevs > 1) {
+			if (!first_rc)
+				snprintf(first, sizeof(first), "%s", fs->err);
+			first_rc = first_rc ? first_rc : rc;
+			d->base = 0;
+			d->size = d->raw_size;
+			continue;
+		}
+		if (rc < 0)
+			return rc;
+		located++;
+	}
+	if (first_rc && !located)
+		return bi_err(fs, first_rc, "%s", first);
+	fs->err[0] = '\0';
+	return 0;
+}
+
 int bi_vol_assemble(struct btrfsimg_fs *fs)
 {
 	if (fs->ndevs == 0)
@@ -177,11 +207,9 @@ int bi_vol_assemble(struct btrfsimg_fs *fs)
 		if (fs->vols && fs->vols->select)
 			return bi_err(fs, -ENOENT, "no LVM logical volume '%s': no image holds LVM",
 				      fs->vols->select);
-		for (size_t i = 0; i < fs->ndevs; i++) {
-			int rc = bi_dev_locate(fs, &fs->devs[i]);
-			if (rc < 0)
-				return rc;
-		}
+		int rc = locate_plain(fs);
+		if (rc < 0)
+			return rc;
 		if (fs->vols) /* the rows: what bi_dev_locate chose */
 			for (size_t i = 0; i < fs->vols->nbtrfs; i++) {
 				struct bi_vol *v = fs->vols->btrfs[i];

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Salvage of what tree blocks cannot tell (bi_salvage_stripes, see
+ * salvage.h): the order of a striped data chunk's stripes rebuilt from
+ * device extents (a DEV_EXTENT names its chunk and its place on its device,
+ * not its stripe index), and which of two superblock-less devices is which
+ * when mirrored stripes put their tree blocks alike (raid10's pairs). Data
+ * chunks hold no tree block; their evidence is the data checksums of the
+ * csum tree, read once the trees read: an order or an assignment is taken
+ * when more sampled sectors verify through it than through any other.
+ *
+ * Apart from salvage_chunks.c because it runs later, above a working map
+ * and root tree, and reads data, not tree blocks.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btrfs/salvage.h"
+
+#include "base/csum.h"
+#include "base/err.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/chunk.h"
+#include "btrfs/root.h"
+#include "btrfs/tree.h"
+#include "image/dev.h"
+
+/* checksummed sectors sampled per chunk, each from another 64 KiB stripe */
+#define SAMPLES 48
+/* stripe orders tried in full up to this many stripes (6! = 720) */
+#define MAX_ORDERED 6
+
+struct sample {
+	uint64_t logical;
+	uint8_t csum[CSUM_SIZE_MAX];
+};
+
+struct chunk_samples {
+	struct bi_chunk *c; /* the map's own, reordered in place */
+	struct sample v[SAMPLES];
+	size_t n;
+	bool unsure;
+};
+
+int bi_salvage_note_unsure(struct btrfsimg_fs *fs, uint64_t logical)
+{
+	uint64_t *v = realloc(fs->salvage_unsure, (fs->nsalvage_unsure + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	v[fs->nsalvage_unsure++] = logical;
+	fs->salvage_unsure = v;
+	return 0;
+}
+
+static bool striped_data(const struct bi_chunk *c)
+{
+	return (c->type & BG_DATA) &&
+	       (bi_chunk_profile(c) & (BG_RAID0 | BG_RAID10 | BG_RAID5 | BG_RAID6));
+}
+
+/* Up to SAMPLES sectors of @cs->c with their checksums, from the csum
+ * items that start inside the chunk, one per 64 KiB stripe. */
+static int take_samples(struct btrfsimg_fs *fs, const struct bi_root *csum_root,
+			struct chunk_samples *cs)
+{
+	const struct bi_chunk *c = cs->c;
+	bi_key min = { OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, c->logical };
+	bi_key max = { OBJ_EXTENT_CSUM, KT_EXTENT_CSUM, c->logical + c->length - 1 };
+	struct bi_iter it;
+	struct bi_item item;
+	uint64_t last_stripe = UINT64_MAX;
+	int rc = bi_iter_start(fs, &it, csum_root, &min, &max);
+	while (rc == 0 && cs->n < SAMPLES && (rc = bi_iter_next(&it, &item)) > 0) {
+		rc = 0;
+		for (uint32_t k = 0; (k + 1) * fs->csum_size <= item.size && cs->n < SAMPLES; k++) {
+			uint64_t logical = item.key.offset + (uint64_t)k * fs->sectorsize;
+			if (logical - c->logical >= c->length)
+				break;
+			uint64_t stripe = (logical - c->logical) / c->stripe_len;
+			if (stripe == last_stripe)
+				continue;
+			last_stripe = stripe;
+			cs->v[cs->n].logical = logical;
+			memset(cs->v[cs->n].csum, 0, CSUM_SIZE_MAX);
+			memcpy(cs->v[cs->n].csum, item.data + (size_t)k * fs->csum_size, fs->csum_size);
+			cs->n++;
+		}
+	}
+	bi_iter_end(&it);
+	return rc;
+}
+
+/* How many samples verify when read through @c as it stands. */
+static size_t verified(struct btrfsimg_fs *fs, const struct chunk_samples *cs, uint8_t *buf)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < cs->n; i++) {
+		struct bi_phys p;
+		uint8_t sum[CSUM_SIZE_MAX];
+		if (bi_chunk_map_phys(cs->c, cs->v[i].logical, 0, &p) < 0)
+			continue;
+		const struct bi_dev *d = bi_dev_by_id(fs, p.devid);
+		if (!d || memcmp(d->dev_uuid, cs->c->stripes[p.stripe].dev_uuid, 16) != 0 ||
+		    bi_dev_read(fs, d, p.physical, buf, fs->sectorsize) < 0 ||
+		    bi_csum(fs->csum_type, buf, fs->sectorsize, sum) < 0)
+			continue;
+		n += memcmp(sum, cs->v[i].csum, CSUM_SIZE_MAX) == 0;
+	}
+	return n;
+}
+
+bool bi_salvage_next_order(uint16_t *v, size_t n)
+{
+	size_t i = n - 1;
+	while (i > 0 && v[i - 1] >= v[i])
+		i--;
+	if (i == 0)
+		return false;
+	size_t j = n - 1;
+	while (v[j] <= v[i - 1])
+		j--;
+	uint16_t t = v[i - 1];
+	v[i - 1] = v[j];
+	v[j] = t;
+	for (size_t a = i, b = n - 1; a < b; a++, b--) {
+		t = v[a];
+		v[a] = v[b];
+		v[b] = t;
+	}
+	return true;
+}
+
+/* The stripe order of an unsure chunk under which the most samples
+ * verify (the present one on a tie), applied when @apply; its count. */
+static size_t best_order(struct btrfsimg_fs *fs, struct chunk_samples *cs, uint8_t *buf,
+			 bool apply)
+{
+	struct bi_chunk *c = cs->c;
+	size_t n = c->num_stripes, most = verified(fs, cs, buf);
+	if (!cs->unsure || n > MAX_ORDERED || cs->n == 0)
+		return most;
+	struct bi_stripe orig[MAX_ORDERED], best[MAX_ORDERED];
+	uint16_t v[MAX_ORDERED];
+	memcpy(orig, c->stripes, n * sizeof(*orig));
+	memcpy(best, orig, n * sizeof(*best));
+	for (size_t k = 0; k < n; k++)
+		v[k] = (uint16_t)k;
+	while (bi_salvage_next_order(v, n)) {
+		for (size_t k = 0; k < n; k++)
+			c->stripes[k] = orig[v[k]];
+		size_t got = verified(fs, cs, buf);
+		if (got > most) {
+			most = got;
+			memcpy(best, c->stripes, n * sizeof(*best));
+		}
+	}
+	memcpy(c->stripes, apply ? best : orig, n * sizeof(*best));
+	return most;
+}
+
+static size_t total(struct btrfsimg_fs *fs, struct chunk_samples *v, size_t n, uint8_t *buf)
+{
+	size_t sum = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += best_order(fs, &v[i], buf, false);
+	return sum;
+}
+
+static void swap_devids(struct bi_dev *a, struct bi_dev *b)
+{
+	uint64_t id = a->devid;
+	uint8_t u[16];
+	a->devid = b->devid;
+	b->devid = id;
+	memcpy(u, a->dev_uuid, 16);
+	memcpy(a->dev_uuid, b->dev_uuid, 16);
+	memcpy(b->dev_uuid, u, 16);
+}
+
+/* Device @a takes @devid: from the device that holds it (a swap), or free
+ * (its uuid that of the DEV_ITEM). */
+static void move_devid(struct btrfsimg_fs *fs, struct bi_dev *a, uint64_t devid)
+{
+	for (size_t j = 0; j < fs->ndevs; j++)
+		if (fs->devs[j].member && fs->devs[j].devid == devid) {
+			swap_devids(a, &fs->devs[j]);
+			return;
+		}
+	a->devid = devid;
+	for (size_t i = 0; i < fs->ndevitems; i++)
+		if (fs->devitems[i].devid == devid)
+			memcpy(a->dev_uuid, fs->devitems[i].uuid, 16);
+}
+
+/* Each device whose tree blocks sit as well under another devid: moved
+ * there when more samples verify so. */
+static void decide_ties(struct btrfsimg_fs *fs, struct chunk_samples *v, size_t n, uint8_t *buf)
+{
+	for (size_t t = 0; t < fs->nsalvage_ties; t++) {
+		struct bi_dev *a = &fs->devs[fs->salvage_ties[t][0]];
+		uint64_t was = a->devid, other = fs->salvage_ties[t][1];
+		size_t now = total(fs, v, n, buf);
+		bool free_devid = bi_dev_by_id(fs, other) == NULL;
+		move_devid(fs, a, other);
+		size_t moved = total(fs, v, n, buf);
+		if (moved <= now)
+			move_devid(fs, a, was);
+		bi_damage(fs,
+			  "salvage: device '%s' holds its tree blocks where the mirrored stripes of "
+			  "devid %" PRIu64 " or %" PRIu64 " put them: the data checksums decide, devid %"
+			  PRIu64 " (%zu sampled sectors verify, %zu the other way)",
+			  a->name, was, other, a->devid, moved > now ? moved : now,
+			  moved > now ? now : moved);
+		if (free_devid && moved > now) /* the degraded chunks were named before */
+			bi_damage(fs, "salvage: so the missing device is devid %" PRIu64
+				  ", not devid %" PRIu64 " as said above", was, other);
+	}
+}
+
+static void decide_orders(struct btrfsimg_fs *fs, struct chunk_samples *v, size_t n, uint8_t *buf)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].unsure)
+			continue;
+		size_t got = best_order(fs, &v[i], buf, true);
+		const struct bi_chunk *c = v[i].c;
+		char ids[96] = "";
+		size_t used = 0;
+		for (uint16_t k = 0; k < c->num_stripes && used < sizeof(ids); k++)
+			used += (size_t)snprintf(ids + used, sizeof(ids) - used, "%s%" PRIu64,
+						 k ? "," : "", c->stripes[k].devid);
+		if (got)
+			bi_damage(fs,
+				  "salvage: chunk [%" PRIu64 ", %" PRIu64 ") %s from device extents: "
+				  "stripe order devids %s, %zu of %zu sampled sectors verify",
+				  c->logical, c->logical + c->length, bi_chunk_profile_name(c->type), ids,
+				  got, v[i].n);
+		else
+			bi_damage(fs,
+				  "salvage: chunk [%" PRIu64 ", %" PRIu64 ") %s from device extents: "
+				  "stripe order unverified (no data checksum to test it on), devids %s "
+				  "assumed",
+				  c->logical, c->logical + c->length, bi_chunk_profile_name(c->type), ids);
+	}
+}
+
+static bool is_unsure(const struct btrfsimg_fs *fs, uint64_t logical)
+{
+	for (size_t i = 0; i < fs->nsalvage_unsure; i++)
+		if (fs->salvage_unsure[i] == logical)
+			return true;
+	return false;
+}
+
+/* The striped data chunks of the map, with their samples. */
+static int gather(struct btrfsimg_fs *fs, struct chunk_samples **out, size_t *nout)
+{
+	struct bi_root csum_root;
+	size_t nc = bi_chunk_map_count(fs->chunks), n = 0;
+	struct chunk_samples *v = calloc(nc ? nc : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	int rc = bi_root_find(fs, OBJ_CSUM_TREE, &csum_root);
+	for (size_t k = 0; k < nc && rc == 0; k++) {
+		/* the map's own chunk: reordered here, before data is read through it */
+		struct bi_chunk *c = (struct bi_chunk *)bi_chunk_map_at(fs->chunks, k);
+		if (!striped_data(c))
+			continue;
+		v[n] = (struct chunk_samples){ .c = c, .unsure = is_unsure(fs, c->logical) };
+		rc = take_samples(fs, &csum_root, &v[n]);
+		n++;
+	}
+	*out = v;
+	*nout = n;
+	return rc;
+}
+
+int bi_salvage_stripes(struct btrfsimg_fs *fs)
+{
+	char was[sizeof(fs->err)];
+	snprintf(was, sizeof(was), "%s", fs->err);
+	struct chunk_samples *v = NULL;
+	size_t n = 0;
+	uint8_t *buf = malloc(fs->sectorsize);
+	int rc = buf ? gather(fs, &v, &n) : -ENOMEM;
+	if (rc == -ENOMEM) {
+		rc = bi_err(fs, rc, "salvage: out of memory sampling data checksums");
+		goto out;
+	}
+	if (rc < 0) /* no csum tree to read: the orders stay as the blocks left them */
+		bi_damage(fs, "salvage: data checksums not read (%s)", fs->err);
+	if (n) {
+		decide_ties(fs, v, n, buf);
+		decide_orders(fs, v, n, buf);
+	}
+	snprintf(fs->err, sizeof(fs->err), "%s", was);
+	rc = 0;
+out:
+	free(v);
+	free(buf);
+	return rc;
+}
