@@ -913,7 +913,8 @@ static void test_locate_choice(void **state)
 	dump_fixture("mbr-ext", &e);	/* 1, 2, 5, 6 */
 	assert_int_equal(locate(&m, 0, -1, &base, &size, msg), -EUCLEAN);
 	assert_string_equal(msg, "no btrfs superblock found: image 'disk.img' has no magic at "
-				 "byte 65600 and none of its 4 partitions holds one");
+				 "byte 65600, none of its 4 partitions holds btrfs, and a scan "
+				 "of its 16777216 bytes found no superblock copy that verifies");
 	put_magic(&m, e.start[2] * 512);	/* partition 5 */
 	assert_int_equal(locate(&m, 0, -1, &base, &size, msg), 0);
 	assert_int_equal(base, e.start[2] * 512);
