@@ -21,6 +21,8 @@ The damage is made by the tests, in user space (damage() below):
   gpt      both GPTs and the protective MBR zeroed
   gptsb    gpt, and every superblock copy of the filesystem zeroed
   mbr      the MBR disk (mbr.bin laid over gpt) with its entry zeroed
+  mbrmoved the MBR disk with its entry's start moved 2048 sectors on: a
+           table that no longer points at the filesystem
 
 Writes to OUTDIR:
   disk.img.zst   the disk (zstd -19 --long=27)
@@ -46,7 +48,7 @@ SECTOR = 512
 START = 5003  # sectors: not a multiple of 8
 SIZE = 256 << 20
 DISK = 300 << 20
-DAMAGE = ("gpt1", "gpt", "gptsb", "mbr")
+DAMAGE = ("gpt1", "gpt", "gptsb", "mbr", "mbrmoved")
 
 
 def sh(*args, **kw):
@@ -69,9 +71,13 @@ def damage(disk, what, mbr=None, truth=None):
         return bytes(out)
     zero(0, 1)
     zero(last - 32, 33)
-    if what == "mbr":
+    if what in ("mbr", "mbrmoved"):
         out[0:SECTOR] = mbr
+    if what == "mbr":
         out[446:462] = bytes(16)
+    if what == "mbrmoved":
+        start, = struct.unpack_from("<I", out, 446 + 8)
+        struct.pack_into("<I", out, 446 + 8, start + 2048)
     if what == "gptsb":
         for off in truth["super_disk"]:
             out[off:off + 4096] = bytes(4096)

@@ -11,7 +11,8 @@ recorded before any damage. The damaged copies are made here in user
 space by gen_nopart.damage(): the primary GPT zeroed ("gpt1": the backup
 is read), both GPTs and the protective MBR zeroed ("gpt": the superblock
 scan), that and every superblock copy ("gptsb": the start from the tree
-blocks), an MBR disk with its one entry zeroed ("mbr"). On each:
+blocks), an MBR disk with its one entry zeroed ("mbr") or moved where
+the filesystem is not ("mbrmoved"). On each:
   - walk --json --hash equals the kernel's view record for record, every
     field (test_salvage.walk_equal), exit 1, stderr saying how the
     filesystem was found and where; the image is not written;
@@ -54,6 +55,8 @@ def announce(truth):
         "gpt1": [b"used the backup"],
         "gpt": [b"no partition table: btrfs found by its superblock at byte %d" % sb],
         "mbr": [b"no partition table: btrfs found by its superblock at byte %d" % sb],
+        "mbrmoved": [b"none of its 1 partitions holds btrfs: btrfs found by its superblock at "
+                     b"byte %d" % sb],
         "gptsb": [b"no partition table and no superblock: the filesystem starts at byte %d"
                   % truth["start"], b"placed by its tree blocks"],
     }
