@@ -13,7 +13,8 @@
  * on wins, never the first candidate. A forged leaf or block adds one
  * vote where the real filesystem's blocks add one each.
  *
- * Then the device becomes the window [start, end of image) and every
+ * Then the device becomes the window at start, as long as the DEV_ITEM of
+ * the chunk-tree leaves says (bounded by the image), and every
  * entry of the index is moved into it (those before it dropped), so the
  * rest of the salvage (salvage.c, salvage_chunks.c, salvage_roots.c) runs
  * as on a device whose place was known.
@@ -50,7 +51,22 @@ struct votes {
 	size_t nc, ccap;
 	uint64_t *start; /* one entry per (block, start) vote */
 	size_t ns, scap;
+	uint64_t devid, total; /* the DEV_ITEM found, if only one devid is */
+	bool many_devids;
 };
+
+/* A DEV_ITEM: the device's size bounds its window, when the leaves name
+ * one device only (else which one this image is is not known here). */
+static void dev_item(struct votes *v, const uint8_t *it, const uint8_t *data, uint32_t size)
+{
+	if (bi_le64(it) != OBJ_DEV_ITEMS || size < 16)
+		return;
+	uint64_t devid = bi_le64(data), total = bi_le64(data + 8);
+	v->many_devids |= v->devid && v->devid != devid;
+	v->devid = devid;
+	if (total > v->total)
+		v->total = total;
+}
 
 static int pchunk_cmp(const void *pa, const void *pb)
 {
@@ -74,8 +90,11 @@ static int leaf_chunks(struct votes *v, const uint8_t *buf, uint32_t nodesize, u
 	for (uint32_t k = 0; k < nritems && v->nc < CHUNKS_MAX; k++) {
 		const uint8_t *it = buf + HDR_SIZE + (size_t)k * ITEM_SIZE;
 		uint32_t off = bi_le32(it + ITEM_OFFSET), size = bi_le32(it + ITEM_DSIZE);
-		if (it[8] != KT_CHUNK_ITEM || size < CHUNK_SIZE ||
-		    !bi_fits(nodesize, (size_t)HDR_SIZE + off, size))
+		if (!bi_fits(nodesize, (size_t)HDR_SIZE + off, size))
+			continue;
+		if (it[8] == KT_DEV_ITEM)
+			dev_item(v, it, buf + HDR_SIZE + off, size);
+		if (it[8] != KT_CHUNK_ITEM || size < CHUNK_SIZE)
 			continue;
 		const uint8_t *ch = buf + HDR_SIZE + off;
 		uint16_t nst = bi_le16(ch + CHUNK_NUM_STRIPES);
@@ -205,6 +224,7 @@ static int place_one(struct btrfsimg_fs *fs, struct bi_sv_scan *s, uint32_t dev,
 		}
 	uint64_t start = rc == 0 ? tally(&v, &best, &second) : 0;
 	size_t nchunks = v.nc;
+	uint64_t total = v.many_devids ? 0 : v.total;
 	free(v.c);
 	free(v.start);
 	if (rc < 0)
@@ -216,7 +236,7 @@ static int place_one(struct btrfsimg_fs *fs, struct bi_sv_scan *s, uint32_t dev,
 			      "the best start has %zu votes, the next %zu)",
 			      d->name, blocks, nchunks, best, second);
 	d->base = start;
-	d->size = d->raw_size - start;
+	d->size = total && total < d->raw_size - start ? total : d->raw_size - start;
 	d->unplaced = false;
 	shift_index(s, dev, start, d->size);
 	char how[80];

@@ -75,13 +75,15 @@ def check_walk(kv, res, cli, img, name, view, said, args=()):
     res.check(name + ": the image is not written", imgtest.sha256_file(img) == before)
 
 
-def check_layers(res, cli, img, name, start, how):
+def check_layers(res, cli, img, name, truth, how):
+    start = truth["start"]
     rc, out, err = imgtest.run_cli(cli, ["layers", "--json", img], timeout=TIMEOUT)
     rows = [r for r in parse_jsonl(out) if r.get("layer") == "btrfs"] if rc in (0, 1) else []
     ok = rc == 1 and len(rows) == 1 and rows[0].get("offset") == start and \
-        how in rows[0].get("detail", "")
-    res.check("%s: layers --json: one btrfs row at byte %d, found by %s, exit 1"
-              % (name, start, how), ok, "exit %r rows %r: %s" % (rc, rows, err[-300:]))
+        rows[0].get("size") == truth["size"] and how in rows[0].get("detail", "")
+    res.check("%s: layers --json: one btrfs row at byte %d of %d bytes, found by %s, exit 1"
+              % (name, start, truth["size"], how), ok,
+              "exit %r rows %r: %s" % (rc, rows, err[-300:]))
 
 
 def options(res, cli, img, truth):
@@ -167,9 +169,9 @@ def main():
             with open(imgs[what], "wb") as f:
                 f.write(gn.damage(data, what, mbr, truth))
             check_walk(kv, res, cli, imgs[what], what, view, said[what])
-        check_layers(res, cli, imgs["gpt"], "gpt", truth["start"], "superblock at byte %d"
+        check_layers(res, cli, imgs["gpt"], "gpt", truth, "superblock at byte %d"
                      % truth["super_disk"][0])
-        check_layers(res, cli, imgs["gptsb"], "gptsb", truth["start"], "tree blocks (")
+        check_layers(res, cli, imgs["gptsb"], "gptsb", truth, "tree blocks (")
         options(res, cli, imgs["gpt"], truth)
         container(kv, res, cli, work, imgs["gptsb"], view, said["gptsb"])
         hostile(kv, res, cli, work, gn, data, truth, view)
