@@ -58,7 +58,8 @@ struct cand {
 struct finder {
 	struct btrfsimg_fs *fs;
 	const struct bi_dev *d;
-	struct cand *c;
+	struct cand *c; /* CAND_MAX, and one more: the newcomer */
+	uint8_t *blk;	/* a tree block read to check a chunk root */
 	unsigned n;
 	uint64_t bad, dropped;
 };
@@ -81,6 +82,33 @@ static int copy_of(uint64_t bytenr)
 	return -1;
 }
 
+static bool chunk_root_ok(struct finder *f, const struct cand *c, uint8_t *blk);
+
+/* A slot for a new start: a free one or, all CAND_MAX taken, that of one
+ * whose chunk root did not verify when this one's does, so a flood of
+ * forged copies before the filesystem cannot push it out. One block read
+ * per new start (a valid copy takes 4 KiB of the image: bounded). */
+static struct cand *new_slot(struct finder *f, const uint8_t *sb, uint64_t start, int copy,
+			     uint64_t at)
+{
+	struct cand *c = &f->c[f->n < CAND_MAX ? f->n : CAND_MAX];
+	memset(c, 0, sizeof(*c));
+	c->start = start;
+	c->first = copy;
+	c->first_at = at;
+	memcpy(c->sb, sb, SB_SIZE);
+	c->chunk_ok = chunk_root_ok(f, c, f->blk);
+	if (f->n < CAND_MAX)
+		return &f->c[f->n++];
+	for (unsigned k = 0; c->chunk_ok && k < CAND_MAX; k++)
+		if (!f->c[k].chunk_ok) {
+			f->c[k] = *c;
+			f->dropped++; /* the one pushed out */
+			return &f->c[k];
+		}
+	return NULL;
+}
+
 static void consider(struct finder *f, const uint8_t *sb, uint64_t at)
 {
 	int i = copy_of(bi_le64(sb + SB_BYTENR));
@@ -93,16 +121,11 @@ static void consider(struct finder *f, const uint8_t *sb, uint64_t at)
 	for (unsigned k = 0; k < f->n && !c; k++)
 		if (f->c[k].start == start && !memcmp(f->c[k].sb + SB_FSID, sb + SB_FSID, 16))
 			c = &f->c[k];
-	if (!c && f->n == CAND_MAX) {
+	if (!c)
+		c = new_slot(f, sb, start, i, at);
+	if (!c) {
 		f->dropped++;
 		return;
-	}
-	if (!c) {
-		c = &f->c[f->n++];
-		memset(c, 0, sizeof(*c));
-		c->start = start;
-		c->first = i;
-		c->first_at = at;
 	}
 	c->votes += !(c->copies & (1u << i));
 	c->copies |= 1u << i;
@@ -253,8 +276,8 @@ int bi_fsfind(struct btrfsimg_fs *fs, const struct bi_dev *d, const struct bi_fo
 		return bi_err(fs, -ENOMEM, "image '%s': out of memory scanning for btrfs", d->name);
 	if (r->done)
 		return 0;
-	struct finder f = { fs, d, calloc(CAND_MAX, sizeof(struct cand)), 0, 0, 0 };
 	uint8_t *buf = malloc((size_t)PIECE + SB_SIZE), *blk = malloc(NODESIZE_MAX);
+	struct finder f = { fs, d, calloc(CAND_MAX + 1, sizeof(struct cand)), blk, 0, 0, 0 };
 	int rc = f.c && buf && blk ? 0
 				   : bi_err(fs, -ENOMEM,
 					    "image '%s': out of memory scanning for "
@@ -267,8 +290,10 @@ int bi_fsfind(struct btrfsimg_fs *fs, const struct bi_dev *d, const struct bi_fo
 		r->done = true;
 		if (f.dropped)
 			bi_info(fs,
-				"image '%s': superblock scan: %" PRIu64 " copies past the first %d "
-				"filesystem starts not weighed",
+				"image '%s': superblock scan: %" PRIu64
+				" filesystem starts past %d "
+				"set aside unweighed (never one whose chunk root verifies for "
+				"one whose does not)",
 				d->name, f.dropped, CAND_MAX);
 	}
 	free(f.c);
