@@ -242,6 +242,8 @@ static int place_one(struct btrfsimg_fs *fs, struct bi_sv_scan *s, uint32_t dev,
 	char how[80];
 	snprintf(how, sizeof(how), "tree blocks (%zu of %zu agree)", best, blocks);
 	bi_vols_placed_row(fs, d, s->fss[fi].fsid, how);
+	if (start == 0) /* the image is the filesystem: the salvage says the rest */
+		return 0;
 	bi_damage(fs,
 		  "image '%s': no partition table and no superblock: the filesystem starts at "
 		  "byte %" PRIu64 ", placed by its tree blocks (%zu of %zu agree; the next "
