@@ -49,6 +49,8 @@ int bi_salvage_scan(struct btrfsimg_fs *fs)
 	int rc = bi_sv_scan_devices(fs, known, &fs->scan);
 	if (rc == 0)
 		fs->salvage_fsidx = 0;
+	if (rc == 0)
+		rc = bi_salvage_place(fs, fs->scan);
 	return rc;
 }
 

@@ -54,6 +54,13 @@ int bi_salvage_root(struct btrfsimg_fs *fs);
 
 void bi_salvage_free(struct btrfsimg_fs *fs);
 
+/* Devices left unplaced (no partition table, no superblock: bi_dev.unplaced)
+ * get their window from the tree blocks the scan found on them: the start
+ * most blocks' chunk mappings agree on (salvage_place.c); the index is
+ * moved into the window. 0 or a negative errno (message on @fs). */
+struct bi_sv_scan;
+int bi_salvage_place(struct btrfsimg_fs *fs, struct bi_sv_scan *s);
+
 /* What the three steps share (salvage.c): the scan of the devices, made
  * once; the blocks of tree @owner of filesystem @fsidx in the scan's
  * index, [*lo, *hi) (newest generation first). */

@@ -285,6 +285,8 @@ static int scan_device(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known,
 	uint64_t end = known && d->member && d->total_bytes && d->total_bytes < d->size
 			       ? d->total_bytes
 			       : d->size;
+	/* an image not placed yet: its filesystem may start at any sector */
+	uint32_t step = d->unplaced ? 512u : SCAN_STEP;
 	for (uint64_t pos = 0; pos < end; pos += SCAN_PIECE) {
 		uint64_t want = (uint64_t)SCAN_PIECE + NODESIZE_MAX;
 		if (want > end - pos)
@@ -293,7 +295,7 @@ static int scan_device(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known,
 		if (rc < 0)
 			return rc;
 		s->bytes += want < SCAN_PIECE ? want : SCAN_PIECE;
-		for (uint64_t o = 0; o < SCAN_PIECE && o + HDR_SIZE <= want; o += SCAN_STEP) {
+		for (uint64_t o = 0; o < SCAN_PIECE && o + HDR_SIZE <= want; o += step) {
 			rc = one_block(fs, s, known, dev, pos + o, buf + o, want - o);
 			if (rc < 0)
 				return rc;

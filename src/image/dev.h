@@ -43,6 +43,8 @@ struct bi_dev {
 	int (*vread)(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off, void *buf,
 		     size_t len);
 	bool absorbed;			/* only a PV of an LV that another device reads */
+	bool unplaced;			/* no table and no superblock said where btrfs
+					 * starts: the salvage places it (volume/part.c) */
 };
 
 /* Read @len bytes at @off (relative to the device's base). A read past the

@@ -15,6 +15,8 @@
 #include "base/err.h"
 #include "base/grow.h"
 #include "base/handle.h"
+#include "image/dev.h"
+#include "volume/vol.h"
 
 /* One more row, or -1 (out of memory, or the listing full). The last
  * row ROWS_MAX leaves says that rows were left out; bi_vols_scan() reports it. */
@@ -64,6 +66,23 @@ void bi_vols_row_note(struct bi_vols *V, int i, const char *fmt, const char *s)
 	struct btrfsimg_layer *r = bi_vols_row(V, i);
 	size_t used = strlen(r->detail);
 	snprintf(r->detail + used, sizeof(r->detail) - used, fmt, s);
+}
+
+void bi_vols_placed_row(struct btrfsimg_fs *fs, const struct bi_dev *d, const uint8_t fsid[16],
+			const char *how)
+{
+	struct bi_vols *V = fs->vols;
+	for (size_t i = 0; V && i < V->nrows; i++) {
+		const struct btrfsimg_layer *img = &V->rows[i];
+		if (img->parent >= 0 || strcmp(img->kind, "image") || strcmp(img->name, d->name))
+			continue;
+		int r = bi_vols_row_add(V, (int)i, "btrfs", "", d->base, d->size);
+		bi_uuid_str(fsid, bi_vols_row(V, r)->uuid);
+		bi_vols_row_note(V, r, "found by scanning: %s", how);
+		bi_vols_row(V, r)->in_use = true;
+		bi_vols_row(V, (int)i)->in_use = true;
+		return;
+	}
 }
 
 /* ------------------------------------------------------------ listing */

@@ -36,6 +36,7 @@
 #include "base/handle.h"
 #include "base/ondisk.h"
 #include "image/dev.h"
+#include "volume/fsfind.h"
 
 #define MAGIC_AT (SB_PRIMARY_OFFSET + SB_MAGIC_OFF)
 #define SECTOR 512u
@@ -510,6 +511,37 @@ static bool mirror_magic(struct btrfsimg_fs *fs, const struct bi_dev *d)
 	return false;
 }
 
+/* No table, or none of its partitions holds btrfs: the superblock scan
+ * of the whole image (fsfind.c). Found, the window is where it starts,
+ * and that is damage (a table was expected); not found, the device is
+ * left unplaced for the salvage, which places it by its tree blocks. */
+static int locate_by_scan(struct btrfsimg_fs *fs, struct bi_dev *d, int n)
+{
+	const struct bi_found *f;
+	char table[96];
+	if (n == 0)
+		snprintf(table, sizeof(table), "no partition table");
+	else
+		snprintf(table, sizeof(table), "none of its %d partitions holds btrfs", n);
+	int rc = bi_fsfind(fs, d, &f);
+	if (rc < 0)
+		return rc;
+	if (!f->found) {
+		d->unplaced = true;
+		return bi_err(fs, -EUCLEAN,
+			      "no btrfs superblock found: image '%s' has no magic at byte %" PRIu64
+			      ", %s, and a scan of its %" PRIu64 " bytes found no superblock copy "
+			      "that verifies",
+			      d->name, (uint64_t)MAGIC_AT, table, f->bytes);
+	}
+	d->base = f->start;
+	d->size = f->size;
+	d->partition = 0;
+	bi_damage(fs, "image '%s': %s: btrfs found by its %s%s%s", d->name, table, f->how,
+		  f->others[0] ? "; set aside: " : "", f->others);
+	return 0;
+}
+
 static int pick_auto(struct btrfsimg_fs *fs, struct bi_dev *d,
 		     const struct btrfsimg_partition *p, int n)
 {
@@ -535,16 +567,7 @@ static int pick_auto(struct btrfsimg_fs *fs, struct bi_dev *d,
 			      d->name, hits, list);
 	if (n == 0 && mirror_magic(fs, d))
 		return locate_at(fs, d, 0); /* primary destroyed, a mirror survives */
-	if (n == 0)
-		return bi_err(fs, -EUCLEAN,
-			      "no btrfs superblock found: image '%s' has no magic at byte %" PRIu64
-			      ", "
-			      "nor at the mirrors, and no partition table",
-			      d->name, (uint64_t)MAGIC_AT);
-	return bi_err(fs, -EUCLEAN,
-		      "no btrfs superblock found: image '%s' has no magic at byte %" PRIu64 " and "
-		      "none of its %d partitions holds one",
-		      d->name, (uint64_t)MAGIC_AT, n);
+	return locate_by_scan(fs, d, n);
 }
 
 static int locate_at(struct btrfsimg_fs *fs, struct bi_dev *d, uint64_t off)

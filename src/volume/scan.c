@@ -26,6 +26,7 @@
 #include "base/handle.h"
 #include "base/ondisk.h"
 #include "image/dev.h"
+#include "volume/fsfind.h"
 #include "volume/part.h"
 
 static struct bi_vol *vol_new(struct bi_vols *V, enum vkind k, const char *name)
@@ -239,6 +240,50 @@ static int probe_vol(struct btrfsimg_fs *fs, struct bi_vol *v, int parent)
 	return 0;
 }
 
+/* Whether a row other than a partition was added since row @before. */
+static bool found_below(const struct bi_vols *V, size_t before)
+{
+	for (size_t i = before; i < V->nrows; i++)
+		if (strcmp(V->rows[i].kind, "partition") != 0)
+			return true;
+	return false;
+}
+
+/* Nothing in image @v, nor in its partitions (if any, @n): btrfs found by
+ * the superblock scan (fsfind.c) is a row saying how, and a volume. */
+static int scan_for_btrfs(struct btrfsimg_fs *fs, struct bi_vol *v, int r, int n)
+{
+	struct bi_vols *V = fs->vols;
+	const struct bi_found *f;
+	int rc = bi_fsfind(fs, v->img, &f);
+	if (rc < 0 || !f->found)
+		return rc;
+	char name[200], how[1000];
+	snprintf(name, sizeof(name), "image '%.150s' at byte %" PRIu64, v->img->name, f->start);
+	struct bi_vol *b = vol_new(V, V_IMAGE, name);
+	if (!b)
+		return bi_err(fs, -ENOMEM, "out of memory listing volumes");
+	b->img = v->img;
+	b->img_idx = v->img_idx;
+	b->base = f->start;
+	b->size = f->size;
+	int br = bi_vols_row_add(V, r, "btrfs", f->label, f->start, f->size);
+	bi_uuid_str(f->fsid, bi_vols_row(V, br)->uuid);
+	bi_vols_row_note(V, br, "found by scanning: %s", f->how);
+	b->row = br;
+	if (bi_grow((void **)&V->btrfs, &V->btrfs_cap, V->nbtrfs + 1, sizeof(*V->btrfs)))
+		return bi_err(fs, -ENOMEM, "out of memory listing volumes");
+	V->btrfs[V->nbtrfs++] = b;
+	/* said once by bi_vols_scan(), after what the table parser noted */
+	snprintf(how, sizeof(how), "%s%s%s: btrfs found by its %s%s%s", v->pnote ? v->pnote : "",
+		 v->pnote ? "; " : "",
+		 n ? "none of its partitions holds btrfs" : "no partition table", f->how,
+		 f->others[0] ? "; set aside: " : "", f->others);
+	free(v->pnote);
+	v->pnote = strdup(how);
+	return 0;
+}
+
 static int probe_image(struct btrfsimg_fs *fs, int k)
 {
 	struct bi_vols *V = fs->vols;
@@ -293,6 +338,8 @@ static int probe_image(struct btrfsimg_fs *fs, int k)
 		rc = probe_vol(fs, pv, pr);
 	}
 	free(p);
+	if (rc == 0 && !found_below(V, before) && !(V->strict && fs->opts.partition))
+		rc = scan_for_btrfs(fs, v, r, n > 0 ? n : 0);
 	return rc;
 }
 

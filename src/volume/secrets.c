@@ -78,6 +78,8 @@ void bi_vols_free(struct btrfsimg_fs *fs)
 	if (!V)
 		return;
 	bi_vols_reset(V);
+	for (int i = 0; i < BI_FOUND_MAX; i++)
+		free(V->found[i]);
 	bi_vols_wipe(V->pass, V->plen);
 	bi_vols_wipe(V->vkey, V->vklen);
 	free(V->select);

@@ -27,6 +27,7 @@
 
 struct btrfsimg_fs;
 struct bi_dev;
+struct bi_found;
 
 #define MAGIC_AT (SB_PRIMARY_OFFSET + SB_MAGIC_OFF)
 #define PASS_MAX 8192
@@ -37,6 +38,8 @@ struct bi_dev;
  * real PV's text is a few KiB; past this budget the remaining PVs are
  * listed with their metadata unread, and that is said. */
 #define MDA_BUDGET (1ull << 30)
+/* One superblock scan's answer per image (fsfind.h), kept across scans */
+#define BI_FOUND_MAX 64
 
 enum vkind { V_IMAGE, V_LUKS, V_LV };
 
@@ -116,6 +119,7 @@ struct bi_vols {
 	char locked[300];	    /* the first LUKS volume left locked */
 	struct btrfsimg_layer sink; /* written instead of a row out of memory */
 	char broken[300];	    /* the first LUKS header that did not parse */
+	struct bi_found *found[BI_FOUND_MAX]; /* per image: bi_fsfind's scan, or NULL */
 };
 
 /* secrets.c */

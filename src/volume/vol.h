@@ -30,6 +30,12 @@ int bi_vol_assemble(struct btrfsimg_fs *fs);
 int bi_vol_locate(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off,
 		  const struct bi_dev **img, uint64_t *disk, const char **why);
 
+/* A btrfs row under image @d's row for the window the salvage placed it
+ * at (no table, no superblock: btrfs/salvage_place.c), in use, its detail
+ * "found by scanning: @how". Nothing without a listing (none scanned). */
+void bi_vols_placed_row(struct btrfsimg_fs *fs, const struct bi_dev *d, const uint8_t fsid[16],
+			const char *how);
+
 /* Release everything the volume layer keeps on the handle (wiping keys).
  * Accepts a handle without any. */
 void bi_vols_free(struct btrfsimg_fs *fs);

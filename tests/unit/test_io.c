@@ -27,6 +27,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
 #include "base/handle.h"
@@ -913,7 +914,8 @@ static void test_locate_choice(void **state)
 	dump_fixture("mbr-ext", &e);	/* 1, 2, 5, 6 */
 	assert_int_equal(locate(&m, 0, -1, &base, &size, msg), -EUCLEAN);
 	assert_string_equal(msg, "no btrfs superblock found: image 'disk.img' has no magic at "
-				 "byte 65600 and none of its 4 partitions holds one");
+				 "byte 65600, none of its 4 partitions holds btrfs, and a scan "
+				 "of its 16777216 bytes found no superblock copy that verifies");
 	put_magic(&m, e.start[2] * 512);	/* partition 5 */
 	assert_int_equal(locate(&m, 0, -1, &base, &size, msg), 0);
 	assert_int_equal(base, e.start[2] * 512);
@@ -1012,6 +1014,89 @@ static void test_tiny(void **state)
 	assert_non_null(strstr(msg, "image 'disk.img': partition table: GPT: no valid header"));
 }
 
+/* ------------------------------------------------------------------ */
+/* No table: the superblock scan (volume/fsfind.c), on copies placed by
+ * hand. Each filesystem's sys_chunk_array maps logical 1 MiB (its chunk
+ * root) to device offset 2 MiB, where chunk_root_put() writes the block. */
+
+#define SCAN_IMG (24u << 20)
+#define SCAN_NODE 16384u
+#define SCAN_FS_BYTES (8u << 20)
+
+static void sb_put(uint8_t *img, uint64_t start, int copy, uint64_t gen)
+{
+	uint8_t *sb = img + start + bi_super_offset(copy);
+	memset(sb, 0, SB_SIZE);
+	memset(sb + SB_FSID, 0x5a, 16);
+	bi_put_le64(sb + SB_BYTENR, bi_super_offset(copy));
+	bi_put_le64(sb + SB_MAGIC_OFF, SB_MAGIC);
+	bi_put_le64(sb + SB_GENERATION, gen);
+	bi_put_le64(sb + SB_CHUNK_ROOT, 1u << 20);
+	bi_put_le32(sb + SB_NODESIZE, SCAN_NODE);
+	bi_put_le32(sb + SB_SECTORSIZE, 4096);
+	bi_put_le64(sb + SB_DEV_ITEM + 8, SCAN_FS_BYTES);
+	uint8_t *a = sb + SB_SYS_CHUNK_ARRAY, *ch = a + 17;
+	bi_put_le64(a, 256);
+	a[8] = KT_CHUNK_ITEM;
+	bi_put_le64(a + 9, 1u << 20);
+	bi_put_le64(ch + CHUNK_LENGTH, 4u << 20);
+	bi_put_le16(ch + CHUNK_NUM_STRIPES, 1);
+	bi_put_le64(ch + CHUNK_SIZE, 1);
+	bi_put_le64(ch + CHUNK_SIZE + 8, 2u << 20);
+	bi_put_le32(sb + SB_SYS_CHUNK_ARRAY_SIZE, 17 + CHUNK_SIZE + STRIPE_SIZE);
+	assert_int_equal(bi_csum(CSUM_TYPE_CRC32C, sb + SB_CSUM_START, SB_SIZE - SB_CSUM_START,
+				 sb), 0);
+}
+
+static void chunk_root_put(uint8_t *img, uint64_t start)
+{
+	uint8_t *b = img + start + (2u << 20);
+	memset(b, 0, SCAN_NODE);
+	memset(b + HDR_FSID, 0x5a, 16);
+	bi_put_le64(b + HDR_BYTENR, 1u << 20);
+	assert_int_equal(bi_csum(CSUM_TYPE_CRC32C, b + HDR_FSID, SCAN_NODE - HDR_FSID, b), 0);
+}
+
+/* A copy of the superblock inside the filesystem's data, and newer: the
+ * start whose chunk root verifies is taken, not the newer or the first. */
+static void test_scan_forged_copy(void **state)
+{
+	(void)state;
+	struct img m = { calloc(1, SCAN_IMG), SCAN_IMG, SCAN_IMG };
+	assert_non_null(m.data);
+	uint64_t real = (1u << 20) + 3 * 512, forged = real + (5u << 20), base, size;
+	sb_put(m.data, forged, 0, 9);
+	sb_put(m.data, real, 0, 8);
+	chunk_root_put(m.data, real);
+	char msg[512];
+	assert_int_equal(locate(&m, 0, -1, &base, &size, msg), 1);
+	assert_int_equal(base, real);
+	assert_int_equal(size, SCAN_FS_BYTES);
+	/* without the chunk root, the newer copy: no evidence against it */
+	memset(m.data + real + (2u << 20), 0, SCAN_NODE);
+	assert_int_equal(locate(&m, 0, -1, &base, &size, msg), 1);
+	assert_int_equal(base, forged);
+	free(m.data);
+}
+
+/* More forged starts than the scan weighs, all before the filesystem:
+ * bounded, and the filesystem is still found. */
+static void test_scan_flood(void **state)
+{
+	(void)state;
+	struct img m = { calloc(1, SCAN_IMG), SCAN_IMG, SCAN_IMG };
+	assert_non_null(m.data);
+	for (uint64_t k = 1; k <= 200; k++) /* k = 0: btrfs at byte 0 */
+		sb_put(m.data, k * 4096, 0, 20);
+	uint64_t real = (12u << 20) + 512, base, size;
+	sb_put(m.data, real, 0, 8);
+	chunk_root_put(m.data, real);
+	char msg[512];
+	assert_int_equal(locate(&m, 0, -1, &base, &size, msg), 1);
+	assert_int_equal(base, real);
+	free(m.data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1045,6 +1130,8 @@ int main(void)
 		cmocka_unit_test(test_locate_truncated),
 		cmocka_unit_test(test_table_changes),
 		cmocka_unit_test(test_tiny),
+		cmocka_unit_test(test_scan_forged_copy),
+		cmocka_unit_test(test_scan_flood),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

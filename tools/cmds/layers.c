@@ -319,6 +319,51 @@ static void luks_status(const struct cli *c, const char *image,
 	}
 }
 
+/* Whether the probe listed a btrfs, a LUKS or an LVM row. */
+static bool probe_found(btrfsimg_fs *fs)
+{
+	size_t n = 0;
+	if (btrfsimg_layers(fs, NULL, 0, &n) < 0 || n == 0)
+		return n != 0;
+	struct btrfsimg_layer *r = calloc(n, sizeof(*r));
+	bool found = !r;
+	for (size_t i = 0; r && btrfsimg_layers(fs, r, n, &n) == 0 && i < n; i++)
+		found |= strcmp(r[i].kind, "image") && strcmp(r[i].kind, "partition");
+	free(r);
+	return found;
+}
+
+/* The open's messages, said only when it opens (held until then). */
+struct held {
+	char text[4096];
+	size_t used;
+	uint64_t damage;
+};
+
+static void hold(void *ctx, bool damage, const char *msg)
+{
+	struct held *h = ctx;
+	h->damage += damage;
+	if (damage && h->used < sizeof(h->text))
+		h->used += (size_t)snprintf(h->text + h->used, sizeof(h->text) - h->used,
+					    "btrfsimg: warning: %s\n", msg);
+}
+
+/* Nothing found by the probe: no table and no superblock copy anywhere.
+ * The open's salvage may still place btrfs by its tree blocks, and adds
+ * its row; an open that fails says nothing here (it found nothing). */
+static void place_by_open(btrfsimg_fs *fs, struct probe_log *g)
+{
+	struct held h = { .used = 0 };
+	btrfsimg_set_log(fs, hold, &h);
+	if (btrfsimg_open(fs) == 0) {
+		g->damage += h.damage;
+		if (g->say && !g->c->quiet)
+			fputs(h.text, stderr);
+	}
+	btrfsimg_set_log(fs, probe_damage, g);
+}
+
 static int volume_layers(struct layers *L, struct cli *c, const char *image,
 			 struct btrfsimg_layer **rows)
 {
@@ -336,6 +381,8 @@ static int volume_layers(struct layers *L, struct cli *c, const char *image,
 		rc = btrfsimg_add_device_file_format(fs, c->images[i], c->format);
 	if (rc == 0)
 		rc = btrfsimg_probe(fs);
+	if (rc == 0 && !probe_found(fs))
+		place_by_open(fs, &g);
 	if (rc == 0)
 		rc = btrfsimg_layers(fs, NULL, 0, &n);
 	*rows = rc == 0 && n ? calloc(n, sizeof(**rows)) : NULL;
