@@ -369,43 +369,6 @@ static struct bi_chunk *chunk_from_extents(const struct btrfsimg_fs *fs, const s
 	return c;
 }
 
-/* No chunk-tree leaf with DEV_ITEMs survived (mkfs over the filesystem
- * rewrote its system chunk): the devids the device extents name become
- * the device table, their uuids unknown (zero) and their sizes the end of
- * their last extent, so that devices can still be matched by where the
- * blocks sit (assign_devids). */
-static int devitems_from_extents(struct btrfsimg_fs *fs, const struct vec *ex)
-{
-	const struct devext *e = ex->v;
-	struct vec v = { .size = sizeof(struct bi_devitem) };
-	for (size_t i = 0; i < ex->n; i++) {
-		struct bi_devitem *d = v.v;
-		size_t k = 0;
-		while (k < v.n && d[k].devid != e[i].devid)
-			k++;
-		if (k == v.n) {
-			if (!(d = vec_push(&v))) {
-				free(v.v);
-				return bi_err(fs, -ENOMEM, "salvage: out of memory for devices");
-			}
-			*d = (struct bi_devitem){ .devid = e[i].devid };
-			d = v.v;
-		}
-		uint64_t end = e[i].physical + e[i].length;
-		if (end > d[k].total_bytes && end >= e[i].physical)
-			d[k].total_bytes = end;
-	}
-	if (!v.n)
-		return 0;
-	free(fs->devitems);
-	fs->devitems = v.v;
-	fs->ndevitems = v.n;
-	bi_damage(fs, "salvage: no DEV_ITEM found (no chunk-tree leaf survives): %zu device%s "
-		  "taken from the device tree's extents, uuids unknown",
-		  v.n, v.n == 1 ? "" : "s");
-	return 0;
-}
-
 /* Block groups (extent or block-group tree) mapped by the device extents
  * of the device tree: the same chunk as an item says merges with it; one
  * no item covers, or covers otherwise, competes on evidence. */
@@ -744,12 +707,16 @@ int bi_salvage_place_devices(struct btrfsimg_fs *fs)
 	return 0;
 }
 
-/* No DEV_ITEM survived (no chunk-tree leaf): the devices are those the
- * superblocks name and the devids the device extents give, their uuids
- * unknown (zero) where no superblock says them. */
+/* No DEV_ITEM survived (no chunk-tree leaf; mkfs over the filesystem
+ * rewrites its system chunk): the devices are those the superblocks name
+ * and the devids the device extents give, their uuids unknown (zero) where
+ * no superblock says them and their sizes, then, the end of their last
+ * extent, so that devices can still be matched by where the blocks sit
+ * (assign_devids). */
 static int devitems_from_extents(struct btrfsimg_fs *fs, const struct vec *ex)
 {
 	const struct devext *e = ex->v;
+	size_t from_extents = 0;
 	for (size_t j = 0; j < fs->ndevs + ex->n; j++) {
 		const struct bi_dev *d = j < fs->ndevs ? &fs->devs[j] : NULL;
 		if (d && !d->member)
@@ -760,12 +727,22 @@ static int devitems_from_extents(struct btrfsimg_fs *fs, const struct vec *ex)
 			memcpy(it.uuid, d->dev_uuid, 16);
 		if (devitem_uuid(fs, it.devid) || fs->ndevitems >= MAX_DEVITEMS)
 			continue;
+		for (size_t i = 0; !d && i < ex->n; i++) {
+			uint64_t end = e[i].physical + e[i].length;
+			if (e[i].devid == it.devid && end >= e[i].physical && end > it.total_bytes)
+				it.total_bytes = end;
+		}
 		struct bi_devitem *v = realloc(fs->devitems, (fs->ndevitems + 1) * sizeof(*v));
 		if (!v)
 			return bi_err(fs, -ENOMEM, "salvage: out of memory for dev items");
 		v[fs->ndevitems++] = it;
 		fs->devitems = v;
+		from_extents += !d;
 	}
+	if (from_extents)
+		bi_damage(fs, "salvage: no DEV_ITEM found (no chunk-tree leaf survives): %zu device%s "
+			  "taken from the device tree's extents, uuids unknown",
+			  from_extents, from_extents == 1 ? "" : "s");
 	return 0;
 }
 

@@ -229,6 +229,14 @@ static int place_one(struct btrfsimg_fs *fs, struct bi_sv_scan *s, uint32_t dev,
 	free(v.start);
 	if (rc < 0)
 		return bi_err(fs, rc, "salvage: out of memory placing image '%s'", d->name);
+	/* A member of a multi-device filesystem may hold no chunk item (or be
+	 * another filesystem's device, which the devid votes set aside): with
+	 * no start that blocks agree on, the image is taken as the device, as
+	 * before any scan; the chunk map then places its blocks or not. */
+	if ((best < 2 || best == second) && fs->ndevs > 1) {
+		d->unplaced = false;
+		return 0;
+	}
 	if (best < 2 || best == second)
 		return bi_err(fs, -EUCLEAN,
 			      "image '%s': no partition table and no superblock, and its %zu tree "
