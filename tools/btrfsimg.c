@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "common/keys.h"
+#include "common/progress.h"
 #include "common/suggest.h"
 
 static const struct cmd_struct *const commands[] = {
@@ -197,6 +198,17 @@ static int open_failed(struct cli *c, int rc)
 	}
 }
 
+/* The device scan of a salvage open, on a terminal (progress.h); erased
+ * at its end, before the open says what it rebuilt. */
+static int on_scan_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	(void)ctx;
+	progress_bytes("salvage scan", done, total);
+	if (done >= total)
+		progress_done();
+	return 0;
+}
+
 static int open_fs(struct cli *c)
 {
 	struct btrfsimg_open_options o = BTRFSIMG_OPEN_OPTIONS_INIT;
@@ -208,8 +220,10 @@ static int open_fs(struct cli *c)
 	o.generation = c->generation;
 	o.log = log_damage;
 	o.log_ctx = c;
+	o.scan_progress = on_scan_progress;
 	int rc = btrfsimg_open_images(&c->fs, (const char *const *)c->images,
 				      (size_t)c->nimages, &o);
+	progress_done();
 	cli_keys_wipe(&keys);
 	if (rc < 0)
 		return open_failed(c, rc);
