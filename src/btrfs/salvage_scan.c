@@ -5,8 +5,8 @@
  *
  * Each device is read once, front to back, in SCAN_PIECE pieces (each read
  * with the largest nodesize's worth more, so that a block across a piece
- * boundary is whole), by the ring reader (image/ring.h) where it can: at
- * the disk's pace, around the page cache. At every 4 KiB boundary a header is a candidate when
+ * boundary is whole), by the ring reader (image/ring.h) where it can:
+ * reads kept in flight while a piece is checked. At every 4 KiB boundary a header is a candidate when
  * it looks written by the kernel: the WRITTEN flag and backref revision 1,
  * a level below MAX_LEVEL, a nonzero generation and a sector-aligned
  * bytenr. A candidate of a filesystem already seen is checked under that
@@ -292,15 +292,16 @@ static uint64_t scan_end(const struct bi_dev *d, bool known)
 }
 
 /* A device front to back. A plain image file is read by a ring (image/
- * ring.h) that keeps pieces in flight while one is checked, around the
- * page cache; anything else, and a piece the ring could not read, through
+ * ring.h) that keeps pieces in flight while one is checked; anything else, and a piece the ring could not read, through
  * bi_dev_read (whose message names the device and the range). */
 static int scan_device(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
 		       uint8_t *buf, uint64_t total)
 {
 	const struct bi_dev *d = &fs->devs[dev];
 	uint64_t end = scan_end(d, known), sub = 0;
-	struct bi_ring *ring = bi_ring_open(d, (size_t)SCAN_PIECE + NODESIZE_MAX, SCAN_DEPTH, false);
+	/* through the page cache: every command on a damaged image scans it
+	 * again, and a second scan of an image the cache holds is free */
+	struct bi_ring *ring = bi_ring_open(d, (size_t)SCAN_PIECE + NODESIZE_MAX, SCAN_DEPTH, true);
 	int rc = 0;
 	for (uint64_t pos = 0; pos < end && rc == 0; pos += SCAN_PIECE) {
 		for (; ring && sub < end && bi_ring_room(ring); sub += SCAN_PIECE)
