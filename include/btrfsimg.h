@@ -221,6 +221,17 @@ BTRFSIMG_API const char *btrfsimg_errmsg(const btrfsimg_fs *fs);
 typedef void (*btrfsimg_log_fn)(void *ctx, bool damage, const char *msg);
 BTRFSIMG_API void btrfsimg_set_log(btrfsimg_fs *fs, btrfsimg_log_fn fn, void *ctx);
 
+/**
+ * Progress of the device scan a salvage open makes when a way in is gone
+ * (no valid superblock, chunk tree or root tree): @p fn gets the bytes
+ * read of all the devices hold, about every 8 MiB; a nonzero return stops
+ * the scan and the open fails with -ECANCELED. NULL: none. Set before
+ * btrfsimg_open() (btrfsimg_open_images() takes it in its options).
+ */
+BTRFSIMG_API void btrfsimg_set_scan_progress(btrfsimg_fs *fs,
+					     int (*fn)(void *ctx, uint64_t done, uint64_t total),
+					     void *ctx);
+
 /** How many damage events were seen so far (worked around or not). */
 BTRFSIMG_API uint64_t btrfsimg_damage_count(const btrfsimg_fs *fs);
 
@@ -423,6 +434,10 @@ struct btrfsimg_open_options {
 	/** the filesystem to read when several are on the devices
 	 *  (btrfsimg_set_fsid); NULL: the superblock's */
 	const char *fsid;
+	/** the device scan of a salvage open (btrfsimg_set_scan_progress);
+	 *  NULL: none */
+	int (*scan_progress)(void *ctx, uint64_t done, uint64_t total);
+	void *scan_progress_ctx;
 };
 #define BTRFSIMG_OPEN_OPTIONS_INIT { .size = sizeof(struct btrfsimg_open_options) }
 

@@ -93,6 +93,9 @@ struct btrfsimg_fs {
 	 * was rebuilt, and the newer tree roots read instead of those an
 	 * older root tree names (bi_root_find) */
 	struct bi_sv_scan *scan;
+	/* the scan's progress (btrfsimg_set_scan_progress), or NULL */
+	int (*scan_progress)(void *ctx, uint64_t done, uint64_t total);
+	void *scan_progress_ctx;
 	unsigned salvage_fsidx;
 	bool salvage_super;
 	/* devices given without a valid superblock beside ones with it: not

@@ -54,6 +54,15 @@ int bi_salvage_scan(struct btrfsimg_fs *fs)
 	return rc;
 }
 
+void btrfsimg_set_scan_progress(btrfsimg_fs *fs, int (*fn)(void *ctx, uint64_t done, uint64_t total),
+				void *ctx)
+{
+	if (!fs)
+		return;
+	fs->scan_progress = fn;
+	fs->scan_progress_ctx = ctx;
+}
+
 /* The blocks of tree @owner in the filesystem in use: [*lo, *hi) of the
  * index (newest generation first). */
 void bi_salvage_owner_range(const struct bi_sv_scan *s, unsigned fsidx, uint64_t owner,

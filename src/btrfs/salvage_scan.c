@@ -5,7 +5,8 @@
  *
  * Each device is read once, front to back, in SCAN_PIECE pieces (each read
  * with the largest nodesize's worth more, so that a block across a piece
- * boundary is whole). At every 4 KiB boundary a header is a candidate when
+ * boundary is whole), by the ring reader (image/ring.h) where it can:
+ * reads kept in flight while a piece is checked. At every 4 KiB boundary a header is a candidate when
  * it looks written by the kernel: the WRITTEN flag and backref revision 1,
  * a level below MAX_LEVEL, a nonzero generation and a sector-aligned
  * bytenr. A candidate of a filesystem already seen is checked under that
@@ -21,6 +22,8 @@
  * it keeps only what an open needs (scan.h), so its memory follows the
  * number of trees and chunks, not of blocks.
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,8 +36,11 @@
 #include "base/ondisk.h"
 #include "btrfs/tree_checker.h"
 #include "image/dev.h"
+#include "image/ring.h"
 
 #define SCAN_PIECE    (8u << 20)
+/* pieces in the ring: three read ahead while one is checked */
+#define SCAN_DEPTH    4u
 #define SCAN_STEP     4096u
 #define NODESIZE_MAX  65536u
 #define HDR_WRITTEN   1ull
@@ -277,31 +283,74 @@ static int one_block(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, u
 	return push(fs, s, &b);
 }
 
-static int scan_device(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
-		       uint8_t *buf)
+/* The bytes read at @pos: the piece and a largest block's worth after it,
+ * so that a block starting in the piece is read whole. */
+static size_t piece_len(uint64_t pos, uint64_t end)
 {
-	const struct bi_dev *d = &fs->devs[dev];
-	/* a member's blocks lie inside the size its superblock gives it */
-	uint64_t end = known && d->member && d->total_bytes && d->total_bytes < d->size
-			       ? d->total_bytes
-			       : d->size;
+	uint64_t want = (uint64_t)SCAN_PIECE + NODESIZE_MAX;
+	return (size_t)(end - pos < want ? end - pos : want);
+}
+
+static int scan_piece(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
+		      uint64_t pos, const uint8_t *p, size_t len)
+{
 	/* an image not placed yet: its filesystem may start at any sector */
-	uint32_t step = d->unplaced ? 512u : SCAN_STEP;
-	for (uint64_t pos = 0; pos < end; pos += SCAN_PIECE) {
-		uint64_t want = (uint64_t)SCAN_PIECE + NODESIZE_MAX;
-		if (want > end - pos)
-			want = end - pos;
-		int rc = bi_dev_read(fs, d, pos, buf, (size_t)want);
+	uint32_t step = fs->devs[dev].unplaced ? 512u : SCAN_STEP;
+	for (uint64_t o = 0; o < SCAN_PIECE && o + HDR_SIZE <= len; o += step) {
+		int rc = one_block(fs, s, known, dev, pos + o, p + o, len - o);
 		if (rc < 0)
 			return rc;
-		s->bytes += want < SCAN_PIECE ? want : SCAN_PIECE;
-		for (uint64_t o = 0; o < SCAN_PIECE && o + HDR_SIZE <= want; o += step) {
-			rc = one_block(fs, s, known, dev, pos + o, buf + o, want - o);
-			if (rc < 0)
-				return rc;
-		}
 	}
 	return 0;
+}
+
+/* The progress callback's word: 0 go on, else stop (-ECANCELED). */
+static int say_progress(struct btrfsimg_fs *fs, uint64_t done, uint64_t total)
+{
+	if (!fs->scan_progress || fs->scan_progress(fs->scan_progress_ctx, done, total) == 0)
+		return 0;
+	return bi_err(fs, -ECANCELED, "salvage scan: stopped at byte %" PRIu64 " of %" PRIu64,
+		      done, total);
+}
+
+/* A member's blocks lie inside the size its superblock gives it. */
+static uint64_t scan_end(const struct bi_dev *d, bool known)
+{
+	return known && d->member && d->total_bytes && d->total_bytes < d->size ? d->total_bytes
+										  : d->size;
+}
+
+/* A device front to back. A plain image file is read by a ring (image/
+ * ring.h) that keeps pieces in flight while one is checked; anything else, and a piece the ring could not read, through
+ * bi_dev_read (whose message names the device and the range). */
+static int scan_device(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
+		       uint8_t *buf, uint64_t total)
+{
+	const struct bi_dev *d = &fs->devs[dev];
+	uint64_t end = scan_end(d, known), sub = 0;
+	/* through the page cache: every command on a damaged image scans it
+	 * again, and a second scan of an image the cache holds is free */
+	struct bi_ring *ring = bi_ring_open(d, (size_t)SCAN_PIECE + NODESIZE_MAX, SCAN_DEPTH, true);
+	int rc = 0;
+	for (uint64_t pos = 0; pos < end && rc == 0; pos += SCAN_PIECE) {
+		for (; ring && sub < end && bi_ring_room(ring); sub += SCAN_PIECE)
+			bi_ring_submit(ring, sub, piece_len(sub, end));
+		size_t len = piece_len(pos, end);
+		const uint8_t *p = NULL;
+		if (!ring || bi_ring_next(ring, &p) < 0) {
+			rc = bi_dev_read(fs, d, pos, buf, len);
+			p = buf;
+		}
+		if (rc == 0)
+			rc = scan_piece(fs, s, known, dev, pos, p, len);
+		if (ring)
+			bi_ring_release(ring);
+		s->bytes += len < SCAN_PIECE ? len : SCAN_PIECE;
+		if (rc == 0)
+			rc = say_progress(fs, s->bytes, total);
+	}
+	bi_ring_close(ring);
+	return rc;
 }
 
 int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **out)
@@ -321,9 +370,13 @@ int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **o
 		f->csum_type = fs->csum_type;
 		f->gen_min = UINT64_MAX;
 	}
+	uint64_t total = 0;
+	for (size_t k = 0; k < fs->ndevs; k++)
+		if (!fs->devs[k].absorbed)
+			total += scan_end(&fs->devs[k], known);
 	for (size_t k = 0; k < fs->ndevs && rc == 0; k++)
 		if (!fs->devs[k].absorbed)
-			rc = scan_device(fs, s, known, (uint32_t)k, buf);
+			rc = scan_device(fs, s, known, (uint32_t)k, buf, total);
 	if (rc == 0) {
 		compact(s);
 		for (size_t i = 0; i < s->n; i++)

@@ -20,8 +20,13 @@
  * one entry. The superblock copies are skipped by position; their roots
  * (and backup roots) are kept as the history's first entry points.
  *
- * Memory: one entry (about 100 bytes) per distinct block; blocks are read
+ * Memory: one entry (104 bytes) per distinct block; blocks are read
  * again when used (bi_fx_read_block), through the same three checks.
+ * Copies (dup, raid1) are dropped while scanning, whenever the entries
+ * fill their array, where today's chunk map places them all: the one
+ * kept is the one the end of the scan would keep (the lowest device and
+ * offset of those placed), so a DUP filesystem's index does not hold
+ * every block twice on its way.
  *
  * Superblock backup root (168 bytes each, four from 0xb2b):
  *   +0 tree_root +8 tree_root_gen +16 chunk_root +24 chunk_root_gen
@@ -203,8 +208,50 @@ struct found {
 	size_t n, cap;
 };
 
-static int push(struct found *fd, const struct bi_fx_block *e)
+static int block_cmp(const void *pa, const void *pb);
+
+/* Whether @b is a copy of @a: one block (bytenr, generation, checksum,
+ * owner) found twice. */
+static bool same_block(const struct bi_fx_block *a, const struct bi_fx_block *b)
 {
+	return a->bytenr == b->bytenr && a->generation == b->generation && a->csum8 == b->csum8 &&
+	       a->owner == b->owner;
+}
+
+/* Drop the copies that today's chunk map places, but the first of each
+ * block in block_cmp's order (the lowest device and offset): settle()
+ * keeps that one of all the placed ones, and the copies it drops were
+ * placed. Copies only an older chunk map might place are left for it. */
+static void drop_copies(struct btrfsimg_forensic *f, struct found *fd)
+{
+	fx_qsort(fd->v, fd->n, sizeof(*fd->v), block_cmp);
+	size_t w = 0;
+	const struct bi_fx_block *kept = NULL; /* the first placed today of its block */
+	for (size_t i = 0; i < fd->n; i++) {
+		const struct bi_fx_block *e = &fd->v[i];
+		if (e->today && kept && same_block(kept, e)) {
+			f->stats.copies++;
+			continue;
+		}
+		fd->v[w] = *e;
+		if (e->today && (!kept || !same_block(kept, e)))
+			kept = &fd->v[w];
+		w++;
+	}
+	fd->n = w;
+}
+
+/* Append @e; when the array is full, drop copies first and grow only if
+ * that did not free a quarter of it. */
+static int push(struct btrfsimg_forensic *f, struct found *fd, const struct bi_fx_block *e)
+{
+	if (fd->n == fd->cap && fd->cap >= BI_GROW_FIRST) {
+		drop_copies(f, fd);
+		if (fd->n <= fd->cap - fd->cap / 4) {
+			fd->v[fd->n++] = *e;
+			return 0;
+		}
+	}
 	if (bi_grow((void **)&fd->v, &fd->cap, fd->n + 1, sizeof(*fd->v)))
 		return -ENOMEM;
 	fd->v[fd->n++] = *e;
@@ -254,7 +301,9 @@ static int scan_piece(struct scan_ctx *s, const struct bi_dev *d, uint64_t pos, 
 		}
 		e.devid = d->devid;
 		e.physical = pos + o;
-		int rc = push(&s->fd, &e);
+		const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, e.bytenr);
+		e.today = c && chunk_places(c, e.bytenr, e.devid, e.physical);
+		int rc = push(s->f, &s->fd, &e);
 		if (rc < 0)
 			return rc;
 	}

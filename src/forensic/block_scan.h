@@ -25,6 +25,7 @@ struct bi_fx_block {
 	bi_key first, last;
 	uint32_t nritems;
 	uint8_t level;
+	bool today; /* while scanning: today's chunk map places it */
 };
 
 /* A chunk item of a stale chunk-tree leaf (not in today's map). */

@@ -28,15 +28,21 @@
 #include "btrfs/root.h"
 #include "files/extent.h"
 
+/* Names are first merged at this many (then at twice what is kept). */
+#define REFS_MERGE_MIN 65536u
+
 void bi_fx_version_free(struct fx_version *v)
 {
 	for (size_t i = 0; i < v->next; i++)
 		free((void *)v->ext[i].inline_data);
 	free(v->ext);
-	free(v->path);
-	free(v->bad);
-	free(v->state);
-	free(v->sub);
+	if (v->res) {
+		free(v->res->path);
+		free(v->res->bad);
+		free(v->res->state);
+		free(v->res->sub);
+		free(v->res);
+	}
 }
 
 void bi_fx_item_at(const uint8_t *blk, uint32_t slot, struct bi_fx_item *it)
@@ -66,9 +72,54 @@ static int add_ref(struct bi_fx_recovered *r, uint64_t subvol, uint64_t ino, uin
 	char *s = dup_name(name, n);
 	if (!s)
 		return -ENOMEM;
-	r->refs[r->nrefs++] =
-		(struct fx_ref){ subvol, ino, parent, gen, s, bi_name_problem(name, n), false };
+	r->refs[r->nrefs] = (struct fx_ref){ .subvol = subvol,
+					     .ino = ino,
+					     .parent = parent,
+					     .gen = gen,
+					     .name = s,
+					     .bad = bi_name_problem(name, n),
+					     .seq = r->refs_seq++,
+					     .newest = gen };
+	r->nrefs++;
 	return 0;
+}
+
+int bi_fx_ref_cmp(const void *pa, const void *pb)
+{
+	const struct fx_ref *a = pa, *b = pb;
+	if (a->subvol != b->subvol)
+		return a->subvol < b->subvol ? -1 : 1;
+	if (a->ino != b->ino)
+		return a->ino < b->ino ? -1 : 1;
+	if (a->gen != b->gen)
+		return a->gen > b->gen ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static bool same_name(const struct fx_ref *a, const struct fx_ref *b)
+{
+	return a->subvol == b->subvol && a->ino == b->ino && a->parent == b->parent && !a->bad &&
+	       !b->bad && strcmp(a->name, b->name) == 0;
+}
+
+void bi_fx_refs_merge(struct bi_fx_recovered *r)
+{
+	fx_qsort(r->refs, r->nrefs, sizeof(*r->refs), bi_fx_ref_cmp);
+	size_t w = 0;
+	for (size_t i = 0; i < r->nrefs; i++) {
+		struct fx_ref *x = &r->refs[i], *next = i + 1 < r->nrefs ? x + 1 : NULL;
+		if (!next || !same_name(x, next)) {
+			r->refs[w++] = *x;
+			continue;
+		}
+		if (x->newest > next->newest)
+			next->newest = x->newest;
+		if (x->dir && (!next->dir || x->dir_gen > next->dir_gen))
+			next->dir_gen = x->dir_gen;
+		next->dir |= x->dir;
+		free(x->name);
+	}
+	r->nrefs = w;
 }
 
 static int add_dext(struct bi_fx_recovered *r, const struct bi_extent *e, uint64_t leaf_gen)
@@ -104,6 +155,7 @@ static int leaf_names(struct btrfsimg_forensic *f, const struct bi_fx_block *b,
 				    b->generation, e.name, e.name_len))
 				return -ENOMEM;
 			r->refs[r->nrefs - 1].dir = e.type == FT_DIR;
+			r->refs[r->nrefs - 1].dir_gen = b->generation;
 		}
 	}
 	return 0;
@@ -264,6 +316,100 @@ int bi_fx_add_version(struct bi_fx_recovered *r, struct fx_version *v)
 	return 0;
 }
 
+/* ------------------------------------------------------------ one per file state */
+
+/*
+ * A file unchanged across many generations is held by many leaves (every
+ * snapshot's copy-on-write of its neighbours writes it again): the same
+ * version found thousands of times. recover.c keeps one per (subvolume,
+ * inode, creation generation, signature): the first of ver_cmp's order
+ * (complete, then newest leaf, then newest transid; the first found on a
+ * tie). That choice is made here as the leaves are read, through a hash
+ * of those four, so memory follows the distinct versions, not the leaves.
+ */
+static uint64_t ver_hash(const struct fx_version *v)
+{
+	uint64_t w[4] = { v->subvol, v->ino, v->inode.generation, v->sig };
+	return bi_fx_fnv(BI_FX_FNV_SEED, w, sizeof(w));
+}
+
+static bool same_version(const struct fx_version *a, const struct fx_version *b)
+{
+	return a->subvol == b->subvol && a->ino == b->ino &&
+	       a->inode.generation == b->inode.generation && a->sig == b->sig;
+}
+
+/* Whether @n comes before @o in ver_cmp's order of one (subvol, ino,
+ * generation, signature). */
+static bool better(const struct fx_version *n, const struct fx_version *o)
+{
+	if (n->complete != o->complete)
+		return n->complete;
+	if (n->leaf_gen != o->leaf_gen)
+		return n->leaf_gen > o->leaf_gen;
+	return n->inode.transid > o->inode.transid;
+}
+
+/* The slot of @v's key in the table: its version's, or the empty one
+ * where it goes. Slots hold index + 1 (0: empty). */
+static size_t *ver_slot(struct bi_fx_recovered *r, const struct fx_version *v)
+{
+	size_t mask = r->nvslots - 1;
+	for (size_t i = (size_t)ver_hash(v) & mask;; i = (i + 1) & mask) {
+		size_t *s = &r->vslots[i];
+		if (!*s || same_version(&r->v[*s - 1], v))
+			return s;
+	}
+}
+
+/* Keep the table at most half full. */
+static int ver_table_room(struct bi_fx_recovered *r)
+{
+	if (r->nvslots && (r->nv + 1) * 2 <= r->nvslots)
+		return 0;
+	size_t n = r->nvslots ? r->nvslots * 2 : 1024;
+	size_t *t = calloc(n, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	free(r->vslots);
+	r->vslots = t;
+	r->nvslots = n;
+	for (size_t i = 0; i < r->nv; i++)
+		*ver_slot(r, &r->v[i]) = i + 1;
+	return 0;
+}
+
+int bi_fx_add_found_version(struct bi_fx_recovered *r, struct fx_version *v)
+{
+	v->sig = bi_fx_signature(v);
+	if (ver_table_room(r) < 0) {
+		bi_fx_version_free(v);
+		return -ENOMEM;
+	}
+	size_t *s = ver_slot(r, v);
+	if (*s) {
+		struct fx_version *o = &r->v[*s - 1];
+		if (better(v, o)) {
+			bi_fx_version_free(o);
+			*o = *v;
+		} else {
+			bi_fx_version_free(v);
+		}
+		return 0;
+	}
+	int rc = bi_fx_add_version(r, v);
+	if (rc == 0)
+		*s = r->nv;
+	return rc;
+}
+
+void bi_fx_found_versions_done(struct bi_fx_recovered *r)
+{
+	free(r->vslots);
+	r->vslots = NULL;
+	r->nvslots = 0;
+}
+
 /* One fs-tree leaf: names, extents, and a version per regular file or
  * symlink whose INODE_ITEM it holds. */
 static int fs_leaf(struct btrfsimg_forensic *f, size_t idx, size_t lo, size_t hi)
@@ -315,7 +461,7 @@ static int fs_leaf(struct btrfsimg_forensic *f, size_t idx, size_t lo, size_t hi
 			bi_fx_version_free(&v);
 			break;
 		}
-		rc = bi_fx_add_version(r, &v);
+		rc = bi_fx_add_found_version(r, &v);
 	}
 	free(blk);
 	return rc;
@@ -375,9 +521,25 @@ static bool fs_tree(uint64_t owner)
 	return owner == OBJ_FS_TREE || (owner >= OBJ_FIRST_FREE && owner <= OBJ_LAST_FREE);
 }
 
+/* Names are merged (bi_fx_refs_merge) when they have doubled since the
+ * last merge, and only where that is exact: before a leaf of another tree
+ * or a newer generation than the last (the index is in that order), so
+ * every name still to come is newer than all kept of its inode. */
+static void merge_names(struct bi_fx_recovered *r, const struct bi_fx_block *last,
+			const struct bi_fx_block *b)
+{
+	if (!last || (last->owner == b->owner && last->generation == b->generation) ||
+	    r->nrefs < r->refs_merge_at)
+		return;
+	bi_fx_refs_merge(r);
+	r->refs_merge_at = r->nrefs * 2 > REFS_MERGE_MIN ? r->nrefs * 2 : REFS_MERGE_MIN;
+}
+
 int bi_fx_collect(struct btrfsimg_forensic *f)
 {
 	int rc = 0;
+	const struct bi_fx_block *last = NULL; /* the last fs-tree leaf read */
+	f->rec->refs_merge_at = REFS_MERGE_MIN;
 	for (size_t i = 0; i < f->nblocks && rc == 0; i++) {
 		const struct bi_fx_block *b = &f->blocks[i];
 		if (b->level != 0)
@@ -388,9 +550,14 @@ int bi_fx_collect(struct btrfsimg_forensic *f)
 			rc = root_leaf(f, i);
 		else if (fs_tree(b->owner)) {
 			size_t lo, hi;
+			merge_names(f->rec, last, b);
+			last = b;
 			bi_fx_owner_range(f, b->owner, &lo, &hi);
 			rc = fs_leaf(f, i, lo, hi);
 		}
 	}
+	if (rc == 0)
+		bi_fx_refs_merge(f->rec);
+	bi_fx_found_versions_done(f->rec);
 	return rc;
 }

@@ -53,7 +53,7 @@ static const char CSUM_MISMATCH[] = "csum mismatch";
 
 /* EXT_MIXED: an uncompressed extent judged sector by sector (some
  * sectors proven by their checksums, others not): its bad sectors are in
- * v->sub. */
+ * v->res->sub. */
 /* EXT_MISMATCH: bad as EXT_BAD, because its bytes differ from the
  * checksums btrfs wrote: the one bad kind whose bytes on disk a raw read
  * (BTRFSIMG_FORENSIC_RAW) still gives, since they are this extent's
@@ -296,7 +296,7 @@ static int check_sectors(struct btrfsimg_forensic *f, const struct csum_q *q, ui
 	return 0;
 }
 
-/* Bad sectors of an extent, as runs in v->sub: those whose checksum
+/* Bad sectors of an extent, as runs in v->res->sub: those whose checksum
  * differs, and, in a reused extent, those no checksum proves. Returns
  * the number of bad sectors, or -ENOMEM. */
 static int64_t sector_runs(struct fx_version *v, size_t ext, const uint8_t *sec, uint64_t n,
@@ -311,10 +311,10 @@ static int64_t sector_runs(struct fx_version *v, size_t ext, const uint8_t *sec,
 		while (j < n && sec[j] == sec[i])
 			j++;
 		if (why) {
-			if (bi_grow((void **)&v->sub, &v->csub, v->nsub + 1, sizeof(*v->sub)))
+			struct fx_result *res = v->res;
+			if (bi_grow((void **)&res->sub, &res->csub, res->nsub + 1, sizeof(*res->sub)))
 				return -ENOMEM;
-			v->sub[v->nsub++] =
-				(struct fx_subbad){ ext, lo + i * ss, lo + j * ss, why };
+			res->sub[res->nsub++] = (struct fx_subbad){ ext, lo + i * ss, lo + j * ss, why };
 			bad += (int64_t)(j - i);
 		}
 		i = j;
@@ -357,12 +357,12 @@ static enum ext_state eval_extent(struct btrfsimg_forensic *f, struct fx_version
 	/* Some sectors proven, some not: each judged on its own (an
 	 * uncompressed extent's sectors are its file's bytes one for one). */
 	if (sec && match && (miss || reused)) {
-		size_t keep = v->nsub;
+		size_t keep = v->res->nsub;
 		int64_t bad = sector_runs(v, idx, sec, sectors, lo, ss, reused);
 		free(sec);
 		if (bad > 0 && (uint64_t)bad < sectors)
 			return EXT_MIXED;
-		v->nsub = keep; /* all bad, or out of memory: the whole extent */
+		v->res->nsub = keep; /* all bad, or out of memory: the whole extent */
 	} else {
 		free(sec);
 	}
@@ -419,14 +419,15 @@ static int walk_pieces(const struct fx_version *v, piece_fn fn, void *ctx)
 
 static int add_bad(struct fx_version *v, uint64_t off, uint64_t len, const char *why)
 {
-	if (v->nbad && v->bad[v->nbad - 1].offset + v->bad[v->nbad - 1].length == off &&
-	    v->bad[v->nbad - 1].why == why) {
-		v->bad[v->nbad - 1].length += len;
+	struct fx_result *res = v->res;
+	struct btrfsimg_bad_range *last = res->nbad ? &res->bad[res->nbad - 1] : NULL;
+	if (last && last->offset + last->length == off && last->why == why) {
+		last->length += len;
 		return 0;
 	}
-	if (bi_grow((void **)&v->bad, &v->cbad, v->nbad + 1, sizeof(*v->bad)))
+	if (bi_grow((void **)&res->bad, &res->cbad, res->nbad + 1, sizeof(*res->bad)))
 		return -ENOMEM;
-	v->bad[v->nbad++] = (struct btrfsimg_bad_range){ off, len, why };
+	res->bad[res->nbad++] = (struct btrfsimg_bad_range){ off, len, why };
 	return 0;
 }
 
@@ -437,8 +438,8 @@ static int mixed_split(const struct fx_version *v, size_t ext, const struct bi_p
 		       void *ctx)
 {
 	uint64_t at = p->src, end = p->src + p->len;
-	for (size_t i = 0; i < v->nsub && at < end; i++) {
-		const struct fx_subbad *b = &v->sub[i];
+	for (size_t i = 0; i < v->res->nsub && at < end; i++) {
+		const struct fx_subbad *b = &v->res->sub[i];
 		if (b->ext != ext || b->hi <= at || b->lo >= end)
 			continue;
 		int rc;
@@ -477,11 +478,11 @@ static int eval_piece(void *ctx, const struct bi_piece *p, size_t ext)
 		return add_bad(x->v, p->pos, p->len, "items not found");
 	if (ext == SIZE_MAX - 1)
 		return 0;
-	if (x->v->state[ext] == EXT_BAD || x->v->state[ext] == EXT_MISMATCH) {
+	if (x->v->res->state[ext] == EXT_BAD || x->v->res->state[ext] == EXT_MISMATCH) {
 		x->bad_data += p->len;
 		return add_bad(x->v, p->pos, p->len, x->whys[ext]);
 	}
-	if (x->v->state[ext] == EXT_MIXED && p->kind == BI_EXT_DISK)
+	if (x->v->res->state[ext] == EXT_MIXED && p->kind == BI_EXT_DISK)
 		return mixed_split(x->v, ext, p, eval_part, x);
 	x->good_data += p->len;
 	return 0;
@@ -511,7 +512,7 @@ struct data_end {
 static int data_end_piece(void *ctx, const struct bi_piece *p, size_t ext)
 {
 	struct data_end *d = ctx;
-	if (p->kind != BI_EXT_ZERO && ext < d->v->next && d->v->state[ext] != EXT_BAD)
+	if (p->kind != BI_EXT_ZERO && ext < d->v->next && d->v->res->state[ext] != EXT_BAD)
 		d->end = p->pos + p->len;
 	return 0;
 }
@@ -524,7 +525,7 @@ static const char forged_why[] = "past the data's end (or the bound) under a siz
  * A size past bi_size_bound (extent.h: 16 bytes per byte of the devices)
  * is believed only as far as the version's data goes, and never past the
  * bound (data placed at 2^62 would make as many zeros before it): the
- * rest becomes one bad range that is never produced (v->out_end), and the
+ * rest becomes one bad range that is never produced (v->res->out_end), and the
  * damage is said, so no reader hashes or writes years of zeros because a
  * stale leaf claims 6e18 bytes. Bad ranges past out_end are folded into
  * it. One walk over the pieces: as many as the items.
@@ -532,23 +533,23 @@ static const char forged_why[] = "past the data's end (or the bound) under a siz
 static int bound_size(struct btrfsimg_forensic *f, struct fx_version *v)
 {
 	uint64_t size = v->inode.size, bound = bi_size_bound(f->fs);
-	v->out_end = size;
+	v->res->out_end = size;
 	if (size <= bound)
 		return 0;
 	struct data_end d = { v, 0 };
 	walk_pieces(v, data_end_piece, &d);
 	uint64_t end = d.end < bound ? d.end : bound;
 	size_t keep = 0;
-	for (size_t i = 0; i < v->nbad; i++) {
-		struct btrfsimg_bad_range *b = &v->bad[i];
+	for (size_t i = 0; i < v->res->nbad; i++) {
+		struct btrfsimg_bad_range *b = &v->res->bad[i];
 		if (b->offset >= end)
 			continue;
 		if (b->length > end - b->offset)
 			b->length = end - b->offset;
-		v->bad[keep++] = *b;
+		v->res->bad[keep++] = *b;
 	}
-	v->nbad = keep;
-	v->out_end = end;
+	v->res->nbad = keep;
+	v->res->out_end = end;
 	bi_damage(f->fs,
 		  "recovered version: subvol=%" PRIu64 " inode=%" PRIu64 " (leaf generation %"
 		  PRIu64 ") size=%" PRIu64 " is more than %" PRIu64
@@ -577,13 +578,13 @@ static bool newer_items(const struct fx_version *v)
 int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf)
 {
 	fx_qsort(v->ext, v->next, sizeof(*v->ext), ext_cmp);
-	v->state = calloc(v->next ? v->next : 1, 1);
+	v->res->state = calloc(v->next ? v->next : 1, 1);
 	const char **whys = calloc(v->next ? v->next : 1, sizeof(*whys));
-	if (!v->state || !whys) {
+	if (!v->res->state || !whys) {
 		free(whys);
 		return -ENOMEM;
 	}
-	struct btrfsimg_recovered *rec = &v->rec;
+	struct btrfsimg_recovered *rec = &v->res->rec;
 	size_t disk = 0, verified = 0;
 	for (size_t i = 0; i < v->next; i++) {
 		const struct bi_extent *e = &v->ext[i];
@@ -599,12 +600,12 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 		/* Larger than every device together: forged, and checking it
 		 * sector by sector would take as long as its size claims. */
 		if (e->disk_num_bytes > bi_devices_bytes(f->fs)) {
-			v->state[i] = EXT_BAD;
+			v->res->state[i] = EXT_BAD;
 			whys[i] = "extent larger than the devices";
 			continue;
 		}
-		v->state[i] = (uint8_t)eval_extent(f, v, i, e, buf, &whys[i]);
-		verified += v->state[i] == EXT_VERIFIED;
+		v->res->state[i] = (uint8_t)eval_extent(f, v, i, e, buf, &whys[i]);
+		verified += v->res->state[i] == EXT_VERIFIED;
 	}
 	struct eval_ctx x = { v, whys, 0, 0 };
 	int rc = walk_pieces(v, eval_piece, &x);
@@ -620,7 +621,7 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 	 * inode item. */
 	if (v->inode.size && ((v->complete && bi_fx_nbytes(v) != v->inode.nbytes) ||
 			      newer_items(v))) {
-		v->nbad = 0; /* the whole file, instead of what the pieces said */
+		v->res->nbad = 0; /* the whole file, instead of what the pieces said */
 		if ((rc = add_bad(v, 0, v->inode.size, disagree_why)) < 0)
 			return rc;
 		/* None of its bytes are this version's: the extents at its
@@ -631,10 +632,10 @@ int bi_fx_evaluate(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *b
 	if ((rc = bound_size(f, v)) < 0)
 		return rc;
 	bool any_items = v->next > 0;
-	bool disagree = v->nbad && v->bad[0].why == disagree_why;
+	bool disagree = v->res->nbad && v->res->bad[0].why == disagree_why;
 	if (v->inode.size && ((!any_items && !v->complete) || disagree))
 		rec->status = BTRFSIMG_REC_METADATA_ONLY;
-	else if (!v->nbad)
+	else if (!v->res->nbad)
 		rec->status = BTRFSIMG_REC_INTACT;
 	else if (x.bad_data && !x.good_data && !rec->has_inline)
 		rec->status = BTRFSIMG_REC_OVERWRITTEN;
@@ -739,10 +740,10 @@ static int out_disk(void *ctx, uint64_t pos, uint64_t src, uint64_t len, const c
 
 static int out_piece_in(struct out_ctx *o, const struct bi_piece *p, size_t ext)
 {
-	if (ext >= SIZE_MAX - 1 || o->v->state[ext] == EXT_BAD || p->kind == BI_EXT_ZERO ||
-	    (o->v->state[ext] == EXT_MISMATCH && !o->raw))
+	if (ext >= SIZE_MAX - 1 || o->v->res->state[ext] == EXT_BAD || p->kind == BI_EXT_ZERO ||
+	    (o->v->res->state[ext] == EXT_MISMATCH && !o->raw))
 		return emit_zeros(o, p->pos, p->len);
-	if (p->kind == BI_EXT_DISK && o->v->state[ext] == EXT_MIXED)
+	if (p->kind == BI_EXT_DISK && o->v->res->state[ext] == EXT_MIXED)
 		return mixed_split(o->v, ext, p, out_disk, o);
 	if (p->kind == BI_EXT_DISK)
 		return out_disk(o, p->pos, p->src, p->len, NULL);
@@ -767,7 +768,7 @@ static int out_piece_in(struct out_ctx *o, const struct bi_piece *p, size_t ext)
  * calls untrusted never shows bytes (for "items disagree with the inode"
  * the extents at its offsets can be a later state's, the live file's).
  * A raw read (BTRFSIMG_FORENSIC_RAW) leaves "csum mismatch" ranges to
- * out_piece_in, which gives their bytes on disk. v->bad is in file order
+ * out_piece_in, which gives their bytes on disk. v->res->bad is in file order
  * (added by one walk over the pieces, then the whole file, or the size's
  * bound at the end).
  */
@@ -775,8 +776,8 @@ static int out_piece(void *ctx, const struct bi_piece *p, size_t ext)
 {
 	struct out_ctx *o = ctx;
 	uint64_t at = p->pos, end = p->pos + p->len;
-	for (size_t i = 0; i < o->v->nbad && at < end; i++) {
-		const struct btrfsimg_bad_range *b = &o->v->bad[i];
+	for (size_t i = 0; i < o->v->res->nbad && at < end; i++) {
+		const struct btrfsimg_bad_range *b = &o->v->res->bad[i];
 		if (b->offset + b->length <= at || b->offset >= end ||
 		    (o->raw && b->why == CSUM_MISMATCH))
 			continue;
@@ -806,7 +807,7 @@ int bi_fx_out_walk_holes(struct btrfsimg_forensic *f, struct fx_version *v, bool
 	struct out_ctx o = { f, v, fn, hole, ctx, malloc(OUT_CHUNK), NULL, 0, raw, 0 };
 	if (!o.buf)
 		return bi_err(f->fs, -ENOMEM, "deleted files: out of memory");
-	int rc = walk_pieces_to(v, v->out_end, out_piece, &o);
+	int rc = walk_pieces_to(v, v->res->out_end, out_piece, &o);
 	free(o.buf);
 	free(o.dec);
 	return rc;

@@ -30,13 +30,13 @@ int btrfsimg_forensic_extents(btrfsimg_forensic *f, const char *id, btrfsimg_ext
 		return rc;
 	const struct fx_version *v = NULL;
 	for (size_t i = 0; i < f->rec->nv && !v; i++)
-		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].id, id) == 0)
+		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].res->id, id) == 0)
 			v = &f->rec->v[i];
 	if (!v)
 		return bi_err(f->fs, -ENOENT, "no recovered version has id %s", id);
 	if (v->dir)
 		return bi_err(f->fs, -EISDIR, "recovered version %s is a directory (%s): no extents", id,
-			      v->path);
+			      v->res->path);
 	return bi_extmap_items(f->fs, v->ext, v->next, v->inode.size,
 			       (v->inode.flags & INODE_FLAG_NODATASUM) != 0, fn, ctx);
 }
@@ -71,15 +71,15 @@ static int version_item(const struct fx_version *v, const struct bi_extent *e, u
 	r.length = b - a;
 	r.extent_bytenr = e->disk_bytenr;
 	r.extent_bytes = e->disk_num_bytes;
-	r.extent_generation = v->rec.generation;
+	r.extent_generation = v->res->rec.generation;
 	r.subvol = v->subvol;
 	r.objectid = v->ino;
 	r.extent_type = e->type == FE_TYPE_PREALLOC ? BTRFSIMG_EXTENT_PREALLOC
 						    : BTRFSIMG_EXTENT_REGULAR;
 	r.compression = e->compression;
 	r.item_generation = e->generation;
-	r.path = v->path;
-	r.version_id = v->id;
+	r.path = v->res->path;
+	r.version_id = v->res->id;
 	return fn(ctx, &r);
 }
 

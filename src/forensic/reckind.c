@@ -90,32 +90,33 @@ void bi_fx_classify(struct btrfsimg_forensic *f)
 		struct fx_version *v = &r->v[i];
 		struct btrfsimg_inode live;
 		if (!subvol_live(r, v->subvol)) {
-			v->rec.kind = BTRFSIMG_REC_DROPPED_SUBVOLUME;
+			v->kind = BTRFSIMG_REC_DROPPED_SUBVOLUME;
 			continue;
 		}
 		int got = btrfsimg_inode_get(f->fs, v->subvol, v->ino, &live);
 		if (v->names_only) { /* no creation generation: gone, or not said */
-			v->rec.kind = BTRFSIMG_REC_DELETED;
+			v->kind = BTRFSIMG_REC_DELETED;
 			v->skip = got == 0;
 			continue;
 		}
 		if (got < 0 || live.generation != v->inode.generation) {
-			v->rec.kind = BTRFSIMG_REC_DELETED;
+			v->kind = BTRFSIMG_REC_DELETED;
 			continue;
 		}
 		if (v->dir) { /* a live directory: nothing lost */
 			v->skip = true;
 			continue;
 		}
-		v->live = live;
+		v->live = (struct fx_live){ live.generation, live.size, live.transid, live.mtime,
+					    live.ctime };
 		v->has_live = true;
 		uint64_t sig = live_signature(f, v->subvol, v->ino, &live);
 		if (sig != v->sig) {
-			v->rec.kind = BTRFSIMG_REC_PREVIOUS_VERSION;
+			v->kind = BTRFSIMG_REC_PREVIOUS_VERSION;
 			v->skip = just_created(v, live.transid);
 			continue;
 		}
-		v->rec.kind = BTRFSIMG_REC_ORPHAN;
+		v->kind = BTRFSIMG_REC_ORPHAN;
 		v->skip = live.nlink != 0;
 	}
 }
@@ -128,7 +129,7 @@ static bool same_time(const struct btrfsimg_timespec *a, const struct btrfsimg_t
 /* @v's inode item is @w's with the size lagging: the same mtime and ctime
  * to the nanosecond (a write or truncate that changes the size sets both),
  * a smaller size, and no later transaction. */
-static bool size_lags(const struct btrfsimg_inode *v, const struct btrfsimg_inode *w)
+static bool size_lags(const struct btrfsimg_inode *v, const struct fx_live *w)
 {
 	return v->generation == w->generation && v->size < w->size && v->transid <= w->transid &&
 	       same_time(&v->mtime, &w->mtime) && same_time(&v->ctime, &w->ctime);
@@ -170,8 +171,8 @@ static void mark_artefact(struct fx_version *v)
 {
 	if (v->skip || v->dir)
 		return;
-	v->rec.status = BTRFSIMG_REC_ARTEFACT;
-	v->rec.verified = false;
+	v->res->rec.status = BTRFSIMG_REC_ARTEFACT;
+	v->res->rec.verified = false;
 }
 
 /*
@@ -274,8 +275,8 @@ static int hash_piece(void *ctx, uint64_t off, const void *data, size_t len)
 
 static bool better(const struct fx_version *a, const struct fx_version *b)
 {
-	if (a->rec.verified != b->rec.verified)
-		return a->rec.verified;
+	if (a->res->rec.verified != b->res->rec.verified)
+		return a->res->rec.verified;
 	return a->leaf_gen > b->leaf_gen;
 }
 
@@ -286,26 +287,26 @@ int bi_fx_same_contents(struct btrfsimg_forensic *f)
 	struct bi_fx_recovered *r = f->rec;
 	for (size_t i = 0; i < r->nv; i++) {
 		struct fx_version *v = &r->v[i];
-		if (v->skip || v->dir || v->rec.status != BTRFSIMG_REC_INTACT)
+		if (v->skip || v->dir || v->res->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
 		struct content_hash c = { 0xcbf29ce484222325ull, 0 };
 		int rc = bi_fx_out_walk_holes(f, v, false, hash_piece, hash_hole, &c);
 		if (rc < 0)
 			return rc;
 		fold_zeros(&c);
-		v->content = c.h;
+		v->res->content = c.h;
 	}
 	for (size_t i = 0; i < r->nv; i++) {
 		struct fx_version *a = &r->v[i];
-		if (a->skip || a->dir || a->rec.status != BTRFSIMG_REC_INTACT)
+		if (a->skip || a->dir || a->res->rec.status != BTRFSIMG_REC_INTACT)
 			continue;
 		for (size_t j = i + 1; j < r->nv; j++) {
 			struct fx_version *b = &r->v[j];
 			if (b->subvol != a->subvol || b->ino != a->ino)
 				break;
-			if (b->skip || b->dir || b->rec.status != BTRFSIMG_REC_INTACT ||
+			if (b->skip || b->dir || b->res->rec.status != BTRFSIMG_REC_INTACT ||
 			    b->inode.generation != a->inode.generation ||
-			    b->inode.size != a->inode.size || b->content != a->content)
+			    b->inode.size != a->inode.size || b->res->content != a->res->content)
 				continue;
 			if (better(b, a)) {
 				a->skip = true;

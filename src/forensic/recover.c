@@ -61,6 +61,7 @@ static void recovered_free(struct bi_fx_recovered *r)
 	free(r->csums);
 	free(r->rrefs);
 	free(r->v);
+	free(r->vslots);
 	btrfsimg_subvols_free(r->subvols, r->nsubvols);
 	bi_zctx_free(r->z);
 	bi_fx_csum_cache_free(r->csum_cache);
@@ -97,16 +98,6 @@ static int order_cmp(const void *pa, const void *pb)
 	CMP(a->sig, b->sig);
 	return 0;
 #undef CMP
-}
-
-static int ref_cmp(const void *pa, const void *pb)
-{
-	const struct fx_ref *a = pa, *b = pb;
-	if (a->subvol != b->subvol)
-		return a->subvol < b->subvol ? -1 : 1;
-	if (a->ino != b->ino)
-		return a->ino < b->ino ? -1 : 1;
-	return a->gen > b->gen ? -1 : a->gen < b->gen;
 }
 
 static int csum_cmp(const void *pa, const void *pb)
@@ -198,9 +189,9 @@ static int names_only_dirs(struct bi_fx_recovered *r)
 	for (size_t i = 0; i < r->nrefs; i++) {
 		const struct fx_ref *x = &r->refs[i];
 		if (x->parent >= OBJ_FIRST_FREE && x->parent != x->ino)
-			c[n++] = (struct dir_cand){ x->subvol, x->parent, x->gen };
+			c[n++] = (struct dir_cand){ x->subvol, x->parent, x->newest };
 		if (x->dir && x->ino >= OBJ_FIRST_FREE)
-			c[n++] = (struct dir_cand){ x->subvol, x->ino, x->gen };
+			c[n++] = (struct dir_cand){ x->subvol, x->ino, x->dir_gen };
 	}
 	fx_qsort(c, n, sizeof(*c), cand_cmp);
 	size_t before = r->nv;
@@ -231,12 +222,16 @@ static int names_only_dirs(struct bi_fx_recovered *r)
  * (always when only its names were found); never verified (no data). */
 static void finish_dir(struct fx_version *v)
 {
-	v->rec.status = v->complete ? BTRFSIMG_REC_INTACT : BTRFSIMG_REC_METADATA_ONLY;
-	v->rec.verified = false;
+	v->res->rec.status = v->complete ? BTRFSIMG_REC_INTACT : BTRFSIMG_REC_METADATA_ONLY;
+	v->res->rec.verified = false;
 }
 
 static int finish(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *buf)
 {
+	struct fx_result *res = v->res = calloc(1, sizeof(*v->res));
+	if (!res)
+		return -ENOMEM;
+	res->rec.kind = v->kind;
 	int rc = 0;
 	if (v->dir)
 		finish_dir(v);
@@ -244,21 +239,21 @@ static int finish(struct btrfsimg_forensic *f, struct fx_version *v, uint8_t *bu
 		rc = bi_fx_evaluate(f, v, buf);
 	if (rc < 0)
 		return rc;
-	v->path = bi_fx_version_path(f->rec, v);
-	if (!v->path)
+	res->path = bi_fx_version_path(f->rec, v);
+	if (!res->path)
 		return -ENOMEM;
-	snprintf(v->id, sizeof(v->id), "%" PRIu64 "-%" PRIu64 "-%" PRIu64 "-%08" PRIx32, v->subvol,
-		 v->ino, v->inode.transid, (uint32_t)(v->sig ^ (v->sig >> 32)));
-	struct btrfsimg_recovered *rec = &v->rec;
-	rec->id = v->id;
+	snprintf(res->id, sizeof(res->id), "%" PRIu64 "-%" PRIu64 "-%" PRIu64 "-%08" PRIx32,
+		 v->subvol, v->ino, v->inode.transid, (uint32_t)(v->sig ^ (v->sig >> 32)));
+	struct btrfsimg_recovered *rec = &res->rec;
+	rec->id = res->id;
 	rec->subvol = v->subvol;
 	rec->objectid = v->ino;
 	rec->generation = v->leaf_gen;
-	rec->path = v->path;
-	rec->name_damage = v->name_damage[0] ? v->name_damage : NULL;
+	rec->path = res->path;
+	rec->name_damage = res->name_damage[0] ? res->name_damage : NULL;
 	rec->inode = v->inode;
-	rec->bad = v->bad;
-	rec->nbad = v->nbad;
+	rec->bad = res->bad;
+	rec->nbad = res->nbad;
 	return 0;
 }
 
@@ -279,7 +274,6 @@ static int build(struct btrfsimg_forensic *f)
 		goto out;
 	if ((rc = bi_fx_collect(f)) < 0)
 		goto out;
-	fx_qsort(r->refs, r->nrefs, sizeof(*r->refs), ref_cmp);
 	fx_qsort(r->csums, r->ncsums, sizeof(*r->csums), csum_cmp);
 	merge_dext(r);
 	merge_versions(r);
@@ -368,7 +362,7 @@ int btrfsimg_forensic_recovered(btrfsimg_forensic *f, btrfsimg_recovered_fn fn, 
 	for (size_t i = 0; i < f->rec->nv; i++) {
 		if (f->rec->v[i].skip)
 			continue;
-		int rc = fn(ctx, &f->rec->v[i].rec);
+		int rc = fn(ctx, &f->rec->v[i].res->rec);
 		if (rc)
 			return rc;
 	}
@@ -385,7 +379,7 @@ static int find_version(struct btrfsimg_forensic *f, const char *id, struct fx_v
 			return rc;
 	}
 	for (size_t i = 0; i < f->rec->nv; i++)
-		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].id, id) == 0) {
+		if (!f->rec->v[i].skip && strcmp(f->rec->v[i].res->id, id) == 0) {
 			*out = &f->rec->v[i];
 			return 0;
 		}
@@ -454,9 +448,9 @@ int btrfsimg_forensic_read_flags(btrfsimg_forensic *f, const char *id, unsigned 
 		return err;
 	if (v->dir)
 		return bi_err(f->fs, -EISDIR, "recovered version %s is a directory (%s): no contents", id,
-			      v->path);
+			      v->res->path);
 	int rc = bi_fx_out_walk(f, v, flags & BTRFSIMG_FORENSIC_RAW, fn, ctx);
 	if (rc)
 		return rc;
-	return v->rec.status == BTRFSIMG_REC_INTACT ? 0 : 1;
+	return v->res->rec.status == BTRFSIMG_REC_INTACT ? 0 : 1;
 }

@@ -140,8 +140,8 @@ static void dir_path(const struct bi_fx_recovered *r, struct sbuf *b, uint64_t s
 
 char *bi_fx_version_path(const struct bi_fx_recovered *r, struct fx_version *v)
 {
-	struct sbuf b = { .damage = v->name_damage, .damage_cap = sizeof(v->name_damage) };
-	v->name_damage[0] = '\0';
+	struct sbuf b = { .damage = v->res->name_damage, .damage_cap = sizeof(v->res->name_damage) };
+	v->res->name_damage[0] = '\0';
 	sb_prepend(&b, "", 0);
 	const struct fx_ref *n = name_of(r, v->subvol, v->ino, v->leaf_gen);
 	if (v->ino == OBJ_FIRST_FREE) /* a subvolume's top directory: its place */

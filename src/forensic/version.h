@@ -32,7 +32,12 @@ struct fx_ref {
 	uint64_t subvol, ino, parent, gen;
 	char *name;	 /* its safe form (base/name.h) */
 	const char *bad; /* why the raw name is no component, or NULL */
-	bool dir;	 /* a DIR_INDEX entry of type directory */
+	uint64_t seq;	 /* in the order found: equal generations keep it */
+	/* of the names merged into this one (bi_fx_refs_merge), the newest
+	 * generation, and the newest of the DIR_INDEX entries of type
+	 * directory (if @dir) */
+	uint64_t newest, dir_gen;
+	bool dir;
 };
 
 /* A disk extent some EXTENT_DATA item referenced. */
@@ -62,18 +67,10 @@ struct fx_subbad {
 	const char *why;
 };
 
-struct fx_version {
-	uint64_t subvol, ino, leaf_gen, sig;
-	struct btrfsimg_inode inode;
-	struct bi_extent *ext;
-	size_t next;
-	bool complete;
-	bool dir;	 /* a directory: a record of its own, no contents */
-	bool names_only; /* a directory known from names only (no INODE_ITEM) */
-	bool has_leaf;	 /* its INODE_ITEM is at @slot of block @leaf (xattrs) */
-	size_t leaf;
-	uint32_t slot;
-	/* results */
+/* What a reported version's evaluation gives (recover.c's finish): made
+ * only for the versions reported, not for the many a live file shows as
+ * they are. */
+struct fx_result {
 	struct btrfsimg_recovered rec;
 	char id[80];
 	char *path;
@@ -86,15 +83,38 @@ struct fx_version {
 	uint64_t content; /* hash of the bytes (intact versions) */
 	uint64_t out_end; /* bytes produced: i_size, or where the data ends
 			     when i_size is past bi_size_bound */
-	/* today's inode of a live file (classify), for flush artefacts */
-	struct btrfsimg_inode live;
-	bool has_live;
+};
+
+/* Of today's inode of a live file, what tells a flush artefact
+ * (reckind.c's size_lags). */
+struct fx_live {
+	uint64_t generation, size, transid;
+	struct btrfsimg_timespec mtime, ctime;
+};
+
+struct fx_version {
+	uint64_t subvol, ino, leaf_gen, sig;
+	struct btrfsimg_inode inode;
+	struct bi_extent *ext;
+	size_t next;
+	bool complete;
+	bool dir;	 /* a directory: a record of its own, no contents */
+	bool names_only; /* a directory known from names only (no INODE_ITEM) */
+	bool has_leaf;	 /* its INODE_ITEM is at @slot of block @leaf (xattrs) */
+	bool has_live;	 /* @live is set (classify) */
 	bool skip;
+	uint32_t slot;
+	size_t leaf;
+	enum btrfsimg_recovered_kind kind; /* classify's */
+	struct fx_live live;
+	struct fx_result *res; /* NULL until finished (reported versions) */
 };
 
 struct bi_fx_recovered {
 	struct fx_ref *refs;
 	size_t nrefs, crefs;
+	size_t refs_merge_at; /* bi_fx_collect merges the names past this many */
+	uint64_t refs_seq;    /* names found so far */
 	struct fx_dext *dext;
 	size_t ndext, cdext;
 	struct fx_csum *csums;
@@ -103,6 +123,8 @@ struct bi_fx_recovered {
 	size_t nrrefs, crrefs;
 	struct fx_version *v;
 	size_t nv, cv;
+	size_t *vslots; /* while collecting: hash of v's keys (index + 1) */
+	size_t nvslots;
 	struct btrfsimg_subvol *subvols;
 	size_t nsubvols;
 	struct bi_zctx *z;
@@ -132,6 +154,17 @@ static inline int dext_cmp(const void *pa, const void *pb)
 
 /* reccollect.c */
 
+/* Names by (subvol, ino), newest generation first, then in the order
+ * found: recpath.c's name_of takes the first at or before a generation. */
+int bi_fx_ref_cmp(const void *pa, const void *pb);
+/* Sort the names (bi_fx_ref_cmp) and drop each that the next one of its
+ * inode repeats (the same parent and name, neither damaged): name_of
+ * finds the same name through the next one for every generation, and
+ * the next one takes its newest and dir_gen. Exact only while no name
+ * still to come sorts between two kept ones: bi_fx_collect merges when
+ * the next leaf is of a newer generation or another tree. */
+void bi_fx_refs_merge(struct bi_fx_recovered *r);
+
 /* An item of a leaf (a block already checked at scan time). */
 struct bi_fx_item {
 	bi_key key;
@@ -152,6 +185,12 @@ int bi_fx_add_extent(struct fx_version *v, const struct bi_fx_item *it, uint32_t
 /* Append @v (its signature set) to the versions; on failure @v is freed.
  * 0 or -ENOMEM. */
 int bi_fx_add_version(struct bi_fx_recovered *r, struct fx_version *v);
+/* bi_fx_add_version for the versions the leaves show, one per (subvol,
+ * ino, creation generation, signature) as they come: the one merging
+ * would keep (recover.c's ver_cmp). On failure @v is freed. 0 or -ENOMEM.
+ * bi_fx_found_versions_done frees the table when the leaves are read. */
+int bi_fx_add_found_version(struct bi_fx_recovered *r, struct fx_version *v);
+void bi_fx_found_versions_done(struct bi_fx_recovered *r);
 /* Every leaf of the index into f->rec's tables and versions (unsorted).
  * 0 or -ENOMEM. */
 int bi_fx_collect(struct btrfsimg_forensic *f);

@@ -52,6 +52,7 @@ static int set_options(btrfsimg_fs *fs, const struct btrfsimg_open_options *o)
 {
 	fs->open_step = BTRFSIMG_STEP_OPTIONS;
 	btrfsimg_set_log(fs, o->log, o->log_ctx);
+	btrfsimg_set_scan_progress(fs, o->scan_progress, o->scan_progress_ctx);
 	if (!btrfsimg_format_name(o->format))
 		return bi_err(fs, -EINVAL, "format %d: no such format", o->format);
 	btrfsimg_set_generation(fs, o->generation);

@@ -7,6 +7,7 @@
 #include "common/open.h"
 
 #include "common/keys.h"
+#include "common/progress.h"
 
 static void log_damage(void *ctx, bool damage, const char *msg)
 {
@@ -34,6 +35,17 @@ static int open_failed(const struct cli *c, btrfsimg_fs *fs, int rc)
 	}
 }
 
+/* The device scan of a salvage open, on a terminal (progress.h); erased
+ * at its end, before the open says what it rebuilt. */
+static int on_scan_progress(void *ctx, uint64_t done, uint64_t total)
+{
+	(void)ctx;
+	progress_bytes("salvage scan", done, total);
+	if (done >= total)
+		progress_done();
+	return 0;
+}
+
 int cli_open_at(struct cli *c, uint64_t generation, btrfsimg_fs **out)
 {
 	struct btrfsimg_open_options o = BTRFSIMG_OPEN_OPTIONS_INIT;
@@ -47,9 +59,11 @@ int cli_open_at(struct cli *c, uint64_t generation, btrfsimg_fs **out)
 	o.fsid = c->fsid;
 	o.log = log_damage;
 	o.log_ctx = c;
+	o.scan_progress = on_scan_progress;
 	btrfsimg_fs *fs = NULL;
 	int rc = btrfsimg_open_images(&fs, (const char *const *)c->images, (size_t)c->nimages,
 				      &o);
+	progress_done();
 	cli_keys_wipe(&keys);
 	if (rc < 0) {
 		open_failed(c, fs, rc);

@@ -131,6 +131,8 @@ void progress_bytes(const char *what, uint64_t done, uint64_t all)
 	}
 	fprintf(stderr, "\r%s: %.0f of %.0f MiB, %d%%", what, (double)done / 1048576.0,
 		(double)all / 1048576.0, (int)(f * 100));
+	if (t >= 1)
+		fprintf(stderr, ", %.0f MiB/s", (double)done / 1048576.0 / t);
 	if (t >= 1 && f >= 0.005 && f < 1) {
 		fputs(", ", stderr);
 		put_time(t * (1 - f) / f);

@@ -24,7 +24,8 @@ void progress_inodes_total(btrfsimg_fs *fs, uint64_t subvol, bool nested);
 void progress_tick(const char *what, uint64_t count, double done);
 /* For a pass in subvolume-id then objectid order: done is the position. */
 void progress_tick_at(const char *what, uint64_t count, uint64_t subvol, uint64_t objectid);
-/* Bytes: "verify: 120 of 512 MiB, 23%, 0:13 left" (a device scan). */
+/* Bytes: "verify: 120 of 512 MiB, 23%, 95 MiB/s, 0:13 left" (a device
+ * scan). */
 void progress_bytes(const char *what, uint64_t done, uint64_t all);
 void progress_done(void);
 

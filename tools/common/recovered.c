@@ -23,43 +23,21 @@
 
 #include "common/digest.h"
 #include "common/outfile.h"
+#include "common/progress.h"
 #include "common/text.h"
 
-/* "scan: 42% of 1.5 GiB, 120 MiB/s" on a terminal, at most ten times a
- * second; erased at the end. */
-struct bar {
-	struct timespec start, last;
-	bool shown;
-};
-
-static double secs(const struct timespec *a, const struct timespec *b)
-{
-	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
-}
-
+/* The scan's progress line on a terminal (progress.h): bytes, rate, time
+ * left. */
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
-	struct bar *b = ctx;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (b->shown && secs(&b->last, &now) < 0.1 && done < total)
-		return;
-	b->last = now;
-	b->shown = true;
-	double t = secs(&b->start, &now);
-	fprintf(stderr, "\rscan: %d%% of %.1f MiB, %.0f MiB/s\033[K",
-		total ? (int)(100.0 * (double)done / (double)total) : 100,
-		(double)total / 1048576.0, t > 0 ? (double)done / 1048576.0 / t : 0.0);
+	(void)ctx;
+	progress_bytes("scan", done, total);
 }
 
 int rec_scan(struct cli *c, btrfsimg_forensic **out)
 {
-	struct bar b = { 0 };
-	clock_gettime(CLOCK_MONOTONIC, &b.start);
-	bool tty = isatty(2);
-	int rc = btrfsimg_forensic_scan(c->fs, tty ? on_progress : NULL, &b, out);
-	if (b.shown)
-		fputs("\r\033[K", stderr);
+	int rc = btrfsimg_forensic_scan(c->fs, isatty(2) ? on_progress : NULL, NULL, out);
+	progress_done();
 	struct btrfsimg_scan_stats st;
 	if (rc == 0 && c->verbose && btrfsimg_forensic_stats(*out, &st) == 0)
 		cli_warn("scan: %" PRIu64 " devices, %" PRIu64 " bytes; %" PRIu64
