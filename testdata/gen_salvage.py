@@ -296,17 +296,48 @@ def file_extents(img_path, view):
     return out, f["nodesize"]
 
 
-def overwritten(old, new, extents, nodesize):
+def overwritten(old, new, extents, nodesize, nodes=True):
     """The paths whose bytes the new filesystem changed: a data byte, or
-    every copy of one of its metadata blocks."""
+    every copy of one of its metadata blocks. With @nodes False, the
+    blocks that are nodes (level > 0) in @old are left out: the files that
+    a tree rebuilt around its lost nodes, from the surviving blocks below
+    them, could give back at most."""
     lost = []
     for path, e in sorted(extents.items()):
+        meta = [c for c in e["meta"] if nodes or old[c[0] + 0x64] == 0]
         gone = any(old[p:p + n] != new[p:p + n] for p, n in e["data"])
         gone = gone or any(all(old[p:p + nodesize] != new[p:p + nodesize] for p in copies)
-                           for copies in e["meta"])
+                           for copies in meta)
         if gone:
             lost.append(path)
     return lost
+
+
+def tree_roots(img):
+    """{tree id: (level, [physical of each copy])} of the root blocks the
+    root tree of @img (the one its superblock names, a leaf) names."""
+    f = facts(img)
+    ns, rp = f["nodesize"], f["root_physical"][0]
+    chunks = _leaf_chunks(img, f["chunk_root_physical"][0], ns)
+    blk = img[rp:rp + ns]
+    if blk[0x64] != 0:
+        raise ValueError("root tree root is not a leaf")
+    nritems, = struct.unpack_from("<I", blk, 0x60)
+    out = {}
+    for s in range(nritems):
+        tree, ktype, _, doff = struct.unpack_from("<QBQI", blk, 0x65 + 25 * s)
+        if ktype == 132:  # ROOT_ITEM: bytenr at 176, level at 238
+            bytenr, = struct.unpack_from("<Q", blk, 0x65 + doff + 176)
+            out[tree] = (blk[0x65 + doff + 238], _map(chunks, bytenr))
+    return out
+
+
+def lost_roots(old, new):
+    """{tree id: level} of the trees of @old whose root block @new changed
+    on every copy."""
+    ns = facts(old)["nodesize"]
+    return {t: lv for t, (lv, phys) in tree_roots(old).items()
+            if all(old[p:p + ns] != new[p:p + ns] for p in phys)}
 
 
 def fill_new(m):

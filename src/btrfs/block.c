@@ -209,6 +209,22 @@ int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expec
 	return 0;
 }
 
+int bi_block_pin_synthetic(struct btrfsimg_fs *fs, uint8_t *buf, uint32_t size)
+{
+	struct bi_block *b = block_new(buf, size, bi_le64(buf + HDR_BYTENR));
+	if (!b) {
+		free(buf);
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	}
+	struct bi_block *old = bi_cache_get(fs->cache, b->bytenr);
+	if (old) { /* a copy read before: this one replaces it */
+		if (--old->refs == 0)
+			bi_cache_evict(fs->cache, old);
+	}
+	bi_cache_insert(fs->cache, b); /* its reference is never put: pinned */
+	return 0;
+}
+
 void bi_leaf_item(const struct bi_block *b, uint32_t slot, bi_key *k, const uint8_t **data,
 		  uint32_t *size)
 {

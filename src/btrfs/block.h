@@ -36,6 +36,13 @@ int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expec
  * generation, first key; @e NULL: anything is). */
 bool bi_block_matches(const struct bi_block *b, const struct bi_expect *e);
 
+/* Pin @buf (@size bytes, ownership passes; freed on error) in the block
+ * cache as the block at its header's bytenr, for the handle's life: a
+ * node the salvage synthesized (salvage_rebuild.c) in place of one lost on
+ * every copy, built to what its parent and children expect; it is never
+ * read from the image nor checksummed. */
+int bi_block_pin_synthetic(struct btrfsimg_fs *fs, uint8_t *buf, uint32_t size);
+
 /* Slot accessors: valid for slot < nritems of a checked block. */
 void bi_leaf_item(const struct bi_block *b, uint32_t slot, bi_key *k, const uint8_t **data,
 		  uint32_t *size);

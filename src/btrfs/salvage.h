@@ -51,6 +51,11 @@ bool bi_salvage_next_order(uint16_t *v, size_t n);
  * found (up to the newest generation known) that verifies, kept in
  * fs->salvage_roots for bi_root_find. */
 int bi_salvage_root(struct btrfsimg_fs *fs);
+/* Each subvolume tree the chosen root tree names whose root node reads
+ * on no copy: rebuilt in memory from the live blocks below it that the
+ * extent tree records (salvage_rebuild.c), said as damage; left as it was
+ * without that evidence. 0 or a negative errno (no memory). */
+int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs);
 
 void bi_salvage_free(struct btrfsimg_fs *fs);
 

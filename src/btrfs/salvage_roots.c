@@ -247,7 +247,8 @@ int bi_salvage_root(struct btrfsimg_fs *fs)
 			bi_damage(fs, "root tree of generation %" PRIu64 " at logical %" PRIu64
 				  " (the newest found)", r.generation, r.bytenr);
 		}
-		return r.generation < newest ? newer_tree_roots(fs, newest) : 0;
+		rc = r.generation < newest ? newer_tree_roots(fs, newest) : 0;
+		return rc < 0 ? rc : bi_salvage_rebuild_lost(fs);
 	}
 	return bi_err(fs, -EUCLEAN,
 		      "root tree unreadable (generation %" PRIu64 "): none of %zu candidates from "

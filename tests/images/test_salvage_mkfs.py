@@ -34,6 +34,12 @@ mount --fsid (with root and /dev/fuse, else skipped) reads every file
 not overwritten as the kernel's and fails the overwritten one with EIO.
 The Python binding opens a copy with fsid= and walks to the kernel's
 paths and sha256 of the files not overwritten.
+On the default copy the old top-level tree's root node is lost and so is
+the old extent tree's only leaf: no evidence to rebuild the tree from the
+blocks below it, refused and said (and every file has a leaf or data
+overwritten besides). With only that node taken (the old image, its
+superblocks zeroed): rebuilt from the leaves its extent tree records,
+every file exact; a live leaf forged one generation older is not used.
 Hostile, on the copy with single metadata: a forged root-tree leaf of the
 old fsid with a newer generation (checksummed, where no chunk map puts it)
 is set aside by evidence and said, the walk unchanged; with every
@@ -208,6 +214,73 @@ def hostile(kv, res, cli, work, old, img, facts, view, lost):
     os.unlink(path)
 
 
+def forge_stale(img, phys, gen):
+    """The tree block at @phys of @img (bytearray) with generation @gen,
+    checksummed again: what an older copy of it would look like."""
+    blk = bytearray(img[phys:phys + 16384])
+    struct.pack_into("<Q", blk, 0x50, gen)
+    blk[0:4] = struct.pack("<I", imgtest.crc32c(bytes(blk[32:])))
+    return blk
+
+
+def lost_root_node(kv, res, cli, work, gs, old, new, truth, view):
+    """The old top-level tree's root node lost on every copy. On the
+    default copy the old extent tree's root (a leaf) is overwritten too, so
+    no evidence says which surviving blocks were the tree's: refused, and
+    rightly, since without its lost nodes every file still has a leaf or
+    data overwritten. Then on the old image with its superblocks zeroed and
+    both copies of that node taken by the default copy's block (another
+    fsid's): rebuilt from the live blocks its extent tree records, every
+    file exact. Hostile: one live leaf forged one generation older at its
+    place (and at 200 MiB): not used, counted; its files absent (the names
+    its directory entries held cannot be known) or said, none false."""
+    ns, fsid = truth["nodesize"], gs.facts(old)["fsid"][:8]
+    gone = gs.lost_roots(old, new)
+    ceiling = gs.overwritten(old, new, truth["extents"], ns, nodes=False)
+    res.check("mkfs-btrfs: the top-level tree's root node and the extent tree's root are "
+              "overwritten, and every file has a leaf or data overwritten besides",
+              gone.get(5) == 1 and 2 in gone and len(ceiling) == len(view), (gone, len(ceiling)))
+    rc, _, err = imgtest.run_cli(cli, ["walk", "--fsid", fsid, _write(work, new)],
+                                 timeout=TIMEOUT)
+    res.check("mkfs-btrfs: no evidence to rebuild tree 5: not rebuilt, said, exit 2",
+              rc == 2 and b"not rebuilt from the blocks below it" in err, err[-400:])
+    img = bytearray(old)
+    for p in gs.tree_roots(old)[5][1]:
+        img[p:p + ns] = new[p:p + ns]
+    for o in (64 << 10, 64 << 20):
+        img[o:o + 4096] = bytes(4096)
+    cases = [("root node lost", img)]
+    leaf = [m for m in (tuple(c) for e in truth["extents"].values() for c in e["meta"])
+            if old[m[0] + 0x64] == 0 and struct.unpack_from("<Q", old, m[0] + 0x58)[0] == 5]
+    leaf = max(leaf, key=lambda m: m[0])  # one of the last leaves: not the root directory's
+    stale = bytearray(img)
+    for p in leaf:
+        stale[p:p + ns] = forge_stale(stale, p, struct.unpack_from("<Q", old, p + 0x50)[0] - 1)
+    stale[200 << 20:(200 << 20) + ns] = stale[leaf[0]:leaf[0] + ns]
+    cases.append(("hostile: a live leaf forged older at its place", stale))
+    for what, b in cases:
+        lost = set(gs.overwritten(old, bytes(b), truth["extents"], ns, nodes=False))
+        rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--fsid", fsid,
+                                             _write(work, b)], timeout=TIMEOUT)
+        got = parse_jsonl(out) if rc in (0, 1) else []
+        res.check("%s: tree 5 rebuilt, said, exit 1" % what,
+                  rc == 1 and b"rebuilt from" in err and bool(lost) == (b is stale),
+                  "exit %r, %d lost: %s" % (rc, len(lost), err[-400:]))
+        res.problems("%s: walk --fsid: every file not overwritten exactly the kernel's, none "
+                     "false" % what, compare(kv, got, view, lost))
+        said = b"; %d recorded blocks unreadable, their keys lost" % (b is stale)
+        res.check("%s: the unreadable recorded blocks counted on stderr" % what, said in err,
+                  err[-400:])
+    os.unlink(os.path.join(work, "rebuild.img"))
+
+
+def _write(work, data):
+    path = os.path.join(work, "rebuild.img")
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
 MOUNT_READ = r"""
 import hashlib, json, os, sys
 out = {}
@@ -313,6 +386,8 @@ def main():
             with open(img, "rb") as f:
                 new = f.read()
             lost = set(gs.overwritten(old, new, truth["extents"], truth["nodesize"]))
+            if name == "mkfs-btrfs":
+                lost_root_node(kv, res, cli, work, gs, old, new, truth, view)
             del new
             res.check("%s: the overwritten files recomputed from the images as recorded" % name,
                       sorted(lost) == truth["copies"][name]["overwritten"])
