@@ -22,6 +22,7 @@
 #include "btrfs/salvage.h"
 #include "base/cursor.h"
 #include "base/err.h"
+#include "base/grow.h"
 #include "base/key.h"
 #include "base/ondisk.h"
 #include "btrfs/block.h"
@@ -83,15 +84,9 @@ static int take_block(struct btrfsimg_fs *fs, struct rebuild *rb, uint64_t byten
 		rb->unread++;
 		return 0;
 	}
-	if (rb->n == rb->cap) {
-		size_t cap = rb->cap ? rb->cap * 2 : 16;
-		void *w = realloc(rb->v, cap * sizeof(*rb->v));
-		if (!w) {
-			bi_block_put(fs, b);
-			return bi_err(fs, -ENOMEM, "salvage: out of memory");
-		}
-		rb->v = w;
-		rb->cap = cap;
+	if (bi_grow((void **)&rb->v, &rb->cap, rb->n + 1, sizeof(*rb->v))) {
+		bi_block_put(fs, b);
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
 	}
 	struct live_blk *l = &rb->v[rb->n++];
 	l->bytenr = bytenr;
@@ -252,7 +247,7 @@ int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs)
 	struct bi_iter it;
 	struct bi_item item;
 	uint64_t *ids = NULL, prev = UINT64_MAX;
-	size_t n = 0;
+	size_t n = 0, ids_cap = 0;
 	int rc = bi_iter_start(fs, &it, &fs->root_tree, &min, &max);
 	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
 		rc = 0;
@@ -260,12 +255,10 @@ int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs)
 		    !subvolume_tree(item.key.objectid))
 			continue;
 		prev = item.key.objectid;
-		void *w = realloc(ids, (n + 1) * sizeof(*ids));
-		if (!w) {
+		if (bi_grow((void **)&ids, &ids_cap, n + 1, sizeof(*ids))) {
 			rc = bi_err(fs, -ENOMEM, "salvage: out of memory");
 			break;
 		}
-		ids = w;
 		ids[n++] = prev;
 	}
 	bi_iter_end(&it);
