@@ -790,9 +790,9 @@ static int insert_cands(struct btrfsimg_fs *fs, struct cands *l, struct map_repo
 		if (have && same_chunk(have, x->c))
 			continue; /* the sys_chunk_array's own */
 		char why[256];
-		int rc = bi_chunk_map_insert(fs->chunks, x->c, why, sizeof(why));
 		bool synth = x->synthesized, unsure = x->unsure;
-		uint64_t logical = x->c->logical;
+		uint64_t logical = x->c->logical; /* read first: a refused insert frees it */
+		int rc = bi_chunk_map_insert(fs->chunks, x->c, why, sizeof(why));
 		x->c = NULL; /* the map owns it, or the insert freed it */
 		if (rc == -ENOMEM)
 			return bi_err(fs, rc, "salvage: out of memory building the chunk map");
