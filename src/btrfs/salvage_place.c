@@ -168,6 +168,8 @@ static int block_votes(struct votes *v, const struct bi_sv_blk *b)
 				mine[n++] = b->physical - d;
 		}
 	}
+	if (n == 0)
+		return 0;
 	if (bi_grow((void **)&v->start, &v->scap, v->ns + n, sizeof(*v->start)))
 		return -ENOMEM;
 	memcpy(v->start + v->ns, mine, n * sizeof(*mine));
