@@ -43,7 +43,7 @@ import tempfile
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from genlib import content  # noqa: E402  (testdata/genlib.py)
+from genlib import content, record_view  # noqa: E402  (testdata/genlib.py)
 
 
 def sh(*args, **kw):
@@ -147,9 +147,7 @@ def state3(d):
 
 
 def record(mnt, rel, out):
-    with open(out, "w") as f:
-        subprocess.run([sys.executable, os.path.join(HERE, "gen_kview.py"), "record", mnt,
-                        "--start", rel], check=True, stdout=f)
+    record_view(mnt, out, rel)
 
 
 def subvol_ids(mnt):

@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from gen_diff import put, sh, state1, state2, state3  # noqa: E402
 from gen_generations import generation  # noqa: E402
+from genlib import record_view  # noqa: E402  (testdata/genlib.py)
 
 SPREAD, REUSE = "noatime,ssd_spread,compress-force=zstd", "noatime"
 CHURN_FILES = 20
@@ -86,9 +87,7 @@ def record(img, copy, mnt, out):
     sh("mount", "-o", "ro,noatime,loop", copy, mnt)
     try:
         facts = subvol_facts(mnt)
-        with open(out, "wb") as f:
-            subprocess.run([sys.executable, os.path.join(HERE, "gen_kview.py"), "record", mnt,
-                            "--start", "data"], check=True, stdout=f)
+        record_view(mnt, out, "data")
     finally:
         sh("umount", mnt)
     os.unlink(copy)

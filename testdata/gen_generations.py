@@ -36,7 +36,7 @@ import tempfile
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from genlib import content  # noqa: E402  (testdata/genlib.py)
+from genlib import content, record_view  # noqa: E402  (testdata/genlib.py)
 
 
 def sh(*args, **kw):
@@ -132,9 +132,7 @@ def record(img, copy, mnt, out, keep=None):
     sh("cp", "--sparse=always", img, copy)
     sh("mount", "-o", "ro,noatime,loop", copy, mnt)
     try:
-        with open(out, "wb") as f:
-            subprocess.run([sys.executable, os.path.join(HERE, "gen_kview.py"), "record", mnt],
-                           check=True, stdout=f)
+        record_view(mnt, out)
     finally:
         sh("umount", mnt)
     if keep:

@@ -43,6 +43,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gen_salvage  # noqa: E402  (the files, and the superblock offsets)
+from genlib import record_view  # noqa: E402  (testdata/genlib.py)
 
 SECTOR = 512
 START = 5003  # sectors: not a multiple of 8
@@ -120,9 +121,7 @@ def main():
     try:
         sh("mount", "-o", "ro,noatime", loop, mnt)
         try:
-            with open(os.path.join(out, "view.jsonl"), "wb") as f:
-                subprocess.run([sys.executable, os.path.join(HERE, "gen_kview.py"), "record",
-                                mnt], check=True, stdout=f)
+            record_view(mnt, os.path.join(out, "view.jsonl"))
         finally:
             sh("umount", mnt)
     finally:

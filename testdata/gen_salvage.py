@@ -57,7 +57,7 @@ import tempfile
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from genlib import content  # noqa: E402  (testdata/genlib.py)
+from genlib import content, record_view  # noqa: E402  (testdata/genlib.py)
 
 SB_OFFSETS = (64 << 10, 64 << 20, 256 << 30)
 DAMAGE = ("super", "chunk", "both", "root")
@@ -203,9 +203,7 @@ def last_changes(m):
 def record(src, mnt, out, opts="ro,noatime,loop"):
     sh("mount", "-o", opts, src, mnt)
     try:
-        with open(out, "wb") as f:
-            subprocess.run([sys.executable, os.path.join(HERE, "gen_kview.py"), "record", mnt],
-                           check=True, stdout=f)
+        record_view(mnt, out)
     finally:
         sh("umount", mnt)
 

@@ -14,6 +14,8 @@ Python image tests (tests/support/imgtest.py) take it from here too:
                              when the kernel refuses the flags (EINVAL)
   sha256_file(path)          hex sha256 of a file's contents, streamed
   unzstd_bytes(path)         a .zst file's contents (the zstd command)
+  record_view(mnt, out, start)  the kernel's view of a mounted filesystem
+                             (gen_kview.py record) written to file @out
 
 Import it from a script in testdata/ with that directory on sys.path (it is
 there already when the script is run), from elsewhere by inserting it:
@@ -26,6 +28,7 @@ import errno
 import hashlib
 import os
 import subprocess
+import sys
 
 SYS_STATX = 332             # x86_64
 SYS_NAME_TO_HANDLE_AT = 303  # x86_64
@@ -143,6 +146,17 @@ def unzstd_bytes(path):
     frames written with a long window decode too)."""
     return subprocess.run(["zstd", "-q", "-d", "--long=31", "-c", path], check=True,
                           stdout=subprocess.PIPE).stdout
+
+
+def record_view(mnt, out, start=None):
+    """Write to file @out the kernel's view of the filesystem mounted at
+    @mnt (gen_kview.py record; from the subdirectory @start if given)."""
+    args = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                         "gen_kview.py"), "record", mnt]
+    if start:
+        args += ["--start", start]
+    with open(out, "wb") as f:
+        subprocess.run(args, check=True, stdout=f)
 
 
 def content(name, size):
