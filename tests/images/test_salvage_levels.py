@@ -22,10 +22,15 @@ copy of the blocks named, zeros:
   e  as b, with a stale copy of that level-1 node (its generation one
      older, checksummed again) at its place on both copies
   f  as b, and one leaf below that level-1 node
+  g  as b, and a leaf below that node replaced by a copy of its neighbour
+     made to pass for it (address, generation, checksum): their keys
+     overlap, so that node is not rebuilt and the files below it are
+     missing or without content, never false
 Each walk (walk --json --hash) must give every file whose leaves survive
 exactly as the kernel's record, every field, and nothing the kernel does
-not show; in f the files with items or directory entries in the lost
-leaf may be missing, never shown other than the kernel's. stderr names
+not show; in f (g) the files with items or directory entries in the
+lost leaf (node) may be missing, and the files at its edges listed
+without content (named on stderr), never shown other than the kernel's. stderr names
 each rebuilt node (tree, level, how many children, by which references)
 and the count of unreadable recorded blocks; exit 1.
 """
@@ -60,10 +65,12 @@ class Image:
         root = self.block(t, self.tree(t)["root"])
         return [p[3] for p in root["ptrs"]]
 
-    def copy(self, zero=(), forge=()):
+    def copy(self, zero=(), forge=(), twin=None):
         """The base image, superblocks zeroed, every copy of each (tree,
-        logical) in @zero zeroed, and each in @forge replaced by itself one
-        generation older, checksummed again."""
+        logical) in @zero zeroed, each in @forge replaced by itself one
+        generation older, checksummed again, and with @twin (tree, a, b)
+        leaf b replaced by a copy of leaf a made to pass for b (its address
+        and generation, checksummed again)."""
         img = bytearray(self.base)
         for o in (64 << 10, 64 << 20):
             img[o:o + 4096] = bytes(4096)
@@ -74,8 +81,19 @@ class Image:
             for p in self.block(t, logical)["physical"]:
                 gen, = struct.unpack_from("<Q", img, p + 0x50)
                 struct.pack_into("<Q", img, p + 0x50, gen - 1)
-                img[p:p + 4] = struct.pack("<I", imgtest.crc32c(bytes(img[p + 32:p + self.ns])))
+                self.checksum(img, p)
+        if twin:
+            t, a, b = twin
+            src = self.block(t, a)["physical"][0]
+            for p in self.block(t, b)["physical"]:
+                img[p:p + self.ns] = self.base[src:src + self.ns]
+                struct.pack_into("<Q", img, p + 0x30, b)
+                struct.pack_into("<Q", img, p + 0x50, self.block(t, b)["generation"])
+                self.checksum(img, p)
         return img
+
+    def checksum(self, img, p):
+        img[p:p + 4] = struct.pack("<I", imgtest.crc32c(bytes(img[p + 32:p + self.ns])))
 
 
 def lost_paths(view, leaf, subvol):
@@ -159,6 +177,10 @@ def cases(img, view):
     snap_said = ("the snapshot's root rebuilt from its %d level-1 nodes" % len(n256),
                  lambda e: rebuilt_said(e, 256, r256, 2, len(n256)))
     shared = n256[-1]
+    leaves = [p[3] for p in img.block(5, mid)["ptrs"]]
+    under_mid = set().union(*(lost_paths(view, img.block(5, lf), 5) for lf in leaves))
+    if str(leaves[2]) in t256["blocks"]:  # the forged leaf is the snapshot's too
+        under_mid |= lost_paths(view, img.block(5, leaves[2]), 256)
     return [
         ("a: root of level 2 lost", img.copy([(5, r5)]), set(), [root5]),
         ("b: root and a level-1 node lost", img.copy([(5, r5), (5, mid)]), set(),
@@ -177,6 +199,13 @@ def cases(img, view):
          img.copy([(5, r5), (5, mid), (5, leaf)]), lost_paths(view, img.block(5, leaf), 5),
          [root5, ("the level-1 node rebuilt from %d leaves, 1 unreadable" % (nptr[mid] - 1),
                   lambda e: rebuilt_said(e, 5, mid, 1, nptr[mid] - 1, 1))],
+         boundary_paths(img, view, mid)),
+        ("g: root and a level-1 node lost, one of its leaves forged as a twin of another",
+         img.copy([(5, r5), (5, mid)], twin=(5, leaves[1], leaves[2])), under_mid,
+         [("tree 5's root rebuilt from %d level-1 nodes, 1 unreadable" % (len(n5) - 1),
+           lambda e: rebuilt_said(e, 5, r5, 2, len(n5) - 1, 1)), ("the level-1 node refused: two recorded leaves overlap",
+                  lambda e: b"(level 1) unreadable; not rebuilt from the blocks below it: "
+                  b"recorded blocks" in e and b"overlap in keys" in e)],
          boundary_paths(img, view, mid)),
     ]
 
