@@ -386,8 +386,8 @@ static int consider(struct walk *w, struct node_build *nb, size_t ri, uint8_t le
 {
 	struct ev_rec *c = &w->ev->rec[ri];
 	if (!w->ev->work)
-		return bi_err(w->fs, -E2BIG, "more candidates weighed than %" PRIu64 " recorded "
-			      "blocks warrant", w->ev->nrec);
+		return bi_err(w->fs, -E2BIG, "more candidates weighed than %zu recorded blocks "
+			      "warrant", w->ev->nrec);
 	w->ev->work--;
 	if (c->level + 1 != level || c->used)
 		return 0;
