@@ -114,6 +114,10 @@ struct btrfsimg_fs {
 	size_t nsalvage_ties;
 	struct bi_root *salvage_roots;
 	size_t nsalvage_roots;
+	/* key ranges of rebuilt trees where a recorded block that did not
+	 * read held its keys (salvage_rebuild.c): bi_salvage_items_lost */
+	struct bi_lost_keys *salvage_lost;
+	size_t nsalvage_lost;
 	/* --fsid (btrfsimg_set_fsid): the filesystem to read, as lowercase
 	 * hex digits without dashes, a prefix of 8 to 32 of them ("": the
 	 * superblock's); and btrfsimg_scan_filesystems()'s list, kept */

@@ -161,7 +161,7 @@ bool bi_block_matches(const struct bi_block *b, const struct bi_expect *e)
 		return false;
 	if (e->generation && b->generation != e->generation)
 		return false;
-	if (e->first_key && b->nritems) {
+	if (e->first_key && b->nritems && !b->synthetic) {
 		bi_key first;
 		bi_key_read(b->data + HDR_SIZE, &first);
 		if (bi_key_cmp(&first, e->first_key) != 0)
@@ -216,6 +216,7 @@ int bi_block_pin_synthetic(struct btrfsimg_fs *fs, uint8_t *buf, uint32_t size)
 		free(buf);
 		return bi_err(fs, -ENOMEM, "salvage: out of memory");
 	}
+	b->synthetic = true;
 	struct bi_block *old = bi_cache_get(fs->cache, b->bytenr);
 	if (old) { /* a copy read before: this one replaces it */
 		if (--old->refs == 0)

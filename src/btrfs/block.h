@@ -25,6 +25,7 @@ struct bi_block {
 	/* cache bookkeeping (cache.c) */
 	uint32_t refs;
 	bool uncached;
+	bool synthetic;	/* pinned by the salvage (bi_block_pin_synthetic) */
 	struct bi_block *hnext, *lru_prev, *lru_next;
 };
 
@@ -33,14 +34,17 @@ struct bi_block {
 int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expect *e,
 		  struct bi_block **out);
 /* Whether a verified block is what a parent pointer expects of it (level,
- * generation, first key; @e NULL: anything is). */
+ * generation, first key; @e NULL: anything is). A synthesized node's
+ * first key is its first surviving child's, which may be past the key its
+ * parent holds for it (the keys of a lost first child are gone): not
+ * compared. */
 bool bi_block_matches(const struct bi_block *b, const struct bi_expect *e);
 
 /* Pin @buf (@size bytes, ownership passes; freed on error) in the block
  * cache as the block at its header's bytenr, for the handle's life: a
  * node the salvage synthesized (salvage_rebuild.c) in place of one lost on
- * every copy, built to what its parent and children expect; it is never
- * read from the image nor checksummed. */
+ * every copy, built to what its parent and children expect (level,
+ * generation); it is never read from the image nor checksummed. */
 int bi_block_pin_synthetic(struct btrfsimg_fs *fs, uint8_t *buf, uint32_t size);
 
 /* Slot accessors: valid for slot < nritems of a checked block. */

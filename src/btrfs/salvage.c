@@ -269,6 +269,9 @@ void bi_salvage_free(struct btrfsimg_fs *fs)
 	free(fs->salvage_roots);
 	fs->salvage_roots = NULL;
 	fs->nsalvage_roots = 0;
+	free(fs->salvage_lost);
+	fs->salvage_lost = NULL;
+	fs->nsalvage_lost = 0;
 	free(fs->salvage_unsure);
 	fs->salvage_unsure = NULL;
 	fs->nsalvage_unsure = 0;

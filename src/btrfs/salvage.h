@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "btrfsimg.h"
 #include "base/handle.h"
 
 /* No superblock copy valid: take the filesystem with the most verified
@@ -56,6 +57,20 @@ int bi_salvage_root(struct btrfsimg_fs *fs);
  * extent tree records (salvage_rebuild.c), said as damage; left as it was
  * without that evidence. 0 or a negative errno (no memory). */
 int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs);
+/* Where a rebuilt node's recorded child that did not read may have held
+ * keys: between two of its readable children, [lo, hi] (inclusive, so
+ * the objectids at both ends are in it). */
+struct bi_lost_keys {
+	uint64_t tree;
+	struct btrfsimg_key lo, hi;
+	bool unbounded;		/* hi: none */
+};
+/* The next such range after @after (NULL: the first) where items of
+ * @objectid in tree @tree may have been; NULL when none is left. Borrowed
+ * for the handle's life. */
+const struct bi_lost_keys *bi_salvage_lost_next(const struct btrfsimg_fs *fs, uint64_t tree,
+						uint64_t objectid,
+						const struct bi_lost_keys *after);
 
 void bi_salvage_free(struct btrfsimg_fs *fs);
 

@@ -60,6 +60,7 @@
 #include "btrfs/tree_checker.h"
 #include "btrfs/chunk.h"
 #include "btrfs/root.h"
+#include "btrfs/salvage.h"
 #include "btrfs/tree.h"
 #include "files/compress.h"
 
@@ -661,6 +662,72 @@ static int read_range(struct bi_file *f, uint64_t pos, uint8_t *dst, uint64_t en
 	return rc;
 }
 
+/* Whether the file extent items that survive cover [pos, stop): an item
+ * lost there would overlap one of them, so none was. */
+static int items_cover(struct bi_file *f, uint64_t pos, uint64_t stop, bool *covered)
+{
+	*covered = false;
+	while (pos < stop) {
+		const struct bi_extent *e;
+		uint64_t next;
+		int rc = bi_file_extent_at(f, pos, &e, &next);
+		if (rc < 0)
+			return rc;
+		if (!e || e->file_offset > pos)
+			return 0;
+		pos = e->end; /* past pos: bi_file_extent_at's contract */
+	}
+	*covered = true;
+	return 0;
+}
+
+/* The file offsets [*start, *end) whose extent items @l's key range could
+ * have held (empty if it holds none of the file's extent keys). */
+static void lost_offsets(const struct bi_file *f, const struct bi_lost_keys *l, uint64_t *start,
+			 uint64_t *end)
+{
+	*start = 0;
+	*end = UINT64_MAX;
+	if (l->lo.objectid == f->ino && l->lo.type > KT_EXTENT_DATA)
+		*start = UINT64_MAX;
+	else if (l->lo.objectid == f->ino && l->lo.type == KT_EXTENT_DATA)
+		*start = l->lo.offset;
+	if (!l->unbounded && l->hi.objectid == f->ino && l->hi.type < KT_EXTENT_DATA)
+		*end = 0;
+	else if (!l->unbounded && l->hi.objectid == f->ino && l->hi.type == KT_EXTENT_DATA)
+		*end = l->hi.offset;
+	if (*end > f->isize)
+		*end = f->isize;
+}
+
+/* A file of a tree the salvage rebuilt around a block that did not read
+ * (salvage.h): its content is given only if the extent items that survive
+ * leave no room for one lost in that block. */
+static int whole_after_salvage(struct bi_file *f)
+{
+	const struct bi_lost_keys *l = NULL;
+	while ((l = bi_salvage_lost_next(f->fs, f->subvol, f->ino, l))) {
+		uint64_t start, end;
+		bool covered;
+		lost_offsets(f, l, &start, &end);
+		if (start >= end)
+			continue;
+		int rc = items_cover(f, start, end, &covered);
+		if (rc < 0)
+			return rc;
+		if (!covered)
+			return bi_err(f->fs, -EIO,
+				      "inode %" PRIu64 " of subvolume %" PRIu64 ": bytes %" PRIu64
+				      "-%" PRIu64 " may have had file extents in a tree block lost on "
+				      "every copy (between keys (%" PRIu64 " %u %" PRIu64 ") and (%"
+				      PRIu64 " %u %" PRIu64 ")%s of the rebuilt tree): content not given",
+				      f->ino, f->subvol, start, end, l->lo.objectid, l->lo.type,
+				      l->lo.offset, l->hi.objectid, l->hi.type, l->hi.offset,
+				      l->unbounded ? " or after" : "");
+	}
+	return 0;
+}
+
 int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct bi_file **out)
 {
 	*out = NULL;
@@ -705,6 +772,11 @@ int bi_file_open(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t ino, struct b
 	f->isize = inode.size;
 	f->nodatasum = (inode.flags & INODE_NODATASUM) != 0;
 	f->verify = !(fs->opts.flags & BTRFSIMG_OPEN_NO_DATA_VERIFY) && !f->nodatasum;
+	rc = whole_after_salvage(f);
+	if (rc < 0) {
+		bi_file_close(f);
+		return rc;
+	}
 	*out = f;
 	return 0;
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# Generators are gen-<what>.sh or gen_<what>.py; shared code: testdata/genlib.py
+"""gen_levels.py: the truth for the salvage of trees whose nodes are lost at
+every level (tests/images/test_salvage_levels.py), as root.
+
+    gen_levels.py [OUTDIR]               (default testdata/levels)
+
+mkfs.btrfs with 4 KiB nodes (the smallest the kernel takes on a 4 KiB
+page), metadata DUP, on a 128 MiB sparse file; on a loop mount 1200 small
+files (inline, and every tenth one data extent) in two directories, so
+that the top-level tree has three levels (a root of level 2 over level-1
+nodes over leaves). Then a writable snapshot of it (tree 256, /snap), and,
+on a second mount, a tenth of the top-level files rewritten, some removed
+and new ones made: the top-level tree copies the nodes it shares with the
+snapshot, so the snapshot's nodes carry full back references and its
+leaves SHARED_BLOCK_REFs only. Unmounted cleanly.
+
+The kernel's view of a read-only mount is recorded with gen_kview.py (the
+format of `btrfsimg walk --json --hash`), and btrfs-progs' dump-tree of
+both trees gives the tree shape: every node (level, generation, its
+pointers) and every leaf (generation, the objectids of its items and the
+inode numbers its directory entries name), with the physical offsets of
+each block's copies. Nothing of it comes from btrfsimg.
+
+Writes to OUTDIR:
+  levels.img.zst   the undamaged image (zstd -19 --long=27)
+  view.jsonl.zst   the kernel's view of it (zstd)
+  truth.json       facts (as gen_salvage.py's) and "trees": {tree id:
+                   {"root": logical, "level": L, "blocks": {logical:
+                   {"level", "generation", "physical": [..], "ptrs":
+                   [[objectid, type, offset, logical, generation]] (nodes),
+                   "objectids": [..], "dirents": [..] (leaves)}}}}
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import gen_salvage as gs  # noqa: E402  (facts, chunk map, record)
+
+FILES = 1200
+TREES = (5, 256)
+
+
+def populate(m):
+    for d in ("a", "b"):
+        os.mkdir(os.path.join(m, d))
+    for i in range(FILES):
+        rel = "%s/f%04d" % ("ab"[i % 2], i)
+        gs.put(m, rel, 5000 if i % 10 == 0 else 40 + (i * 7) % 300)
+    gs.sh("btrfs", "subvolume", "snapshot", m, os.path.join(m, "snap"))
+
+
+def after_snapshot(m):
+    for i in range(0, FILES, 10):
+        rel = "%s/f%04d" % ("ab"[i % 2], i)
+        if i % 30 == 0:
+            os.unlink(os.path.join(m, rel))
+        else:
+            gs.put(m, rel, 80 + i % 200, ":after-snapshot")
+    for i in range(100):
+        gs.put(m, "a/new%03d" % i, 60 + i)
+
+
+HEAD = re.compile(r"^(node|leaf) (\d+) (?:level (\d+) )?items (\d+) free.* generation (\d+) owner")
+PTR = re.compile(r"key \((\d+) (\S+) (\d+)\) block (\d+) gen (\d+)")
+ITEM = re.compile(r"item \d+ key \((\d+|[A-Z_]+) (\S+) (\d+)\)")
+LOCATION = re.compile(r"location key \((\d+) INODE_ITEM 0\)")
+KEY_TYPES = {"INODE_ITEM": 1, "INODE_REF": 12, "XATTR_ITEM": 24, "DIR_ITEM": 84,
+             "DIR_INDEX": 96, "EXTENT_DATA": 108, "ROOT_ITEM": 132}
+
+
+def tree_shape(img_path, img, tree):
+    """Every block of tree @tree as btrfs-progs' dump-tree prints it."""
+    f = gs.facts(img)
+    chunks = gs._leaf_chunks(img, f["chunk_root_physical"][0], f["nodesize"])
+    text = gs.sh("btrfs", "inspect-internal", "dump-tree", "-t", str(tree), img_path).decode()
+    blocks, cur, root = {}, None, None
+    for line in text.splitlines():
+        s = line.strip()
+        h = HEAD.match(s)
+        if h:
+            cur = {"level": int(h.group(3) or 0), "generation": int(h.group(5)),
+                   "physical": gs._map(chunks, int(h.group(2)))}
+            if cur["level"]:
+                cur["ptrs"] = []
+            else:
+                cur["objectids"], cur["dirents"] = [], []
+            blocks[int(h.group(2))] = cur
+            root = int(h.group(2)) if root is None else root
+            continue
+        p = PTR.search(s)
+        if p and cur is not None and cur["level"]:
+            cur["ptrs"].append([int(p.group(1)), KEY_TYPES.get(p.group(2), -1), int(p.group(3)),
+                                int(p.group(4)), int(p.group(5))])
+            continue
+        i = ITEM.match(s)
+        if i and cur is not None and i.group(1).isdigit():
+            cur["objectids"].append(int(i.group(1)))
+        loc = LOCATION.search(s)
+        if loc and cur is not None and not cur["level"]:
+            cur["dirents"].append(int(loc.group(1)))
+    for b in blocks.values():
+        if not b["level"]:
+            b["objectids"] = sorted(set(b["objectids"]))
+            b["dirents"] = sorted(set(b["dirents"]))
+    return {"root": root, "level": blocks[root]["level"], "blocks": blocks}
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "levels")
+    os.makedirs(out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="levels.")
+    img, copy, mnt = (os.path.join(work, n) for n in ("levels.img", "copy.img", "mnt"))
+    os.mkdir(mnt)
+    gs.sh("truncate", "-s", "128M", img)
+    gs.sh("mkfs.btrfs", "-q", "-f", "-n", "4096", "-m", "dup", "-d", "single", img)
+    for step in (populate, after_snapshot):
+        gs.sh("mount", "-o", "noatime,loop", img, mnt)
+        try:
+            step(mnt)
+        finally:
+            gs.sh("umount", mnt)
+    data = open(img, "rb").read()
+    gs.sh("cp", "--sparse=always", img, copy)
+    gs.record(copy, mnt, os.path.join(work, "view.jsonl"))
+    gs.sh("zstd", "-q", "-19", "-f", os.path.join(work, "view.jsonl"), "-o",
+          os.path.join(out, "view.jsonl.zst"))
+    if open(img, "rb").read() != data:
+        raise RuntimeError("the image changed after its record")
+    truth = gs.facts(data)
+    truth["trees"] = {t: tree_shape(img, data, t) for t in TREES}
+    for t, shape in truth["trees"].items():
+        if shape["level"] < 2:
+            raise RuntimeError("tree %d has %d levels, want 3" % (t, shape["level"] + 1))
+    with open(os.path.join(out, "truth.json"), "w") as f:
+        json.dump(truth, f, sort_keys=True, separators=(",", ":"))
+        f.write("\n")
+    gs.sh("zstd", "-q", "-19", "--long=27", "-f", img, "-o", os.path.join(out, "levels.img.zst"))
+    gs.sh("rm", "-rf", work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

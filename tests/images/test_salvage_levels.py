@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Salvage of trees whose nodes are lost at every level, against the
+kernel's view of testdata/levels/levels.img.zst (testdata/gen_levels.py:
+a top-level tree of three levels, 4 KiB nodes, metadata DUP, and a
+snapshot of it whose nodes the top-level tree copied since, so the
+snapshot's nodes carry full back references and its leaves
+SHARED_BLOCK_REFs only). The tree shape (every node's pointers, every
+leaf's objectids and directory entries, where each block's copies are)
+comes from btrfs-progs' dump-tree at generation time.
+
+    test_salvage_levels.py BTRFSIMG TESTDATA
+
+Every copy has its superblocks zeroed (the salvage open) and, on every
+copy of the blocks named, zeros:
+  a  the top-level tree's root (level 2)
+  b  that root and one of its level-1 nodes
+  c  one level-1 node below a readable root
+  d  the snapshot's root, whose children are shared nodes
+  d2 the snapshot's root and one of its shared level-1 nodes (its leaves
+     named by SHARED_BLOCK_REF only)
+  e  as b, with a stale copy of that level-1 node (its generation one
+     older, checksummed again) at its place on both copies
+  f  as b, and one leaf below that level-1 node
+  g  as b, and a leaf below that node replaced by a copy of its neighbour
+     made to pass for it (address, generation, checksum): their keys
+     overlap, so that node is not rebuilt and the files below it are
+     missing or without content, never false
+Each walk (walk --json --hash) must give every file whose leaves survive
+exactly as the kernel's record, every field, and nothing the kernel does
+not show; in f (g) the files with items or directory entries in the
+lost leaf (node) may be missing, and the files at its edges listed
+without content (named on stderr), never shown other than the kernel's. stderr names
+each rebuilt node (tree, level, how many children, by which references)
+and the count of unreadable recorded blocks; exit 1.
+"""
+import json
+import os
+import struct
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+sys.path.insert(0, HERE)
+import imgtest  # noqa: E402
+from test_salvage_mkfs import compare, parse_jsonl  # noqa: E402
+
+TIMEOUT = 300
+
+
+class Image:
+    def __init__(self, base, truth):
+        self.base, self.truth, self.ns = base, truth, truth["nodesize"]
+
+    def tree(self, t):
+        return self.truth["trees"][str(t)]
+
+    def block(self, t, logical):
+        return self.tree(t)["blocks"][str(logical)]
+
+    def level1(self, t):
+        """The level-1 nodes below tree @t's root, in key order."""
+        root = self.block(t, self.tree(t)["root"])
+        return [p[3] for p in root["ptrs"]]
+
+    def copy(self, zero=(), forge=(), twin=None):
+        """The base image, superblocks zeroed, every copy of each (tree,
+        logical) in @zero zeroed, each in @forge replaced by itself one
+        generation older, checksummed again, and with @twin (tree, a, b)
+        leaf b replaced by a copy of leaf a made to pass for b (its address
+        and generation, checksummed again)."""
+        img = bytearray(self.base)
+        for o in (64 << 10, 64 << 20):
+            img[o:o + 4096] = bytes(4096)
+        for t, logical in zero:
+            for p in self.block(t, logical)["physical"]:
+                img[p:p + self.ns] = bytes(self.ns)
+        for t, logical in forge:
+            for p in self.block(t, logical)["physical"]:
+                gen, = struct.unpack_from("<Q", img, p + 0x50)
+                struct.pack_into("<Q", img, p + 0x50, gen - 1)
+                self.checksum(img, p)
+        if twin:
+            t, a, b = twin
+            src = self.block(t, a)["physical"][0]
+            for p in self.block(t, b)["physical"]:
+                img[p:p + self.ns] = self.base[src:src + self.ns]
+                struct.pack_into("<Q", img, p + 0x30, b)
+                struct.pack_into("<Q", img, p + 0x50, self.block(t, b)["generation"])
+                self.checksum(img, p)
+        return img
+
+    def checksum(self, img, p):
+        img[p:p + 4] = struct.pack("<I", imgtest.crc32c(bytes(img[p + 32:p + self.ns])))
+
+
+def lost_paths(view, leaf, subvol):
+    """The paths of subvolume @subvol whose inode has items in @leaf, or
+    whose directory entry is there, and everything below them."""
+    inos = set(leaf["objectids"]) | set(leaf["dirents"])
+    top = {r["path"] for r in view if r["subvol"] == subvol and r["ino"] in inos}
+    return {r["path"] for r in view
+            if any(r["path"] == p or r["path"].startswith(p + "/") for p in top)}
+
+
+def file_leaf(img, view, node):
+    """A leaf below level-1 node @node of tree 5 holding no directory's
+    items: its logical address."""
+    dirs = {r["ino"] for r in view if r["subvol"] == 5 and r["mode"] & 0o170000 == 0o040000}
+    leaves = [p[3] for p in img.block(5, node)["ptrs"]]
+    for lg in leaves[len(leaves) // 2:] + leaves[:len(leaves) // 2]:
+        if not set(img.block(5, lg)["objectids"]) & dirs:
+            return lg
+    raise RuntimeError("no leaf of files only below node %d" % node)
+
+
+def rebuilt_said(err, tree, logical, level, children, unread=0):
+    """The damage line that says @logical of @tree was rebuilt."""
+    want = (b"tree %d: " % tree, b"at logical %d (level %d, " % (logical, level),
+            b"rebuilt from %d live blocks of level %d" % (children, level - 1),
+            b"; %d recorded blocks unreadable, their keys lost" % unread)
+    return any(all(w in line for w in want) for line in err.splitlines())
+
+
+def boundary_paths(img, view, node):
+    """The files of tree 5 whose items may straddle a gap between two
+    leaves below level-1 node @node, or between its leaves and its
+    neighbours' (the truth's leaf order): where a lost leaf may have been,
+    so a file there cannot be proven whole."""
+    order = [lf for n in img.level1(5) for lf in (p[3] for p in img.block(5, n)["ptrs"])]
+    mine = [p[3] for p in img.block(5, node)["ptrs"]]
+    i, j = order.index(mine[0]), order.index(mine[-1])
+    seq = [img.block(5, lf)["objectids"] for lf in order[max(i - 1, 0):j + 2]]
+    spans = [(a[0] if k == 0 and i > 0 else a[-1], b[0]) for k, (a, b) in
+             enumerate(zip(seq, seq[1:]))]
+    return {r["path"] for r in view if r["subvol"] == 5 and
+            any(lo <= r["ino"] <= hi for lo, hi in spans)}
+
+
+def run_case(res, kv, cli, work, name, data, view, lost, said, unsure=frozenset()):
+    path = os.path.join(work, "case.img")
+    with open(path, "wb") as f:
+        f.write(data)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", path], timeout=TIMEOUT)
+    got = parse_jsonl(out) if rc in (0, 1) else []
+    res.check("%s: exit 1 (results despite damage)" % name, rc == 1,
+              "exit %r: %s" % (rc, err[-600:]))
+    res.problems("%s: every file whose leaves survive exactly the kernel's, none false" % name,
+                 compare(kv, got, view, lost | unsure))
+    for what, ok in said:
+        res.check("%s: stderr says %s" % (name, what), ok(err), err[-1500:])
+    if unsure:
+        by = {r["path"]: r for r in got}
+        bare = [p for p in sorted(unsure - lost) if p not in by]
+        res.check("%s: files at the lost leaf's edges still listed" % name, not bare, bare[:5])
+        unsaid = [p for p, r in by.items() if r.get("sha256") is None and
+                  r["mode"] & 0o170000 == 0o100000 and os.fsencode(p) + b": " not in err]
+        res.check("%s: every file shown without content named on stderr" % name,
+                  not unsaid, unsaid[:5])
+    os.unlink(path)
+
+
+def cases(img, view):
+    t5, t256 = img.tree(5), img.tree(256)
+    r5, r256 = t5["root"], t256["root"]
+    n5 = img.level1(5)
+    n256 = img.level1(256)
+    mid = n5[len(n5) // 2]
+    nptr = {lg: len(img.block(t, lg)["ptrs"]) for t in (5, 256) for lg in img.level1(t)}
+    leaf = file_leaf(img, view, mid)
+    root5 = ("tree 5's root rebuilt from its %d level-1 nodes" % len(n5),
+             lambda e: rebuilt_said(e, 5, r5, 2, len(n5)))
+    mid_said = ("the level-1 node rebuilt from its %d leaves" % nptr[mid],
+                lambda e: rebuilt_said(e, 5, mid, 1, nptr[mid]))
+    snap_said = ("the snapshot's root rebuilt from its %d level-1 nodes" % len(n256),
+                 lambda e: rebuilt_said(e, 256, r256, 2, len(n256)))
+    shared = n256[-1]
+    leaves = [p[3] for p in img.block(5, mid)["ptrs"]]
+    under_mid = set().union(*(lost_paths(view, img.block(5, lf), 5) for lf in leaves))
+    if str(leaves[2]) in t256["blocks"]:  # the forged leaf is the snapshot's too
+        under_mid |= lost_paths(view, img.block(5, leaves[2]), 256)
+    return [
+        ("a: root of level 2 lost", img.copy([(5, r5)]), set(), [root5]),
+        ("b: root and a level-1 node lost", img.copy([(5, r5), (5, mid)]), set(),
+         [root5, mid_said]),
+        ("c: a level-1 node below a readable root lost", img.copy([(5, mid)]), set(),
+         [mid_said]),
+        ("d: the snapshot's root lost", img.copy([(256, r256)]), set(), [snap_said]),
+        ("d2: the snapshot's root and a shared level-1 node lost",
+         img.copy([(256, r256), (256, shared)]), set(),
+         [snap_said, ("the shared node rebuilt from the %d leaves naming it" % nptr[shared],
+                      lambda e: rebuilt_said(e, 256, shared, 1, nptr[shared]) and
+                      b"records by SHARED_BLOCK_REF naming it" in e)]),
+        ("e: root lost, a stale copy at a level-1 node's place",
+         img.copy([(5, r5)], forge=[(5, mid)]), set(), [root5, mid_said]),
+        ("f: root, a level-1 node and a leaf below it lost",
+         img.copy([(5, r5), (5, mid), (5, leaf)]), lost_paths(view, img.block(5, leaf), 5),
+         [root5, ("the level-1 node rebuilt from %d leaves, 1 unreadable" % (nptr[mid] - 1),
+                  lambda e: rebuilt_said(e, 5, mid, 1, nptr[mid] - 1, 1))],
+         boundary_paths(img, view, mid)),
+        ("g: root and a level-1 node lost, one of its leaves forged as a twin of another",
+         img.copy([(5, r5), (5, mid)], twin=(5, leaves[1], leaves[2])), under_mid,
+         [("tree 5's root rebuilt from %d level-1 nodes, 1 unreadable" % (len(n5) - 1),
+           lambda e: rebuilt_said(e, 5, r5, 2, len(n5) - 1, 1)), ("the level-1 node refused: two recorded leaves overlap",
+                  lambda e: b"(level 1) unreadable; not rebuilt from the blocks below it: "
+                  b"recorded blocks" in e and b"overlap in keys" in e)],
+         boundary_paths(img, view, mid)),
+    ]
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    cli, testdata = sys.argv[1], sys.argv[2]
+    res = imgtest.Tally()
+    kv = imgtest.import_kview(testdata)
+    d = os.path.join(testdata, "levels")
+    truth = imgtest.load_json(os.path.join(d, "truth.json"))
+    view = [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
+        os.path.join(d, "view.jsonl.zst")).decode().splitlines() if line.strip()]
+    img = Image(imgtest.genlib.unzstd_bytes(os.path.join(d, "levels.img.zst")), truth)
+    res.check("the top-level tree and the snapshot have three levels (the truth)",
+              img.tree(5)["level"] == 2 and img.tree(256)["level"] == 2)
+    with tempfile.TemporaryDirectory(prefix="levels.") as work:
+        for name, data, lost, said, *unsure in cases(img, view):
+            if lost:
+                res.check("%s: the lost leaf holds files (the truth)" % name,
+                          0 < len(lost) < len(view) // 4, len(lost))
+            run_case(res, kv, cli, work, name, bytes(data), view, lost, said, *unsure)
+    return res.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
