@@ -8,6 +8,9 @@
  * chunks hold no tree block; their evidence is the data checksums of the
  * csum tree, read once the trees read: an order or an assignment is taken
  * when more sampled sectors verify through it than through any other.
+ * Past six stripes (7! orders and more) a chunk is not searched but placed
+ * one stripe at a time by votes (bi_salvage_order_by_votes): each sample
+ * that verifies on a device votes for the index its address gives.
  *
  * Apart from salvage_chunks.c because it runs later, above a working map
  * and root tree, and reads data, not tree blocks.

@@ -65,6 +65,7 @@ struct finder {
 	uint8_t *blk;	/* a tree block read to check a chunk root */
 	unsigned n;
 	uint64_t bad, dropped;
+	bool sure; /* a start whose chunk root verifies was seen */
 };
 
 static bool sb_csum_ok(const uint8_t *sb)
@@ -101,6 +102,7 @@ static struct cand *new_slot(struct finder *f, const uint8_t *sb, uint64_t start
 	c->first_at = at;
 	memcpy(c->sb, sb, SB_SIZE);
 	c->chunk_ok = chunk_root_ok(f, c, f->blk);
+	f->sure |= c->chunk_ok;
 	if (f->n < CAND_MAX)
 		return &f->c[f->n++];
 	for (unsigned k = 0; c->chunk_ok && k < CAND_MAX; k++)
@@ -154,7 +156,10 @@ static int scan(struct finder *f, uint8_t *buf, uint64_t *bytes)
 		for (uint64_t o = 0; o < PIECE && o + SB_SIZE <= want; o += SECTOR)
 			if (bi_le64(buf + o + SB_MAGIC_OFF) == SB_MAGIC)
 				consider(f, buf + o, pos + o);
-		if (f->fs->raw_piece &&
+		/* a start whose chunk root verifies will be taken: the salvage
+		 * will not need the tree blocks, and an unfinished index is
+		 * never used (bi_sv_scan_devices reads the image itself) */
+		if (f->fs->raw_piece && !f->sure &&
 		    (rc = f->fs->raw_piece(f->fs, f->d, pos, buf, (size_t)want, PIECE)) < 0)
 			return rc;
 	}
@@ -284,7 +289,7 @@ int bi_fsfind(struct btrfsimg_fs *fs, const struct bi_dev *d, const struct bi_fo
 	if (r->done)
 		return 0;
 	uint8_t *buf = malloc((size_t)PIECE + OVERLAP), *blk = malloc(NODESIZE_MAX);
-	struct finder f = { fs, d, calloc(CAND_MAX + 1, sizeof(struct cand)), blk, 0, 0, 0 };
+	struct finder f = { fs, d, calloc(CAND_MAX + 1, sizeof(struct cand)), blk, 0, 0, 0, false };
 	int rc = f.c && buf && blk ? 0
 				   : bi_err(fs, -ENOMEM,
 					    "image '%s': out of memory scanning for "
