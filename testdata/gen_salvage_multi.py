@@ -4,13 +4,18 @@
 """gen_salvage_multi.py: the truth for salvage of multi-device filesystems,
 as root.
 
-    gen_salvage_multi.py [OUTDIR]     (default testdata/salvage-multi)
+    gen_salvage_multi.py [OUTDIR [SET...]]   (default testdata/salvage-multi, every set)
 
 Two kernel-made filesystems on sparse files, populated as gen_salvage.py's
 (populate, then a second mount for last_changes) plus a file of 1.5 MiB that
 spans many 64 KiB stripes:
   raid1     2 devices x 160 MiB, metadata raid1, data raid1
   striped   4 devices x 160 MiB, metadata raid10, data raid5
+  wide      8 devices of 256..480 MiB, metadata raid10, data raid0: chunks
+            of 8 stripes, more than an order can be searched for; the sizes
+            differ and do not grow with the devid, so that the kernel (which
+            takes the devices with the most free space first) lays the
+            stripes out in an order that is not devid order
 The kernel's view of each (ro mount of copies) is recorded with gen_kview.py.
 
 The damage (made by the tests from the committed images, in user space:
@@ -26,10 +31,13 @@ DAMAGE and damage() below) works on the devices' bytes, by devid:
 Writes to OUTDIR/<name>/:
   devN.img.zst    device N (devid N), zstd -19 --long=27
   view.jsonl      the kernel's view
-  truth.json      fsid, profile, per device devid and uuid
+  truth.json      fsid, profile, per device devid and uuid; for the wide
+                  set also each chunk's stripe order (devids) as the
+                  kernel's chunk tree records it (dump-tree)
 """
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -44,6 +52,9 @@ from genlib import content  # noqa: E402
 SETS = {
     "raid1": {"devices": 2, "size": "160M", "mkfs": ["-m", "raid1", "-d", "raid1"]},
     "striped": {"devices": 4, "size": "160M", "mkfs": ["-m", "raid10", "-d", "raid5"]},
+    "wide": {"devices": 8, "sizes": ["288M", "416M", "320M", "480M", "352M", "448M", "384M",
+                                     "256M"],
+             "mkfs": ["-m", "raid10", "-d", "raid0"], "orders": True, "balance": True},
 }
 DAMAGE = ("super", "super1", "chunk", "chunkall", "both", "bothall")
 OWNER_CHUNK_TREE = 3
@@ -116,6 +127,12 @@ def spread(m):
         f.write(content("docs/spread", 1536 << 10))
 
 
+def balance(m):
+    """Every chunk made again by the kernel (mkfs lays its first chunks out
+    in devid order, the kernel by free space)."""
+    sh("btrfs", "balance", "start", "--full-balance", m)
+
+
 def losetup(paths):
     return [sh("losetup", "-f", "--show", p).decode().strip() for p in paths]
 
@@ -131,21 +148,47 @@ def release(loops):
     subprocess.run(["btrfs", "device", "scan", "--forget"], check=False)
 
 
+CHUNK_RE = re.compile(rb"key \(FIRST_CHUNK_TREE CHUNK_ITEM (\d+)\)")
+TYPE_RE = re.compile(rb"stripe_len \d+ type (\S+)")
+STRIPE_RE = re.compile(rb"stripe (\d+) devid (\d+) offset (\d+)")
+
+
+def chunk_orders(loop):
+    """[{logical, type, devids}] of every chunk item, as btrfs-progs reads
+    the chunk tree of the (unmounted) set through @loop."""
+    out = []
+    for line in sh("btrfs", "inspect-internal", "dump-tree", "-t", "chunk", loop).splitlines():
+        m = CHUNK_RE.search(line)
+        if m:
+            out.append({"logical": int(m.group(1)), "type": "", "devids": []})
+        m = TYPE_RE.search(line)
+        if m and out:
+            out[-1]["type"] = m.group(1).decode()
+        m = STRIPE_RE.search(line)
+        if m and out:
+            out[-1]["devids"].append(int(m.group(2)))
+    return out
+
+
 def make_set(name, spec, out, work):
     n = spec["devices"]
+    sizes = spec.get("sizes", [spec.get("size")] * n)
     paths = [os.path.join(work, "%s-dev%d.img" % (name, i + 1)) for i in range(n)]
     mnt = tempfile.mkdtemp(prefix="mnt.", dir=work)
-    for p in paths:
-        sh("truncate", "-s", spec["size"], p)
+    for p, size in zip(paths, sizes):
+        sh("truncate", "-s", size, p)
     sh("mkfs.btrfs", "-q", "-f", *spec["mkfs"], *paths)
     loops = losetup(paths)
     try:
-        for step in (gs.populate, spread, gs.last_changes):
+        steps = (gs.populate, spread) + ((balance,) if spec.get("balance") else ()) + \
+            (gs.last_changes,)
+        for step in steps:
             mount_all(loops, mnt, "noatime")
             try:
                 step(mnt)
             finally:
                 sh("umount", mnt)
+        orders = chunk_orders(loops[0]) if spec.get("orders") else None
     finally:
         release(loops)
     data = [open(p, "rb").read() for p in paths]
@@ -170,7 +213,10 @@ def make_set(name, spec, out, work):
         if open(p, "rb").read() != d:
             raise RuntimeError("a device changed after its record")
     with open(os.path.join(out, "truth.json"), "w") as f:
-        json.dump({"fsid": devs[0]["fsid"], "mkfs": spec["mkfs"], "devices": devs}, f, indent=1)
+        truth = {"fsid": devs[0]["fsid"], "mkfs": spec["mkfs"], "devices": devs}
+        if orders is not None:
+            truth["chunks"] = orders
+        json.dump(truth, f, indent=1)
         f.write("\n")
     for i, p in enumerate(paths):
         sh("zstd", "-q", "-19", "--long=27", "-f", p, "-o",
@@ -179,8 +225,10 @@ def make_set(name, spec, out, work):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "salvage-multi")
+    names = sys.argv[2:] or list(SETS)
     work = tempfile.mkdtemp(prefix="salvage-multi.")
-    for name, spec in SETS.items():
+    for name in names:
+        spec = SETS[name]
         os.makedirs(os.path.join(out, name), exist_ok=True)
         make_set(name, spec, os.path.join(out, name), work)
     sh("rm", "-rf", work)

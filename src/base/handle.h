@@ -93,6 +93,16 @@ struct btrfsimg_fs {
 	 * was rebuilt, and the newer tree roots read instead of those an
 	 * older root tree names (bi_root_find) */
 	struct bi_sv_scan *scan;
+	/* One pass over an image without partition table: the superblock
+	 * scan of the volume stack (volume/fsfind.c) hands each piece it reads
+	 * to @raw_piece (the salvage scan's, set by the open: btrfs/
+	 * salvage_scan.c), which indexes its tree blocks in @pending[device],
+	 * so that the salvage does not read an image it leaves unplaced
+	 * again. Bytes [0, @piece) of @p are the piece, the rest up to @len
+	 * what follows it. NULL: no hook. */
+	int (*raw_piece)(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t pos,
+			 const uint8_t *p, size_t len, size_t piece);
+	struct bi_sv_scan **pending;
 	/* the scan's progress (btrfsimg_set_scan_progress), or NULL */
 	int (*scan_progress)(void *ctx, uint64_t done, uint64_t total);
 	void *scan_progress_ctx;

@@ -91,6 +91,9 @@ static int open_locate_devices(struct btrfsimg_fs *fs)
 {
 	if (fs->ndevs == 0)
 		return bi_err(fs, -EINVAL, "no device image given");
+	/* an image without table is read once: its superblock scan indexes
+	 * its tree blocks too, for the salvage if none is found */
+	fs->raw_piece = bi_sv_scan_observe;
 	return bi_vol_assemble(fs); /* partitions, LUKS, LVM (volume) */
 }
 
@@ -272,7 +275,7 @@ int bi_core_open(struct btrfsimg_fs *fs)
 	else if (rc == -EUCLEAN && no_valid_super(fs) && (located || !any_super_magic(fs)))
 		rc = bi_salvage_super(fs, fs->err);
 	if (rc < 0)
-		return rc;
+		goto out;
 	fs->root_tree = (struct bi_root){ OBJ_ROOT_TREE, fs->sb.info.root, fs->sb.info.generation,
 					  fs->sb.info.root_level };
 	fs->chunk_tree = (struct bi_root){ OBJ_CHUNK_TREE, fs->sb.info.chunk_root,
@@ -285,6 +288,8 @@ int bi_core_open(struct btrfsimg_fs *fs)
 		rc = bi_salvage_stripes(fs);
 	if (rc < 0)
 		explain_missing(fs);
+out:
+	bi_sv_scan_pending_free(fs); /* what the salvage did not take */
 	return rc;
 }
 

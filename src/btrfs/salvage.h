@@ -43,6 +43,33 @@ int bi_salvage_place_devices(struct btrfsimg_fs *fs);
 int bi_salvage_stripes(struct btrfsimg_fs *fs);
 /* A chunk at @logical whose stripe order the tree blocks did not decide. */
 int bi_salvage_note_unsure(struct btrfsimg_fs *fs, uint64_t logical);
+/* Chunks wider than an order can be searched for (n! grows past 6) are
+ * ordered one stripe at a time by votes: [extent][index] counts the
+ * pieces of evidence (a tree block where it was found, a data sector
+ * whose checksum verifies) that extent j of the chunk, its device extents
+ * being its stripes as they stand, holds at stripe index k. */
+#define BI_SV_MAX_WIDE 16
+struct bi_chunk;
+struct bi_sv_votes {
+	uint32_t v[BI_SV_MAX_WIDE][BI_SV_MAX_WIDE];
+};
+/* Whether extent @j of @c, put at index @k, holds logical @logical at
+ * @physical on its device (@c is restored before the return). */
+bool bi_salvage_extent_holds(struct bi_chunk *c, uint16_t j, uint16_t k, uint64_t physical,
+			     uint64_t logical);
+/* What bi_salvage_order_by_votes decided. */
+struct bi_sv_order {
+	uint16_t decided;	/* indices placed by votes or, the last one, by elimination */
+	uint64_t votes, against; /* votes the order takes, votes it overrules */
+	bool refused;		/* two extents as well voted for one index: left unsure */
+};
+/* Reorder the stripes of @c (at most BI_SV_MAX_WIDE) by @v: the (extent,
+ * index) pair with the most votes first, then the next among those left,
+ * so that a forged minority is outvoted; a tie at the top between two
+ * extents (not raid10 mirrors of each other) is refused, the rest left in
+ * the order they had. */
+void bi_salvage_order_by_votes(struct bi_chunk *c, const struct bi_sv_votes *v,
+			       struct bi_sv_order *out);
 /* The next order of @v[0..n) (lexicographic); false after the last. */
 bool bi_salvage_next_order(uint16_t *v, size_t n);
 

@@ -429,6 +429,50 @@ static uint64_t blocks_placed(const struct btrfsimg_fs *fs, const struct bi_chun
 	return n;
 }
 
+/* Each tree block found on a member device inside @c votes for the
+ * stripe indices at which that device's extent would hold it there. */
+static void block_votes(const struct btrfsimg_fs *fs, struct bi_chunk *c, struct bi_sv_votes *v)
+{
+	const struct bi_sv_scan *s = fs->scan;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct bi_sv_blk *b = &s->blk[i];
+		const struct bi_dev *d = &fs->devs[b->dev];
+		if (b->fsidx != fs->salvage_fsidx || !d->member || b->bytenr < c->logical ||
+		    b->bytenr - c->logical >= c->length)
+			continue;
+		for (uint16_t j = 0; j < c->num_stripes; j++)
+			for (uint16_t k = 0; c->stripes[j].devid == d->devid && k < c->num_stripes; k++)
+				v->v[j][k] += bi_salvage_extent_holds(c, j, k, b->physical, b->bytenr);
+	}
+}
+
+/* A chunk too wide for every order to be tried (n! past 6! = 720): its
+ * stripes placed one at a time by the tree blocks that vote for them,
+ * said. A data chunk has none; its order waits for the data checksums. */
+static int wide_order(struct btrfsimg_fs *fs, struct cand *x)
+{
+	struct bi_chunk *c = x->c;
+	struct bi_sv_votes *v = calloc(1, sizeof(*v));
+	if (!v)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory ordering stripes");
+	block_votes(fs, c, v);
+	struct bi_sv_order o;
+	bi_salvage_order_by_votes(c, v, &o);
+	free(v);
+	x->unsure = o.decided < c->num_stripes || (c->type & BG_DATA);
+	if (o.votes || o.against || o.refused)
+		bi_damage(fs,
+			  "salvage: chunk [%" PRIu64 ", %" PRIu64 ") %s from device extents: %u "
+			  "stripes, too many to try every order: placed one at a time by the tree "
+			  "blocks found on each device, %u of them by %" PRIu64 " votes, %" PRIu64
+			  " votes for another place outvoted%s",
+			  c->logical, c->logical + c->length, bi_chunk_profile_name(c->type),
+			  c->num_stripes, o.decided, o.votes, o.against,
+			  o.refused ? "; refused at a stripe two devices are as well voted for: "
+				      "the rest left in devid order, unsure" : "");
+	return 0;
+}
+
 /* A striped chunk from device extents: the stripe order under which the
  * most tree blocks sit where they were found (devid order on a tie). A
  * data chunk holds no tree block: its order stays unsure, for the data
@@ -439,7 +483,7 @@ static int best_order(struct btrfsimg_fs *fs, struct cand *x)
 	size_t n = c->num_stripes;
 	x->unsure = true;
 	if (n > MAX_PERMUTED)
-		return 0;
+		return wide_order(fs, x);
 	size_t bytes = sizeof(*c) + n * sizeof(c->stripes[0]);
 	struct bi_chunk *t = malloc(bytes), *best = malloc(bytes);
 	if (!t || !best) {
@@ -532,10 +576,27 @@ static void score(struct btrfsimg_fs *fs, struct cands *l, const struct vec *ex)
 	}
 }
 
+/* Whether @devid's extent in @c holds @logical at @physical at some
+ * stripe index: for a chunk from device extents too wide for its order
+ * to be known before the devices are (wide_order needs their devids). */
+static bool held_at_any_index(const struct bi_chunk *c, uint64_t devid, uint64_t physical,
+			      uint64_t logical)
+{
+	if (c->num_stripes <= MAX_PERMUTED || mirrored(c->type))
+		return false;
+	struct bi_chunk *m = (struct bi_chunk *)c; /* each probe restores it */
+	for (uint16_t j = 0; j < c->num_stripes; j++)
+		for (uint16_t k = 0; c->stripes[j].devid == devid && k < c->num_stripes; k++)
+			if (bi_salvage_extent_holds(m, j, k, physical, logical))
+				return true;
+	return false;
+}
+
 /* How many of device @dv's blocks the chunks @cv put where they were found
- * if it were @devid. */
-static uint64_t votes_for(const struct btrfsimg_fs *fs, size_t dv, uint64_t devid,
-			  const struct bi_chunk *const *cv, size_t nc)
+ * if it were @devid; a wide chunk whose @any_index is set (its order not
+ * known yet: no chunk item says it) counts its stripes at any index. */
+static uint64_t votes_for_as(const struct btrfsimg_fs *fs, size_t dv, uint64_t devid,
+			     const struct bi_chunk *const *cv, size_t nc, const bool *any_index)
 {
 	const struct bi_sv_scan *s = fs->scan;
 	uint64_t n = 0;
@@ -546,13 +607,21 @@ static uint64_t votes_for(const struct btrfsimg_fs *fs, size_t dv, uint64_t devi
 		for (size_t k = 0; k < nc; k++) {
 			const struct bi_chunk *c = cv[k];
 			if (b->bytenr >= c->logical && b->bytenr - c->logical < c->length &&
-			    cand_places(c, b->bytenr, devid, b->physical)) {
+			    (cand_places(c, b->bytenr, devid, b->physical) ||
+			     (any_index && any_index[k] &&
+			      held_at_any_index(c, devid, b->physical, b->bytenr)))) {
 				n++;
 				break;
 			}
 		}
 	}
 	return n;
+}
+
+static uint64_t votes_for(const struct btrfsimg_fs *fs, size_t dv, uint64_t devid,
+			  const struct bi_chunk *const *cv, size_t nc)
+{
+	return votes_for_as(fs, dv, devid, cv, nc, NULL);
 }
 
 static bool devid_taken(const struct btrfsimg_fs *fs, uint64_t devid)
@@ -620,8 +689,14 @@ static void note_ties(struct btrfsimg_fs *fs, const size_t *placed, size_t n,
 /* Devices with no superblock get devids one at a time, the pair (device,
  * devid not taken) with the most votes first, so that two devices never
  * share one and a device of mirrored stripes, which fits every mirror's
- * devid alike, takes the one left to it. */
-static void assign_devids(struct btrfsimg_fs *fs, const struct bi_chunk *const *cv, size_t nc)
+ * devid alike, takes the one left to it. A chunk from device extents
+ * that no chunk item orders (@any_index), too wide to order by trying
+ * each order, votes for a devid whose extent holds the block at any index:
+ * where devids' extents lie alike, which of them a device is cannot be
+ * told and does not matter, for its stripes are then ordered by the
+ * devid it got (wide_order). */
+static void assign_devids(struct btrfsimg_fs *fs, const struct bi_chunk *const *cv, size_t nc,
+			  const bool *any_index)
 {
 	size_t placed[BI_MAX_DEVS], nplaced = 0;
 	while (nplaced < BI_MAX_DEVS) {
@@ -635,7 +710,7 @@ static void assign_devids(struct btrfsimg_fs *fs, const struct bi_chunk *const *
 				uint64_t devid = fs->devitems[i].devid;
 				if (devid_taken(fs, devid))
 					continue;
-				uint64_t n = votes_for(fs, dv, devid, cv, nc);
+				uint64_t n = votes_for_as(fs, dv, devid, cv, nc, any_index);
 				if (n > votes) {
 					votes = n, best = devid, bdv = dv, tied = 0;
 				} else if (n == votes && n && dv == bdv && !tied) {
@@ -701,7 +776,7 @@ int bi_salvage_place_devices(struct btrfsimg_fs *fs)
 		return bi_err(fs, -ENOMEM, "salvage: out of memory placing devices");
 	for (size_t k = 0; k < nc; k++)
 		cv[k] = bi_chunk_map_at(fs->chunks, k);
-	assign_devids(fs, cv, nc);
+	assign_devids(fs, cv, nc, NULL);
 	free(cv);
 	finish_placement(fs);
 	return 0;
@@ -751,12 +826,21 @@ static int assign_cands(struct btrfsimg_fs *fs, const struct cands *l)
 	if (!any_unplaced(fs))
 		return 0;
 	const struct bi_chunk **cv = calloc(l->n ? l->n : 1, sizeof(*cv));
-	if (!cv)
+	bool *any = calloc(l->n ? l->n : 1, sizeof(*any));
+	if (!cv || !any) {
+		free(cv);
+		free(any);
 		return bi_err(fs, -ENOMEM, "salvage: out of memory placing devices");
-	for (size_t k = 0; k < l->n; k++)
+	}
+	for (size_t k = 0; k < l->n; k++) {
 		cv[k] = l->v[k].c;
-	assign_devids(fs, cv, l->n);
+		any[k] = l->v[k].synthesized;
+		for (size_t i = 0; any[k] && i < l->n; i++) /* a chunk item says its order */
+			any[k] = l->v[i].synthesized || l->v[i].c->logical != cv[k]->logical;
+	}
+	assign_devids(fs, cv, l->n, any);
 	free(cv);
+	free(any);
 	return 0;
 }
 

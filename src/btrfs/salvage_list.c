@@ -104,6 +104,7 @@ static int found_cmp(const void *pa, const void *pb)
 static int scan_all(struct btrfsimg_fs *fs)
 {
 	int rc = bi_part_applies(fs); /* --partition of an image that is btrfs itself */
+	fs->raw_piece = bi_sv_scan_observe; /* one pass: see bi_core_open */
 	if (rc == 0)
 		rc = bi_vol_assemble(fs);
 	if (rc < 0)

@@ -291,13 +291,134 @@ static size_t piece_len(uint64_t pos, uint64_t end)
 	return (size_t)(end - pos < want ? end - pos : want);
 }
 
+/* The candidates of piece [0, @piece) of @p (@len bytes read), every
+ * @step bytes. */
+static int scan_piece_step(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
+			   uint64_t pos, const uint8_t *p, size_t len, size_t piece, uint32_t step)
+{
+	for (uint64_t o = 0; o < piece && o + HDR_SIZE <= len; o += step) {
+		int rc = one_block(fs, s, known, dev, pos + o, p + o, len - o);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* an image not placed yet: its filesystem may start at any sector */
+#define UNPLACED_STEP 512u
+
 static int scan_piece(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t dev,
 		      uint64_t pos, const uint8_t *p, size_t len)
 {
-	/* an image not placed yet: its filesystem may start at any sector */
-	uint32_t step = fs->devs[dev].unplaced ? 512u : SCAN_STEP;
-	for (uint64_t o = 0; o < SCAN_PIECE && o + HDR_SIZE <= len; o += step) {
-		int rc = one_block(fs, s, known, dev, pos + o, p + o, len - o);
+	uint32_t step = fs->devs[dev].unplaced ? UNPLACED_STEP : SCAN_STEP;
+	return scan_piece_step(fs, s, known, dev, pos, p, len, SCAN_PIECE, step);
+}
+
+int bi_sv_scan_observe(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t pos,
+		       const uint8_t *p, size_t len, size_t piece)
+{
+	size_t k = (size_t)(d - fs->devs);
+	if (d < fs->devs || k >= fs->ndevs || k >= BI_MAX_DEVS)
+		return 0; /* not one of the handle's devices */
+	if (!fs->pending && !(fs->pending = calloc(BI_MAX_DEVS, sizeof(*fs->pending))))
+		return bi_err(fs, -ENOMEM, "salvage scan: out of memory");
+	struct bi_sv_scan *s = fs->pending[k];
+	if (!s) {
+		if (!(s = fs->pending[k] = calloc(1, sizeof(*s))))
+			return bi_err(fs, -ENOMEM, "salvage scan: out of memory");
+		memcpy(s->want, fs->want_fsid, sizeof(s->want));
+	}
+	int rc = scan_piece_step(fs, s, false, (uint32_t)k, pos, p, len, piece, UNPLACED_STEP);
+	s->bytes += len < piece ? len : piece;
+	s->whole = rc == 0 && pos + piece >= d->raw_size;
+	return rc;
+}
+
+void bi_sv_scan_pending_free(struct btrfsimg_fs *fs)
+{
+	for (size_t k = 0; fs->pending && k < BI_MAX_DEVS; k++)
+		bi_sv_scan_free(fs->pending[k]);
+	free(fs->pending);
+	fs->pending = NULL;
+}
+
+/* The pending scan of device @k, if it stands for reading it now: made
+ * under the same --fsid over the whole image, the device still unplaced
+ * with its window the whole image. */
+static struct bi_sv_scan *pending_for(const struct btrfsimg_fs *fs, size_t k)
+{
+	const struct bi_dev *d = &fs->devs[k];
+	struct bi_sv_scan *p = fs->pending && k < BI_MAX_DEVS ? fs->pending[k] : NULL;
+	if (!p || !p->whole || !d->unplaced || d->base != 0 || d->size != d->raw_size ||
+	    strcmp(p->want, fs->want_fsid) != 0)
+		return NULL;
+	return p;
+}
+
+/* The index of @s for filesystem @f of a pending scan, added when new
+ * (not @known), or -1: one_block's choice, made per filesystem. */
+static int fs_slot(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known,
+		   const struct bi_sv_fs *f)
+{
+	if (known)
+		return !memcmp(f->fsid, fs->meta_fsid, 16) && f->nodesize == s->fss[0].nodesize &&
+				       f->csum_type == s->fss[0].csum_type ? 0 : -1;
+	for (unsigned i = 0; i < s->nfs; i++)
+		if (!memcmp(s->fss[i].fsid, f->fsid, 16))
+			return f->nodesize == s->fss[i].nodesize &&
+					       f->csum_type == s->fss[i].csum_type ? (int)i : -1;
+	if (s->nfs >= BI_SV_MAX_FS)
+		return -1;
+	struct bi_sv_fs *n = &s->fss[s->nfs];
+	*n = *f;
+	n->nblocks = 0;
+	n->ndevs = 0;
+	n->last_dev = 0;
+	n->gen_min = UINT64_MAX;
+	n->gen_max = 0;
+	return (int)s->nfs++;
+}
+
+/* A filesystem's counts from a pending scan of device @k added to @to. */
+static void add_counts(struct bi_sv_fs *to, const struct bi_sv_fs *from, uint32_t k)
+{
+	if (!from->nblocks)
+		return;
+	if (!to->nblocks || from->phys_min < to->phys_min)
+		to->phys_min = from->phys_min;
+	if (from->phys_max > to->phys_max)
+		to->phys_max = from->phys_max;
+	if (from->gen_min < to->gen_min)
+		to->gen_min = from->gen_min;
+	if (from->gen_max > to->gen_max)
+		to->gen_max = from->gen_max;
+	to->nblocks += from->nblocks;
+	if (to->last_dev != k + 1) {
+		to->ndevs++;
+		to->last_dev = k + 1;
+	}
+}
+
+/* Device @k's pending scan taken into @s instead of a read. */
+static int take_pending(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, uint32_t k,
+			const struct bi_sv_scan *p)
+{
+	int map[BI_SV_MAX_FS];
+	for (unsigned i = 0; i < p->nfs; i++) {
+		map[i] = fs_slot(fs, s, known, &p->fss[i]);
+		if (map[i] >= 0)
+			add_counts(&s->fss[map[i]], &p->fss[i], k);
+		else if (!known)
+			s->other_fs_blocks += p->fss[i].nblocks;
+	}
+	s->other_fs_blocks += known ? 0 : p->other_fs_blocks;
+	s->bytes += p->bytes;
+	for (size_t i = 0; i < p->n; i++) {
+		struct bi_sv_blk b = p->blk[i];
+		if (map[b.fsidx] < 0)
+			continue;
+		b.fsidx = (uint8_t)map[b.fsidx];
+		int rc = push(fs, s, &b);
 		if (rc < 0)
 			return rc;
 	}
@@ -374,9 +495,13 @@ int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **o
 	for (size_t k = 0; k < fs->ndevs; k++)
 		if (!fs->devs[k].absorbed)
 			total += scan_end(&fs->devs[k], known);
-	for (size_t k = 0; k < fs->ndevs && rc == 0; k++)
-		if (!fs->devs[k].absorbed)
-			rc = scan_device(fs, s, known, (uint32_t)k, buf, total);
+	for (size_t k = 0; k < fs->ndevs && rc == 0; k++) {
+		const struct bi_sv_scan *p = pending_for(fs, k);
+		if (fs->devs[k].absorbed)
+			continue;
+		rc = p ? take_pending(fs, s, known, (uint32_t)k, p)
+		       : scan_device(fs, s, known, (uint32_t)k, buf, total);
+	}
 	if (rc == 0) {
 		compact(s);
 		for (size_t i = 0; i < s->n; i++)

@@ -55,6 +55,10 @@ struct bi_sv_scan {
 	struct bi_sv_blk *blk;
 	size_t n, cap;
 	uint64_t bytes;			/* read in all */
+	/* a device's scan made on the superblock scan's pass (fs->pending):
+	 * whether it saw the whole image, and the --fsid it was made under */
+	bool whole;
+	char want[33];
 };
 
 /* Read every device not absorbed by another (fs->devs) once, front to
@@ -66,6 +70,16 @@ struct bi_sv_scan {
  * 0 or a negative errno with the message on @fs. */
 int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **out);
 void bi_sv_scan_free(struct bi_sv_scan *s);
+
+/* fs->raw_piece: index the tree blocks of a piece of image @d read by the
+ * superblock scan (volume/fsfind.c) into fs->pending, as scan_device
+ * would for @d unplaced (every 512 bytes, every filesystem); a later
+ * bi_sv_scan_devices takes that index instead of reading @d again while
+ * @d is still unplaced, whole and at byte 0. 0 or -ENOMEM. */
+int bi_sv_scan_observe(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t pos,
+		       const uint8_t *p, size_t len, size_t piece);
+/* The pending scans dropped. */
+void bi_sv_scan_pending_free(struct btrfsimg_fs *fs);
 
 /* Whether @uuid (16 bytes) is the filesystem --fsid names: its hex digits
  * begin with fs->want_fsid (true when none was given). */

@@ -8,6 +8,9 @@
  * chunks hold no tree block; their evidence is the data checksums of the
  * csum tree, read once the trees read: an order or an assignment is taken
  * when more sampled sectors verify through it than through any other.
+ * Past six stripes (7! orders and more) a chunk is not searched but placed
+ * one stripe at a time by votes (bi_salvage_order_by_votes): each sample
+ * that verifies on a device votes for the index its address gives.
  *
  * Apart from salvage_chunks.c because it runs later, above a working map
  * and root tree, and reads data, not tree blocks.
@@ -92,21 +95,27 @@ static int take_samples(struct btrfsimg_fs *fs, const struct bi_root *csum_root,
 	return rc;
 }
 
+/* Whether the sector at @physical of the device stripe @st names holds
+ * the bytes of sample @x (its checksum verifies). */
+static bool sector_verifies(struct btrfsimg_fs *fs, const struct bi_stripe *st,
+			    uint64_t physical, const struct sample *x, uint8_t *buf)
+{
+	uint8_t sum[CSUM_SIZE_MAX] = { 0 };
+	const struct bi_dev *d = bi_dev_by_id(fs, st->devid);
+	return d && memcmp(d->dev_uuid, st->dev_uuid, 16) == 0 &&
+	       bi_dev_read(fs, d, physical, buf, fs->sectorsize) == 0 &&
+	       bi_csum(fs->csum_type, buf, fs->sectorsize, sum) == 0 &&
+	       memcmp(sum, x->csum, CSUM_SIZE_MAX) == 0;
+}
+
 /* How many samples verify when read through @c as it stands. */
 static size_t verified(struct btrfsimg_fs *fs, const struct chunk_samples *cs, uint8_t *buf)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < cs->n; i++) {
 		struct bi_phys p;
-		uint8_t sum[CSUM_SIZE_MAX];
-		if (bi_chunk_map_phys(cs->c, cs->v[i].logical, 0, &p) < 0)
-			continue;
-		const struct bi_dev *d = bi_dev_by_id(fs, p.devid);
-		if (!d || memcmp(d->dev_uuid, cs->c->stripes[p.stripe].dev_uuid, 16) != 0 ||
-		    bi_dev_read(fs, d, p.physical, buf, fs->sectorsize) < 0 ||
-		    bi_csum(fs->csum_type, buf, fs->sectorsize, sum) < 0)
-			continue;
-		n += memcmp(sum, cs->v[i].csum, CSUM_SIZE_MAX) == 0;
+		if (bi_chunk_map_phys(cs->c, cs->v[i].logical, 0, &p) == 0)
+			n += sector_verifies(fs, &cs->c->stripes[p.stripe], p.physical, &cs->v[i], buf);
 	}
 	return n;
 }
@@ -132,13 +141,148 @@ bool bi_salvage_next_order(uint16_t *v, size_t n)
 	return true;
 }
 
+bool bi_salvage_extent_holds(struct bi_chunk *c, uint16_t j, uint16_t k, uint64_t physical,
+			     uint64_t logical)
+{
+	struct bi_stripe was = c->stripes[k];
+	uint64_t at, len;
+	c->stripes[k] = c->stripes[j];
+	int rc = bi_chunk_map_reverse(c, k, physical, &at, &len);
+	c->stripes[k] = was;
+	return rc == 0 && at == logical;
+}
+
+/* Indices @a and @b read the same bytes (raid10's mirror pairs). */
+static bool mirrors(const struct bi_chunk *c, uint16_t a, uint16_t b)
+{
+	return a == b || ((bi_chunk_profile(c) & BG_RAID10) && a / 2 == b / 2);
+}
+
+/* The free (extent, index) pair with the most votes: its count, 0 when
+ * none has any; *tie when another extent has as many for that index (more
+ * than its raid10 mirror). */
+static uint32_t top_pair(const struct bi_chunk *c, const struct bi_sv_votes *v,
+			 const bool *used, const int *at, uint16_t *bj, uint16_t *bk, bool *tie)
+{
+	uint32_t most = 0;
+	uint16_t n = c->num_stripes;
+	for (uint16_t j = 0; j < n; j++)
+		for (uint16_t k = 0; k < n; k++)
+			if (!used[j] && at[k] < 0 && v->v[j][k] > most) {
+				most = v->v[j][k];
+				*bj = j;
+				*bk = k;
+			}
+	/* raid10: the other extent of a mirror pair ties by right while the
+	 * pair's other index is free */
+	unsigned equal = 0, allowed = (bi_chunk_profile(c) & BG_RAID10) && (*bk ^ 1u) < n &&
+				      at[*bk ^ 1u] < 0;
+	for (uint16_t j = 0; most && j < n; j++)
+		equal += !used[j] && j != *bj && v->v[j][*bk] == most;
+	*tie = equal > allowed;
+	return most;
+}
+
+void bi_salvage_order_by_votes(struct bi_chunk *c, const struct bi_sv_votes *v,
+			       struct bi_sv_order *out)
+{
+	uint16_t n = c->num_stripes;
+	int at[BI_SV_MAX_WIDE];
+	bool used[BI_SV_MAX_WIDE] = { false };
+	*out = (struct bi_sv_order){ 0 };
+	if (n > BI_SV_MAX_WIDE)
+		return;
+	for (uint16_t k = 0; k < n; k++)
+		at[k] = -1;
+	uint16_t bj = 0, bk = 0;
+	bool tie = false;
+	uint32_t most;
+	while ((most = top_pair(c, v, used, at, &bj, &bk, &tie)) > 0 && !tie) {
+		at[bk] = bj;
+		used[bj] = true;
+		out->decided++;
+	}
+	out->refused = tie;
+	if (!tie && out->decided + 1 == n) /* the one left goes where the one gap is */
+		out->decided++;
+	for (uint16_t k = 0, j = 0; k < n; k++) { /* the rest as they stood */
+		while (at[k] < 0 && used[j])
+			j++;
+		if (at[k] < 0) {
+			at[k] = j;
+			used[j] = true;
+		}
+	}
+	struct bi_stripe was[BI_SV_MAX_WIDE];
+	memcpy(was, c->stripes, n * sizeof(*was));
+	for (uint16_t k = 0; k < n; k++)
+		c->stripes[k] = was[at[k]];
+	for (uint16_t k = 0; k < n; k++)
+		for (uint16_t j = 0; j < n; j++) {
+			bool taken = false; /* extent j sits at k or at a mirror of k */
+			for (uint16_t m = 0; m < n; m++)
+				taken |= at[m] == j && mirrors(c, k, m);
+			*(taken ? &out->votes : &out->against) += v->v[j][k];
+		}
+}
+
+/* Sample @x votes for each extent of @c whose sector at the sample's
+ * place inside its stripe verifies: for the index (both of a raid10
+ * pair) the sample's logical address gives. */
+static void sample_votes(struct btrfsimg_fs *fs, struct bi_chunk *c, const struct sample *x,
+			 uint8_t *buf, struct bi_sv_votes *v)
+{
+	struct bi_phys p0, p1;
+	if (bi_chunk_map_phys(c, x->logical, 0, &p0) < 0)
+		return;
+	bool pair = (bi_chunk_profile(c) & BG_RAID10) && bi_chunk_map_phys(c, x->logical, 1, &p1) == 0;
+	uint64_t inside = p0.physical - c->stripes[p0.stripe].offset;
+	for (uint16_t j = 0; j < c->num_stripes; j++) {
+		if (!sector_verifies(fs, &c->stripes[j], c->stripes[j].offset + inside, x, buf))
+			continue;
+		v->v[j][p0.stripe]++;
+		if (pair)
+			v->v[j][p1.stripe]++;
+	}
+}
+
+/* A chunk too wide for every order to be tried: placed one stripe at a
+ * time by the samples that verify on each extent (bi_salvage_order_by_votes);
+ * *refused when two extents are as well voted for one index. */
+static size_t wide_order(struct btrfsimg_fs *fs, struct chunk_samples *cs, uint8_t *buf,
+			 bool apply, struct bi_sv_order *o)
+{
+	struct bi_chunk *c = cs->c;
+	struct bi_sv_votes *v = calloc(1, sizeof(*v));
+	struct bi_stripe was[BI_SV_MAX_WIDE];
+	*o = (struct bi_sv_order){ 0 };
+	if (!v || c->num_stripes > BI_SV_MAX_WIDE) {
+		free(v);
+		return verified(fs, cs, buf);
+	}
+	memcpy(was, c->stripes, c->num_stripes * sizeof(*was));
+	for (size_t i = 0; i < cs->n; i++)
+		sample_votes(fs, c, &cs->v[i], buf, v);
+	bi_salvage_order_by_votes(c, v, o);
+	size_t got = verified(fs, cs, buf);
+	if (!apply)
+		memcpy(c->stripes, was, c->num_stripes * sizeof(*was));
+	free(v);
+	return got;
+}
+
 /* The stripe order of an unsure chunk under which the most samples
  * verify (the present one on a tie), applied when @apply; its count. */
 static size_t best_order(struct btrfsimg_fs *fs, struct chunk_samples *cs, uint8_t *buf,
 			 bool apply)
 {
 	struct bi_chunk *c = cs->c;
-	size_t n = c->num_stripes, most = verified(fs, cs, buf);
+	size_t n = c->num_stripes;
+	if (cs->unsure && n > MAX_ORDERED && cs->n > 0) {
+		struct bi_sv_order o;
+		return wide_order(fs, cs, buf, apply, &o);
+	}
+	size_t most = verified(fs, cs, buf);
 	if (!cs->unsure || n > MAX_ORDERED || cs->n == 0)
 		return most;
 	struct bi_stripe orig[MAX_ORDERED], best[MAX_ORDERED];
@@ -224,14 +368,28 @@ static void decide_orders(struct btrfsimg_fs *fs, struct chunk_samples *v, size_
 	for (size_t i = 0; i < n; i++) {
 		if (!v[i].unsure)
 			continue;
-		size_t got = best_order(fs, &v[i], buf, true);
 		const struct bi_chunk *c = v[i].c;
+		struct bi_sv_order o = { 0 };
+		bool wide = c->num_stripes > MAX_ORDERED && v[i].n;
+		size_t got = wide ? wide_order(fs, &v[i], buf, true, &o) : best_order(fs, &v[i], buf, true);
 		char ids[96] = "";
 		size_t used = 0;
 		for (uint16_t k = 0; k < c->num_stripes && used < sizeof(ids); k++)
 			used += (size_t)snprintf(ids + used, sizeof(ids) - used, "%s%" PRIu64,
 						 k ? "," : "", c->stripes[k].devid);
-		if (got)
+		if (wide)
+			bi_damage(fs,
+				  "salvage: chunk [%" PRIu64 ", %" PRIu64 ") %s from device extents: "
+				  "%u stripes, too many to try every order: placed one at a time by the "
+				  "sampled sectors that verify on each device, %u of them by evidence%s; "
+				  "stripe order devids %s, %zu of %zu sampled sectors verify, %" PRIu64
+				  " votes for another place outvoted",
+				  c->logical, c->logical + c->length, bi_chunk_profile_name(c->type),
+				  c->num_stripes, o.decided,
+				  o.refused ? " (refused: two devices as well voted for one stripe, the "
+					      "rest left in devid order)" : "",
+				  ids, got, v[i].n, o.against);
+		else if (got)
 			bi_damage(fs,
 				  "salvage: chunk [%" PRIu64 ", %" PRIu64 ") %s from device extents: "
 				  "stripe order devids %s, %zu of %zu sampled sectors verify",

@@ -38,6 +38,9 @@
 #include "volume/stack.h"
 
 #define PIECE	     (4u << 20)
+/* read past each piece: a superblock, or the largest tree block for the
+ * salvage scan that sees the same pieces (fs->raw_piece) */
+#define OVERLAP	     65536u
 #define SECTOR	     512u
 #define CAND_MAX     64
 #define NODESIZE_MAX 65536u
@@ -62,6 +65,7 @@ struct finder {
 	uint8_t *blk;	/* a tree block read to check a chunk root */
 	unsigned n;
 	uint64_t bad, dropped;
+	bool sure; /* a start whose chunk root verifies was seen */
 };
 
 static bool sb_csum_ok(const uint8_t *sb)
@@ -98,6 +102,7 @@ static struct cand *new_slot(struct finder *f, const uint8_t *sb, uint64_t start
 	c->first_at = at;
 	memcpy(c->sb, sb, SB_SIZE);
 	c->chunk_ok = chunk_root_ok(f, c, f->blk);
+	f->sure |= c->chunk_ok;
 	if (f->n < CAND_MAX)
 		return &f->c[f->n++];
 	for (unsigned k = 0; c->chunk_ok && k < CAND_MAX; k++)
@@ -135,14 +140,15 @@ static void consider(struct finder *f, const uint8_t *sb, uint64_t at)
 	}
 }
 
-/* One pass over the image; each piece read with a superblock's worth
- * more, so a copy across a piece boundary is whole. */
+/* One pass over the image; each piece read with OVERLAP more, so a copy
+ * (or, for the salvage scan that sees the same pieces, a tree block)
+ * across a piece boundary is whole. */
 static int scan(struct finder *f, uint8_t *buf, uint64_t *bytes)
 {
 	uint64_t end = f->d->raw_size;
 	for (uint64_t pos = 0; pos < end; pos += PIECE) {
-		uint64_t want = end - pos < (uint64_t)PIECE + SB_SIZE ? end - pos
-								      : (uint64_t)PIECE + SB_SIZE;
+		uint64_t want = end - pos < (uint64_t)PIECE + OVERLAP ? end - pos
+								      : (uint64_t)PIECE + OVERLAP;
 		int rc = bi_dev_read_raw(f->fs, f->d, pos, buf, (size_t)want);
 		if (rc < 0)
 			return rc;
@@ -150,6 +156,12 @@ static int scan(struct finder *f, uint8_t *buf, uint64_t *bytes)
 		for (uint64_t o = 0; o < PIECE && o + SB_SIZE <= want; o += SECTOR)
 			if (bi_le64(buf + o + SB_MAGIC_OFF) == SB_MAGIC)
 				consider(f, buf + o, pos + o);
+		/* a start whose chunk root verifies will be taken: the salvage
+		 * will not need the tree blocks, and an unfinished index is
+		 * never used (bi_sv_scan_devices reads the image itself) */
+		if (f->fs->raw_piece && !f->sure &&
+		    (rc = f->fs->raw_piece(f->fs, f->d, pos, buf, (size_t)want, PIECE)) < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -276,8 +288,8 @@ int bi_fsfind(struct btrfsimg_fs *fs, const struct bi_dev *d, const struct bi_fo
 		return bi_err(fs, -ENOMEM, "image '%s': out of memory scanning for btrfs", d->name);
 	if (r->done)
 		return 0;
-	uint8_t *buf = malloc((size_t)PIECE + SB_SIZE), *blk = malloc(NODESIZE_MAX);
-	struct finder f = { fs, d, calloc(CAND_MAX + 1, sizeof(struct cand)), blk, 0, 0, 0 };
+	uint8_t *buf = malloc((size_t)PIECE + OVERLAP), *blk = malloc(NODESIZE_MAX);
+	struct finder f = { fs, d, calloc(CAND_MAX + 1, sizeof(struct cand)), blk, 0, 0, 0, false };
 	int rc = f.c && buf && blk ? 0
 				   : bi_err(fs, -ENOMEM,
 					    "image '%s': out of memory scanning for "

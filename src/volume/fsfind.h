@@ -33,7 +33,8 @@ struct bi_found {
  * number of copies that agree, then the newest generation. Cached on the
  * handle: a second call for the same image reads nothing. *out borrowed
  * from the handle. 0 (found or not: (*out)->found) or a negative errno
- * (message on @fs). */
+ * (message on @fs). Each piece read is also handed to fs->raw_piece when
+ * set (the salvage scan indexes its tree blocks on the same pass). */
 int bi_fsfind(struct btrfsimg_fs *fs, const struct bi_dev *d, const struct bi_found **out);
 
 #endif

@@ -23,6 +23,16 @@ Hostile: an image of another filesystem among the devices is set aside
 it has none and the superblocks' devices are all given); a
 copy of devid 1 whose superblock claims devid 2 is refused; a second copy
 of a superblock-less device is set aside, never given the same devid.
+The wide set (8 devices, raid10 metadata and raid0 data, every chunk of
+8 stripes in an order the kernel chose by free space, not devid order, as
+its chunk tree recorded it in truth.json): without the chunk tree its
+chunks come from device extents, too wide for every order to be tried;
+each is placed one stripe at a time (tree blocks, then data checksums) and
+the order said must be the kernel's (chunkall: the superblocks give the
+devids); with no superblock either, which device is which devid cannot
+be told where the devids' extents lie alike, and every file must still
+read exact. Hostile: a forged copy of a tree block (valid checksum) on a
+device of another raid10 pair votes for a wrong order and is outvoted.
 Degraded: one device of the raid1 set alone, every superblock zeroed,
 still reads whole, the other named missing; the striped set without devid
 3, every superblock zeroed: devid 4, which the tree blocks place as well
@@ -30,6 +40,7 @@ under devid 3 (its raid10 mirror), is told apart by the data checksums,
 and the raid5 data is read through the parity.
 """
 import os
+import re
 import struct
 import sys
 import tempfile
@@ -42,11 +53,13 @@ import imgtest  # noqa: E402
 import test_salvage as ts  # noqa: E402  (walk_equal, parse_jsonl: shared)
 
 TIMEOUT = 300
-NAMES = {1: "z-first", 2: "a-second", 3: "m-third", 4: "b-fourth"}
+NAMES = {1: "z-first", 2: "a-second", 3: "m-third", 4: "b-fourth", 5: "y-fifth", 6: "c-sixth",
+         7: "k-seventh", 8: "d-eighth"}
 # what each set must open from (striped: see the man page, SALVAGE)
 CASES = {
     "raid1": ("super", "super1", "chunk", "chunkall", "both", "bothall"),
     "striped": ("super", "super1", "chunk", "chunkall", "both", "bothall"),
+    "wide": ("super", "chunkall", "bothall"),
 }
 # striped: what tree blocks cannot tell, the data checksums decide
 ORDER = b"raid5 from device extents: stripe order devids "
@@ -89,6 +102,7 @@ def walk(kv, res, cli, name, paths, view, said, want_rc=1):
                      ts.walk_equal(kv, got, view))
     res.check("%s: no image written" % name,
               [imgtest.sha256_file(p) for p in paths] == before)
+    return err
 
 
 def forged_devid(data, devid):
@@ -138,6 +152,89 @@ def hostile(kv, res, cli, work, gm, devs, other, view):
          [b"no superblock (", b"is devid 1: ", b"1 of 2 devices missing"])
 
 
+WIDE_SAID = {
+    "super": [b"is devid 1: "],
+    "chunkall": [b"8 stripes, too many to try every order: placed one at a time by the tree "
+                 b"blocks", b"placed one at a time by the sampled sectors"],
+    "bothall": [b"8 stripes, too many to try every order: placed one at a time by the tree "
+                b"blocks", b"placed one at a time by the sampled sectors", b"is devid 1: "],
+}
+
+
+def wide_orders(res, truth, err, what):
+    """The kernel's stripe order of every chunk (truth.json) is not devid
+    order (so that this test can fail), and with the superblocks' devids
+    each data chunk's order said is the kernel's."""
+    wide = [c for c in truth["chunks"] if len(c["devids"]) > 6]
+    res.check("wide: the kernel made chunks of more than 6 stripes in another order than devid",
+              any(c["devids"] != sorted(c["devids"]) for c in wide), repr(truth["chunks"]))
+    if what != "chunkall":
+        return
+    for c in wide:
+        if not c["type"].startswith("DATA"):
+            continue
+        said = b"chunk [%d, " % c["logical"]
+        line = [x for x in err.split(b"\n") if said in x and b"stripe order devids" in x]
+        want = b"stripe order devids " + b",".join(b"%d" % d for d in c["devids"]) + b","
+        res.check("wide: chunkall: chunk %d's order as the kernel's" % c["logical"],
+                  len(line) == 1 and want in line[0], "%r, want %r" % (line, want))
+
+
+def forged_vote(devs, truth):
+    """@devs with two forged tree blocks (valid checksums) on one device of
+    the newest raid10 metadata chunk: copies of a live block of that device
+    put in free slots of its extent, their bytenr rewritten to what the
+    next mirror pair holds there, so that each votes for that device at a
+    wrong stripe index."""
+    logicals = sorted(c["logical"] for c in truth["chunks"])
+    meta = [c for c in truth["chunks"] if c["type"].startswith("METADATA")][-1]
+    lo, hi = meta["logical"], ([x for x in logicals if x > meta["logical"]] + [1 << 62])[0]
+    pairs, sl, ns = len(meta["devids"]) // 2, 64 << 10, 16384
+    devid = meta["devids"][0]
+    img = bytearray(devs[devid])
+    fsid = img[(64 << 10) + 0x20:(64 << 10) + 0x30]
+    for off in range(1 << 20, len(img) - ns, 4096):
+        bytenr, = struct.unpack_from("<Q", img, off + 0x30)
+        if img[off + 32:off + 48] != fsid or not lo <= bytenr < hi:
+            continue
+        nr, within = divmod(bytenr - lo, sl)
+        row, pair = divmod(nr, pairs)
+        start = off - within
+        forged = 0
+        for slot in range(start, start + 64 * sl, ns):  # this row or a later, unused one
+            if forged == 2 or any(img[slot:slot + ns]):
+                continue
+            blk = bytearray(img[off:off + ns])
+            r, inside = divmod(slot - start, sl)
+            fake = lo + ((row + r) * pairs + (pair + 1) % pairs) * sl + inside
+            struct.pack_into("<Q", blk, 0x30, fake)
+            blk[0:4] = struct.pack("<I", imgtest.crc32c(bytes(blk[32:])))
+            img[slot:slot + ns] = blk
+            forged += 1
+        if forged:
+            out = dict(devs)
+            out[devid] = bytes(img)
+            return out
+    raise RuntimeError("no place to forge a vote")
+
+
+def wide_hostile(kv, res, cli, work, gm, devs, truth, view):
+    paths = write_devs(work, gm.damage(forged_vote(devs, truth), "chunkall"), "forged")
+    order = sorted(paths, reverse=True)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash"] + [paths[i] for i in order],
+                                   timeout=TIMEOUT)
+    res.check("wide: hostile: a forged block voting for a wrong order: exit 1", rc == 1,
+              "exit %r: %s" % (rc, err[-500:]))
+    res.check("wide: hostile: the forged vote outvoted, said",
+              re.search(rb"by \d+ votes, [1-9]\d* votes for another place outvoted",
+                        err) is not None, err[-1500:])
+    res.problems("wide: hostile: every record equal to the kernel's view",
+                 ts.walk_equal(kv, ts.parse_jsonl(out) if rc in (0, 1) else [], view))
+    wide_orders(res, truth, err, "chunkall")
+    for p in paths.values():
+        os.unlink(p)
+
+
 def main():
     cli, testdata = sys.argv[1], sys.argv[2]
     sys.path.insert(0, testdata)
@@ -158,21 +255,26 @@ def main():
                 res.check("%s: truth.json: devid %d as its superblock says" % (name, dev["devid"]),
                           gm.dev_facts(devs[dev["devid"]]) == dev)
             view = imgtest.load_jsonl(os.path.join(d, "view.jsonl"))
-            sets[name] = (devs, view)
+            sets[name] = (devs, view, truth)
             for what in CASES[name]:
                 paths = write_devs(work, gm.damage(devs, what), what)
                 order = sorted(paths, reverse=True)
-                said = SAID[what] + (STRIPED_SAID.get(what, []) if name == "striped" else [])
-                walk(kv, res, cli, "%s: %s, reverse devid order" % (name, what),
-                     [paths[i] for i in order], view, said)
+                said = SAID[what] + (STRIPED_SAID.get(what, []) if name == "striped" else []) + \
+                    (WIDE_SAID[what] if name == "wide" else [])
+                err = walk(kv, res, cli, "%s: %s, reverse devid order" % (name, what),
+                           [paths[i] for i in order], view, said)
+                if name == "wide":
+                    wide_orders(res, truth, err, what)
                 if what == "super":
                     walk(kv, res, cli, "%s: %s, devid order" % (name, what),
                          [paths[i] for i in sorted(paths)], view, said)
                 for p in paths.values():
                     os.unlink(p)
-        devs, view = sets["raid1"]
+        devs, view, _ = sets["raid1"]
         hostile(kv, res, cli, work, gm, devs, sets["striped"][0], view)
-        devs, view = sets["striped"]
+        devs, view, truth = sets["wide"]
+        wide_hostile(kv, res, cli, work, gm, devs, truth, view)
+        devs, view, _ = sets["striped"]
         damaged = gm.damage(devs, "super")
         del damaged[3]  # its raid10 mirror, devid 4, fits devid 3 as well
         paths = write_devs(work, damaged, "degraded")
