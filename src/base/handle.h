@@ -21,6 +21,7 @@ struct bi_chunk_map;
 struct bi_log_overlay;
 struct bi_vols;
 struct bi_sv_scan;
+struct bi_orphans;
 
 struct bi_super {
 	struct btrfsimg_super_info info;
@@ -39,6 +40,14 @@ struct bi_super {
 struct bi_devitem {
 	uint64_t devid, total_bytes;
 	uint8_t uuid[16];
+};
+
+struct bi_sv_asof {
+	uint64_t tree, first, last, as_of;
+};
+
+struct bi_sv_cut {
+	uint64_t tree, objectid;
 };
 
 struct bi_root {
@@ -114,6 +123,18 @@ struct btrfsimg_fs {
 	size_t nsalvage_ties;
 	struct bi_root *salvage_roots;
 	size_t nsalvage_roots;
+	/* trees rebuilt from the leaves a scan found (salvage_leaves.c): the
+	 * objectid ranges of the leaves known live only as of an older
+	 * generation than the tree's, for bi_salvage_as_of */
+	struct bi_sv_asof *salvage_asof;
+	size_t nsalvage_asof, salvage_asof_cap;
+	/* ... and the inodes whose items may run into keys lost between its
+	 * leaves (bi_salvage_cut) */
+	struct bi_sv_cut *salvage_cut;
+	size_t nsalvage_cut, salvage_cut_cap;
+	/* per subvolume, its inodes' back references, read once a walk in
+	 * damaged mode needs them (files/orphans.c) */
+	struct bi_orphans *orphans;
 	/* --fsid (btrfsimg_set_fsid): the filesystem to read, as lowercase
 	 * hex digits without dashes, a prefix of 8 to 32 of them ("": the
 	 * superblock's); and btrfsimg_scan_filesystems()'s list, kept */

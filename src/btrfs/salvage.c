@@ -272,4 +272,10 @@ void bi_salvage_free(struct btrfsimg_fs *fs)
 	free(fs->salvage_unsure);
 	fs->salvage_unsure = NULL;
 	fs->nsalvage_unsure = 0;
+	free(fs->salvage_asof);
+	fs->salvage_asof = NULL;
+	fs->nsalvage_asof = fs->salvage_asof_cap = 0;
+	free(fs->salvage_cut);
+	fs->salvage_cut = NULL;
+	fs->nsalvage_cut = fs->salvage_cut_cap = 0;
 }

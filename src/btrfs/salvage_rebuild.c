@@ -234,6 +234,10 @@ static int check_tree(struct btrfsimg_fs *fs, uint64_t id)
 	snprintf(why, sizeof(why), "%s", fs->err);
 	if (r.level && rebuild_tree(fs, &r, why) == 0)
 		return 0;
+	char no_records[sizeof(fs->err)];
+	snprintf(no_records, sizeof(no_records), "%s", r.level ? fs->err : "a leaf");
+	if (bi_salvage_leaves(fs, &r, why, no_records) == 0) /* without extent records */
+		return 0;
 	if (r.level)
 		bi_damage(fs, "tree %" PRIu64 ": root node at logical %" PRIu64 " unreadable; "
 			  "not rebuilt from the blocks below it: %s", id, r.bytenr, fs->err);
@@ -264,6 +268,8 @@ int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs)
 	bi_iter_end(&it);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = check_tree(fs, ids[i]);
+	if (rc == 0) /* the data checksums, without which no extent is shown */
+		rc = check_tree(fs, OBJ_CSUM_TREE);
 	free(ids);
 	return rc < 0 ? rc : 0;
 }

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Paths from the inodes' own back references, for a damaged tree whose
+ * directory entries are lost where the inodes survive (orphans.c).
+ */
+#ifndef BI_ORPHANS_H
+#define BI_ORPHANS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/handle.h"
+
+/* The entries of directory @dir of subvolume @subvol that its listing
+ * @have[0..@nhave) lacks: the inodes whose INODE_REF or INODE_EXTREF name
+ * it as their parent, at an index no listed entry has, each passed to @fn
+ * (kind BTRFSIMG_TARGET_INODE) in index order. The first call for a
+ * subvolume reads its whole tree once (the index is kept on @fs). 0 or a
+ * negative errno (message on @fs). */
+int bi_orphans_children(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+			const struct btrfsimg_dirent *have, size_t nhave, btrfsimg_dirent_fn fn,
+			void *ctx);
+
+/* Whether subvolume @subvol has inodes no chain of back references leads
+ * to from its root (only looked at once bi_orphans_children built the
+ * index), into *@any. 0 or a negative errno. */
+int bi_orphans_any_lost(struct btrfsimg_fs *fs, uint64_t subvol, bool *any);
+
+/* The listing of the made-up directory BTRFSIMG_LOST_FOUND of @subvol:
+ * @parent 0, one directory per lost parent (named by its inode number,
+ * kind BTRFSIMG_TARGET_LOST) and "#<ino>" per inode without back
+ * reference; else the inodes whose back references name lost parent
+ * @parent, by those names. */
+int bi_orphans_lost(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
+		    btrfsimg_dirent_fn fn, void *ctx);
+
+/* The inode shown for a made-up directory: a directory, mode 0500, no
+ * times, one link. */
+void bi_orphans_dir_inode(uint64_t objectid, struct btrfsimg_inode *out);
+
+void bi_orphans_free(struct btrfsimg_fs *fs);
+
+#endif
