@@ -102,6 +102,9 @@ struct btrfsimg_fs {
 	 * was rebuilt, and the newer tree roots read instead of those an
 	 * older root tree names (bi_root_find) */
 	struct bi_sv_scan *scan;
+	/* the blocks of subvolume and checksum trees, scanned again once a
+	 * tree is rebuilt from its leaves (salvage_leaves.c) */
+	struct bi_sv_scan *tree_scan;
 	/* the scan's progress (btrfsimg_set_scan_progress), or NULL */
 	int (*scan_progress)(void *ctx, uint64_t done, uint64_t total);
 	void *scan_progress_ctx;

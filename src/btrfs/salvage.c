@@ -263,6 +263,8 @@ void bi_salvage_free(struct btrfsimg_fs *fs)
 {
 	bi_sv_scan_free(fs->scan);
 	fs->scan = NULL;
+	bi_sv_scan_free(fs->tree_scan);
+	fs->tree_scan = NULL;
 	free(fs->found);
 	fs->found = NULL;
 	fs->nfound = 0;

@@ -62,7 +62,8 @@ struct range {
 };
 
 struct leaves {
-	struct bi_sv_scan *s;
+	struct bi_sv_scan *s;	/* fs->tree_scan; this tree's blocks [lo, hi) */
+	size_t lo, hi;
 	uint64_t tree, generation;
 	uint8_t *buf;
 	uint32_t nodesize;
@@ -94,7 +95,7 @@ static void block_keys(const struct leaves *l, bi_key *first, bi_key *last)
 static int gather_leaves(struct btrfsimg_fs *fs, struct leaves *l)
 {
 	const struct bi_sv_blk *prev = NULL;
-	for (size_t i = 0; i < l->s->n; i++) {
+	for (size_t i = l->lo; i < l->hi; i++) {
 		const struct bi_sv_blk *b = &l->s->blk[i];
 		if (b->level || !b->nritems)
 			continue;
@@ -203,7 +204,7 @@ static void name_leaves(struct btrfsimg_fs *fs, struct leaves *l)
 		if (g)
 			evidence(&l->c[i], g, true);
 	}
-	for (size_t i = 0; i < l->s->n; i++) {
+	for (size_t i = l->lo; i < l->hi; i++) {
 		const struct bi_sv_blk *b = &l->s->blk[i];
 		if (b->level != 1 || b->generation > l->generation ||
 		    bi_sv_scan_reread(fs, l->s, b, l->buf) < 0)
@@ -468,8 +469,12 @@ int bi_salvage_leaves(struct btrfsimg_fs *fs, const struct bi_root *r, const cha
 	size_t taken = 0;
 	uint64_t oldest = 0;
 	l.buf = malloc(fs->nodesize);
-	int rc = l.buf ? bi_sv_scan_tree(fs, r->id, &l.s)
-		       : bi_err(fs, -ENOMEM, "salvage: out of memory");
+	int rc = l.buf ? 0 : bi_err(fs, -ENOMEM, "salvage: out of memory");
+	if (rc == 0 && !fs->tree_scan) /* one scan for every tree rebuilt */
+		rc = bi_sv_scan_trees(fs, &fs->tree_scan);
+	l.s = fs->tree_scan;
+	if (rc == 0)
+		bi_salvage_owner_range(l.s, 0, r->id, &l.lo, &l.hi);
 	if (rc == 0)
 		rc = assemble(fs, r, &l, &taken);
 	uint8_t *node = rc == 0 ? synthesize(fs, r, &l, taken) : NULL;
@@ -497,7 +502,6 @@ int bi_salvage_leaves(struct btrfsimg_fs *fs, const struct bi_root *r, const cha
 			  "%zu inodes whose items may run into lost keys not read",
 			  r->id, r->bytenr, why, no_records, taken, l.named, oldest, r->generation,
 			  l.stale, l.same, l.newer, l.ambiguous, l.s ? l.s->dropped : 0, ncut);
-	bi_sv_scan_free(l.s);
 	free(l.c);
 	free(l.r);
 	free(l.roots);

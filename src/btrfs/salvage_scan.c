@@ -278,8 +278,9 @@ static int one_block(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, u
 				 .nritems = bi_le32(blk + HDR_NRITEMS),
 				 .level = blk[HDR_LEVEL],
 				 .fsidx = (uint8_t)fi };
-	if (s->only) { /* bi_sv_scan_tree: this tree's blocks, all of them */
-		if (b.owner != s->only_owner)
+	if (s->only) { /* bi_sv_scan_trees: those trees' blocks, all of them */
+		if (b.owner != OBJ_CSUM_TREE && b.owner != OBJ_FS_TREE &&
+		    (b.owner < OBJ_FIRST_FREE || b.owner > OBJ_LAST_FREE))
 			return 0;
 		if (s->n >= BI_SV_TREE_MAX) {
 			s->dropped++;
@@ -370,14 +371,12 @@ int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **o
 	return scan_all(fs, known, calloc(1, sizeof(struct bi_sv_scan)), out);
 }
 
-int bi_sv_scan_tree(struct btrfsimg_fs *fs, uint64_t owner, struct bi_sv_scan **out)
+int bi_sv_scan_trees(struct btrfsimg_fs *fs, struct bi_sv_scan **out)
 {
 	*out = NULL;
 	struct bi_sv_scan *s = calloc(1, sizeof(*s));
-	if (s) {
+	if (s)
 		s->only = true;
-		s->only_owner = owner;
-	}
 	return scan_all(fs, true, s, out);
 }
 

@@ -55,14 +55,14 @@ struct bi_sv_scan {
 	struct bi_sv_blk *blk;
 	size_t n, cap;
 	uint64_t bytes;			/* read in all */
-	/* bi_sv_scan_tree: only this tree's blocks, every one kept (up to
-	 * BI_SV_TREE_MAX; the rest counted in @dropped) */
-	uint64_t only_owner;
+	/* bi_sv_scan_trees: only the blocks of subvolume trees and the
+	 * checksum tree, every one kept (up to BI_SV_TREE_MAX; the rest
+	 * counted in @dropped) */
 	bool only;
 	uint64_t dropped;
 };
 
-/* At most this many blocks of one tree are indexed by bi_sv_scan_tree. */
+/* At most this many blocks are indexed by bi_sv_scan_trees. */
 #define BI_SV_TREE_MAX (1u << 20)
 
 /* Read every device not absorbed by another (fs->devs) once, front to
@@ -75,12 +75,14 @@ struct bi_sv_scan {
 int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **out);
 void bi_sv_scan_free(struct bi_sv_scan *s);
 
-/* Every block of tree @owner of the filesystem in use (fs->meta_fsid,
- * nodesize and checksum type set), all levels and generations, read again
- * from the devices: for a tree whose root and extent records are lost, so
- * that the blocks below them are known only by scanning. Sorted as the
- * index is. 0 or a negative errno with the message on @fs. */
-int bi_sv_scan_tree(struct btrfsimg_fs *fs, uint64_t owner, struct bi_sv_scan **out);
+/* Every block of the subvolume trees and the checksum tree of the
+ * filesystem in use (fs->meta_fsid, nodesize and checksum type set), all
+ * levels and generations, read again from the devices (once: the first
+ * scan keeps only their roots): for trees whose root and extent records
+ * are lost, so that the blocks below them are known only by scanning.
+ * Sorted as the index is (bi_salvage_owner_range, fsidx 0). 0 or a
+ * negative errno with the message on @fs. */
+int bi_sv_scan_trees(struct btrfsimg_fs *fs, struct bi_sv_scan **out);
 
 /* Whether @uuid (16 bytes) is the filesystem --fsid names: its hex digits
  * begin with fs->want_fsid (true when none was given). */

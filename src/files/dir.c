@@ -42,6 +42,7 @@
 #include "btrfs/root.h"
 #include "btrfs/tree.h"
 #include "files/inode.h"
+#include "files/orphans.h"
 
 /* ---------------------------------------------------------- pure parsers */
 
@@ -893,9 +894,18 @@ static int step(struct walk *w, const char *comp, size_t len)
 			      len > BI_NAME_MAX ? " (name over 255 bytes)" : " (stub directory)");
 	if (w->root.id != cur->target_subvol)
 		rc = bi_root_find(w->fs, cur->target_subvol, &w->root);
-	if (rc == 0)
+	if (rc == 0 && cur->kind != BTRFSIMG_TARGET_LOST)
 		rc = lookup_in(w->fs, &w->root, cur->target_objectid, (const uint8_t *)comp, len,
 			       &w->stack[w->depth + 1]);
+	else if (rc == 0)
+		rc = -ENOENT;
+	/* damaged (the entry unreadable, or a salvage's tree, which may miss
+	 * leaves without an error): where the walk puts an inode by its back
+	 * references (files/orphans.h), a lookup finds it */
+	if (rc < 0 && rc != -ENOMEM && (rc != -ENOENT || w->fs->scan) &&
+	    bi_orphans_lookup(w->fs, cur, (const uint8_t *)comp, len,
+			      &w->stack[w->depth + 1]) == 0)
+		rc = 0;
 	if (rc == 0)
 		w->depth++;
 	return rc;

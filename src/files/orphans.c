@@ -282,7 +282,7 @@ int bi_orphans_children(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 			continue;
 		rc = put_link(o, l, c, fn, ctx);
 	}
-	return rc < 0 ? rc : 0;
+	return rc;
 }
 
 int bi_orphans_any_lost(struct btrfsimg_fs *fs, uint64_t subvol, bool *any)
@@ -346,6 +346,46 @@ int bi_orphans_lost(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
 	if (parent == 0)
 		return list_top(o, fn, ctx);
 	return bi_orphans_children(fs, subvol, parent, NULL, 0, fn, ctx);
+}
+
+struct find {
+	const uint8_t *name;
+	size_t len;
+	struct btrfsimg_dirent *out;
+};
+
+static int find_name(void *ctx, const struct btrfsimg_dirent *d)
+{
+	struct find *f = ctx;
+	if (d->name_len != f->len || memcmp(d->name, f->name, f->len) != 0)
+		return 0;
+	*f->out = *d;
+	f->out->name = f->name; /* as lookups give it: the caller's bytes */
+	return 1;
+}
+
+int bi_orphans_lookup(struct btrfsimg_fs *fs, const struct btrfsimg_dirent *dir,
+		      const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
+{
+	struct find f = { name, len, out };
+	uint64_t subvol = dir->target_subvol, ino = dir->target_objectid;
+	bool any = false;
+	int rc;
+	if (dir->kind == BTRFSIMG_TARGET_LOST) {
+		rc = bi_orphans_lost(fs, subvol, ino, find_name, &f);
+	} else if (ino == OBJ_FIRST_FREE && len == strlen(BTRFSIMG_LOST_FOUND) &&
+		   memcmp(name, BTRFSIMG_LOST_FOUND, len) == 0) {
+		rc = bi_orphans_any_lost(fs, subvol, &any);
+		if (rc == 0 && any)
+			*out = (struct btrfsimg_dirent){ .name = name, .name_len = len,
+							 .file_type = FT_DIR,
+							 .kind = BTRFSIMG_TARGET_LOST,
+							 .target_subvol = subvol };
+		rc = rc < 0 ? rc : any;
+	} else {
+		rc = bi_orphans_children(fs, subvol, ino, NULL, 0, find_name, &f);
+	}
+	return rc < 0 ? rc : rc > 0 ? 0 : -ENOENT;
 }
 
 void bi_orphans_dir_inode(uint64_t objectid, struct btrfsimg_inode *out)

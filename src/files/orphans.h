@@ -16,8 +16,8 @@
  * @have[0..@nhave) lacks: the inodes whose INODE_REF or INODE_EXTREF name
  * it as their parent, at an index no listed entry has, each passed to @fn
  * (kind BTRFSIMG_TARGET_INODE) in index order. The first call for a
- * subvolume reads its whole tree once (the index is kept on @fs). 0 or a
- * negative errno (message on @fs). */
+ * subvolume reads its whole tree once (the index is kept on @fs). 0, what
+ * @fn returned when not 0, or a negative errno (message on @fs). */
 int bi_orphans_children(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 			const struct btrfsimg_dirent *have, size_t nhave, btrfsimg_dirent_fn fn,
 			void *ctx);
@@ -34,6 +34,12 @@ int bi_orphans_any_lost(struct btrfsimg_fs *fs, uint64_t subvol, bool *any);
  * @parent, by those names. */
 int bi_orphans_lost(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
 		    btrfsimg_dirent_fn fn, void *ctx);
+
+/* Entry @name of directory @dir (as a lookup gave it: a real directory,
+ * or a made-up one, kind BTRFSIMG_TARGET_LOST) that only back references
+ * give: 0 and *@out, -ENOENT (no message), or another negative errno. */
+int bi_orphans_lookup(struct btrfsimg_fs *fs, const struct btrfsimg_dirent *dir,
+		      const uint8_t *name, size_t len, struct btrfsimg_dirent *out);
 
 /* The inode shown for a made-up directory: a directory, mode 0500, no
  * times, one link. */
