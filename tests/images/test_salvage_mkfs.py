@@ -34,10 +34,20 @@ mount --fsid (with root and /dev/fuse, else skipped) reads every file
 not overwritten as the kernel's and fails the overwritten one with EIO.
 The Python binding opens a copy with fsid= and walks to the kernel's
 paths and sha256 of the files not overwritten.
-On the default copy the old top-level tree's root node is lost and so is
-the old extent tree's only leaf: no evidence to rebuild the tree from the
-blocks below it, refused and said (and every file has a leaf or data
-overwritten besides). With only that node taken (the old image, its
+On the default copy the old top-level tree's root node is lost and so are
+the old extent tree's only leaf and the checksum tree's root: no extent
+record says which blocks below them were live, so the trees are rebuilt
+from the leaves a second scan finds (newest of each key range). Which
+files' own items (their subvolume-tree leaves spanning their inode number:
+not the nodes, the checksum tree, nor their directories' entries) and data
+survive is computed from mkfs.json and the committed bytes; each equals the
+kernel's record, every field (the salvage's marks aside); every other
+record shown is the kernel's, or marked (as_of_generation older than the
+last: the file the generator unlinked last, with its bytes, and
+directories as of then; lost_found with its true inode number), and no
+bytes are other than the kernel's; exit 1. Hostile: a copy of a surviving
+leaf forged newer than the tree (checksummed, at 200 MiB) is set aside,
+counted, the walk unchanged. With only that node taken (the old image, its
 superblocks zeroed): rebuilt from the leaves its extent tree records,
 every file exact; a live leaf forged one generation older is not used.
 Hostile, on the copy with single metadata: a forged root-tree leaf of the
@@ -364,6 +374,36 @@ def check_default_copy(kv, res, cli, img, fsid, view, survive, facts, content):
             probs.append("%s: other bytes than the kernel's" % g["path"])
     res.problems(what + ": every file whose own items and data survive exactly the kernel's, "
                  "the rest the kernel's or marked, no other bytes", probs[:12])
+    return got
+
+
+def forged_newer_leaf(res, cli, work, img, fsid, truth, got, full_fsid):
+    """A surviving leaf of tree 5 copied to 200 MiB with its generation
+    made 1000 newer and checksummed: newer than the tree, set aside,
+    counted; the walk unchanged."""
+    with open(img, "rb") as f:
+        b = bytearray(f.read())
+    ns, pick = truth["nodesize"], None
+    for e in truth["extents"].values():
+        for copies in e["meta"]:
+            p = copies[0]
+            if (not b[p + 0x64] and struct.unpack_from("<Q", b, p + 0x58)[0] == 5 and
+                    b[p + 0x20:p + 0x30] == bytes.fromhex(full_fsid)):
+                pick = p  # a leaf of tree 5 of the old filesystem that survives
+    if pick is None:
+        res.check("hostile: a surviving leaf of tree 5 to forge", False)
+        return
+    blk = bytearray(b[pick:pick + ns])
+    struct.pack_into("<Q", blk, 0x50, struct.unpack_from("<Q", blk, 0x50)[0] + 1000)
+    blk[0:4] = struct.pack("<I", imgtest.crc32c(bytes(blk[32:])))
+    b[200 << 20:(200 << 20) + ns] = blk
+    path = _write(work, b)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--fsid", fsid, path],
+                                   timeout=TIMEOUT)
+    res.check("hostile: a leaf forged newer than the tree: set aside, counted, the walk "
+              "unchanged", rc == 1 and b"1 newer than the tree not used" in err and
+              parse_jsonl(out) == got, "exit %r: %s" % (rc, err[-400:]))
+    os.unlink(path)
 
 
 MOUNT_READ = r"""
@@ -482,8 +522,10 @@ def main():
             before = imgtest.sha256_file(img)
             new_fsid = check_scan(res, cli, img, name, facts, name.startswith("mkfs-btrfs"))
             if name == "mkfs-btrfs":
-                check_default_copy(kv, res, cli, img, facts["fsid"][:8], view, survive, facts,
-                                   gs.content)
+                got = check_default_copy(kv, res, cli, img, facts["fsid"][:8], view, survive,
+                                         facts, gs.content)
+                forged_newer_leaf(res, cli, work, img, facts["fsid"][:8], truth, got,
+                                  facts["fsid"])
             else:
                 check_walk(kv, res, cli, img, name, facts["fsid"][:8], view, lost)
             check_refusals(res, cli, img, name, new_fsid)
