@@ -444,14 +444,21 @@ static int assemble(struct btrfsimg_fs *fs, const struct bi_root *r, struct leav
 		return rc;
 	name_leaves(fs, l);
 	qsort(l->c, l->nc, sizeof(*l->c), cand_by_age);
-	for (size_t i = 0; i < l->nc && rc == 0; i++)
+	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
+	for (size_t i = 0; i < l->nc && rc == 0; i++) {
 		rc = decide(fs, l, &l->c[i]);
+		/* more key ranges than one node could take (twice over, blocked
+		 * ones counted): refused below; stop before the inserts cost
+		 * the square of a hostile device's leaves */
+		if (rc == 0 && l->nr > 2 * max)
+			return bi_err(fs, -E2BIG, "more than %zu key ranges of leaves found by "
+				      "scanning, more than one node holds", 2 * max);
+	}
 	*taken = 0;
 	for (size_t i = 0; i < l->nr; i++) {
 		*taken += l->r[i].c != NULL;
 		l->named += l->r[i].c && l->r[i].c->as_of;
 	}
-	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
 	if (rc == 0 && !*taken)
 		rc = bi_err(fs, -ENOENT, "no leaf of it found by scanning (%zu newer than "
 			    "generation %" PRIu64 ")", l->newer, r->generation);
