@@ -547,6 +547,20 @@ static int dl_emit(struct bi_dlist *dl, btrfsimg_dirent_fn fn, void *ctx)
 
 /* ------------------------------------------------------------- readdir */
 
+/* The listing, and in damaged mode (@damaged: the listing failed, or a
+ * salvage opened the filesystem, whose trees may miss leaves without an
+ * error) the inodes whose back references name the directory at an index
+ * it lacks, at that index (files/orphans.h). A filesystem read whole pays
+ * nothing. */
+static int emit(struct bi_dlist *dl, bool damaged, btrfsimg_dirent_fn fn, void *ctx)
+{
+	struct bi_orphans_merge m;
+	if (!damaged || bi_orphans_merge_begin(dl->fs, dl->subvol, dl->dir, fn, ctx, &m) < 0)
+		return dl_emit(dl, fn, ctx);
+	int rc = dl_emit(dl, bi_orphans_merge_fn, &m);
+	return rc ? rc : bi_orphans_merge_end(&m);
+}
+
 int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, btrfsimg_dirent_fn fn,
 		     void *ctx)
 {
@@ -571,7 +585,7 @@ int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, btrfsimg_di
 		rc = dl_hash(dl);
 	if (rc == 0) {
 		dl_match(dl);
-		rc = dl_emit(dl, fn, ctx);
+		rc = emit(dl, read_rc < 0 || fs->scan, fn, ctx);
 	}
 	dl_give(dl);
 	return rc != 0 ? rc : read_rc;
@@ -811,8 +825,8 @@ static int lookup_damaged(struct btrfsimg_fs *fs, const struct bi_root *r, uint6
 	return 0;
 }
 
-static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
-		     const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
+static int lookup_entry(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
+			const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
 {
 	bi_key k = { dir, KT_DIR_ITEM, bi_name_hash(name, len) };
 	struct bi_iter it;
@@ -849,6 +863,21 @@ static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t d
 	rc = bi_dir_resolve(fs, r->id, dir, out);
 	if (rc == 0)
 		rc = lookup_check(fs, r, dir, out, k.offset);
+	return rc;
+}
+
+/* Entry @name of @dir; damaged (the entry unreadable, or a salvage's
+ * tree, which may miss leaves without an error), where a listing puts an
+ * inode by its back references (files/orphans.h), a lookup finds it. */
+static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
+		     const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
+{
+	int rc = lookup_entry(fs, r, dir, name, len, out);
+	struct btrfsimg_dirent d = { .kind = BTRFSIMG_TARGET_INODE, .target_subvol = r->id,
+				     .target_objectid = dir };
+	if (rc < 0 && rc != -ENOMEM && (rc != -ENOENT || fs->scan) &&
+	    bi_orphans_lookup(fs, &d, name, len, out) == 0)
+		rc = 0;
 	return rc;
 }
 
@@ -894,18 +923,12 @@ static int step(struct walk *w, const char *comp, size_t len)
 			      len > BI_NAME_MAX ? " (name over 255 bytes)" : " (stub directory)");
 	if (w->root.id != cur->target_subvol)
 		rc = bi_root_find(w->fs, cur->target_subvol, &w->root);
-	if (rc == 0 && cur->kind != BTRFSIMG_TARGET_LOST)
+	if (rc == 0 && cur->kind == BTRFSIMG_TARGET_LOST) /* made up: only back references */
+		rc = bi_orphans_lookup(w->fs, cur, (const uint8_t *)comp, len,
+				       &w->stack[w->depth + 1]);
+	else if (rc == 0)
 		rc = lookup_in(w->fs, &w->root, cur->target_objectid, (const uint8_t *)comp, len,
 			       &w->stack[w->depth + 1]);
-	else if (rc == 0)
-		rc = -ENOENT;
-	/* damaged (the entry unreadable, or a salvage's tree, which may miss
-	 * leaves without an error): where the walk puts an inode by its back
-	 * references (files/orphans.h), a lookup finds it */
-	if (rc < 0 && rc != -ENOMEM && (rc != -ENOENT || w->fs->scan) &&
-	    bi_orphans_lookup(w->fs, cur, (const uint8_t *)comp, len,
-			      &w->stack[w->depth + 1]) == 0)
-		rc = 0;
 	if (rc == 0)
 		w->depth++;
 	return rc;

@@ -348,6 +348,45 @@ int bi_orphans_lost(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
 	return bi_orphans_children(fs, subvol, parent, NULL, 0, fn, ctx);
 }
 
+int bi_orphans_merge_begin(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+			   btrfsimg_dirent_fn fn, void *ctx, struct bi_orphans_merge *m)
+{
+	*m = (struct bi_orphans_merge){ .dir = dir, .fn = fn, .ctx = ctx };
+	int rc = index_of(fs, subvol, &m->o);
+	if (rc == 0)
+		m->next = first_link(m->o, dir);
+	return rc;
+}
+
+/* The links of the directory before index @upto (all: UINT64_MAX), those
+ * a listed entry has the index of left out. */
+static int merge_upto(struct bi_orphans_merge *m, uint64_t upto, bool listed)
+{
+	const struct bi_orphans *o = m->o;
+	int rc = 0;
+	for (; rc == 0 && m->next < o->nln; m->next++) {
+		const struct link *l = &o->ln[m->next];
+		if (l->parent != m->dir || l->index > upto || (l->index == upto && !listed))
+			break;
+		const struct ino *c = find_ino(o, l->child);
+		if (c && l->child != m->dir && !(listed && l->index == upto))
+			rc = put_link(o, l, c, m->fn, m->ctx);
+	}
+	return rc;
+}
+
+int bi_orphans_merge_fn(void *ctx, const struct btrfsimg_dirent *e)
+{
+	struct bi_orphans_merge *m = ctx;
+	int rc = merge_upto(m, e->index, true);
+	return rc ? rc : m->fn(m->ctx, e);
+}
+
+int bi_orphans_merge_end(struct bi_orphans_merge *m)
+{
+	return merge_upto(m, UINT64_MAX, false);
+}
+
 struct find {
 	const uint8_t *name;
 	size_t len;

@@ -22,6 +22,23 @@ int bi_orphans_children(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 			const struct btrfsimg_dirent *have, size_t nhave, btrfsimg_dirent_fn fn,
 			void *ctx);
 
+/* A directory's listing (in index order) merged with the entries only
+ * back references give: bi_orphans_merge_begin (builds the index; 0 or a
+ * negative errno), then bi_orphans_merge_fn as the listing's callback
+ * (@ctx the merge), then bi_orphans_merge_end for those after the last
+ * listed entry. @fn gets both in index order. */
+struct bi_orphans_merge {
+	struct bi_orphans *o;
+	size_t next;
+	uint64_t dir;
+	btrfsimg_dirent_fn fn;
+	void *ctx;
+};
+int bi_orphans_merge_begin(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+			   btrfsimg_dirent_fn fn, void *ctx, struct bi_orphans_merge *m);
+int bi_orphans_merge_fn(void *ctx, const struct btrfsimg_dirent *e);
+int bi_orphans_merge_end(struct bi_orphans_merge *m);
+
 /* Whether subvolume @subvol has inodes no chain of back references leads
  * to from its root (only looked at once bi_orphans_children built the
  * index), into *@any. 0 or a negative errno. */

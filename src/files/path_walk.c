@@ -153,18 +153,16 @@ static int by_index(const void *pa, const void *pb)
 }
 
 /* Damaged mode (the listing failed, or the filesystem was opened by a
- * salvage, whose trees may miss leaves without an error): the inodes whose
- * back references name the directory at an index its listing lacks join
- * it at that index (files/orphans.h), and a subvolume root gets the
- * made-up BTRFSIMG_LOST_FOUND when some inode's chain of parents breaks.
- * Costs nothing on a filesystem read whole. */
+ * salvage, whose trees may miss leaves without an error): the listing has
+ * the inodes its back references place in it (btrfsimg_readdir); a
+ * subvolume root gets the made-up BTRFSIMG_LOST_FOUND when some inode's
+ * chain of parents breaks. Costs nothing on a filesystem read whole. */
 static int add_orphans(struct btrfsimg_walk *w, struct frame *f)
 {
 	size_t listed = f->n;
 	bool any = false;
-	int rc = bi_orphans_children(w->fs, f->self.subvol, f->self.objectid, f->e, f->n,
-				     collect, f);
-	if (rc == 0 && f->self.objectid == OBJ_FIRST_FREE)
+	int rc = 0;
+	if (f->self.objectid == OBJ_FIRST_FREE)
 		rc = bi_orphans_any_lost(w->fs, f->self.subvol, &any);
 	if (rc == 0 && any) {
 		struct btrfsimg_dirent d = { .name = (const uint8_t *)BTRFSIMG_LOST_FOUND,
