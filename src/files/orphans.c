@@ -259,17 +259,12 @@ static int put_link(const struct bi_orphans *o, const struct link *l, const stru
 	return fn(ctx, &d);
 }
 
-static bool listed(const struct btrfsimg_dirent *have, size_t n, uint64_t index)
-{
-	for (size_t i = 0; i < n; i++)
-		if (have[i].index == index)
-			return true;
-	return false;
-}
-
-int bi_orphans_children(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
-			const struct btrfsimg_dirent *have, size_t nhave, btrfsimg_dirent_fn fn,
-			void *ctx)
+/* The entries of directory @dir of @subvol by back references: the
+ * inodes whose INODE_REF or INODE_EXTREF name it as their parent, each
+ * passed to @fn in index order. 0, what @fn returned when not 0, or a
+ * negative errno. */
+static int children_of(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+			       btrfsimg_dirent_fn fn, void *ctx)
 {
 	struct bi_orphans *o;
 	int rc = index_of(fs, subvol, &o);
@@ -278,7 +273,7 @@ int bi_orphans_children(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 		if (l->parent != dir)
 			break;
 		const struct ino *c = find_ino(o, l->child);
-		if (!c || l->child == dir || listed(have, nhave, l->index))
+		if (!c || l->child == dir)
 			continue;
 		rc = put_link(o, l, c, fn, ctx);
 	}
@@ -345,7 +340,7 @@ int bi_orphans_lost(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
 		return rc;
 	if (parent == 0)
 		return list_top(o, fn, ctx);
-	return bi_orphans_children(fs, subvol, parent, NULL, 0, fn, ctx);
+	return children_of(fs, subvol, parent, fn, ctx);
 }
 
 int bi_orphans_merge_begin(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
@@ -422,7 +417,7 @@ int bi_orphans_lookup(struct btrfsimg_fs *fs, const struct btrfsimg_dirent *dir,
 							 .target_subvol = subvol };
 		rc = rc < 0 ? rc : any;
 	} else {
-		rc = bi_orphans_children(fs, subvol, ino, NULL, 0, find_name, &f);
+		rc = children_of(fs, subvol, ino, find_name, &f);
 	}
 	return rc < 0 ? rc : rc > 0 ? 0 : -ENOENT;
 }

@@ -12,16 +12,6 @@
 
 #include "base/handle.h"
 
-/* The entries of directory @dir of subvolume @subvol that its listing
- * @have[0..@nhave) lacks: the inodes whose INODE_REF or INODE_EXTREF name
- * it as their parent, at an index no listed entry has, each passed to @fn
- * (kind BTRFSIMG_TARGET_INODE) in index order. The first call for a
- * subvolume reads its whole tree once (the index is kept on @fs). 0, what
- * @fn returned when not 0, or a negative errno (message on @fs). */
-int bi_orphans_children(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
-			const struct btrfsimg_dirent *have, size_t nhave, btrfsimg_dirent_fn fn,
-			void *ctx);
-
 /* A directory's listing (in index order) merged with the entries only
  * back references give: bi_orphans_merge_begin (builds the index; 0 or a
  * negative errno), then bi_orphans_merge_fn as the listing's callback
@@ -40,8 +30,8 @@ int bi_orphans_merge_fn(void *ctx, const struct btrfsimg_dirent *e);
 int bi_orphans_merge_end(struct bi_orphans_merge *m);
 
 /* Whether subvolume @subvol has inodes no chain of back references leads
- * to from its root (only looked at once bi_orphans_children built the
- * index), into *@any. 0 or a negative errno. */
+ * to from its root (the index built on first use), into *@any. 0 or a
+ * negative errno. */
 int bi_orphans_any_lost(struct btrfsimg_fs *fs, uint64_t subvol, bool *any);
 
 /* The listing of the made-up directory BTRFSIMG_LOST_FOUND of @subvol:

@@ -19,6 +19,13 @@ Then:
     kernel's bytes;
   - the intact image is walked without reading back references (a normal
     image pays nothing).
+Then, on another copy with its superblocks zeroed (a salvage: damaged
+mode), the INODE_ITEM key of the directory made another key type in both
+copies of its leaf (checksummed again): the parent's own items lost, the
+chain breaks, and each child is under #lost+found/<the directory's inode
+number>/<its name>, marked lost_found, with every field of the kernel's
+record of its true path but the connectable handle (which names the
+parent); cat --path of such a path gives the kernel's bytes.
 """
 import hashlib
 import json
@@ -79,6 +86,63 @@ def compare(kv, got, view):
     return probs[:12]
 
 
+def drop_inode_item(img, truth, ino, nodesize):
+    """The INODE_ITEM key of @ino made type 2 (no item of the kernel's) in
+    every copy of its leaf, each checksummed again; the superblocks zeroed."""
+    for e in truth["extents"].values():
+        for copies in e["meta"]:
+            p = copies[0]
+            if img[p + 0x64] or (ino, 1) not in leaf_keys(img, p):
+                continue
+            for q in copies:
+                slot = leaf_keys(img, q).index((ino, 1))
+                img[q + 0x65 + 25 * slot + 8] = 2
+                img[q:q + 4] = struct.pack("<I", imgtest.crc32c(bytes(img[q + 32:q + nodesize])))
+            for o in (64 << 10, 64 << 20):
+                img[o:o + 4096] = bytes(4096)
+            return True
+    return False
+
+
+def chain_broken(kv, res, cli, work, img, truth, view, dirrec):
+    ns = truth["nodesize"]
+    res.check("the leaf of the INODE_ITEM of '%s' found" % dirrec["path"],
+              drop_inode_item(img, truth, dirrec["ino"], ns))
+    path = os.path.join(work, "chain.img")
+    with open(path, "wb") as f:
+        f.write(img)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", path], timeout=TIMEOUT)
+    got = {r["path"]: r for r in parse(out)} if rc in (0, 1) else {}
+    top = "#lost+found/%d" % dirrec["ino"]
+    probs = []
+    for w in view:
+        if not w["path"].startswith(dirrec["path"] + "/"):
+            continue
+        lf = top + w["path"][len(dirrec["path"]):]
+        g = got.get(lf)
+        if g is None or not g.get("lost_found"):
+            probs.append("%s: not at %s, marked" % (w["path"], lf))
+            continue
+        a, b = kv.comparable(g), kv.comparable(w)
+        probs += ["%s: %s: %r, the kernel %r" % (lf, k, a.get(k), b.get(k))
+                  for k in sorted(set(a) | set(b))
+                  if k not in ("path", "lost_found", "handle_conn") and a.get(k) != b.get(k)]
+    made_up = [p for p, g in got.items() if g.get("lost_found") and p in ("#lost+found", top)]
+    res.check("parent lost too: exit 1, said, the made-up directories marked",
+              rc == 1 and b"no inode %d" % dirrec["ino"] in err and len(made_up) == 2,
+              "exit %r: %s" % (rc, err[-300:]))
+    res.problems("parent lost too: every child under %s with the kernel's record" % top,
+                 probs[:12])
+    child = next(w for w in view if w["path"].startswith(dirrec["path"] + "/") and
+                 w.get("sha256"))
+    lf = top + child["path"][len(dirrec["path"]):]
+    rc, out, err = imgtest.run_cli(cli, ["cat", "--path", lf, path], timeout=TIMEOUT)
+    res.check("cat --path %s: the kernel's bytes of %s" % (lf, child["path"]),
+              rc in (0, 1) and hashlib.sha256(out).hexdigest() == child["sha256"],
+              "exit %r: %s" % (rc, err[-300:]))
+    os.unlink(path)
+
+
 def main():
     cli, testdata = sys.argv[1], sys.argv[2]
     kv = imgtest.import_kview(testdata)
@@ -94,6 +158,7 @@ def main():
                   "exit %r: %s" % (rc, err[-300:]))
         with open(path, "rb") as f:
             img = bytearray(f.read())
+        pristine = bytes(img)
         copies, dirrec = entries_leaf(img, truth, view)
         res.check("a leaf of one directory's entries alone is found", copies is not None)
         if copies is None:
@@ -119,6 +184,7 @@ def main():
                   rc in (0, 1) and hashlib.sha256(out).hexdigest() == child["sha256"],
                   "exit %r: %s" % (rc, err[-300:]))
         os.unlink(path)
+        chain_broken(kv, res, cli, work, bytearray(pristine), truth, view, dirrec)
     return res.summary(need_one=True)
 
 
