@@ -6,13 +6,15 @@
  * (ino, 12, parent), then index and name per link) or INODE_EXTREF (key
  * (ino, 13, hash), then parent, index and name per link). Followed up to
  * the subvolume root (256), they give the exact path and the readdir
- * position (the index) the lost entry had; the walk lists such an inode in
- * its directory at that index. Where a parent's own items are lost too,
+ * position (the index) the lost entry had; the directory's listing
+ * (btrfsimg_readdir, which every front end shares) has such an inode at
+ * that index, and a lookup finds it. Where a parent's own items are lost too,
  * the chain breaks: its children are listed under the made-up directory
  * BTRFSIMG_LOST_FOUND, in one directory per lost parent named by its true
  * inode number.
  *
- * The index is built only for a walk already in damaged mode, one pass
+ * The index is built only in damaged mode (a listing failed, or a salvage
+ * opened the filesystem), one pass
  * over the subvolume's tree; an unreadable leaf is stepped over (the next
  * objectid tried, a bounded number of times), so the items after it count.
  * Its memory follows the number of inodes and links of the subvolume.
