@@ -10,17 +10,21 @@
  * taken is set aside, so a copy older than a surviving newer one covering
  * the same keys is never used. Two overlapping leaves of one generation (a
  * block written out and changed again in one transaction) are told apart
- * by the newest surviving node that names one of them; named alike and
- * holding different items, neither is used and their keys are said lost
- * (as are those of any older leaf over them). A leaf newer than the tree's
+ * by what names them: a root item of a surviving root-tree leaf (naming
+ * the leaf, or a node that names it) first, then the newest surviving
+ * node; named alike and holding different items, neither is used and
+ * their keys are said lost (as are those of any older leaf over them). A leaf newer than the tree's
  * generation (its root item's) is not the tree's at that root: set aside,
  * counted (a forgery, or a later filesystem of the same fsid).
  *
  * What is not certain is said. A leaf taken is known live as of the
- * generation of the newest surviving node that names it (bytenr and
- * generation), or its own when none does; when that is older than the
- * tree's, it may hold items the tree changed later. bi_salvage_as_of gives
- * that generation per inode, for the records front ends mark.
+ * generation of the newest surviving node or root item that names it
+ * (bytenr and generation), or its own when none does; when that is older
+ * than the tree's, it may hold items the tree changed later.
+ * bi_salvage_as_of gives that generation per inode, for the records front
+ * ends mark. Between two leaves no node names one after the other, keys
+ * may be lost: an inode whose items reach such an edge may miss extents or
+ * xattrs, and bi_salvage_cut names it so that it is not read short.
  *
  * The leaves taken become the children of one node synthesized at the
  * root's address, of level 1 (the root item's level overridden through

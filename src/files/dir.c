@@ -873,12 +873,18 @@ static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t d
 		     const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
 {
 	int rc = lookup_entry(fs, r, dir, name, len, out);
+	if (rc >= 0 || rc == -ENOMEM || (rc == -ENOENT && !fs->scan))
+		return rc;
 	struct btrfsimg_dirent d = { .kind = BTRFSIMG_TARGET_INODE, .target_subvol = r->id,
 				     .target_objectid = dir };
-	if (rc < 0 && rc != -ENOMEM && (rc != -ENOENT || fs->scan) &&
-	    bi_orphans_lookup(fs, &d, name, len, out) == 0)
-		rc = 0;
-	return rc;
+	char why[sizeof(fs->err)];
+	snprintf(why, sizeof(why), "%s", fs->err);
+	if (bi_orphans_lookup(fs, &d, name, len, out) < 0) {
+		snprintf(fs->err, sizeof(fs->err), "%s", why); /* the entry's own error */
+		return rc;
+	}
+	bi_damage(fs, "%s; found by its inode's back reference instead", why);
+	return 0;
 }
 
 int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, const void *name,

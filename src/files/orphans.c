@@ -34,6 +34,7 @@
 #include "base/key.h"
 #include "base/ondisk.h"
 #include "btrfs/root.h"
+#include "btrfs/tree_checker.h"
 #include "btrfs/tree.h"
 
 /* Unreadable stretches of one tree stepped over before the index is
@@ -85,23 +86,20 @@ static int add_link(struct bi_orphans *o, uint64_t parent, uint64_t child, uint6
 	return 0;
 }
 
-/* One INODE_REF (@ext false) or INODE_EXTREF item: every link in it,
- * "header fits, then whole entry fits"; a short tail is left out. */
+/* One INODE_REF (@ext false) or INODE_EXTREF item: every link in it the
+ * parser passes (a damaged tail is left out), but an empty name, which no
+ * path can hold. */
 static int take_refs(struct bi_orphans *o, const struct bi_item *it, bool ext)
 {
-	struct bi_cur c = bi_cur_make(it->data, it->size);
-	size_t head = ext ? 18 : 10, off = 0;
-	while (bi_cur_check(&c, off, head)) {
-		uint64_t parent = ext ? bi_u64(&c, off) : it->key.offset;
-		uint64_t index = bi_u64(&c, off + (ext ? 8 : 0));
-		uint16_t len = bi_u16(&c, off + head - 2);
-		const uint8_t *name = bi_bytes(&c, off + head, len);
-		if (!name)
-			break;
-		if (add_link(o, parent, it->key.objectid, index, name, len) < 0)
+	struct bi_ref_entry e;
+	uint32_t pos = 0;
+	char why[192];
+	while ((ext ? bi_extref_next(it->data, it->size, &pos, &e, why, sizeof(why))
+		    : bi_iref_next(it->data, it->size, it->key.offset, &pos, &e, why,
+				   sizeof(why))) > 0)
+		if (e.name_len &&
+		    add_link(o, e.parent, it->key.objectid, e.index, e.name, e.name_len) < 0)
 			return -ENOMEM;
-		off += head + len;
-	}
 	return 0;
 }
 
