@@ -898,6 +898,8 @@ enum btrfsimg_target_kind {
 	BTRFSIMG_TARGET_SUBVOL = 1,	/**< the root directory of another subvolume */
 	BTRFSIMG_TARGET_STUB = 2,	/**< a subvolume entry with no matching ROOT_REF:
 					     the kernel shows an empty directory, ino 2 */
+	BTRFSIMG_TARGET_LOST = 3,	/**< a directory the walk made up for inodes whose
+					     parent is lost (BTRFSIMG_LOST_FOUND): no items */
 };
 
 /** One directory entry (DIR_INDEX), as readdir sees it. Where an entry
@@ -1060,7 +1062,29 @@ struct btrfsimg_walk_entry {
 	 *  one of its own ancestors). btrfsimg_errmsg() says the rest. */
 	int error;
 	const char *op;
+	/** Salvage: 0, or the generation as of which the record's items are
+	 *  known live when older than their tree's: its tree was rebuilt from
+	 *  the leaves a scan of the devices found, and no surviving node of
+	 *  the tree's own generation names the leaves its inode's items are
+	 *  in, so they may predate the filesystem's last commit. */
+	uint64_t as_of_generation;
+	/** Placed by its inode's back references, not by a directory entry:
+	 *  the record is under the made-up directory BTRFSIMG_LOST_FOUND of a
+	 *  subvolume root (or is it), its path ending in the true inode number
+	 *  of the parent whose own items are lost, then the name the back
+	 *  reference holds. False for records placed by back references at
+	 *  their true path (their directory's entries lost, the directory not). */
+	bool lost_found;
 };
+
+/** The made-up directory under a subvolume root that holds the inodes no
+ *  surviving chain of back references leads to from the root: its
+ *  children are named by the inode number of the lost parent (a
+ *  directory, also made up), theirs by the back reference's name; an
+ *  inode with no back reference left is "#<ino>" directly under it.
+ *  Every record under it has lost_found set (its name alone could be a
+ *  real one). */
+#define BTRFSIMG_LOST_FOUND "#lost+found"
 
 typedef struct btrfsimg_walk btrfsimg_walk;
 

@@ -50,6 +50,9 @@ enum {
 	K_NFS_FILEID_N,
 	K_NFS_D_FILEID_N,
 	K_NFS4_D_FILEID_N,
+	K_EVIDENCE,
+	K_AS_OF,
+	K_LOST_FOUND,
 	K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -59,6 +62,7 @@ static const char *const key_names[K_COUNT] = {
 	"xattrs", "scheme_ino", "nfs_fileid", "scheme_d_ino", "nfs_d_fileid", "numdevs2_dev",
 	"type",	  "hex",	"name_damage",
 	"nfs4_d_fileid", "nfs_fileid_inumbits", "nfs_d_fileid_inumbits", "nfs4_d_fileid_inumbits",
+	"evidence", "as_of_generation", "lost_found",
 };
 static PyObject *keys[K_COUNT];
 
@@ -87,6 +91,8 @@ struct rec {
 	bool schemes;
 	struct btrfsimg_walk_numbers num; /* under the scheme asked (schemes) */
 	const char *name_damage; /* btrfsimg_name_problem of a damaged name, or NULL */
+	uint64_t as_of;		 /* btrfsimg_walk_entry.as_of_generation */
+	bool lost_found;
 };
 
 typedef struct {
@@ -189,6 +195,8 @@ static void take(Walk *w, const struct btrfsimg_walk_entry *n)
 			   .d_ino = n->ent.location_objectid,
 			   .stub = n->stub,
 			   .is_start = n->is_start,
+			   .as_of = n->as_of_generation,
+			   .lost_found = n->lost_found,
 			   .name_damage = n->is_start ? NULL
 						      : btrfsimg_name_problem(n->ent.name,
 									      n->ent.name_len) };
@@ -343,6 +351,11 @@ static PyObject *rec_dict(Walk *w)
 	    put(d, K_HANDLE, handle_dict(r, 0)) < 0 || put(d, K_HANDLE_CONN, handle_dict(r, 1)) < 0)
 		goto fail;
 	if (r->name_damage && put(d, K_NAME_DAMAGE, PyUnicode_FromString(r->name_damage)) < 0)
+		goto fail;
+	if (r->as_of && (put(d, K_EVIDENCE, PyUnicode_FromString("scan")) < 0 ||
+			 put(d, K_AS_OF, PyLong_FromUnsignedLongLong(r->as_of)) < 0))
+		goto fail;
+	if (r->lost_found && put(d, K_LOST_FOUND, Py_NewRef(Py_True)) < 0)
 		goto fail;
 	if (r->hashed) {
 		if (r->is_reg && put(d, K_SHA256,

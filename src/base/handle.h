@@ -21,6 +21,7 @@ struct bi_chunk_map;
 struct bi_log_overlay;
 struct bi_vols;
 struct bi_sv_scan;
+struct bi_orphans;
 
 struct bi_super {
 	struct btrfsimg_super_info info;
@@ -39,6 +40,14 @@ struct bi_super {
 struct bi_devitem {
 	uint64_t devid, total_bytes;
 	uint8_t uuid[16];
+};
+
+struct bi_sv_asof {
+	uint64_t tree, first, last, as_of;
+};
+
+struct bi_sv_cut {
+	uint64_t tree, objectid;
 };
 
 struct bi_root {
@@ -103,6 +112,9 @@ struct btrfsimg_fs {
 	int (*raw_piece)(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t pos,
 			 const uint8_t *p, size_t len, size_t piece);
 	struct bi_sv_scan **pending;
+	/* the blocks of subvolume and checksum trees, scanned again once a
+	 * tree is rebuilt from its leaves (salvage_leaves.c) */
+	struct bi_sv_scan *tree_scan;
 	/* the scan's progress (btrfsimg_set_scan_progress), or NULL */
 	int (*scan_progress)(void *ctx, uint64_t done, uint64_t total);
 	void *scan_progress_ctx;
@@ -128,6 +140,18 @@ struct btrfsimg_fs {
 	 * read held its keys (salvage_rebuild.c): bi_salvage_items_lost */
 	struct bi_lost_keys *salvage_lost;
 	size_t nsalvage_lost;
+	/* trees rebuilt from the leaves a scan found (salvage_leaves.c): the
+	 * objectid ranges of the leaves known live only as of an older
+	 * generation than the tree's, for bi_salvage_as_of */
+	struct bi_sv_asof *salvage_asof;
+	size_t nsalvage_asof, salvage_asof_cap;
+	/* ... and the inodes whose items may run into keys lost between its
+	 * leaves (bi_salvage_cut) */
+	struct bi_sv_cut *salvage_cut;
+	size_t nsalvage_cut, salvage_cut_cap;
+	/* per subvolume, its inodes' back references, read once a walk in
+	 * damaged mode needs them (files/orphans.c) */
+	struct bi_orphans *orphans;
 	/* --fsid (btrfsimg_set_fsid): the filesystem to read, as lowercase
 	 * hex digits without dashes, a prefix of 8 to 32 of them ("": the
 	 * superblock's); and btrfsimg_scan_filesystems()'s list, kept */

@@ -264,6 +264,8 @@ void bi_salvage_free(struct btrfsimg_fs *fs)
 	bi_sv_scan_free(fs->scan);
 	fs->scan = NULL;
 	bi_sv_scan_pending_free(fs);
+	bi_sv_scan_free(fs->tree_scan);
+	fs->tree_scan = NULL;
 	free(fs->found);
 	fs->found = NULL;
 	fs->nfound = 0;
@@ -276,4 +278,10 @@ void bi_salvage_free(struct btrfsimg_fs *fs)
 	free(fs->salvage_unsure);
 	fs->salvage_unsure = NULL;
 	fs->nsalvage_unsure = 0;
+	free(fs->salvage_asof);
+	fs->salvage_asof = NULL;
+	fs->nsalvage_asof = fs->salvage_asof_cap = 0;
+	free(fs->salvage_cut);
+	fs->salvage_cut = NULL;
+	fs->nsalvage_cut = fs->salvage_cut_cap = 0;
 }

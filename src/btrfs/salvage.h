@@ -99,6 +99,23 @@ const struct bi_lost_keys *bi_salvage_lost_next(const struct btrfsimg_fs *fs, ui
 						uint64_t objectid,
 						const struct bi_lost_keys *after);
 
+/* Tree @r (root node unreadable on every copy, @why) with no extent record
+ * of its blocks (@no_records why not): rebuilt from the newest consistent
+ * leaves a second scan of the devices finds under its owner
+ * (salvage_leaves.c), said as damage. 0 or a negative errno (message on
+ * @fs). */
+int bi_salvage_leaves(struct btrfsimg_fs *fs, const struct bi_root *r, const char *why,
+		      const char *no_records);
+/* Of a tree rebuilt by bi_salvage_leaves, the generation as of which the
+ * items of inode @objectid are known live when older than the tree's
+ * (their leaf named by no node of the tree's generation), else 0. */
+uint64_t bi_salvage_as_of(const struct btrfsimg_fs *fs, uint64_t tree, uint64_t objectid);
+
+/* Whether inode @objectid of a tree bi_salvage_leaves rebuilt may miss
+ * items: its keys run to the edge of a leaf next to which keys may be
+ * lost. */
+bool bi_salvage_cut(const struct btrfsimg_fs *fs, uint64_t tree, uint64_t objectid);
+
 void bi_salvage_free(struct btrfsimg_fs *fs);
 
 /* Devices left unplaced (no partition table, no superblock: bi_dev.unplaced)

@@ -367,6 +367,7 @@ struct walk {
 	struct btrfsimg_fs *fs;
 	struct evidence *ev;
 	uint64_t tree;
+	char root_no[256];	/* why the tree's lost root was not rebuilt, or "" */
 };
 
 static int add_child(struct btrfsimg_fs *fs, struct node_build *nb, const bi_key *first,
@@ -470,9 +471,11 @@ static void say_rebuilt(const struct walk *w, const struct ev_rec *me, const str
 		  nb->n, me->level - 1u, nb->rebuilt, w->ev->gen, by, nb->unread, nb->outside);
 }
 
-static void say_not_rebuilt(const struct walk *w, uint64_t bytenr, uint8_t level, bool root,
+static void say_not_rebuilt(struct walk *w, uint64_t bytenr, uint8_t level, bool root,
 			    const char *no)
 {
+	if (root)
+		snprintf(w->root_no, sizeof(w->root_no), "%s", no);
 	bi_damage(w->fs, "tree %" PRIu64 ": %s at logical %" PRIu64 " (level %u) unreadable; not "
 		  "rebuilt from the blocks below it: %s", w->tree, root ? "root node" : "node",
 		  bytenr, level, no);
@@ -772,19 +775,56 @@ static int tree_ids(struct btrfsimg_fs *fs, uint64_t **ids, size_t *n)
 	return rc < 0 ? rc : 0;
 }
 
+/* Whether tree @r's root node reads (as it is, or rebuilt and pinned);
+ * if not, why in @why. */
+static bool root_reads(struct btrfsimg_fs *fs, const struct bi_root *r, char *why, size_t len)
+{
+	struct bi_expect e = { .owner = r->id, .generation = r->generation, .level = r->level };
+	struct bi_block *b;
+	if (bi_block_read(fs, r->bytenr, &e, &b) == 0) {
+		bi_block_put(fs, b);
+		return true;
+	}
+	snprintf(why, len, "%s", fs->err);
+	return false;
+}
+
+/* Tree @id: its lost nodes rebuilt from the extent records (the walk);
+ * a root that still does not read, from the leaves a scan finds
+ * (salvage_leaves.c), as when the extent tree is lost too. The walk's
+ * error keeps naming the block when neither can. */
+static int check_tree(struct btrfsimg_fs *fs, struct evidence *ev, uint64_t id)
+{
+	struct walk w = { fs, ev, id, "" };
+	struct bi_root r;
+	struct range all = { .lo = { 0, 0, 0 } };
+	char why[sizeof(fs->err)];
+	if (bi_root_find(fs, id, &r) < 0 || r.level >= MAX_LEVEL)
+		return 0;
+	bool lost = !root_reads(fs, &r, why, sizeof(why));
+	int rc = visit(&w, r.bytenr, r.level, r.generation, &all, true);
+	char now[sizeof(fs->err)];
+	if (rc < 0 || !lost || root_reads(fs, &r, now, sizeof(now)))
+		return rc;
+	if (bi_salvage_leaves(fs, &r, why, r.level ? w.root_no : "a leaf") == 0)
+		return 0;
+	if (r.level)
+		bi_damage(fs, "tree %" PRIu64 ": root node at logical %" PRIu64 " not rebuilt "
+			  "from the leaves a scan finds either: %s", id, r.bytenr, fs->err);
+	snprintf(fs->err, sizeof(fs->err), "%s", why); /* the walk's error names the block */
+	return 0;
+}
+
 int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs)
 {
 	uint64_t *ids = NULL;
 	size_t n = 0;
 	struct evidence ev = { .max = (fs->nodesize - HDR_SIZE) / KP_SIZE };
 	int rc = tree_ids(fs, &ids, &n);
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		struct walk w = { fs, &ev, ids[i] };
-		struct bi_root r;
-		struct range all = { .lo = { 0, 0, 0 } };
-		if (bi_root_find(fs, ids[i], &r) == 0 && r.level < MAX_LEVEL)
-			rc = visit(&w, r.bytenr, r.level, r.generation, &all, true);
-	}
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = check_tree(fs, &ev, ids[i]);
+	if (rc == 0) /* the data checksums, without which no extent is shown */
+		rc = check_tree(fs, &ev, OBJ_CSUM_TREE);
 	free(ids);
 	free(ev.rec);
 	free(ev.ref);

@@ -278,8 +278,17 @@ static int one_block(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known, u
 				 .nritems = bi_le32(blk + HDR_NRITEMS),
 				 .level = blk[HDR_LEVEL],
 				 .fsidx = (uint8_t)fi };
-	if (!keep_all(&b, blk))
+	if (s->only) { /* bi_sv_scan_trees: those trees' blocks, all of them */
+		if (b.owner != OBJ_CSUM_TREE && b.owner != OBJ_FS_TREE &&
+		    (b.owner < OBJ_FIRST_FREE || b.owner > OBJ_LAST_FREE))
+			return 0;
+		if (s->n >= BI_SV_TREE_MAX) {
+			s->dropped++;
+			return 0;
+		}
+	} else if (!keep_all(&b, blk)) {
 		b.nritems |= TOP_MARK;
+	}
 	return push(fs, s, &b);
 }
 
@@ -474,10 +483,28 @@ static int scan_device(struct btrfsimg_fs *fs, struct bi_sv_scan *s, bool known,
 	return rc;
 }
 
+static int scan_all(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan *s,
+		    struct bi_sv_scan **out);
+
 int bi_sv_scan_devices(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan **out)
 {
 	*out = NULL;
+	return scan_all(fs, known, calloc(1, sizeof(struct bi_sv_scan)), out);
+}
+
+int bi_sv_scan_trees(struct btrfsimg_fs *fs, struct bi_sv_scan **out)
+{
+	*out = NULL;
 	struct bi_sv_scan *s = calloc(1, sizeof(*s));
+	if (s)
+		s->only = true;
+	return scan_all(fs, true, s, out);
+}
+
+/* Scan into @s (taken: freed on failure, else *@out). */
+static int scan_all(struct btrfsimg_fs *fs, bool known, struct bi_sv_scan *s,
+		    struct bi_sv_scan **out)
+{
 	uint8_t *buf = malloc((size_t)SCAN_PIECE + NODESIZE_MAX);
 	int rc = 0;
 	if (!s || !buf) {

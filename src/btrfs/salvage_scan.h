@@ -59,7 +59,15 @@ struct bi_sv_scan {
 	 * whether it saw the whole image, and the --fsid it was made under */
 	bool whole;
 	char want[33];
+	/* bi_sv_scan_trees: only the blocks of subvolume trees and the
+	 * checksum tree, every one kept (up to BI_SV_TREE_MAX; the rest
+	 * counted in @dropped) */
+	bool only;
+	uint64_t dropped;
 };
+
+/* At most this many blocks are indexed by bi_sv_scan_trees. */
+#define BI_SV_TREE_MAX (1u << 20)
 
 /* Read every device not absorbed by another (fs->devs) once, front to
  * back. With @known (fs->meta_fsid, nodesize and csum set from a valid
@@ -80,6 +88,14 @@ int bi_sv_scan_observe(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t 
 		       const uint8_t *p, size_t len, size_t piece);
 /* The pending scans dropped. */
 void bi_sv_scan_pending_free(struct btrfsimg_fs *fs);
+/* Every block of the subvolume trees and the checksum tree of the
+ * filesystem in use (fs->meta_fsid, nodesize and checksum type set), all
+ * levels and generations, read again from the devices (once: the first
+ * scan keeps only their roots): for trees whose root and extent records
+ * are lost, so that the blocks below them are known only by scanning.
+ * Sorted as the index is (bi_salvage_owner_range, fsidx 0). 0 or a
+ * negative errno with the message on @fs. */
+int bi_sv_scan_trees(struct btrfsimg_fs *fs, struct bi_sv_scan **out);
 
 /* Whether @uuid (16 bytes) is the filesystem --fsid names: its hex digits
  * begin with fs->want_fsid (true when none was given). */

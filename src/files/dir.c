@@ -42,6 +42,7 @@
 #include "btrfs/root.h"
 #include "btrfs/tree.h"
 #include "files/inode.h"
+#include "files/orphans.h"
 
 /* ---------------------------------------------------------- pure parsers */
 
@@ -546,6 +547,20 @@ static int dl_emit(struct bi_dlist *dl, btrfsimg_dirent_fn fn, void *ctx)
 
 /* ------------------------------------------------------------- readdir */
 
+/* The listing, and in damaged mode (@damaged: the listing failed, or a
+ * salvage opened the filesystem, whose trees may miss leaves without an
+ * error) the inodes whose back references name the directory at an index
+ * it lacks, at that index (files/orphans.h). A filesystem read whole pays
+ * nothing. */
+static int emit(struct bi_dlist *dl, bool damaged, btrfsimg_dirent_fn fn, void *ctx)
+{
+	struct bi_orphans_merge m;
+	if (!damaged || bi_orphans_merge_begin(dl->fs, dl->subvol, dl->dir, fn, ctx, &m) < 0)
+		return dl_emit(dl, fn, ctx);
+	int rc = dl_emit(dl, bi_orphans_merge_fn, &m);
+	return rc ? rc : bi_orphans_merge_end(&m);
+}
+
 int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, btrfsimg_dirent_fn fn,
 		     void *ctx)
 {
@@ -570,7 +585,7 @@ int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, btrfsimg_di
 		rc = dl_hash(dl);
 	if (rc == 0) {
 		dl_match(dl);
-		rc = dl_emit(dl, fn, ctx);
+		rc = emit(dl, read_rc < 0 || fs->scan, fn, ctx);
 	}
 	dl_give(dl);
 	return rc != 0 ? rc : read_rc;
@@ -810,8 +825,8 @@ static int lookup_damaged(struct btrfsimg_fs *fs, const struct bi_root *r, uint6
 	return 0;
 }
 
-static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
-		     const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
+static int lookup_entry(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
+			const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
 {
 	bi_key k = { dir, KT_DIR_ITEM, bi_name_hash(name, len) };
 	struct bi_iter it;
@@ -849,6 +864,27 @@ static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t d
 	if (rc == 0)
 		rc = lookup_check(fs, r, dir, out, k.offset);
 	return rc;
+}
+
+/* Entry @name of @dir; damaged (the entry unreadable, or a salvage's
+ * tree, which may miss leaves without an error), where a listing puts an
+ * inode by its back references (files/orphans.h), a lookup finds it. */
+static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
+		     const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
+{
+	int rc = lookup_entry(fs, r, dir, name, len, out);
+	if (rc >= 0 || rc == -ENOMEM || (rc == -ENOENT && !fs->scan))
+		return rc;
+	struct btrfsimg_dirent d = { .kind = BTRFSIMG_TARGET_INODE, .target_subvol = r->id,
+				     .target_objectid = dir };
+	char why[sizeof(fs->err)];
+	snprintf(why, sizeof(why), "%s", fs->err);
+	if (bi_orphans_lookup(fs, &d, name, len, out) < 0) {
+		snprintf(fs->err, sizeof(fs->err), "%s", why); /* the entry's own error */
+		return rc;
+	}
+	bi_damage(fs, "%s; found by its inode's back reference instead", why);
+	return 0;
 }
 
 int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, const void *name,
@@ -893,7 +929,10 @@ static int step(struct walk *w, const char *comp, size_t len)
 			      len > BI_NAME_MAX ? " (name over 255 bytes)" : " (stub directory)");
 	if (w->root.id != cur->target_subvol)
 		rc = bi_root_find(w->fs, cur->target_subvol, &w->root);
-	if (rc == 0)
+	if (rc == 0 && cur->kind == BTRFSIMG_TARGET_LOST) /* made up: only back references */
+		rc = bi_orphans_lookup(w->fs, cur, (const uint8_t *)comp, len,
+				       &w->stack[w->depth + 1]);
+	else if (rc == 0)
 		rc = lookup_in(w->fs, &w->root, cur->target_objectid, (const uint8_t *)comp, len,
 			       &w->stack[w->depth + 1]);
 	if (rc == 0)

@@ -29,6 +29,7 @@
 #include "base/ondisk.h"
 #include "btrfs/tree_checker.h"
 #include "btrfs/root.h"
+#include "btrfs/salvage.h"
 #include "btrfs/tree.h"
 
 /* File handle types (include/linux/exportfs.h) and flags name_to_handle_at
@@ -69,6 +70,14 @@ int bi_inode_item(struct btrfsimg_fs *fs, const struct bi_root *r, const struct 
 				fs->sb.info.generation + 1, out, why, sizeof(why));
 	if (rc < 0)
 		rc = bi_item_err(fs, rc, "inode item", r->id, item->block, item->slot, "%s", why);
+	/* a directory's lost entries are found by back references; a
+	 * file's lost extents or xattrs are not: never shown short */
+	if (rc == 0 && fs->nsalvage_cut && !S_ISDIR(out->mode) &&
+	    bi_salvage_cut(fs, r->id, item->key.objectid))
+		rc = bi_err(fs, -EIO, "inode %" PRIu64 " of tree %" PRIu64 ": its items run to the "
+			    "edge of a leaf found by scanning, next to keys lost with the tree's "
+			    "lost leaves (salvage): not read, its extents and xattrs may be "
+			    "incomplete", item->key.objectid, r->id);
 	return rc;
 }
 

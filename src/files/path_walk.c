@@ -24,8 +24,10 @@
 #include "base/name.h"
 #include "base/ondisk.h"
 #include "btrfs/root.h"
+#include "btrfs/salvage.h"
 #include "files/dir.h"
 #include "files/inode.h"
+#include "files/orphans.h"
 
 struct frame {
 	struct btrfsimg_walk_entry self; /* the directory's record (for POST) */
@@ -144,6 +146,38 @@ static bool stop_descent(struct btrfsimg_walk *w, const struct btrfsimg_walk_ent
 	return false;
 }
 
+static int by_index(const void *pa, const void *pb)
+{
+	const struct btrfsimg_dirent *a = pa, *b = pb;
+	return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Damaged mode (the listing failed, or the filesystem was opened by a
+ * salvage, whose trees may miss leaves without an error): the listing has
+ * the inodes its back references place in it (btrfsimg_readdir); a
+ * subvolume root gets the made-up BTRFSIMG_LOST_FOUND when some inode's
+ * chain of parents breaks. Costs nothing on a filesystem read whole. */
+static int add_orphans(struct btrfsimg_walk *w, struct frame *f)
+{
+	size_t listed = f->n;
+	bool any = false;
+	int rc = 0;
+	if (f->self.objectid == OBJ_FIRST_FREE)
+		rc = bi_orphans_any_lost(w->fs, f->self.subvol, &any);
+	if (rc == 0 && any) {
+		struct btrfsimg_dirent d = { .name = (const uint8_t *)BTRFSIMG_LOST_FOUND,
+					     .name_len = strlen(BTRFSIMG_LOST_FOUND),
+					     .index = UINT64_MAX,
+					     .file_type = FT_DIR,
+					     .kind = BTRFSIMG_TARGET_LOST,
+					     .target_subvol = f->self.subvol };
+		rc = collect(f, &d);
+	}
+	if (f->n > listed)
+		qsort(f->e, f->n, sizeof(*f->e), by_index);
+	return rc;
+}
+
 /* List the directory of the last record (w->cur) into a new frame: 0, or
  * the readdir error (what was listed before it is kept), or -ENOMEM. */
 static int descend(struct btrfsimg_walk *w)
@@ -152,9 +186,18 @@ static int descend(struct btrfsimg_walk *w)
 		return -ENOMEM;
 	struct frame *f = &w->fr[w->nfr++];
 	*f = (struct frame){ .self = w->cur, .path_len = w->path_len };
-	int rc = btrfsimg_readdir(w->fs, f->self.subvol, f->self.objectid, collect, f);
+	int rc, more = 0;
+	if (f->self.ent.kind == BTRFSIMG_TARGET_LOST && !f->self.is_start) {
+		rc = bi_orphans_lost(w->fs, f->self.subvol, f->self.objectid, collect, f);
+	} else {
+		rc = btrfsimg_readdir(w->fs, f->self.subvol, f->self.objectid, collect, f);
+		if (rc != -ENOMEM && (rc < 0 || w->fs->scan))
+			more = add_orphans(w, f);
+	}
 	for (size_t i = 0; i < f->n; i++)
 		f->e[i].name = f->names + (uintptr_t)f->e[i].name;
+	if (more == -ENOMEM)
+		return more;
 	return rc < 0 ? rc : 0;
 }
 
@@ -269,6 +312,8 @@ int btrfsimg_walk_open(btrfsimg_fs *fs, const struct btrfsimg_walk_opts *o, btrf
 	w->flags = o->flags;
 	w->max_depth = o->max_depth ? o->max_depth : BTRFSIMG_WALK_DEPTH_MAX;
 	int rc = start(w, o);
+	if (rc == 0 && fs->nsalvage_asof)
+		w->cur.as_of_generation = bi_salvage_as_of(fs, w->cur.subvol, w->cur.objectid);
 	if (rc < 0) {
 		btrfsimg_walk_close(w);
 		return rc;
@@ -339,7 +384,16 @@ int btrfsimg_walk_next(btrfsimg_walk *w, const struct btrfsimg_walk_entry **out)
 		n->dir_inode = &f->self.inode;
 		n->error = 0;
 		n->op = NULL;
-		if (n->stub)
+		n->lost_found = f->self.lost_found || d->kind == BTRFSIMG_TARGET_LOST;
+		n->as_of_generation = w->fs->nsalvage_asof
+					      ? bi_salvage_as_of(w->fs, n->subvol, n->objectid)
+					      : 0;
+		rc = 0;
+		if (d->kind == BTRFSIMG_TARGET_LOST)
+			bi_orphans_dir_inode(n->objectid, &n->inode);
+		else if (f->self.ent.kind == BTRFSIMG_TARGET_LOST && !f->self.objectid)
+			rc = inode_of(w, n->subvol, n->objectid, &n->inode); /* no back reference */
+		else if (n->stub)
 			rc = btrfsimg_stub_inode(w->fs, f->self.subvol, f->self.objectid,
 						 &n->inode);
 		else if (d->kind == BTRFSIMG_TARGET_INODE)

@@ -34,10 +34,20 @@ mount --fsid (with root and /dev/fuse, else skipped) reads every file
 not overwritten as the kernel's and fails the overwritten one with EIO.
 The Python binding opens a copy with fsid= and walks to the kernel's
 paths and sha256 of the files not overwritten.
-On the default copy the old top-level tree's root node is lost and so is
-the old extent tree's only leaf: no evidence to rebuild the tree from the
-blocks below it, refused and said (and every file has a leaf or data
-overwritten besides). With only that node taken (the old image, its
+On the default copy the old top-level tree's root node is lost and so are
+the old extent tree's only leaf and the checksum tree's root: no extent
+record says which blocks below them were live, so the trees are rebuilt
+from the leaves a second scan finds (newest of each key range). Which
+files' own items (their subvolume-tree leaves spanning their inode number:
+not the nodes, the checksum tree, nor their directories' entries) and data
+survive is computed from mkfs.json and the committed bytes; each equals the
+kernel's record, every field (the salvage's marks aside); every other
+record shown is the kernel's, or marked (as_of_generation older than the
+last: the file the generator unlinked last, with its bytes, and
+directories as of then; lost_found with its true inode number), and no
+bytes are other than the kernel's; exit 1. Hostile: a copy of a surviving
+leaf forged newer than the tree (checksummed, at 200 MiB) is set aside,
+counted, the walk unchanged. With only that node taken (the old image, its
 superblocks zeroed): rebuilt from the leaves its extent tree records,
 every file exact; a live leaf forged one generation older is not used.
 Hostile, on the copy with single metadata: a forged root-tree leaf of the
@@ -115,7 +125,9 @@ def check_scan_layers(res, cli, testdata, work):
 def compare(kv, got, view, lost):
     """Problems of the walk records @got: a file not overwritten that
     differs from the kernel's record or is missing; an overwritten one
-    shown with other content or other metadata."""
+    shown with other content or other metadata; a record not in the view
+    unless placed under #lost+found (marked) as a view's inode with its
+    bytes, or a made-up directory there."""
     probs = []
     by = {r["path"]: r for r in got}
     for w in view:
@@ -133,7 +145,19 @@ def compare(kv, got, view, lost):
             probs.append("%s%s: %s: %r, the kernel %r" %
                          (w["path"], " (overwritten)" if w["path"] in lost else "", k,
                           a.get(k), b.get(k)))
-    extra = sorted(set(by) - {w["path"] for w in view})
+    by_ino = {(w["subvol"], w["ino"]): w for w in view}
+
+    def placed(g):
+        """A record under #lost+found (marked): the made-up directories
+        (inode 0, or no inode of the view), or an inode of the view with
+        its bytes or none."""
+        if not g.get("lost_found"):
+            return False
+        w = by_ino.get((g["subvol"], g["ino"]))
+        if w is None:
+            return g["mode"] & 0o170000 == 0o040000 and g.get("sha256") is None
+        return g.get("sha256") in (None, w.get("sha256"))
+    extra = sorted(p for p in set(by) - {w["path"] for w in view} if not placed(by[p]))
     probs += ["%s: not in the kernel's view" % p for p in extra]
     return probs[:12]
 
@@ -146,7 +170,7 @@ def check_walk(kv, res, cli, img, name, fsid, view, lost):
     res.problems(what + ": every file not overwritten exactly the kernel's, none false",
                  compare(kv, got, view, lost) if rc in (0, 1) or len(lost) < len(view) else [])
     shown = {r["path"]: r for r in got}
-    unsaid = [p for p in lost if p in shown and shown[p]["sha256"] is None and
+    unsaid = [p for p in lost if p in shown and shown[p].get("sha256", 1) is None and
               os.fsencode(p) not in err]
     res.check(what + ": every overwritten file shown is named on stderr", not unsaid,
               "%r not in %s" % (unsaid[:5], err[-400:]))
@@ -242,8 +266,10 @@ def lost_root_node(kv, res, cli, work, gs, old, new, truth, view):
               gone.get(5) == 1 and 2 in gone and len(ceiling) == len(view), (gone, len(ceiling)))
     rc, _, err = imgtest.run_cli(cli, ["walk", "--fsid", fsid, _write(work, new)],
                                  timeout=TIMEOUT)
-    res.check("mkfs-btrfs: no evidence to rebuild tree 5: not rebuilt, said, exit 2",
-              rc == 2 and b"not rebuilt from the blocks below it" in err, err[-400:])
+    res.check("mkfs-btrfs: no extent record to rebuild tree 5 from: rebuilt from the leaves "
+              "found by scanning instead, said, exit 1",
+              rc == 1 and b"tree 5: root node at logical" in err and
+              b"leaves found by scanning" in err, err[-400:])
     img = bytearray(old)
     for p in gs.tree_roots(old)[5][1]:
         img[p:p + ns] = new[p:p + ns]
@@ -279,6 +305,119 @@ def _write(work, data):
     with open(path, "wb") as f:
         f.write(data)
     return path
+
+
+MARKS = ("evidence", "as_of_generation", "lost_found")
+
+
+def unmarked_diff(kv, got, want):
+    """The fields in which record @got, the salvage's marks aside,
+    differs from the kernel's @want."""
+    a, b = kv.comparable(got), kv.comparable(want)
+    return sorted(k for k in set(a) | set(b) if k not in MARKS and a.get(k) != b.get(k))
+
+
+def own_items_survive(old, new, extents, view, nodesize):
+    """The paths whose own items and data the new filesystem left: every
+    copy-set of their subvolume-tree leaves whose keys span their inode
+    number has a copy unchanged (nodes, the checksum tree and the leaves of
+    their directories' entries left out: a salvage does without them), and
+    every data byte."""
+    ino = {r["path"]: r["ino"] for r in view}
+    out = set()
+    for path, e in extents.items():
+        ok = all(old[p:p + n] == new[p:p + n] for p, n in e["data"])
+        for copies in e["meta"] if ok else []:
+            p = copies[0]
+            nr, = struct.unpack_from("<I", old, p + 0x60)
+            owner, = struct.unpack_from("<Q", old, p + 0x58)
+            first, = struct.unpack_from("<Q", old, p + 0x65)
+            last, = struct.unpack_from("<Q", old, p + 0x65 + 25 * (nr - 1))
+            if old[p + 0x64] or owner == 7 or not first <= ino[path] <= last:
+                continue
+            ok = ok and any(old[q:q + nodesize] == new[q:q + nodesize] for q in copies)
+        if ok:
+            out.add(path)
+    return out
+
+
+def check_default_copy(kv, res, cli, img, fsid, view, survive, facts, content):
+    """The default copy: tree 5's root, its extent tree and the checksum
+    tree's root are lost, so the trees are rebuilt from the leaves the scan
+    finds. Every file whose own items and data survive equals the kernel's
+    record (the salvage's marks aside); any other record is the kernel's
+    too, or marked: known only as of an older generation
+    (as_of_generation, e.g. the file the generator unlinked in its last
+    commit, with the generator's bytes), or placed under #lost+found with
+    its true inode number; no bytes other than the kernel's."""
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--fsid", fsid, img],
+                                   timeout=TIMEOUT)
+    got = parse_jsonl(out) if rc in (0, 1) else []
+    what = "mkfs-btrfs: walk --json --hash --fsid %s" % fsid
+    res.check(what + ": exit 1, the trees rebuilt from the leaves found by scanning, said",
+              rc == 1 and b"leaves found by scanning" in err and b"as_of_generation" in err,
+              "exit %r: %s" % (rc, err[-400:]))
+    res.check("mkfs-btrfs: some files' own items and data survive, not all (the test can "
+              "fail)", 0 < len(survive) < len(view), len(survive))
+    by_path = {r["path"]: r for r in view}
+    by_ino = {(r["subvol"], r["ino"]): r for r in view}
+    probs, shown = [], {r["path"]: r for r in got}
+    for path in sorted(survive):
+        g = shown.get(path)
+        if g is None:
+            probs.append("%s: own items and data survive, missing" % path)
+            continue
+        diff = unmarked_diff(kv, g, by_path[path])
+        if diff:
+            probs.append("%s: own items and data survive, differs: %r" % (path, diff))
+    unlinked = hashlib.sha256(content("many/f007", 50 + 9 * 7)).hexdigest()
+    for g in got:
+        w = by_path.get(g["path"])
+        older = 0 < g.get("as_of_generation", 0) < facts["generation"]
+        if g.get("lost_found"):
+            w = by_ino.get((g["subvol"], g["ino"]))
+            if w is not None and g.get("sha256") not in (None, w.get("sha256")):
+                probs.append("%s: lost+found with other bytes than inode %d's" %
+                             (g["path"], g["ino"]))
+        elif w is None:
+            if not (older and g["path"] == "many/f007" and g.get("sha256") == unlinked):
+                probs.append("%s: not in the kernel's view, not marked" % g["path"])
+        elif unmarked_diff(kv, g, w) not in ([], ["sha256"]) and not older:
+            probs.append("%s: differs from the kernel's, not marked older" % g["path"])
+        elif g.get("sha256") not in (None, w.get("sha256")):  # None: overwritten, said
+            probs.append("%s: other bytes than the kernel's" % g["path"])
+    res.problems(what + ": every file whose own items and data survive exactly the kernel's, "
+                 "the rest the kernel's or marked, no other bytes", probs[:12])
+    return got
+
+
+def forged_newer_leaf(res, cli, work, img, fsid, truth, got, full_fsid):
+    """A surviving leaf of tree 5 copied to 200 MiB with its generation
+    made 1000 newer and checksummed: newer than the tree, set aside,
+    counted; the walk unchanged."""
+    with open(img, "rb") as f:
+        b = bytearray(f.read())
+    ns, pick = truth["nodesize"], None
+    for e in truth["extents"].values():
+        for copies in e["meta"]:
+            p = copies[0]
+            if (not b[p + 0x64] and struct.unpack_from("<Q", b, p + 0x58)[0] == 5 and
+                    b[p + 0x20:p + 0x30] == bytes.fromhex(full_fsid)):
+                pick = p  # a leaf of tree 5 of the old filesystem that survives
+    if pick is None:
+        res.check("hostile: a surviving leaf of tree 5 to forge", False)
+        return
+    blk = bytearray(b[pick:pick + ns])
+    struct.pack_into("<Q", blk, 0x50, struct.unpack_from("<Q", blk, 0x50)[0] + 1000)
+    blk[0:4] = struct.pack("<I", imgtest.crc32c(bytes(blk[32:])))
+    b[200 << 20:(200 << 20) + ns] = blk
+    path = _write(work, b)
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", "--fsid", fsid, path],
+                                   timeout=TIMEOUT)
+    res.check("hostile: a leaf forged newer than the tree: set aside, counted, the walk "
+              "unchanged", rc == 1 and b"1 newer than the tree not used" in err and
+              parse_jsonl(out) == got, "exit %r: %s" % (rc, err[-400:]))
+    os.unlink(path)
 
 
 MOUNT_READ = r"""
@@ -388,13 +527,21 @@ def main():
             lost = set(gs.overwritten(old, new, truth["extents"], truth["nodesize"]))
             if name == "mkfs-btrfs":
                 lost_root_node(kv, res, cli, work, gs, old, new, truth, view)
+                survive = own_items_survive(old, new, truth["extents"], view,
+                                            truth["nodesize"])
             del new
             res.check("%s: the overwritten files recomputed from the images as recorded" % name,
                       sorted(lost) == truth["copies"][name]["overwritten"])
             counts.append(len(lost))
             before = imgtest.sha256_file(img)
             new_fsid = check_scan(res, cli, img, name, facts, name.startswith("mkfs-btrfs"))
-            check_walk(kv, res, cli, img, name, facts["fsid"][:8], view, lost)
+            if name == "mkfs-btrfs":
+                got = check_default_copy(kv, res, cli, img, facts["fsid"][:8], view, survive,
+                                         facts, gs.content)
+                forged_newer_leaf(res, cli, work, img, facts["fsid"][:8], truth, got,
+                                  facts["fsid"])
+            else:
+                check_walk(kv, res, cli, img, name, facts["fsid"][:8], view, lost)
             check_refusals(res, cli, img, name, new_fsid)
             if name == "mkfs-btrfs-single":
                 python_binding(res, img, uuid(facts["fsid"]), view, lost, pythonpath)

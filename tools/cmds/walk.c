@@ -41,6 +41,8 @@ struct wrow {
 	bool stub, is_start, symlink, target_ok, schemes;
 	uint8_t handle[2][40];
 	const char *name_damage; /* btrfsimg_name_problem of a damaged name, or NULL */
+	uint64_t as_of;		/* btrfsimg_walk_entry.as_of_generation */
+	bool lost_found;
 };
 
 struct walk_ctx {
@@ -205,6 +207,8 @@ static void row_of(struct walk_ctx *wc, const struct visit_node *n, struct wrow 
 	r->name_damage = n->is_start ? NULL : btrfsimg_name_problem(n->ent.name, n->ent.name_len);
 	r->dev = -1;
 	r->schemes = false;
+	r->as_of = n->entry ? n->entry->as_of_generation : 0;
+	r->lost_found = n->entry && n->entry->lost_found;
 	take_handles(wc, n, r);
 	if (wc->c->inumbits >= 0)
 		take_schemes(wc, n, r);
@@ -342,6 +346,12 @@ static void put_json(struct walk_ctx *wc, const struct wrow *r, const char *byte
 	w->need_comma = true;
 	if (r->name_damage) /* the path shows the name's safe form */
 		jw_str(w, "name_damage", r->name_damage);
+	if (r->as_of) { /* salvage: known live only as of an older generation */
+		jw_str(w, "evidence", "scan");
+		jw_u64(w, "as_of_generation", r->as_of);
+	}
+	if (r->lost_found)
+		jw_bool(w, "lost_found", true);
 	jw_raw(w, hashes, r->hashes_len);
 	if (r->schemes)
 		put_schemes(w, r);

@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A subvolume tree whose root node is lost on every copy and whose extent
+ * tree cannot say which blocks below it were live (a new filesystem's
+ * first commits wrote over both), rebuilt from the leaves a scan of the
+ * devices finds under its owner and fsid (bi_salvage_leaves, salvage.h).
+ *
+ * With no extent record, generations and keys decide. Leaves are taken
+ * newest generation first; one whose key range overlaps a leaf already
+ * taken is set aside, so a copy older than a surviving newer one covering
+ * the same keys is never used. Two overlapping leaves of one generation (a
+ * block written out and changed again in one transaction) are told apart
+ * by what names them: a root item of a surviving root-tree leaf (naming
+ * the leaf, or a node that names it) first, then the newest surviving
+ * node; named alike and holding different items, neither is used and
+ * their keys are said lost (as are those of any older leaf over them). A leaf newer than the tree's
+ * generation (its root item's) is not the tree's at that root: set aside,
+ * counted (a forgery, or a later filesystem of the same fsid).
+ *
+ * What is not certain is said. A leaf taken is known live as of the
+ * generation of the newest surviving node or root item that names it
+ * (bytenr and generation), or its own when none does; when that is older
+ * than the tree's, it may hold items the tree changed later.
+ * bi_salvage_as_of gives that generation per inode, for the records front
+ * ends mark. Between two leaves no node names one after the other, keys
+ * may be lost: an inode whose items reach such an edge may miss extents or
+ * xattrs, and bi_salvage_cut names it so that it is not read short.
+ *
+ * The leaves taken become the children of one node synthesized at the
+ * root's address, of level 1 (the root item's level overridden through
+ * fs->salvage_roots): at most a node's worth of leaves.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btrfs/salvage.h"
+#include "btrfs/salvage_scan.h"
+
+#include "base/err.h"
+#include "base/grow.h"
+#include "base/key.h"
+#include "base/ondisk.h"
+#include "btrfs/block.h"
+
+struct cand {
+	const struct bi_sv_blk *b;	/* a copy that read again */
+	bi_key first, last;
+	uint64_t as_of;			/* newest generation a surviving node names it in */
+	uint64_t next[4];		/* leaves named right after it by a node */
+	bool rooted;			/* by a node a root item names (or by a root item) */
+};
+
+/* A root item of the tree in a root-tree leaf the first scan found: the
+ * root (bytenr, generation) it names, as of that leaf's generation. */
+struct named_root {
+	uint64_t bytenr, generation, as_of;
+};
+
+/* A key range taken (a leaf) or blocked (keys no surviving leaf decides). */
+struct range {
+	bi_key first, last;
+	const struct cand *c;		/* NULL: blocked */
+};
+
+struct leaves {
+	struct bi_sv_scan *s;	/* fs->tree_scan; this tree's blocks [lo, hi) */
+	size_t lo, hi;
+	uint64_t tree, generation;
+	uint8_t *buf;
+	uint32_t nodesize;
+	struct cand *c;
+	size_t nc, ccap;
+	struct range *r;
+	size_t nr, rcap;
+	size_t newer, stale, same, ambiguous, named;
+	struct named_root *roots;
+	size_t nroots, roots_cap;
+};
+
+static bool overlap(const bi_key *a0, const bi_key *a1, const bi_key *b0, const bi_key *b1)
+{
+	return bi_key_cmp(a0, b1) <= 0 && bi_key_cmp(b0, a1) <= 0;
+}
+
+/* The first and last key of the block in @l->buf. */
+static void block_keys(const struct leaves *l, bi_key *first, bi_key *last)
+{
+	uint32_t n = bi_le32(l->buf + HDR_NRITEMS);
+	size_t step = l->buf[HDR_LEVEL] ? KP_SIZE : ITEM_SIZE;
+	bi_key_read(l->buf + HDR_SIZE, first);
+	bi_key_read(l->buf + HDR_SIZE + (size_t)(n - 1) * step, last);
+}
+
+/* Each leaf of the scan once (its copies share bytenr and generation):
+ * the first copy that reads again the same. */
+static int gather_leaves(struct btrfsimg_fs *fs, struct leaves *l)
+{
+	const struct bi_sv_blk *prev = NULL;
+	for (size_t i = l->lo; i < l->hi; i++) {
+		const struct bi_sv_blk *b = &l->s->blk[i];
+		if (b->level || !b->nritems)
+			continue;
+		if (b->generation > l->generation) {
+			l->newer++;
+			continue;
+		}
+		if (prev && prev->bytenr == b->bytenr && prev->generation == b->generation)
+			continue;
+		if (bi_sv_scan_reread(fs, l->s, b, l->buf) < 0)
+			continue; /* another copy may read */
+		prev = b;
+		if (bi_grow((void **)&l->c, &l->ccap, l->nc + 1, sizeof(*l->c)))
+			return bi_err(fs, -ENOMEM, "salvage: out of memory");
+		struct cand *c = &l->c[l->nc++];
+		*c = (struct cand){ .b = b, .as_of = 0 };
+		block_keys(l, &c->first, &c->last);
+	}
+	return 0;
+}
+
+static int cand_by_block(const void *pa, const void *pb)
+{
+	const struct cand *a = pa, *b = pb;
+	if (a->b->bytenr != b->b->bytenr)
+		return a->b->bytenr < b->b->bytenr ? -1 : 1;
+	return a->b->generation < b->b->generation ? -1 : a->b->generation > b->b->generation;
+}
+
+/* The root items of tree @l->tree in the root-tree leaves the first scan
+ * found (it keeps them all): which root each generation of the root tree
+ * named, the strongest evidence left when the newest root is lost. */
+static int gather_roots(struct btrfsimg_fs *fs, struct leaves *l)
+{
+	size_t lo = 0, hi = 0;
+	if (fs->scan)
+		bi_salvage_owner_range(fs->scan, fs->salvage_fsidx, OBJ_ROOT_TREE, &lo, &hi);
+	for (size_t i = lo; i < hi; i++) {
+		const struct bi_sv_blk *b = &fs->scan->blk[i];
+		if (b->level || bi_sv_scan_reread(fs, fs->scan, b, l->buf) < 0)
+			continue;
+		struct bi_cur c = bi_cur_make(l->buf, l->nodesize);
+		for (uint32_t s = 0; s < b->nritems; s++) {
+			size_t it = HDR_SIZE + (size_t)s * ITEM_SIZE;
+			if (bi_u64(&c, it) != l->tree || bi_u8(&c, it + 8) != KT_ROOT_ITEM)
+				continue;
+			size_t at = HDR_SIZE + bi_u32(&c, it + ITEM_OFFSET);
+			if (bi_u32(&c, it + ITEM_DSIZE) < RI_BYTENR + 8 || !bi_cur_check(&c, at, RI_BYTENR + 8))
+				continue;
+			if (bi_grow((void **)&l->roots, &l->roots_cap, l->nroots + 1, sizeof(*l->roots)))
+				return bi_err(fs, -ENOMEM, "salvage: out of memory");
+			l->roots[l->nroots++] = (struct named_root){ bi_u64(&c, at + RI_BYTENR),
+				bi_u64(&c, at + RI_GENERATION), b->generation };
+		}
+	}
+	return 0;
+}
+
+/* The newest root-tree generation that names block @bytenr of generation
+ * @gen as the tree's root; 0 if none. */
+static uint64_t root_named(const struct leaves *l, uint64_t bytenr, uint64_t gen)
+{
+	uint64_t as_of = 0;
+	for (size_t i = 0; i < l->nroots; i++)
+		if (l->roots[i].bytenr == bytenr && l->roots[i].generation == gen &&
+		    l->roots[i].as_of > as_of)
+			as_of = l->roots[i].as_of;
+	return as_of;
+}
+
+/* Evidence that @c was live as of @gen (@rooted: through a root item):
+ * kept when stronger than what it had. */
+static void evidence(struct cand *c, uint64_t gen, bool rooted)
+{
+	if (rooted > c->rooted || (rooted == c->rooted && gen > c->as_of)) {
+		c->as_of = gen;
+		c->rooted = rooted;
+	}
+}
+
+/* A node names @next right after @c: nothing was between them then. */
+static void note_next(struct cand *c, uint64_t next)
+{
+	for (size_t i = 0; i < sizeof(c->next) / sizeof(c->next[0]); i++)
+		if (!c->next[i] || c->next[i] == next) {
+			c->next[i] = next;
+			return;
+		}
+}
+
+static bool named_next(const struct cand *c, const struct cand *next)
+{
+	for (size_t i = 0; i < sizeof(c->next) / sizeof(c->next[0]); i++)
+		if (c->next[i] == next->b->bytenr)
+			return true;
+	return false;
+}
+
+/* The nodes found (level 1, no newer than the tree) name leaves by bytenr
+ * and generation: each named leaf is known live as of the node's. */
+static void name_leaves(struct btrfsimg_fs *fs, struct leaves *l)
+{
+	qsort(l->c, l->nc, sizeof(*l->c), cand_by_block);
+	for (size_t i = 0; i < l->nc; i++) { /* a root that was a leaf */
+		uint64_t g = root_named(l, l->c[i].b->bytenr, l->c[i].b->generation);
+		if (g)
+			evidence(&l->c[i], g, true);
+	}
+	for (size_t i = l->lo; i < l->hi; i++) {
+		const struct bi_sv_blk *b = &l->s->blk[i];
+		if (b->level != 1 || b->generation > l->generation ||
+		    bi_sv_scan_reread(fs, l->s, b, l->buf) < 0)
+			continue;
+		uint64_t rooted = root_named(l, b->bytenr, b->generation);
+		for (uint32_t k = 0; k < b->nritems; k++) {
+			const uint8_t *kp = l->buf + HDR_SIZE + (size_t)k * KP_SIZE;
+			struct bi_sv_blk key = { .bytenr = bi_le64(kp + KP_BLOCKPTR),
+						 .generation = bi_le64(kp + KP_GENERATION) };
+			struct cand want = { .b = &key };
+			struct cand *c = bsearch(&want, l->c, l->nc, sizeof(*l->c), cand_by_block);
+			if (c)
+				evidence(c, rooted ? rooted : b->generation, rooted != 0);
+			if (c && k + 1 < b->nritems)
+				note_next(c, bi_le64(kp + KP_SIZE + KP_BLOCKPTR));
+		}
+	}
+}
+
+/* Newest generation first; of one generation, the one a newer node names. */
+static int cand_by_age(const void *pa, const void *pb)
+{
+	const struct cand *a = pa, *b = pb;
+	if (a->b->generation != b->b->generation)
+		return a->b->generation > b->b->generation ? -1 : 1;
+	if (a->rooted != b->rooted)
+		return a->rooted ? -1 : 1;
+	if (a->as_of != b->as_of)
+		return a->as_of > b->as_of ? -1 : 1;
+	return bi_key_cmp(&a->first, &b->first);
+}
+
+/* Whether leaves @a and @b hold the same items (both reread). */
+static int same_items(struct btrfsimg_fs *fs, struct leaves *l, const struct cand *a,
+		      const struct cand *b, bool *same)
+{
+	uint8_t *other = malloc(l->nodesize);
+	int rc = other ? 0 : bi_err(fs, -ENOMEM, "salvage: out of memory");
+	if (rc == 0)
+		rc = bi_sv_scan_reread(fs, l->s, a->b, l->buf);
+	if (rc == 0)
+		rc = bi_sv_scan_reread(fs, l->s, b->b, other);
+	*same = rc == 0 && memcmp(l->buf + HDR_NRITEMS, other + HDR_NRITEMS, 4) == 0 &&
+		memcmp(l->buf + HDR_SIZE, other + HDR_SIZE, l->nodesize - HDR_SIZE) == 0;
+	free(other);
+	return rc == -ENOMEM ? rc : 0;
+}
+
+/* The first range whose last key is at or after @k. */
+static size_t range_at(const struct leaves *l, const bi_key *k)
+{
+	size_t lo = 0, hi = l->nr;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (bi_key_cmp(&l->r[mid].last, k) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Ranges [@i, @j) replaced by one: @c's, or blocked over them all. */
+static int range_put(struct btrfsimg_fs *fs, struct leaves *l, size_t i, size_t j,
+		     const struct cand *c, bool block)
+{
+	struct range n = { c->first, c->last, block ? NULL : c };
+	if (i < j && bi_key_cmp(&l->r[i].first, &n.first) < 0)
+		n.first = l->r[i].first;
+	if (i < j && bi_key_cmp(&l->r[j - 1].last, &n.last) > 0)
+		n.last = l->r[j - 1].last;
+	if (i == j && bi_grow((void **)&l->r, &l->rcap, l->nr + 1, sizeof(*l->r)))
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	size_t keep = i == j ? i : i + 1;
+	memmove(&l->r[keep], &l->r[j], (l->nr - j) * sizeof(*l->r));
+	l->nr -= j - keep;
+	l->nr += i == j;
+	if (i == j)
+		memmove(&l->r[i + 1], &l->r[i], (l->nr - 1 - i) * sizeof(*l->r));
+	l->r[i] = n;
+	return 0;
+}
+
+/* Candidate @c against the ranges already decided (all as new or newer). */
+static int decide(struct btrfsimg_fs *fs, struct leaves *l, const struct cand *c)
+{
+	size_t i = range_at(l, &c->first), j = i;
+	bool newer = false, tie = false, dup = false;
+	for (; j < l->nr && overlap(&c->first, &c->last, &l->r[j].first, &l->r[j].last); j++) {
+		const struct cand *o = l->r[j].c;
+		if (!o || o->b->generation > c->b->generation || o->rooted > c->rooted ||
+		    o->as_of > c->as_of) {
+			newer = true;
+			continue;
+		}
+		bool same;
+		int rc = same_items(fs, l, o, c, &same);
+		if (rc < 0)
+			return rc;
+		tie |= !same;
+		dup |= same; /* the same leaf written twice: one is enough */
+	}
+	if (i == j)
+		return range_put(fs, l, i, i, c, false);
+	if (tie) {
+		l->ambiguous++;
+		return range_put(fs, l, i, j, c, true);
+	}
+	l->stale += newer;
+	l->same += dup && !newer;
+	return 0;
+}
+
+/* The node that was at @r: a child's header bytes (fsid, chunk tree uuid),
+ * level 1, one pointer per leaf taken. */
+static uint8_t *synthesize(struct btrfsimg_fs *fs, const struct bi_root *r, struct leaves *l,
+			   size_t n)
+{
+	uint8_t *buf = calloc(1, l->nodesize);
+	const struct range *first = NULL;
+	for (size_t i = 0; i < l->nr && !first; i++)
+		first = l->r[i].c ? &l->r[i] : NULL;
+	if (!buf || bi_sv_scan_reread(fs, l->s, first->c->b, l->buf) < 0) {
+		free(buf);
+		return NULL;
+	}
+	memcpy(buf, l->buf, HDR_SIZE);
+	bi_put_le64(buf + HDR_BYTENR, r->bytenr);
+	bi_put_le64(buf + HDR_GENERATION, r->generation);
+	bi_put_le64(buf + HDR_OWNER, r->id);
+	bi_put_le32(buf + HDR_NRITEMS, (uint32_t)n);
+	buf[HDR_LEVEL] = 1;
+	uint8_t *kp = buf + HDR_SIZE;
+	for (size_t i = 0; i < l->nr; i++) {
+		const struct cand *c = l->r[i].c;
+		if (!c)
+			continue;
+		bi_put_le64(kp, c->first.objectid);
+		kp[8] = c->first.type;
+		bi_put_le64(kp + 9, c->first.offset);
+		bi_put_le64(kp + KP_BLOCKPTR, c->b->bytenr);
+		bi_put_le64(kp + KP_GENERATION, c->b->generation);
+		kp += KP_SIZE;
+	}
+	return buf;
+}
+
+/* What the walk marks: per leaf taken, its keys and the generation it is
+ * known live as of (0: the tree's own, certain). */
+static int keep_as_of(struct btrfsimg_fs *fs, const struct bi_root *r, const struct leaves *l,
+		      uint64_t *oldest)
+{
+	*oldest = r->generation;
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->r[i].c && l->r[i].c->as_of < *oldest)
+			*oldest = l->r[i].c->as_of > l->r[i].c->b->generation
+					  ? l->r[i].c->as_of : l->r[i].c->b->generation;
+	for (size_t i = 0; i < l->nr; i++) {
+		const struct cand *c = l->r[i].c;
+		if (!c)
+			continue;
+		if (bi_grow((void **)&fs->salvage_asof, &fs->salvage_asof_cap,
+			    fs->nsalvage_asof + 1, sizeof(*fs->salvage_asof)))
+			return bi_err(fs, -ENOMEM, "salvage: out of memory");
+		uint64_t as_of = c->as_of > c->b->generation ? c->as_of : c->b->generation;
+		if (as_of >= r->generation)
+			continue; /* live at the tree's own generation: certain */
+		fs->salvage_asof[fs->nsalvage_asof++] = (struct bi_sv_asof){
+			r->id, c->first.objectid, c->last.objectid, as_of };
+	}
+	return 0;
+}
+
+static int cut(struct btrfsimg_fs *fs, uint64_t tree, uint64_t objectid)
+{
+	if (bi_grow((void **)&fs->salvage_cut, &fs->salvage_cut_cap, fs->nsalvage_cut + 1,
+		    sizeof(*fs->salvage_cut)))
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	fs->salvage_cut[fs->nsalvage_cut++] = (struct bi_sv_cut){ tree, objectid };
+	return 0;
+}
+
+/* Between two leaves taken that no node names one after the other, keys
+ * may be lost: the inode whose items the first ends with, and the one the
+ * second begins with unless at its INODE_ITEM (the first key an inode
+ * has), may miss items there (before the first leaf and after the last
+ * too). Kept for bi_salvage_cut. */
+static int keep_cuts(struct btrfsimg_fs *fs, const struct bi_root *r, const struct leaves *l,
+		     size_t *ncut)
+{
+	const struct cand *prev = NULL;
+	int rc = 0;
+	*ncut = fs->nsalvage_cut;
+	for (size_t i = 0; i <= l->nr && rc == 0; i++) {
+		const struct cand *c = i < l->nr ? l->r[i].c : NULL;
+		if (i < l->nr && !c)
+			continue;
+		if (prev && c && named_next(prev, c)) {
+			prev = c;
+			continue;
+		}
+		if (prev)
+			rc = cut(fs, r->id, prev->last.objectid);
+		if (rc == 0 && c && c->first.type > KT_INODE_ITEM)
+			rc = cut(fs, r->id, c->first.objectid);
+		prev = c;
+	}
+	*ncut = fs->nsalvage_cut - *ncut;
+	return rc;
+}
+
+/* The root read instead of the root item's: the synthesized node. */
+static int override_root(struct btrfsimg_fs *fs, const struct bi_root *r)
+{
+	struct bi_root n = *r;
+	n.level = 1;
+	for (size_t i = 0; i < fs->nsalvage_roots; i++)
+		if (fs->salvage_roots[i].id == r->id) {
+			fs->salvage_roots[i] = n;
+			return 0;
+		}
+	struct bi_root *v = realloc(fs->salvage_roots, (fs->nsalvage_roots + 1) * sizeof(*v));
+	if (!v)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	fs->salvage_roots = v;
+	v[fs->nsalvage_roots++] = n;
+	return 0;
+}
+
+static int assemble(struct btrfsimg_fs *fs, const struct bi_root *r, struct leaves *l,
+		    size_t *taken)
+{
+	int rc = gather_roots(fs, l);
+	if (rc == 0)
+		rc = gather_leaves(fs, l);
+	if (rc < 0)
+		return rc;
+	name_leaves(fs, l);
+	qsort(l->c, l->nc, sizeof(*l->c), cand_by_age);
+	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
+	for (size_t i = 0; i < l->nc && rc == 0; i++) {
+		rc = decide(fs, l, &l->c[i]);
+		/* more key ranges than one node could take (twice over, blocked
+		 * ones counted): refused below; stop before the inserts cost
+		 * the square of a hostile device's leaves */
+		if (rc == 0 && l->nr > 2 * max)
+			return bi_err(fs, -E2BIG, "more than %zu key ranges of leaves found by "
+				      "scanning, more than one node holds", 2 * max);
+	}
+	*taken = 0;
+	for (size_t i = 0; i < l->nr; i++) {
+		*taken += l->r[i].c != NULL;
+		l->named += l->r[i].c && l->r[i].c->as_of;
+	}
+	if (rc == 0 && !*taken)
+		rc = bi_err(fs, -ENOENT, "no leaf of it found by scanning (%zu newer than "
+			    "generation %" PRIu64 ")", l->newer, r->generation);
+	if (rc == 0 && *taken > max)
+		rc = bi_err(fs, -E2BIG, "%zu leaves found by scanning, more than the %zu one "
+			    "node holds", *taken, max);
+	return rc;
+}
+
+int bi_salvage_leaves(struct btrfsimg_fs *fs, const struct bi_root *r, const char *why,
+		      const char *no_records)
+{
+	struct leaves l = { .tree = r->id, .generation = r->generation,
+			    .nodesize = fs->nodesize };
+	size_t taken = 0;
+	uint64_t oldest = 0;
+	l.buf = malloc(fs->nodesize);
+	int rc = l.buf ? 0 : bi_err(fs, -ENOMEM, "salvage: out of memory");
+	if (rc == 0 && !fs->tree_scan) /* one scan for every tree rebuilt */
+		rc = bi_sv_scan_trees(fs, &fs->tree_scan);
+	l.s = fs->tree_scan;
+	if (rc == 0)
+		bi_salvage_owner_range(l.s, 0, r->id, &l.lo, &l.hi);
+	if (rc == 0)
+		rc = assemble(fs, r, &l, &taken);
+	uint8_t *node = rc == 0 ? synthesize(fs, r, &l, taken) : NULL;
+	if (rc == 0 && !node)
+		rc = bi_err(fs, -EIO, "salvage: a leaf changed since the scan");
+	if (rc == 0)
+		rc = bi_block_pin_synthetic(fs, node, fs->nodesize);
+	if (rc == 0)
+		rc = override_root(fs, r);
+	if (rc == 0)
+		rc = keep_as_of(fs, r, &l, &oldest);
+	size_t ncut = 0;
+	if (rc == 0)
+		rc = keep_cuts(fs, r, &l, &ncut);
+	if (rc == 0)
+		bi_damage(fs,
+			  "tree %" PRIu64 ": root node at logical %" PRIu64 " overwritten (%s) and "
+			  "no extent record of its blocks (%s): rebuilt from %zu leaves found by "
+			  "scanning, the newest of each key range; %zu named by a surviving node, "
+			  "none by the lost root: their items are as of generation %" PRIu64
+			  " at the oldest, the tree's is %" PRIu64 " (marked as_of_generation); "
+			  "%zu older copies of keys a newer leaf holds, %zu copies alike, %zu "
+			  "newer than the tree not used; %zu key ranges two leaves of one "
+			  "generation disagree on, lost; %" PRIu64 " blocks past the scan's limit; "
+			  "%zu inodes whose items may run into lost keys not read",
+			  r->id, r->bytenr, why, no_records, taken, l.named, oldest, r->generation,
+			  l.stale, l.same, l.newer, l.ambiguous, l.s ? l.s->dropped : 0, ncut);
+	free(l.c);
+	free(l.r);
+	free(l.roots);
+	free(l.buf);
+	return rc;
+}
+
+bool bi_salvage_cut(const struct btrfsimg_fs *fs, uint64_t tree, uint64_t objectid)
+{
+	for (size_t i = 0; i < fs->nsalvage_cut; i++)
+		if (fs->salvage_cut[i].tree == tree && fs->salvage_cut[i].objectid == objectid)
+			return true;
+	return false;
+}
+
+uint64_t bi_salvage_as_of(const struct btrfsimg_fs *fs, uint64_t tree, uint64_t objectid)
+{
+	uint64_t as_of = 0;
+	for (size_t i = 0; i < fs->nsalvage_asof; i++) {
+		const struct bi_sv_asof *a = &fs->salvage_asof[i];
+		if (a->tree == tree && a->first <= objectid && objectid <= a->last &&
+		    (!as_of || a->as_of < as_of))
+			as_of = a->as_of;
+	}
+	return as_of;
+}
