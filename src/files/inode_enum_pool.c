@@ -35,6 +35,7 @@
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
+#include "base/name.h"
 #include "base/ondisk.h"
 #include "image/ring.h"
 #include "btrfs/tree_checker.h"
@@ -96,6 +97,7 @@ static int parse_inode(const struct bi_ipool *p, struct bi_islot *s, struct bi_i
 	char why[160];
 	e->parent = 0;
 	e->name_len = 0;
+	e->name_bad = false;
 	if (bi_inode_parse(d, size, p->subvol, k->objectid, p->max_gen, &e->ino, why,
 			   sizeof(why)) == 0) {
 		e->kind = IEV_INODE;
@@ -117,9 +119,11 @@ static int parse_ref(const struct bi_ipool *p, struct bi_islot *s, struct bi_iev
 {
 	if (!known) {
 		struct bi_iev *e = &s->ev[s->nev++];
-		*e = (struct bi_iev){
-			.kind = IEV_REF, .slot = slot, .size = size, .data = d, .key = *k
-		};
+		e->kind = IEV_REF;
+		e->ref.slot = slot;
+		e->ref.size = size;
+		e->ref.data = d;
+		e->ref.key = *k;
 		return 0;
 	}
 	if (!cur || cur->ino.objectid != k->objectid || cur->parent)
@@ -135,6 +139,7 @@ static int parse_ref(const struct bi_ipool *p, struct bi_islot *s, struct bi_iev
 		 * copies line up there, in the order it reads them) */
 		cur->parent = parent;
 		cur->name_len = nlen;
+		cur->name_bad = bi_name_problem(name, nlen) != NULL;
 		return slot_bytes(s, name, nlen, &cur->msg_off);
 	}
 	struct bi_iev *e = &s->ev[s->nev++];
