@@ -29,9 +29,10 @@ def once(cmd):
 
 def line(label, ta, tb):
     ratios = [y / x for x, y in zip(ta, tb) if x > 0]
-    print("%sA %.3f s  B %.3f s  B/A %.2f (median of %d pairs; min %.2f, max %.2f)"
+    print("%sA %.3f s  B %.3f s  B/A %.2f (median of %d pairs; min %.2f, max %.2f);"
+          " fastest A %.3f s, B %.3f s"
           % (label, statistics.median(ta), statistics.median(tb), statistics.median(ratios),
-             len(ratios), min(ratios), max(ratios)))
+             len(ratios), min(ratios), max(ratios), min(ta), min(tb)))
 
 
 def main():

@@ -507,6 +507,8 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 			free(p->ring[i].buf);
 			p->ring[i].buf = NULL;
 		}
+		free(p->spare.buf);
+		p->spare.buf = NULL;
 		p->nodesize = fs->nodesize;
 	}
 	atomic_store(&p->batch, IPOOL_BATCH);
@@ -545,12 +547,7 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 		struct bi_islot *s = &p->ring[p->head % IPOOL_RING];
 		rc = merge_leaf(w, r, p, s, &started, &last);
 		end = s->end;
-		if (s->held)
-			bi_block_put_once(fs, s->leaf);
-		s->leaf = NULL;
-		s->held = false;
-		atomic_store(&s->state, ISLOT_FREE);
-		p->head++;
+		bi_ipool_done(p, fs);
 	}
 	bi_ipool_drop(p, fs);
 	bi_aio_close(p->aio);

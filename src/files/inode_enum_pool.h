@@ -61,6 +61,7 @@ struct bi_islot {
 				* this descriptor at roff, before its checks */
 	uint64_t roff;
 	bool io_done;	       /* read (not in flight): the walking thread's */
+	bool mine;	       /* read, checked and parsed by the walking thread */
 	bool fallback;	       /* unread or failed a check: the walking thread
 				* reads it through the block cache (every copy,
 				* the messages) when it gets there */
@@ -89,6 +90,7 @@ struct bi_ipool {
 	size_t issued;	      /* leaves read or being read (>= tail; this thread's) */
 	struct bi_aio *aio;   /* leaves not in the page cache read around it, or NULL */
 	bool aio_last;	      /* the last leaf went to it: the cache is cold */
+	bool mine_last;	      /* the last leaf was parsed here: play it now */
 	bool aio_refused;     /* a read was refused (EINVAL): none more */
 	uint32_t hot;	      /* leaves found in the page cache in a row */
 	_Atomic size_t tail;  /* leaves queued so far (ever-growing) */
@@ -102,6 +104,10 @@ struct bi_ipool {
 	uint32_t nodesize, csum_size;
 	int csum_type;
 	uint8_t fsid[16];
+	/* the buffers of a leaf parsed here (buf, ev, text), lent to its slot
+	 * until it is played: the same few pages leaf after leaf stay in the
+	 * cache, where the ring's would come back cold */
+	struct bi_islot spare;
 	struct bi_islot ring[IPOOL_RING];
 };
 
@@ -134,6 +140,10 @@ enum bi_ipool_next {
 	BI_IPOOL_AGAIN = 3, /* look again: a read finished */
 };
 enum bi_ipool_next bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking);
+
+/* The head slot played: released (its block cache reference put, what
+ * it was lent given back) and the head moved on. */
+void bi_ipool_done(struct bi_ipool *p, struct btrfsimg_fs *fs);
 
 /* Take back every leaf still queued, waiting for those taken; all slots
  * are released (block cache references put). */
