@@ -78,7 +78,9 @@ bool bi_ipool_ref_first(const bi_key *key, const uint8_t *data, uint32_t size, u
 /* @n bytes into the slot's text: their offset in *@off. */
 static int slot_bytes(struct bi_islot *s, const void *bytes, size_t n, uint32_t *off)
 {
-	if (bi_grow((void **)&s->text, &s->text_cap, s->text_len + n, 1))
+	/* the call only to grow: once per name it was a tenth of the parse */
+	if (s->text_len + n > s->text_cap &&
+	    bi_grow((void **)&s->text, &s->text_cap, s->text_len + n, 1))
 		return -ENOMEM;
 	/* byte by byte: names are short, and libc's memcpy for a length
 	 * known only here cost more than the copy */
@@ -165,18 +167,22 @@ void bi_ipool_parse_leaf(const struct bi_ipool *p, struct bi_islot *s)
 	if (s->from >= b->nritems)
 		return;
 	/* at most one event per inode or name item: room for that many (not
-	 * one per item: directory entries would multiply the ring's memory) */
-	size_t want = 0;
-	for (uint32_t i = s->from; i < b->nritems; i++) {
-		uint8_t type = b->data[HDR_SIZE + (size_t)i * ITEM_SIZE + 8];
-		want += type == KT_INODE_ITEM || type == KT_INODE_REF || type == KT_INODE_EXTREF;
-	}
-	/* doubled, not to the leaf's count: growing by a few events leaf
-	 * after leaf was a fault and a TLB flush on the other core for each
-	 * move */
-	if (bi_grow((void **)&s->ev, &s->evcap, want, sizeof(*s->ev))) {
-		s->rc = -ENOMEM;
-		return;
+	 * one per item: directory entries would multiply the ring's memory;
+	 * the spare buffers have room for a full leaf, and skip the count) */
+	if (s->evcap < b->nritems - s->from) {
+		size_t want = 0;
+		for (uint32_t i = s->from; i < b->nritems; i++) {
+			uint8_t type = b->data[HDR_SIZE + (size_t)i * ITEM_SIZE + 8];
+			want += type == KT_INODE_ITEM || type == KT_INODE_REF ||
+				type == KT_INODE_EXTREF;
+		}
+		/* doubled, not to the leaf's count: growing by a few events
+		 * leaf after leaf was a fault and a TLB flush on the other
+		 * core for each move */
+		if (bi_grow((void **)&s->ev, &s->evcap, want, sizeof(*s->ev))) {
+			s->rc = -ENOMEM;
+			return;
+		}
 	}
 	/* the range's end is checked per item only in a leaf that crosses it */
 	uint32_t n = b->nritems;
@@ -434,6 +440,11 @@ static void swap_buffers(struct bi_islot *a, struct bi_islot *b)
 static void parse_mine(struct bi_ipool *p, struct bi_islot *s, size_t t)
 {
 	swap_buffers(s, &p->spare);
+	/* room for a full leaf's events: the parse then need not count them
+	 * (failing, it counts) */
+	size_t most = (p->nodesize - HDR_SIZE) / ITEM_SIZE;
+	if (s->evcap < most)
+		(void)bi_grow((void **)&s->ev, &s->evcap, most, sizeof(*s->ev));
 	work_leaf(p, s);
 	s->mine = true;
 	atomic_store(&s->state, ISLOT_PARSED);
