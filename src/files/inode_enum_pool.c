@@ -417,20 +417,23 @@ static void pool_publish(struct bi_ipool *p)
 	}
 }
 
-/* The buffers of @a and @b exchanged. */
+/* The buffers of @a and @b exchanged (the leaf, its events, its text). */
 static void swap_buffers(struct bi_islot *a, struct bi_islot *b)
 {
-	struct bi_islot t = *a;
+	uint8_t *buf = a->buf;
+	struct bi_iev *ev = a->ev;
+	char *text = a->text;
+	size_t evcap = a->evcap, text_cap = a->text_cap;
 	a->buf = b->buf;
 	a->ev = b->ev;
 	a->evcap = b->evcap;
 	a->text = b->text;
 	a->text_cap = b->text_cap;
-	b->buf = t.buf;
-	b->ev = t.ev;
-	b->evcap = t.evcap;
-	b->text = t.text;
-	b->text_cap = t.text_cap;
+	b->buf = buf;
+	b->ev = ev;
+	b->evcap = evcap;
+	b->text = text;
+	b->text_cap = text_cap;
 }
 
 /* Slot @t (the next one) read, checked and parsed here, in the spare
@@ -492,7 +495,8 @@ void bi_ipool_queue(struct bi_ipool *p, struct btrfsimg_fs *fs, struct bi_leafwa
 	    (s->rfd = bi_aio_cached_fd(p->aio, d, phys, p->nodesize, &s->roff)) >= 0) {
 		s->read_ok = false; /* whoever parses it reads it */
 		if (p->head == t && atomic_load(&p->tail) == t && atomic_load(&p->next) == t &&
-		    (p->spare.buf || posix_memalign((void **)&p->spare.buf, 4096, p->nodesize) == 0))
+		    (p->spare.buf ||
+		     posix_memalign((void **)&p->spare.buf, 4096, p->nodesize) == 0))
 			parse_mine(p, s, t);
 		else
 			pool_publish(p);

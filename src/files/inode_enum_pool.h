@@ -31,9 +31,9 @@
 enum { IEV_INODE, IEV_INODE_BAD, IEV_DAMAGE, IEV_REF };
 enum { ISLOT_FREE, ISLOT_QUEUED, ISLOT_PARSING, ISLOT_PARSED };
 
-/* One event per inode: the walking thread reads each from the other core's
- * cache, so what only a name item's event needs shares the inode's room
- * (176 bytes, not 208). */
+/* One event per inode: the walking thread reads those of a worker's leaf
+ * from the other core's cache, so what only a name item's event needs
+ * shares the inode's room (176 bytes, not 208). */
 struct bi_iev {
 	uint8_t kind;
 	bool name_bad;	   /* IEV_INODE: bi_name_problem finds fault with the name */
@@ -42,8 +42,8 @@ struct bi_iev {
 			    * the message; IEV_INODE its name (name_len) */
 	uint64_t parent;   /* IEV_INODE */
 	union {
-		struct btrfsimg_inode ino; /* IEV_INODE */
-		struct {		   /* IEV_REF */
+		struct btrfsimg_inode ino;   /* IEV_INODE */
+		struct {		     /* IEV_REF */
 			uint32_t slot, size; /* the item's */
 			const uint8_t *data; /* the item (in the leaf) */
 			bi_key key;

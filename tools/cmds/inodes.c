@@ -25,9 +25,9 @@ struct inodes_ctx {
 	bool buffered; /* lines gather in w; else (text for a terminal) printed */
 	unsigned bits;
 	uint64_t count;
-	uint64_t cur;		    /* the subvolume the line fragments below are for */
-	struct jw w;		    /* lines not yet written out */
-	int write_errno;	    /* the first failed write(2), or 0 */
+	uint64_t cur;	 /* the subvolume the line fragments below are for */
+	struct jw w;	 /* lines not yet written out */
+	int write_errno; /* the first failed write(2), or 0 */
 	char head[64], mid1[128], mid2[64], mid3[96];
 	/* objectid, ino (inumbits=N), nfs fileid, the fileid with inumbits=N:
 	 * each climbs with the objectid */
