@@ -41,6 +41,7 @@ struct irec {
 	uint64_t parent;   /* 0: no name seen */
 	uint32_t name_off; /* into the list's names arena */
 	uint16_t name_len;
+	bool name_bad;	    /* bi_name_problem finds fault with the name */
 	int32_t path_state; /* directories: 0 unresolved, 1 resolving, 2 done */
 	char *path;	    /* directories: cached full path; NULL unreachable */
 	size_t path_len;
@@ -70,6 +71,7 @@ struct iwalk {
 	size_t last_parent; /* index into dirs: siblings come in runs */
 	char *buf;	    /* path of the inode being reported */
 	size_t cap;
+	const char *buf_dir; /* the directory path buf starts with (and "/"), or NULL */
 	char damage[192];   /* its name_damage */
 	int stop; /* the callback's non-zero return */
 };
@@ -135,7 +137,8 @@ static inline void copy_short(char *dst, const char *src, size_t n)
 
 /* dir + "/" + name into @out (no separator after the empty top-level
  * path), a damaged name (@bad: bi_name_problem says why) in its safe form
- * (base/name.h); returns the length, or -1 when out of memory. */
+ * (base/name.h); @dir NULL: its @dlen bytes and the "/" are there already.
+ * Returns the length, or -1 when out of memory. */
 static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, const char *name,
 			 size_t nlen, bool bad)
 {
@@ -148,10 +151,13 @@ static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, 
 		*cap = need;
 	}
 	char *p = *out;
-	copy_short(p, dir, dlen);
 	size_t at = dlen;
-	if (dlen)
-		p[at++] = '/';
+	if (dir) {
+		copy_short(p, dir, dlen);
+		if (dlen)
+			p[at] = '/';
+	}
+	at += dlen != 0;
 	if (bad)
 		return (ssize_t)(at + bi_name_safe((const uint8_t *)name, nlen, p + at, need - at));
 	copy_short(p + at, name, nlen);
@@ -159,12 +165,28 @@ static ssize_t join_into(char **out, size_t *cap, const char *dir, size_t dlen, 
 	return (ssize_t)(at + nlen);
 }
 
+/* The path of an inode named @name in directory @d into w->buf. Siblings
+ * come in runs: the directory's part is still there from the last one
+ * (a directory's path is never freed or changed while the walk lasts, so
+ * the same pointer means the same bytes). */
+static ssize_t path_into(struct iwalk *w, const struct irec *d, const char *name, size_t nlen,
+			 bool bad)
+{
+	size_t at = d->path_len + (d->path_len != 0);
+	if (w->buf_dir != d->path || at + nlen + 1 > w->cap)
+		w->buf_dir = NULL;
+	ssize_t n = join_into(&w->buf, &w->cap, w->buf_dir ? NULL : d->path, d->path_len, name,
+			      nlen, bad);
+	w->buf_dir = n < 0 ? NULL : d->path;
+	return n;
+}
+
 static void set_dir_path(struct irec *c, const struct irec *base, const char *names, int *err)
 {
 	size_t cap = 0;
 	const char *name = names + c->name_off;
 	ssize_t n = join_into(&c->path, &cap, base->path, base->path_len, name, c->name_len,
-			      bi_name_problem((const uint8_t *)name, c->name_len) != NULL);
+			      c->name_bad);
 	if (n < 0) {
 		*err = -ENOMEM;
 		free(c->path);
@@ -240,10 +262,9 @@ static int report(struct iwalk *w, const struct irec *r, const char *name)
 	} else if (r->parent) {
 		struct irec *p = find_dir(w, r->parent);
 		const struct irec *d = p ? dir_path(w, p, &err) : NULL;
-		const char *why = bi_name_problem((const uint8_t *)name, r->name_len);
-		ssize_t n = d ? join_into(&w->buf, &w->cap, d->path, d->path_len, name, r->name_len,
-					  why != NULL)
-			      : 0;
+		const char *why =
+			r->name_bad ? bi_name_problem((const uint8_t *)name, r->name_len) : NULL;
+		ssize_t n = d ? path_into(w, d, name, r->name_len, why != NULL) : 0;
 		if (n < 0)
 			err = -ENOMEM;
 		else if (d) {
@@ -316,6 +337,7 @@ static int take_inode(struct iwalk *w, const struct bi_item *it)
 	r->parent = 0;
 	r->name_off = 0;
 	r->name_len = 0;
+	r->name_bad = false;
 	r->path_state = 0;
 	r->path = NULL;
 	r->path_len = 0;
@@ -349,6 +371,7 @@ static void take_ref(struct iwalk *w, const struct bi_item *it)
 	w->name = w->cur_name;
 	w->cur.parent = parent;
 	w->cur.name_len = nlen;
+	w->cur.name_bad = bi_name_problem(name, nlen) != NULL;
 }
 
 /* A leaf whose keys all lie past one objectid's names and before the next
@@ -434,6 +457,7 @@ static int merge_leaf(struct iwalk *w, const struct bi_root *r, const struct bi_
 			c->parent = e->parent;
 			c->name_off = 0;
 			c->name_len = e->name_len;
+			c->name_bad = e->name_bad;
 			c->path_state = 0;
 			c->path = NULL;
 			c->path_len = 0;
@@ -443,7 +467,8 @@ static int merge_leaf(struct iwalk *w, const struct bi_root *r, const struct bi_
 			w->name = (const uint8_t *)s->text + e->msg_off;
 			w->have_cur = true;
 		} else if (e->kind == IEV_REF) {
-			struct bi_item it = { e->key, e->data, e->size, s->leaf->bytenr, e->slot };
+			struct bi_item it = { e->ref.key, e->ref.data, e->ref.size, s->leaf->bytenr,
+					      e->ref.slot };
 			take_ref(w, &it);
 		} else {
 			bi_damage(w->fs, "%s", s->text + e->msg_off);
@@ -482,6 +507,8 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 			free(p->ring[i].buf);
 			p->ring[i].buf = NULL;
 		}
+		free(p->spare.buf);
+		p->spare.buf = NULL;
 		p->nodesize = fs->nodesize;
 	}
 	atomic_store(&p->batch, IPOOL_BATCH);
@@ -520,12 +547,7 @@ static int walk_tree_par(struct iwalk *w, const struct bi_root *r, struct bi_ipo
 		struct bi_islot *s = &p->ring[p->head % IPOOL_RING];
 		rc = merge_leaf(w, r, p, s, &started, &last);
 		end = s->end;
-		if (s->held)
-			bi_block_put_once(fs, s->leaf);
-		s->leaf = NULL;
-		s->held = false;
-		atomic_store(&s->state, ISLOT_FREE);
-		p->head++;
+		bi_ipool_done(p, fs);
 	}
 	bi_ipool_drop(p, fs);
 	bi_aio_close(p->aio);

@@ -7,9 +7,14 @@
  *
  * The walking thread walks the tree's nodes and reads each leaf's copy 0
  * into a ring of IPOOL_RING slots (the handle, its block cache and its
- * devices are used from it alone; a leaf found in the page cache is read
- * by the worker that takes it, with pread on a descriptor of the image
- * file, so that the copy out of the cache is not this thread's); worker
+ * devices are used from it alone). A leaf found in the page cache while
+ * no leaf waits for a worker is read (pread on a descriptor of the image
+ * file), checked and parsed by the walking thread itself, and played at
+ * once: handing cached leaves to a worker cost more CPU than it saved (the
+ * events and names read back from the other core's cache, the wake-ups:
+ * a warm run took 1.3x the CPU of one thread), and a warm run's time is
+ * its CPU. The workers take the leaves that come from the disk, where
+ * reading ahead leaves time to parse on the other core: worker
  * threads check each leaf as
  * block.c would (checksum, header, item table, what the parent expects) and
  * parse it into events (an inode item parsed and checked, with its first
@@ -35,6 +40,7 @@
 #include "base/csum.h"
 #include "base/cursor.h"
 #include "base/err.h"
+#include "base/name.h"
 #include "base/ondisk.h"
 #include "image/ring.h"
 #include "btrfs/tree_checker.h"
@@ -72,7 +78,9 @@ bool bi_ipool_ref_first(const bi_key *key, const uint8_t *data, uint32_t size, u
 /* @n bytes into the slot's text: their offset in *@off. */
 static int slot_bytes(struct bi_islot *s, const void *bytes, size_t n, uint32_t *off)
 {
-	if (bi_grow((void **)&s->text, &s->text_cap, s->text_len + n, 1))
+	/* the call only to grow: once per name it was a tenth of the parse */
+	if (s->text_len + n > s->text_cap &&
+	    bi_grow((void **)&s->text, &s->text_cap, s->text_len + n, 1))
 		return -ENOMEM;
 	/* byte by byte: names are short, and libc's memcpy for a length
 	 * known only here cost more than the copy */
@@ -96,6 +104,7 @@ static int parse_inode(const struct bi_ipool *p, struct bi_islot *s, struct bi_i
 	char why[160];
 	e->parent = 0;
 	e->name_len = 0;
+	e->name_bad = false;
 	if (bi_inode_parse(d, size, p->subvol, k->objectid, p->max_gen, &e->ino, why,
 			   sizeof(why)) == 0) {
 		e->kind = IEV_INODE;
@@ -117,9 +126,11 @@ static int parse_ref(const struct bi_ipool *p, struct bi_islot *s, struct bi_iev
 {
 	if (!known) {
 		struct bi_iev *e = &s->ev[s->nev++];
-		*e = (struct bi_iev){
-			.kind = IEV_REF, .slot = slot, .size = size, .data = d, .key = *k
-		};
+		e->kind = IEV_REF;
+		e->ref.slot = slot;
+		e->ref.size = size;
+		e->ref.data = d;
+		e->ref.key = *k;
 		return 0;
 	}
 	if (!cur || cur->ino.objectid != k->objectid || cur->parent)
@@ -135,6 +146,7 @@ static int parse_ref(const struct bi_ipool *p, struct bi_islot *s, struct bi_iev
 		 * copies line up there, in the order it reads them) */
 		cur->parent = parent;
 		cur->name_len = nlen;
+		cur->name_bad = bi_name_problem(name, nlen) != NULL;
 		return slot_bytes(s, name, nlen, &cur->msg_off);
 	}
 	struct bi_iev *e = &s->ev[s->nev++];
@@ -155,18 +167,22 @@ void bi_ipool_parse_leaf(const struct bi_ipool *p, struct bi_islot *s)
 	if (s->from >= b->nritems)
 		return;
 	/* at most one event per inode or name item: room for that many (not
-	 * one per item: directory entries would multiply the ring's memory) */
-	size_t want = 0;
-	for (uint32_t i = s->from; i < b->nritems; i++) {
-		uint8_t type = b->data[HDR_SIZE + (size_t)i * ITEM_SIZE + 8];
-		want += type == KT_INODE_ITEM || type == KT_INODE_REF || type == KT_INODE_EXTREF;
-	}
-	/* doubled, not to the leaf's count: growing by a few events leaf
-	 * after leaf was a fault and a TLB flush on the other core for each
-	 * move */
-	if (bi_grow((void **)&s->ev, &s->evcap, want, sizeof(*s->ev))) {
-		s->rc = -ENOMEM;
-		return;
+	 * one per item: directory entries would multiply the ring's memory;
+	 * the spare buffers have room for a full leaf, and skip the count) */
+	if (s->evcap < b->nritems - s->from) {
+		size_t want = 0;
+		for (uint32_t i = s->from; i < b->nritems; i++) {
+			uint8_t type = b->data[HDR_SIZE + (size_t)i * ITEM_SIZE + 8];
+			want += type == KT_INODE_ITEM || type == KT_INODE_REF ||
+				type == KT_INODE_EXTREF;
+		}
+		/* doubled, not to the leaf's count: growing by a few events
+		 * leaf after leaf was a fault and a TLB flush on the other
+		 * core for each move */
+		if (bi_grow((void **)&s->ev, &s->evcap, want, sizeof(*s->ev))) {
+			s->rc = -ENOMEM;
+			return;
+		}
 	}
 	/* the range's end is checked per item only in a leaf that crosses it */
 	uint32_t n = b->nritems;
@@ -274,6 +290,14 @@ static void work_leaf(const struct bi_ipool *p, struct bi_islot *s)
 	bi_ipool_parse_leaf(p, s);
 }
 
+/* Leaves queued and not taken: 0 while the walking thread steps both
+ * counters past a leaf it parsed itself (next first, for a moment ahead). */
+static size_t queued(struct bi_ipool *p)
+{
+	size_t t = atomic_load(&p->tail), n = atomic_load(&p->next);
+	return t > n ? t - n : 0;
+}
+
 /* Take the next queued leaf, if any: its index, or (size_t)-1. */
 static size_t take_leaf(struct bi_ipool *p)
 {
@@ -305,8 +329,7 @@ static void *worker(void *arg)
 		 * looks at the count after queuing: no wake-up is lost) */
 		pthread_mutex_lock(&p->mu);
 		atomic_fetch_add(&p->sleepers, 1);
-		while (!p->quit &&
-		       atomic_load(&p->tail) - atomic_load(&p->next) < atomic_load(&p->batch))
+		while (!p->quit && queued(p) < atomic_load(&p->batch))
 			pthread_cond_wait(&p->work, &p->mu);
 		atomic_fetch_sub(&p->sleepers, 1);
 		bool quit = p->quit;
@@ -320,8 +343,7 @@ static void *worker(void *arg)
 /* Wake the workers if some sleep and enough is queued for them. */
 void bi_ipool_wake(struct bi_ipool *p)
 {
-	if (atomic_load(&p->sleepers) &&
-	    atomic_load(&p->tail) - atomic_load(&p->next) >= atomic_load(&p->batch)) {
+	if (atomic_load(&p->sleepers) && queued(p) >= atomic_load(&p->batch)) {
 		pthread_mutex_lock(&p->mu);
 		pthread_cond_broadcast(&p->work);
 		pthread_mutex_unlock(&p->mu);
@@ -343,6 +365,9 @@ void bi_ipool_free(struct bi_ipool *p)
 		free(p->ring[i].text);
 		free(p->ring[i].buf);
 	}
+	free(p->spare.ev);
+	free(p->spare.text);
+	free(p->spare.buf);
 	pthread_cond_destroy(&p->work);
 	pthread_cond_destroy(&p->done);
 	pthread_mutex_destroy(&p->mu);
@@ -392,6 +417,45 @@ static void pool_publish(struct bi_ipool *p)
 	}
 }
 
+/* The buffers of @a and @b exchanged (the leaf, its events, its text). */
+static void swap_buffers(struct bi_islot *a, struct bi_islot *b)
+{
+	uint8_t *buf = a->buf;
+	struct bi_iev *ev = a->ev;
+	char *text = a->text;
+	size_t evcap = a->evcap, text_cap = a->text_cap;
+	a->buf = b->buf;
+	a->ev = b->ev;
+	a->evcap = b->evcap;
+	a->text = b->text;
+	a->text_cap = b->text_cap;
+	b->buf = buf;
+	b->ev = ev;
+	b->evcap = evcap;
+	b->text = text;
+	b->text_cap = text_cap;
+}
+
+/* Slot @t (the next one) read, checked and parsed here, in the spare
+ * buffers: every leaf before it is played (so the spare ones are free),
+ * and none waits for a worker, which cannot take this one (take_leaf
+ * wants an index below tail, which is @t until both move on). */
+static void parse_mine(struct bi_ipool *p, struct bi_islot *s, size_t t)
+{
+	swap_buffers(s, &p->spare);
+	/* room for a full leaf's events: the parse then need not count them
+	 * (failing, it counts) */
+	size_t most = (p->nodesize - HDR_SIZE) / ITEM_SIZE;
+	if (s->evcap < most)
+		(void)bi_grow((void **)&s->ev, &s->evcap, most, sizeof(*s->ev));
+	work_leaf(p, s);
+	s->mine = true;
+	atomic_store(&s->state, ISLOT_PARSED);
+	atomic_store(&p->next, t + 1);
+	atomic_store(&p->tail, t + 1);
+	p->mine_last = true;
+}
+
 /* Read copy 0 of the leaf @at into the next slot, to be queued for the
  * workers once it and those before it are read (a failed read is left to
  * the fallback). A leaf that is not in the page cache is read around it,
@@ -407,11 +471,13 @@ void bi_ipool_queue(struct bi_ipool *p, struct btrfsimg_fs *fs, struct bi_leafwa
 	s->held = false;
 	s->fallback = false;
 	s->io_done = true;
+	s->mine = false;
 	s->rfd = -1;
 	if (!s->buf && posix_memalign((void **)&s->buf, 4096, p->nodesize) != 0)
 		s->buf = NULL;
 	p->issued = t + 1;
 	p->aio_last = false;
+	p->mine_last = false;
 	const struct bi_dev *d;
 	uint64_t phys;
 	bool usable = s->buf && p->aio && !p->aio_refused;
@@ -427,8 +493,13 @@ void bi_ipool_queue(struct bi_ipool *p, struct btrfsimg_fs *fs, struct bi_leafwa
 	p->hot = cached == 1 ? p->hot + 1 : 0;
 	if (where && cached == 1 &&
 	    (s->rfd = bi_aio_cached_fd(p->aio, d, phys, p->nodesize, &s->roff)) >= 0) {
-		s->read_ok = false; /* the worker reads it */
-		pool_publish(p);
+		s->read_ok = false; /* whoever parses it reads it */
+		if (p->head == t && atomic_load(&p->tail) == t && atomic_load(&p->next) == t &&
+		    (p->spare.buf ||
+		     posix_memalign((void **)&p->spare.buf, 4096, p->nodesize) == 0))
+			parse_mine(p, s, t);
+		else
+			pool_publish(p);
 		return;
 	}
 	s->rfd = -1;
@@ -493,6 +564,10 @@ enum bi_ipool_next bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, boo
 	if (p->aio && bi_aio_inflight(p->aio))
 		pool_reap(p, fs, false);
 	size_t tail = atomic_load(&p->tail);
+	/* a leaf parsed here is played while it is in this core's cache */
+	if (p->mine_last && p->head < tail &&
+	    atomic_load(&p->ring[p->head % IPOOL_RING].state) == ISLOT_PARSED)
+		return BI_IPOOL_PLAY;
 	bool room = walking && p->issued - p->head < IPOOL_RING;
 	if (room && (p->issued - atomic_load(&p->next) < 2 * IPOOL_BATCH || p->aio_last))
 		return BI_IPOOL_READ;
@@ -512,6 +587,26 @@ enum bi_ipool_next bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, boo
 	return BI_IPOOL_PLAY;
 }
 
+/* Slot @s released: its block cache reference put, the spare buffers given
+ * back. */
+static void slot_release(struct bi_ipool *p, struct btrfsimg_fs *fs, struct bi_islot *s)
+{
+	if (s->held)
+		bi_block_put_once(fs, s->leaf);
+	s->leaf = NULL;
+	s->held = false;
+	if (s->mine)
+		swap_buffers(s, &p->spare);
+	s->mine = false;
+	atomic_store(&s->state, ISLOT_FREE);
+}
+
+void bi_ipool_done(struct bi_ipool *p, struct btrfsimg_fs *fs)
+{
+	slot_release(p, fs, &p->ring[p->head % IPOOL_RING]);
+	p->head++;
+}
+
 /* Take back every leaf still queued: none is handed out any more; those
  * taken are waited for; all are released. */
 void bi_ipool_drop(struct bi_ipool *p, struct btrfsimg_fs *fs)
@@ -526,11 +621,7 @@ void bi_ipool_drop(struct bi_ipool *p, struct btrfsimg_fs *fs)
 		struct bi_islot *s = &p->ring[p->head % IPOOL_RING];
 		if (p->head < taken)
 			pool_wait_head(p);
-		if (s->held)
-			bi_block_put_once(fs, s->leaf);
-		s->leaf = NULL;
-		s->held = false;
-		atomic_store(&s->state, ISLOT_FREE);
+		slot_release(p, fs, s);
 	}
 	/* what was never queued is gone too: no worker may take it */
 	atomic_store(&p->next, p->issued);

@@ -31,17 +31,24 @@
 enum { IEV_INODE, IEV_INODE_BAD, IEV_DAMAGE, IEV_REF };
 enum { ISLOT_FREE, ISLOT_QUEUED, ISLOT_PARSING, ISLOT_PARSED };
 
+/* One event per inode: the walking thread reads those of a worker's leaf
+ * from the other core's cache, so what only a name item's event needs
+ * shares the inode's room (176 bytes, not 208). */
 struct bi_iev {
 	uint8_t kind;
-	uint16_t name_len;	   /* IEV_INODE: its first name in this leaf, or 0 */
-	uint32_t slot;		   /* IEV_REF: the item's */
-	uint32_t size;		   /* IEV_REF */
-	uint32_t msg_off;	   /* into the slot's text: IEV_INODE_BAD, IEV_DAMAGE
-				    * the message; IEV_INODE its name (name_len) */
-	uint64_t parent;	   /* IEV_INODE */
-	const uint8_t *data;	   /* IEV_REF: the item (in the leaf) */
-	bi_key key;		   /* IEV_REF */
-	struct btrfsimg_inode ino; /* IEV_INODE */
+	bool name_bad;	   /* IEV_INODE: bi_name_problem finds fault with the name */
+	uint16_t name_len; /* IEV_INODE: its first name in this leaf, or 0 */
+	uint32_t msg_off;  /* into the slot's text: IEV_INODE_BAD, IEV_DAMAGE
+			    * the message; IEV_INODE its name (name_len) */
+	uint64_t parent;   /* IEV_INODE */
+	union {
+		struct btrfsimg_inode ino;   /* IEV_INODE */
+		struct {		     /* IEV_REF */
+			uint32_t slot, size; /* the item's */
+			const uint8_t *data; /* the item (in the leaf) */
+			bi_key key;
+		} ref;
+	};
 };
 
 struct bi_islot {
@@ -54,6 +61,7 @@ struct bi_islot {
 				* this descriptor at roff, before its checks */
 	uint64_t roff;
 	bool io_done;	       /* read (not in flight): the walking thread's */
+	bool mine;	       /* read, checked and parsed by the walking thread */
 	bool fallback;	       /* unread or failed a check: the walking thread
 				* reads it through the block cache (every copy,
 				* the messages) when it gets there */
@@ -82,6 +90,7 @@ struct bi_ipool {
 	size_t issued;	      /* leaves read or being read (>= tail; this thread's) */
 	struct bi_aio *aio;   /* leaves not in the page cache read around it, or NULL */
 	bool aio_last;	      /* the last leaf went to it: the cache is cold */
+	bool mine_last;	      /* the last leaf was parsed here: play it now */
 	bool aio_refused;     /* a read was refused (EINVAL): none more */
 	uint32_t hot;	      /* leaves found in the page cache in a row */
 	_Atomic size_t tail;  /* leaves queued so far (ever-growing) */
@@ -95,6 +104,10 @@ struct bi_ipool {
 	uint32_t nodesize, csum_size;
 	int csum_type;
 	uint8_t fsid[16];
+	/* the buffers of a leaf parsed here (buf, ev, text), lent to its slot
+	 * until it is played: the same few pages leaf after leaf stay in the
+	 * cache, where the ring's would come back cold */
+	struct bi_islot spare;
 	struct bi_islot ring[IPOOL_RING];
 };
 
@@ -127,6 +140,10 @@ enum bi_ipool_next {
 	BI_IPOOL_AGAIN = 3, /* look again: a read finished */
 };
 enum bi_ipool_next bi_ipool_step(struct bi_ipool *p, struct btrfsimg_fs *fs, bool walking);
+
+/* The head slot played: released (its block cache reference put, what
+ * it was lent given back) and the head moved on. */
+void bi_ipool_done(struct bi_ipool *p, struct btrfsimg_fs *fs);
 
 /* Take back every leaf still queued, waiting for those taken; all slots
  * are released (block cache references put). */

@@ -8,6 +8,7 @@
 #include "btrfsimg_inum.h"
 #include "base/err.h"
 #include "base/handle.h"
+#include "inum/schemes.h"
 
 struct present {
 	btrfsimg_inode_numbers_fn fn;
@@ -33,10 +34,10 @@ static int present_one(void *ctx, const struct btrfsimg_inode_entry *e)
 		p->numdevs2_dev = d < 0 ? -1 : d & 1;
 	}
 	p->st_ino = obj;
-	p->ino = btrfsimg_presented_ino(obj, p->overlay);
-	p->nfs_fileid = btrfsimg_presented_ino(obj, p->uniquifier);
+	p->ino = bi_presented_ino(obj, p->overlay);
+	p->nfs_fileid = bi_presented_ino(obj, p->uniquifier);
 	p->nfs4_d_fileid = obj;
-	p->nfs_fileid_inumbits = btrfsimg_presented_ino(p->ino, p->uniquifier);
+	p->nfs_fileid_inumbits = bi_presented_ino(p->ino, p->uniquifier);
 	p->nfs4_d_fileid_inumbits = p->ino;
 	return x->fn(x->ctx, e, p);
 }

@@ -50,7 +50,7 @@ uint64_t btrfsimg_inumbits_overlay(uint64_t subvol, unsigned inumbits)
 
 uint64_t btrfsimg_presented_ino(uint64_t objectid, uint64_t v)
 {
-	return objectid == v ? objectid : objectid ^ v;
+	return bi_presented_ino(objectid, v);
 }
 
 uint64_t btrfsimg_uniquifier(uint64_t subvol)

@@ -13,37 +13,21 @@
 
 #include "btrfsimg_inum.h"
 #include "cli.h"
-#include "common/handoff.h"
 #include "common/json.h"
 #include "common/progress.h"
 #include "common/text.h"
 
-/* What a line needs of one inode, handed to the formatting thread. */
-struct irow {
-	uint64_t subvol, objectid, generation, size;
-	uint64_t overlay, ino, uniq, nfs, nfs_n; /* nfs_n: btrfs mounted inumbits=N */
-	uint32_t mode, nlink, path_off, path_len;
-	int dev;
-	bool has_path, reachable;
-	/* text lines only */
-	uint8_t target;	     /* TARGET_*: a symlink's " -> target" */
-	uint32_t target_len; /* its bytes, after the path's */
-	int64_t mtime_sec;
-	uint32_t mtime_nsec;
-};
-
+/* A text line's symlink target (" -> target"). */
 enum { TARGET_NONE, TARGET_READ, TARGET_UNREADABLE };
 
 struct inodes_ctx {
 	struct cli *c;
-	struct handoff *h; /* lines are formatted on a second thread */
+	bool buffered; /* lines gather in w; else (text for a terminal) printed */
 	unsigned bits;
 	uint64_t count;
-	/* What follows is the formatting thread's: kept off the reading
-	 * thread's cache line (sharing it cost 6% of a run in stalls). */
-	_Alignas(128) uint64_t cur; /* the subvolume the line fragments below are for */
-	struct jw w;		    /* JSON lines not yet written out */
-	int write_errno;	    /* the first failed write(2), or 0 */
+	uint64_t cur;	 /* the subvolume the line fragments below are for */
+	struct jw w;	 /* lines not yet written out */
+	int write_errno; /* the first failed write(2), or 0 */
 	char head[64], mid1[128], mid2[64], mid3[96];
 	/* objectid, ino (inumbits=N), nfs fileid, the fileid with inumbits=N:
 	 * each climbs with the objectid */
@@ -56,16 +40,16 @@ struct inodes_ctx {
 /* The fields that only depend on the subvolume, formatted once per
  * subvolume: lines are hot (a million inodes) and most of their bytes
  * are these constants. */
-static void switch_subvol(struct inodes_ctx *x, const struct irow *r)
+static void switch_subvol(struct inodes_ctx *x, uint64_t subvol,
+			  const struct btrfsimg_inode_numbers *n)
 {
-	uint64_t subvol = r->subvol;
 	x->cur = subvol;
 	char dev[24] = "null", sv[24], overlay[24], uniq[24];
-	if (r->dev >= 0)
-		snprintf(dev, sizeof(dev), "%d", r->dev);
+	if (n->numdevs2_dev >= 0)
+		snprintf(dev, sizeof(dev), "%d", n->numdevs2_dev);
 	sv[jw_u64_json(subvol, sv)] = '\0'; /* numbers as every JSON writer puts them */
-	overlay[jw_u64_json(r->overlay, overlay)] = '\0';
-	uniq[jw_u64_json(r->uniq, uniq)] = '\0';
+	overlay[jw_u64_json(n->overlay, overlay)] = '\0';
+	uniq[jw_u64_json(n->uniquifier, uniq)] = '\0';
 	x->head_len =
 		(size_t)snprintf(x->head, sizeof(x->head), "{\"subvol\":%s,\"objectid\":", sv);
 	x->mid1_len = (size_t)snprintf(
@@ -98,12 +82,17 @@ static inline char *copy_bytes(char *dst, const char *src, size_t n)
 	return dst + n;
 }
 
-static void put_json(struct inodes_ctx *x, const struct irow *i, const char *path)
+/* One JSON line, written in place (the walking thread's: handing each
+ * inode to a formatting thread cost more in copies, page faults and
+ * wake-ups than the formatting, now that workers parse the leaves). */
+static void put_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
+		     const struct btrfsimg_inode_numbers *n)
 {
+	const struct btrfsimg_inode *i = &e->inode;
 	struct jw *w = &x->w;
 	if (i->subvol != x->cur)
-		switch_subvol(x, i);
-	jw_grow(w, LINE_FIXED_MAX + i->path_len);
+		switch_subvol(x, i->subvol, n);
+	jw_grow(w, LINE_FIXED_MAX + e->path_len);
 	char *p = w->buf + w->len;
 	PUT_FRAG(p, x->head, x->head_len);
 	/* the objectid's digits are written once and copied byte by byte: a
@@ -114,17 +103,17 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	JW_PUT_LIT(p, ",\"st_ino\":");
 	p = copy_bytes(p, obj, obj_len);
 	PUT_FRAG(p, x->mid1, x->mid1_len);
-	p += jw_run_at(&x->run_ino, p, i->ino);
+	p += jw_run_at(&x->run_ino, p, n->ino);
 	PUT_FRAG(p, x->mid2, x->mid2_len);
-	p += jw_run_at(&x->run_nfs, p, i->nfs);
+	p += jw_run_at(&x->run_nfs, p, n->nfs_fileid);
 	/* what a Linux NFSv4 client's readdir shows (st_ino), and both with
 	 * the btrfs mounted inumbits=N under nfsd (composed) */
 	JW_PUT_LIT(p, ",\"nfs4_d_fileid\":");
 	p = copy_bytes(p, obj, obj_len);
 	JW_PUT_LIT(p, ",\"nfs_fileid_inumbits\":");
-	p += jw_run_at(&x->run_nfs_n, p, i->nfs_n);
+	p += jw_run_at(&x->run_nfs_n, p, n->nfs_fileid_inumbits);
 	JW_PUT_LIT(p, ",\"nfs4_d_fileid_inumbits\":");
-	p += jw_run_at(&x->run_ino, p, i->ino);
+	p += jw_run_at(&x->run_ino, p, n->ino);
 	PUT_FRAG(p, x->mid3, x->mid3_len);
 	if (obj[0] == '"') /* past 2^53: a number quoted, in the string bare */
 		p += jw_dec_at(p, i->objectid);
@@ -138,13 +127,13 @@ static void put_json(struct inodes_ctx *x, const struct irow *i, const char *pat
 	p += jw_dec_at(p, i->nlink);
 	JW_PUT_LIT(p, ",\"size\":");
 	p += jw_u64_at(p, i->size);
-	if (i->has_path) {
+	if (e->path) {
 		JW_PUT_LIT(p, ",\"path\":");
-		p = jw_str_at(w, p, path, i->path_len, LINE_FIXED_MAX);
+		p = jw_str_at(w, p, e->path, e->path_len, LINE_FIXED_MAX);
 	} else {
 		JW_PUT_LIT(p, ",\"path\":null");
 	}
-	if (i->reachable)
+	if (e->reachable)
 		JW_PUT_LIT(p, ",\"reachable\":true}\n");
 	else
 		JW_PUT_LIT(p, ",\"reachable\":false}\n");
@@ -186,9 +175,13 @@ static void put_text_head(unsigned bits)
 	fwrite(head, 1, text_head(head, bits), stdout);
 }
 
-/* One text line as put_text prints it, into the line buffer. */
-static void put_text_line(struct inodes_ctx *x, const struct irow *i, const char *bytes)
+/* One text line as put_text prints it, into the line buffer; @target: a
+ * symlink's (TARGET_*), @t its bytes. */
+static void put_text_line(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
+			  const struct btrfsimg_inode_numbers *n, int target, const uint8_t *t,
+			  size_t tlen)
 {
+	const struct btrfsimg_inode *i = &e->inode;
 	struct jw *w = &x->w;
 	if (!x->text_head) { /* with the first line: none on a failure */
 		char head[160];
@@ -203,27 +196,27 @@ static void put_text_line(struct inodes_ctx *x, const struct irow *i, const char
 	*p++ = ' ';
 	p = text_dec(p, i->objectid, 10);
 	JW_PUT_LIT(p, "  ");
-	char t[TEXT_TIME_MAX];
-	p = text_left(p, t, text_time_at(t, i->mtime_sec, i->mtime_nsec), TEXT_TIME_WIDTH);
+	char tm[TEXT_TIME_MAX];
+	p = text_left(p, tm, text_time_at(tm, i->mtime.sec, i->mtime.nsec), TEXT_TIME_WIDTH);
 	JW_PUT_LIT(p, "  ino ");
-	p = text_hex_alt(p, i->ino, 18);
+	p = text_hex_alt(p, n->ino, 18);
 	JW_PUT_LIT(p, "  nfs ");
-	p = text_hex_alt(p, i->nfs, 18);
+	p = text_hex_alt(p, n->nfs_fileid, 18);
 	JW_PUT_LIT(p, "  ");
 	w->len = (size_t)(p - w->buf);
-	if (!i->has_path)
+	if (!e->path)
 		jw_lit(w, "<unreachable>");
-	else if (i->path_len)
-		text_name_jw(w, (const uint8_t *)bytes, i->path_len, NULL);
+	else if (e->path_len)
+		text_name_jw(w, (const uint8_t *)e->path, e->path_len, NULL);
 	else
 		jw_lit(w, "."); /* the top level */
-	if (i->target == TARGET_READ) {
+	if (target == TARGET_READ) {
 		jw_lit(w, " -> ");
-		text_name_jw(w, (const uint8_t *)bytes + i->path_len, i->target_len, NULL);
-	} else if (i->target == TARGET_UNREADABLE) {
+		text_name_jw(w, t, tlen, NULL);
+	} else if (target == TARGET_UNREADABLE) {
 		jw_lit(w, " -> ?");
 	}
-	if (i->reachable || !i->has_path)
+	if (e->reachable || !e->path)
 		jw_lit(w, "\n");
 	else
 		jw_lit(w, " [nlink 0]\n");
@@ -250,88 +243,14 @@ static void put_text(struct cli *c, const struct btrfsimg_inode_entry *e,
 	puts(e->reachable || !e->path ? "" : " [nlink 0]");
 }
 
-static void put_batch(void *ctx, const void *recs, size_t n, const char *bytes)
-{
-	const struct irow *r = recs;
-	struct inodes_ctx *x = ctx;
-	if (x->c->json) {
-		for (size_t k = 0; k < n; k++)
-			put_json(x, &r[k], bytes + r[k].path_off);
-	} else {
-		for (size_t k = 0; k < n; k++)
-			put_text_line(x, &r[k], bytes + r[k].path_off);
-	}
-}
-
-/* Field by field: a compound literal zeroed the whole record first (rep
- * stos), and these stores go to memory the formatting thread last held. */
-static void row_of(const struct btrfsimg_inode_entry *e, const struct btrfsimg_inode_numbers *p,
-		   struct irow *r)
-{
-	const struct btrfsimg_inode *i = &e->inode;
-	r->subvol = i->subvol;
-	r->objectid = i->objectid;
-	r->generation = i->generation;
-	r->size = i->size;
-	r->overlay = p->overlay;
-	r->ino = p->ino;
-	r->uniq = p->uniquifier;
-	r->nfs = p->nfs_fileid;
-	r->nfs_n = p->nfs_fileid_inumbits;
-	r->mode = i->mode;
-	r->nlink = i->nlink;
-	r->path_off = 0;
-	r->path_len = (uint32_t)e->path_len;
-	r->dev = p->numdevs2_dev;
-	r->has_path = e->path != NULL;
-	r->reachable = e->reachable;
-	r->target = TARGET_NONE;
-	r->target_len = 0;
-	r->mtime_sec = i->mtime.sec;
-	r->mtime_nsec = i->mtime.nsec;
-}
-
-static int on_json(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
-		   const struct btrfsimg_inode_numbers *p)
-{
-	if (x->h) {
-		char *bytes;
-		uint32_t off;
-		struct irow *r = handoff_next(x->h, e->path_len, &bytes, &off);
-		if (!r) {
-			fputs("btrfsimg: out of memory queueing output\n", stderr);
-			exit(2);
-		}
-		/* the records a few lines on, for writing: their lines are
-		 * likely in the other core's cache (harmless past the batch) */
-		__builtin_prefetch((char *)(r + 8), 1);
-		__builtin_prefetch(bytes + 256, 1);
-		row_of(e, p, r);
-		r->path_off = off;
-		/* byte by byte: paths are short, and libc's memcpy for a
-		 * length known only here cost more than the copy (the source
-		 * and length in locals: through @e, the compiler reloaded both
-		 * for every byte, as @bytes might alias them) */
-		const char *src = e->path;
-		size_t len = e->path_len;
-		for (size_t k = 0; k < len; k++)
-			bytes[k] = src[k];
-		return 0;
-	}
-	struct irow r;
-	row_of(e, p, &r);
-	put_json(x, &r, e->path);
-	return 0;
-}
-
-/* A text line's record for the formatting thread; a symlink's target is
- * read here (the handle is this thread's), its failure said here. */
-static int on_text(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
-		   const struct btrfsimg_inode_numbers *p)
+/* A text line into the line buffer; a symlink's target is read first, its
+ * failure said on stderr. */
+static void on_text(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
+		    const struct btrfsimg_inode_numbers *n)
 {
 	uint8_t *t = NULL;
 	size_t tlen = 0;
-	uint8_t target = TARGET_NONE;
+	int target = TARGET_NONE;
 	const struct btrfsimg_inode *i = &e->inode;
 	if (S_ISLNK(i->mode)) {
 		if (btrfsimg_readlink(x->c->fs, i->subvol, i->objectid, &t, &tlen) == 0) {
@@ -341,26 +260,10 @@ static int on_text(struct inodes_ctx *x, const struct btrfsimg_inode_entry *e,
 				 btrfsimg_errmsg(x->c->fs));
 			x->c->errors++;
 			target = TARGET_UNREADABLE;
-			tlen = 0;
 		}
 	}
-	char *bytes;
-	uint32_t off;
-	struct irow *r = handoff_next(x->h, e->path_len + tlen, &bytes, &off);
-	if (!r) {
-		fputs("btrfsimg: out of memory queueing output\n", stderr);
-		exit(2);
-	}
-	row_of(e, p, r);
-	r->path_off = off;
-	r->target = target;
-	r->target_len = (uint32_t)tlen;
-	if (e->path_len)
-		memcpy(bytes, e->path, e->path_len);
-	if (tlen)
-		memcpy(bytes + e->path_len, t, tlen);
+	put_text_line(x, e, n, target, t, tlen);
 	free(t);
-	return 0;
 }
 
 static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
@@ -374,12 +277,14 @@ static int on_inode(void *ctx, const struct btrfsimg_inode_entry *e,
 		x->c->errors++;
 	}
 	if (x->c->json)
-		return on_json(x, e, p);
-	if (x->h)
-		return on_text(x, e, p);
-	if (x->count == 1)
-		put_text_head(x->bits); /* with the first line: none on a failure */
-	put_text(x->c, e, p);
+		put_json(x, e, p);
+	else if (x->buffered)
+		on_text(x, e, p);
+	else {
+		if (x->count == 1)
+			put_text_head(x->bits); /* with the first line: none on a failure */
+		put_text(x->c, e, p);
+	}
 	return 0;
 }
 
@@ -389,17 +294,16 @@ static int cmd_inodes(struct cli *c)
 				.bits = c->inumbits >= 0 ? (unsigned)c->inumbits : 56,
 				.cur = 0,
 				.w = { .out = stdout } };
-	/* lines are formatted on a second thread, and bypass stdio; text for
-	 * a terminal is printed as it is found, in step with the progress line */
-	if (c->json || !isatty(STDOUT_FILENO)) {
+	/* lines gather in one buffer written in large blocks, bypassing
+	 * stdio; text for a terminal is printed as it is found, in step with
+	 * the progress line */
+	x.buffered = c->json || !isatty(STDOUT_FILENO);
+	if (x.buffered)
 		fflush(stdout);
-		x.h = handoff_start(sizeof(struct irow), put_batch, &x);
-	}
 	progress_inodes_total(c->fs, c->have_subvol ? c->subvol : 0, false);
 	int rc =
 		btrfsimg_inodes_presented(c->fs, c->have_subvol ? c->subvol : 0, x.bits,
 					  c->have_mount_subvol ? c->mount_subvol : 0, on_inode, &x);
-	handoff_finish(x.h);
 	flush_lines(&x);
 	progress_done();
 	jw_line_free(&x.w);
