@@ -8,9 +8,12 @@
  * uniquifier, their XOR and, for 32-bit figures, c_s's low half). So the
  * collision engine counts with the single constant c_s (or its low 32
  * bits) and is exact unless one of those objectids is present and
- * presents otherwise; then, and only then, the device's numbers are
- * listed and sorted (bounded: more than BRUTE_MAX inodes on a device
- * is refused). Counts over a set (numbers past 2^32, readdir
+ * presents otherwise; then the engine's count is corrected at the numbers
+ * those few inodes leave and reach (how many inodes of the device present
+ * a number is one membership test per subvolume). Only for 32-bit figures
+ * over objectids past 2^32, where many objectids share a low half, are the
+ * device's numbers listed and sorted (bounded: more than BRUTE_MAX inodes
+ * on a device is refused). Counts over a set (numbers past 2^32, readdir
  * disagreements) are range counts plus the same few objectids: never a
  * pass over every inode of every snapshot.
  *
@@ -222,11 +225,124 @@ static int brute(const struct pres *p, const struct btrfsimg_collide_input *in, 
 	return rc;
 }
 
+/* ------------------------------------------------ the few that differ */
+
+/* An inode whose number is not the engine's: its device, the number the
+ * engine's constant gives it and the one the scheme does. */
+struct moved {
+	uint64_t dev, from, to;
+};
+
+/* Inodes of subvolume @v presenting @x under the engine's constant @c
+ * (btrfsimg_presented_ino(o, c) = x): o = x ^ c where that is not c, and
+ * c itself when x is c. */
+static uint64_t engine_sv_mult(const struct btrfsimg_collide_subvol *v, uint64_t c, uint64_t x)
+{
+	uint64_t o = x ^ c;
+	return (uint64_t)(o != c && bi_collide_subvol_has(v, o)) +
+	       (uint64_t)(x == c && bi_collide_subvol_has(v, c));
+}
+
+/* How many inodes of device @dev the engine gives number @x. */
+static uint64_t engine_mult(const struct pres *p, const struct btrfsimg_collide_input *in,
+			    const uint64_t *c, uint64_t dev, uint64_t mask, uint64_t x)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < in->nsubvols; i++)
+		if (sv_dev(p, &in->subvols[i], i) == dev)
+			n += engine_sv_mult(&in->subvols[i], c[i], x);
+	for (size_t i = 0; i < in->nextras; i++)
+		if (extra_dev(p, &in->extras[i]) == dev && (in->extras[i].ino & mask) == x)
+			n++;
+	return n;
+}
+
+/* The candidate objectids present whose number the scheme gives otherwise
+ * than the engine's constant, into @m (at most 5 per subvolume). */
+static int moved_list(const struct pres *p, const struct btrfsimg_collide_input *in,
+		      const uint64_t *c, uint64_t mask, struct moved **m, size_t *n)
+{
+	size_t cap = 0;
+	*n = 0;
+	for (size_t i = 0; i < in->nsubvols; i++) {
+		const struct btrfsimg_collide_subvol *v = &in->subvols[i];
+		uint64_t k[5];
+		size_t nk = candidates(p, v->id, k);
+		for (size_t j = 0; j < nk; j++) {
+			uint64_t from = btrfsimg_presented_ino(k[j], c[i]);
+			uint64_t to = pres_f(p, v->id, k[j]) & mask;
+			if (from == to || !bi_collide_subvol_has(v, k[j]))
+				continue;
+			if (bi_grow((void **)m, &cap, *n + 1, sizeof(**m)))
+				return -ENOMEM;
+			(*m)[(*n)++] = (struct moved){ sv_dev(p, v, i), from, to };
+		}
+	}
+	return 0;
+}
+
+/* Whether (@dev, @x) came before entry @upto of @m (as a from or a to):
+ * each number is corrected once. */
+static bool seen_value(const struct moved *m, size_t upto, bool to, uint64_t dev, uint64_t x)
+{
+	for (size_t i = 0; i <= upto; i++) {
+		if (i == upto && !to)
+			break;
+		if (m[i].dev == dev && (m[i].from == x || (i < upto && m[i].to == x)))
+			return true;
+	}
+	return false;
+}
+
+/* The groups and inodes that share number @x of device @dev once the moved
+ * inodes are where the scheme puts them, against where the engine did. */
+static void correct_value(const struct pres *p, const struct btrfsimg_collide_input *in,
+			  const uint64_t *c, uint64_t mask, const struct moved *m, size_t n,
+			  uint64_t dev, uint64_t x, uint64_t *groups, uint64_t *inodes)
+{
+	uint64_t before = engine_mult(p, in, c, dev, mask, x), after = before;
+	for (size_t i = 0; i < n; i++) {
+		if (m[i].dev != dev)
+			continue;
+		after -= m[i].from == x;
+		after += m[i].to == x;
+	}
+	if (before > 1) {
+		*groups -= 1;
+		*inodes -= before;
+	}
+	if (after > 1) {
+		*groups += 1;
+		*inodes += after;
+	}
+}
+
+/* The engine's count with the single constants, corrected at the numbers
+ * the few inodes that present otherwise leave and reach: exact without
+ * listing every inode (maxobj <= mask, so one objectid per subvolume
+ * presents a number). */
+static int corrected(const struct pres *p, const struct btrfsimg_collide_input *in,
+		     const uint64_t *c, uint64_t mask, uint64_t *groups, uint64_t *inodes)
+{
+	struct moved *m = NULL;
+	size_t n = 0;
+	int rc = moved_list(p, in, c, mask, &m, &n);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!seen_value(m, i, false, m[i].dev, m[i].from))
+			correct_value(p, in, c, mask, m, n, m[i].dev, m[i].from, groups, inodes);
+		if (!seen_value(m, i, true, m[i].dev, m[i].to))
+			correct_value(p, in, c, mask, m, n, m[i].dev, m[i].to, groups, inodes);
+	}
+	free(m);
+	return rc;
+}
+
 static int count(const struct pres *p, const struct btrfsimg_collide_input *in, uint64_t mask,
 		 uint64_t maxobj, uint64_t *groups, uint64_t *inodes)
 {
-	if (!engine_exact(p, in, mask, maxobj))
-		return brute(p, in, mask, groups, inodes);
+	bool exact = engine_exact(p, in, mask, maxobj);
+	if (!exact && mask != UINT64_MAX && maxobj > mask)
+		return brute(p, in, mask, groups, inodes); /* many objectids per number */
 	uint64_t *c = calloc(in->nsubvols + 1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
@@ -234,6 +350,8 @@ static int count(const struct pres *p, const struct btrfsimg_collide_input *in, 
 		c[i] = pres_c(p, in->subvols[i].id) & mask;
 	/* the stubs' 2 is below 2^32 either way */
 	int rc = bi_collide_consts(in, c, p->numdevs, groups, inodes);
+	if (rc == 0 && !exact)
+		rc = corrected(p, in, c, mask, groups, inodes);
 	free(c);
 	return rc;
 }

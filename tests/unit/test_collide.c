@@ -1308,12 +1308,15 @@ static void nf_brute(const struct btrfsimg_collide_input *in, const struct btrfs
 
 /* Objectids chosen to meet every exception: each subvolume's overlay
  * (several N), uniquifier, their XOR and its low half, next to ordinary
- * small ones, in a few subvolumes whose ids share bytes. */
+ * small ones, in a few subvolumes whose ids share bytes. Every other
+ * round keeps them below 2^32, where the 32-bit figures are corrected
+ * counts rather than listed ones. */
 static void test_nfs_figures_brute(void **state)
 {
 	(void)state;
 	uint64_t seed = 7;
-	for (int round = 0; round < 60; round++) {
+	for (int round = 0; round < 240; round++) {
+		uint64_t limit = round % 2 ? 0xffffffffull : UINT64_MAX;
 		size_t nsv = 1 + rnd(&seed) % 3;
 		uint64_t ids[3], sets[3][40];
 		struct btrfsimg_idset is[3];
@@ -1329,12 +1332,14 @@ static void test_nfs_figures_brute(void **state)
 				uint64_t u = btrfsimg_uniquifier(ids[i]);
 				uint64_t c[] = { ov, u, ov ^ u, (ov ^ u) & 0xffffffffull, ov & 0xffffffffull };
 				for (int m = 0; m < 5; m++)
-					if (c[m] >= 256 && rnd(&seed) % 2)
+					if (c[m] >= 256 && c[m] <= limit && rnd(&seed) % 2)
 						sets[i][k++] = c[m];
 			}
 			/* another subvolume's constants collide with these */
-			if (i > 0)
+			if (i > 0 && limit == UINT64_MAX)
 				sets[i][k++] = btrfsimg_uniquifier(ids[0]) | 0x100;
+			else if (i > 0) /* or another's overlay */
+				sets[i][k++] = btrfsimg_inumbits_overlay(ids[0], 33) | 0x100;
 			qsort(sets[i], k, sizeof(uint64_t), bf_cmp);
 			size_t w = 0;
 			for (size_t j = 0; j < k; j++)
