@@ -102,9 +102,35 @@ static bool same_name(const struct fx_ref *a, const struct fx_ref *b)
 	       !b->bad && strcmp(a->name, b->name) == 0;
 }
 
+/* Sort the names: those past r->refs_sorted alone, then merged with the
+ * sorted prefix in one pass, so that each name is sorted once and not
+ * again at every later merge. bi_fx_ref_cmp is a total order (seq is
+ * unique): the result is the one a sort of the whole array gives. */
+static void refs_sort(struct bi_fx_recovered *r)
+{
+	struct fx_ref *a = r->refs;
+	size_t k = r->refs_sorted <= r->nrefs ? r->refs_sorted : 0, n = r->nrefs;
+	fx_qsort(a + k, n - k, sizeof(*a), bi_fx_ref_cmp);
+	if (k == 0 || k == n || bi_fx_ref_cmp(&a[k - 1], &a[k]) < 0)
+		return;
+	struct fx_ref *lo = malloc(k * sizeof(*lo));
+	if (!lo) {
+		fx_qsort(a, n, sizeof(*a), bi_fx_ref_cmp); /* the slow way, in place */
+		return;
+	}
+	memcpy(lo, a, k * sizeof(*lo));
+	/* w = i + (j - k) <= j: the merged front never overtakes the tail */
+	size_t i = 0, j = k, w = 0;
+	while (i < k && j < n)
+		a[w++] = bi_fx_ref_cmp(&a[j], &lo[i]) < 0 ? a[j++] : lo[i++];
+	while (i < k)
+		a[w++] = lo[i++];
+	free(lo);
+}
+
 void bi_fx_refs_merge(struct bi_fx_recovered *r)
 {
-	fx_qsort(r->refs, r->nrefs, sizeof(*r->refs), bi_fx_ref_cmp);
+	refs_sort(r);
 	size_t w = 0;
 	for (size_t i = 0; i < r->nrefs; i++) {
 		struct fx_ref *x = &r->refs[i], *next = i + 1 < r->nrefs ? x + 1 : NULL;
@@ -120,6 +146,7 @@ void bi_fx_refs_merge(struct bi_fx_recovered *r)
 		free(x->name);
 	}
 	r->nrefs = w;
+	r->refs_sorted = w;
 }
 
 static int add_dext(struct bi_fx_recovered *r, const struct bi_extent *e, uint64_t leaf_gen)

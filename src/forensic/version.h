@@ -114,6 +114,7 @@ struct bi_fx_recovered {
 	struct fx_ref *refs;
 	size_t nrefs, crefs;
 	size_t refs_merge_at; /* bi_fx_collect merges the names past this many */
+	size_t refs_sorted;   /* the first this many are sorted and merged */
 	uint64_t refs_seq;    /* names found so far */
 	struct fx_dext *dext;
 	size_t ndext, cdext;
