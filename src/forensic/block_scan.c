@@ -130,16 +130,21 @@ static bool placed(const struct btrfsimg_forensic *f, const struct bi_fx_block *
 
 int bi_fx_read_block(struct btrfsimg_forensic *f, const struct bi_fx_block *b)
 {
+	return bi_fx_read_block_to(f, b, f->buf);
+}
+
+int bi_fx_read_block_to(struct btrfsimg_forensic *f, const struct bi_fx_block *b, uint8_t *buf)
+{
 	struct btrfsimg_fs *fs = f->fs;
 	struct bi_dev *d = bi_dev_by_id(fs, b->devid);
 	if (!d)
 		return bi_err(fs, -EIO, "old tree blocks: device %" PRIu64 " is gone", b->devid);
-	int rc = bi_dev_read(fs, d, b->physical, f->buf, fs->nodesize);
+	int rc = bi_dev_read(fs, d, b->physical, buf, fs->nodesize);
 	if (rc < 0)
 		return rc;
 	struct bi_fx_block e;
 	bool bad;
-	if (block_valid(fs, f->buf, &e, &bad) < 0 || e.bytenr != b->bytenr ||
+	if (block_valid(fs, buf, &e, &bad) < 0 || e.bytenr != b->bytenr ||
 	    e.generation != b->generation || e.csum8 != b->csum8)
 		return bi_err(fs, -EIO,
 			      "old tree blocks: block %" PRIu64 " (devid %" PRIu64 " physical %" PRIu64
