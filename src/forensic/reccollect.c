@@ -102,30 +102,80 @@ static bool same_name(const struct fx_ref *a, const struct fx_ref *b)
 	       !b->bad && strcmp(a->name, b->name) == 0;
 }
 
+/* The end of the run of names in order from @i (< n). */
+static size_t run_end(const struct fx_ref *a, size_t i, size_t n)
+{
+	while (i + 1 < n && bi_fx_ref_cmp(&a[i], &a[i + 1]) < 0)
+		i++;
+	return i + 1;
+}
+
+/* Runs [lo, mid) and [mid, hi) of @a merged into the same places of @out. */
+static void merge_runs(const struct fx_ref *a, size_t lo, size_t mid, size_t hi,
+		       struct fx_ref *out)
+{
+	size_t i = lo, j = mid, w = lo;
+	while (i < mid && j < hi)
+		out[w++] = bi_fx_ref_cmp(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
+	memcpy(&out[w], &a[i], (mid - i) * sizeof(*a));
+	w += mid - i;
+	memcpy(&out[w], &a[j], (hi - j) * sizeof(*a));
+}
+
+/* @n names of @a sorted into @tmp (n places; @a is scratch then): a merge
+ * sort of the runs already in order, pass after pass. Names come in
+ * long runs (a leaf's, and the leaves of one tree and generation, are in
+ * key order), and each pass reads and writes in order, where qsort (an
+ * indirect sort for records this size) moved every record to a random
+ * place at the end. */
+static void refs_msort(struct fx_ref *a, struct fx_ref *tmp, size_t n)
+{
+	struct fx_ref *src = a, *dst = tmp;
+	for (;;) {
+		size_t lo = 0;
+		while (lo < n) {
+			size_t mid = run_end(src, lo, n);
+			if (mid == n && lo == 0) {
+				if (src != tmp)
+					memcpy(tmp, src, n * sizeof(*a));
+				return;
+			}
+			size_t hi = mid == n ? n : run_end(src, mid, n);
+			merge_runs(src, lo, mid, hi, dst);
+			lo = hi;
+		}
+		struct fx_ref *t = src;
+		src = dst;
+		dst = t;
+	}
+}
+
 /* Sort the names: those past r->refs_sorted alone, then merged with the
- * sorted prefix in one pass, so that each name is sorted once and not
- * again at every later merge. bi_fx_ref_cmp is a total order (seq is
- * unique): the result is the one a sort of the whole array gives. */
+ * sorted prefix in one pass from the back, so that each name is sorted
+ * once and not again at every later merge. bi_fx_ref_cmp is a total order
+ * (seq is unique): the result is the one a sort of the whole array gives. */
 static void refs_sort(struct bi_fx_recovered *r)
 {
 	struct fx_ref *a = r->refs;
-	size_t k = r->refs_sorted <= r->nrefs ? r->refs_sorted : 0, n = r->nrefs;
-	fx_qsort(a + k, n - k, sizeof(*a), bi_fx_ref_cmp);
-	if (k == 0 || k == n || bi_fx_ref_cmp(&a[k - 1], &a[k]) < 0)
+	size_t k = r->refs_sorted <= r->nrefs ? r->refs_sorted : 0, n = r->nrefs, t = n - k;
+	if (t == 0)
 		return;
-	struct fx_ref *lo = malloc(k * sizeof(*lo));
-	if (!lo) {
+	struct fx_ref *tmp = malloc(t * sizeof(*tmp));
+	if (!tmp) {
 		fx_qsort(a, n, sizeof(*a), bi_fx_ref_cmp); /* the slow way, in place */
 		return;
 	}
-	memcpy(lo, a, k * sizeof(*lo));
-	/* w = i + (j - k) <= j: the merged front never overtakes the tail */
-	size_t i = 0, j = k, w = 0;
-	while (i < k && j < n)
-		a[w++] = bi_fx_ref_cmp(&a[j], &lo[i]) < 0 ? a[j++] : lo[i++];
-	while (i < k)
-		a[w++] = lo[i++];
-	free(lo);
+	refs_msort(a + k, tmp, t);
+	/* from the back: w = i + j - 1 >= i - 1, the merged end never
+	 * overtakes the prefix still to merge */
+	size_t i = k, j = t, w = n;
+	while (j > 0) {
+		if (i > 0 && bi_fx_ref_cmp(&a[i - 1], &tmp[j - 1]) > 0)
+			a[--w] = a[--i];
+		else
+			a[--w] = tmp[--j];
+	}
+	free(tmp);
 }
 
 void bi_fx_refs_merge(struct bi_fx_recovered *r)
