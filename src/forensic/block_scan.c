@@ -4,9 +4,13 @@
  * whether a live tree still reaches it or not.
  *
  * Each member device is read from end to end in SCAN_BUF pieces (large
- * sequential reads around the page cache, kept in flight ahead of the
- * checks by a reading thread: image/ring.h). Tree blocks sit at sectorsize-aligned device
- * offsets; at each one the header's fsid (offset 32) is compared with the metadata fsid, which
+ * sequential reads kept in flight ahead of the checks by reading threads:
+ * image/ring.h), past the holes of a sparse image file. The reads go
+ * through the page cache: `deleted` reads every leaf again right after
+ * the scan (and a later command scans again), which then costs a copy,
+ * not a second read of the disk in the index's scattered order. Tree
+ * blocks sit at sectorsize-aligned device offsets; at each one the
+ * header's fsid (offset 32) is compared with the metadata fsid, which
  * rejects nearly everything with one 16-byte compare. A candidate must
  * then pass, in order:
  *   1. its checksum over [32, nodesize) (the kernel's csum_tree_block);
@@ -126,16 +130,21 @@ static bool placed(const struct btrfsimg_forensic *f, const struct bi_fx_block *
 
 int bi_fx_read_block(struct btrfsimg_forensic *f, const struct bi_fx_block *b)
 {
+	return bi_fx_read_block_to(f, b, f->buf);
+}
+
+int bi_fx_read_block_to(struct btrfsimg_forensic *f, const struct bi_fx_block *b, uint8_t *buf)
+{
 	struct btrfsimg_fs *fs = f->fs;
 	struct bi_dev *d = bi_dev_by_id(fs, b->devid);
 	if (!d)
 		return bi_err(fs, -EIO, "old tree blocks: device %" PRIu64 " is gone", b->devid);
-	int rc = bi_dev_read(fs, d, b->physical, f->buf, fs->nodesize);
+	int rc = bi_dev_read(fs, d, b->physical, buf, fs->nodesize);
 	if (rc < 0)
 		return rc;
 	struct bi_fx_block e;
 	bool bad;
-	if (block_valid(fs, f->buf, &e, &bad) < 0 || e.bytenr != b->bytenr ||
+	if (block_valid(fs, buf, &e, &bad) < 0 || e.bytenr != b->bytenr ||
 	    e.generation != b->generation || e.csum8 != b->csum8)
 		return bi_err(fs, -EIO,
 			      "old tree blocks: block %" PRIu64 " (devid %" PRIu64 " physical %" PRIu64
@@ -318,22 +327,50 @@ static size_t piece_len(const struct scan_ctx *s, const struct bi_dev *d, uint64
 	return (size_t)(d->size - pos < want ? d->size - pos : want);
 }
 
+/* Whether the piece read at @pos is all a hole of the image file: zeros,
+ * so no block (a zero fsid would make zeros candidates, which the stats
+ * count: then every piece is read). */
+static bool piece_hole(const struct scan_ctx *s, const struct bi_dev *d, uint64_t pos,
+		       uint64_t *data)
+{
+	static const uint8_t zero[16];
+	return memcmp(s->f->fs->meta_fsid, zero, 16) != 0 &&
+	       bi_dev_hole(d, pos, piece_len(s, d, pos), data);
+}
+
+/* Queue the pieces from *sub on that are not holes, while the ring has
+ * room; *sub ends at the first piece not queued. */
+static void queue_pieces(struct scan_ctx *s, const struct bi_dev *d, struct bi_ring *ring,
+			 uint64_t *sub, uint64_t *data)
+{
+	for (; *sub < d->size; *sub += s->piece) {
+		if (piece_hole(s, d, *sub, data))
+			continue;
+		if (!bi_ring_room(ring))
+			break;
+		bi_ring_submit(ring, *sub, piece_len(s, d, *sub));
+	}
+}
+
 /* A device from end to end, piece by piece. A plain image file is read by
  * a ring (ring.h) that keeps depth - 1 pieces in flight while one is
- * checked; anything else, and any piece the ring could not read, through
- * bi_dev_read (whose message names the device and the range). */
+ * checked, past the file's holes (a sparse image's unwritten space holds
+ * no block); anything else, and any piece the ring could not read,
+ * through bi_dev_read (whose message names the device and the range). */
 static int scan_device(struct scan_ctx *s, const struct bi_dev *d)
 {
 	struct btrfsimg_fs *fs = s->f->fs;
-	struct bi_ring *ring = bi_ring_open(d, s->piece + fs->nodesize, s->depth, false);
-	uint64_t sub = 0; /* the next piece to queue */
+	struct bi_ring *ring = bi_ring_open(d, s->piece + fs->nodesize, s->depth, true);
+	uint64_t sub = 0;		 /* the next piece to queue */
+	uint64_t sub_data = 0, data = 0; /* bi_dev_hole's, of the queue and of the scan */
 	int rc = 0;
 	for (uint64_t pos = 0; pos < d->size && rc == 0; pos += s->piece) {
-		for (; ring && sub < d->size && bi_ring_room(ring); sub += s->piece)
-			bi_ring_submit(ring, sub, piece_len(s, d, sub));
+		bool hole = piece_hole(s, d, pos, &data);
+		if (ring)
+			queue_pieces(s, d, ring, &sub, &sub_data);
 		size_t len = piece_len(s, d, pos);
 		const uint8_t *p = NULL;
-		if (!ring || bi_ring_next(ring, &p) < 0) {
+		if (!hole && (!ring || bi_ring_next(ring, &p) < 0)) {
 			if (!s->buf && !(s->buf = malloc(s->piece + fs->nodesize))) {
 				rc = -ENOMEM;
 				break;
@@ -348,7 +385,7 @@ static int scan_device(struct scan_ctx *s, const struct bi_dev *d)
 		}
 		if (p)
 			rc = scan_piece(s, d, pos, p, len);
-		if (ring)
+		if (ring && !hole)
 			bi_ring_release(ring);
 		uint64_t step = d->size - pos < s->piece ? d->size - pos : s->piece;
 		s->done += step;

@@ -59,6 +59,8 @@ struct btrfsimg_forensic {
  * header, item table, the indexed bytenr and generation). Returns 0 with
  * the block in f->buf, or a negative errno with a message. */
 int bi_fx_read_block(struct btrfsimg_forensic *f, const struct bi_fx_block *b);
+/* The same into @buf (nodesize bytes) instead of f->buf. */
+int bi_fx_read_block_to(struct btrfsimg_forensic *f, const struct bi_fx_block *b, uint8_t *buf);
 
 /* Map @logical to (devid, physical) for mirror 0 through today's chunk map
  * or, failing that, a stale chunk item. *old says which. -ENOENT if none. */

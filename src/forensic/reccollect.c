@@ -102,9 +102,85 @@ static bool same_name(const struct fx_ref *a, const struct fx_ref *b)
 	       !b->bad && strcmp(a->name, b->name) == 0;
 }
 
+/* The end of the run of names in order from @i (< n). */
+static size_t run_end(const struct fx_ref *a, size_t i, size_t n)
+{
+	while (i + 1 < n && bi_fx_ref_cmp(&a[i], &a[i + 1]) < 0)
+		i++;
+	return i + 1;
+}
+
+/* Runs [lo, mid) and [mid, hi) of @a merged into the same places of @out. */
+static void merge_runs(const struct fx_ref *a, size_t lo, size_t mid, size_t hi,
+		       struct fx_ref *out)
+{
+	size_t i = lo, j = mid, w = lo;
+	while (i < mid && j < hi)
+		out[w++] = bi_fx_ref_cmp(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
+	memcpy(&out[w], &a[i], (mid - i) * sizeof(*a));
+	w += mid - i;
+	memcpy(&out[w], &a[j], (hi - j) * sizeof(*a));
+}
+
+/* @n names of @a sorted into @tmp (n places; @a is scratch then): a merge
+ * sort of the runs already in order, pass after pass. Names come in
+ * long runs (a leaf's, and the leaves of one tree and generation, are in
+ * key order), and each pass reads and writes in order, where qsort (an
+ * indirect sort for records this size) moved every record to a random
+ * place at the end. */
+static void refs_msort(struct fx_ref *a, struct fx_ref *tmp, size_t n)
+{
+	struct fx_ref *src = a, *dst = tmp;
+	for (;;) {
+		size_t lo = 0;
+		while (lo < n) {
+			size_t mid = run_end(src, lo, n);
+			if (mid == n && lo == 0) {
+				if (src != tmp)
+					memcpy(tmp, src, n * sizeof(*a));
+				return;
+			}
+			size_t hi = mid == n ? n : run_end(src, mid, n);
+			merge_runs(src, lo, mid, hi, dst);
+			lo = hi;
+		}
+		struct fx_ref *t = src;
+		src = dst;
+		dst = t;
+	}
+}
+
+/* Sort the names: those past r->refs_sorted alone, then merged with the
+ * sorted prefix in one pass from the back, so that each name is sorted
+ * once and not again at every later merge. bi_fx_ref_cmp is a total order
+ * (seq is unique): the result is the one a sort of the whole array gives. */
+static void refs_sort(struct bi_fx_recovered *r)
+{
+	struct fx_ref *a = r->refs;
+	size_t k = r->refs_sorted <= r->nrefs ? r->refs_sorted : 0, n = r->nrefs, t = n - k;
+	if (t == 0)
+		return;
+	struct fx_ref *tmp = malloc(t * sizeof(*tmp));
+	if (!tmp) {
+		fx_qsort(a, n, sizeof(*a), bi_fx_ref_cmp); /* the slow way, in place */
+		return;
+	}
+	refs_msort(a + k, tmp, t);
+	/* from the back: w = i + j - 1 >= i - 1, the merged end never
+	 * overtakes the prefix still to merge */
+	size_t i = k, j = t, w = n;
+	while (j > 0) {
+		if (i > 0 && bi_fx_ref_cmp(&a[i - 1], &tmp[j - 1]) > 0)
+			a[--w] = a[--i];
+		else
+			a[--w] = tmp[--j];
+	}
+	free(tmp);
+}
+
 void bi_fx_refs_merge(struct bi_fx_recovered *r)
 {
-	fx_qsort(r->refs, r->nrefs, sizeof(*r->refs), bi_fx_ref_cmp);
+	refs_sort(r);
 	size_t w = 0;
 	for (size_t i = 0; i < r->nrefs; i++) {
 		struct fx_ref *x = &r->refs[i], *next = i + 1 < r->nrefs ? x + 1 : NULL;
@@ -120,6 +196,7 @@ void bi_fx_refs_merge(struct bi_fx_recovered *r)
 		free(x->name);
 	}
 	r->nrefs = w;
+	r->refs_sorted = w;
 }
 
 static int add_dext(struct bi_fx_recovered *r, const struct bi_extent *e, uint64_t leaf_gen)
@@ -350,45 +427,53 @@ static bool better(const struct fx_version *n, const struct fx_version *o)
 	return n->inode.transid > o->inode.transid;
 }
 
-/* The slot of @v's key in the table: its version's, or the empty one
- * where it goes. Slots hold index + 1 (0: empty). */
-static size_t *ver_slot(struct bi_fx_recovered *r, const struct fx_version *v)
+/* The slot of @v's key (hashed @h) in the table: its version's, or the
+ * empty one where it goes. */
+static struct fx_vslot *ver_slot(struct bi_fx_recovered *r, const struct fx_version *v,
+				 uint64_t h)
 {
 	size_t mask = r->nvslots - 1;
-	for (size_t i = (size_t)ver_hash(v) & mask;; i = (i + 1) & mask) {
-		size_t *s = &r->vslots[i];
-		if (!*s || same_version(&r->v[*s - 1], v))
+	for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+		struct fx_vslot *s = &r->vslots[i];
+		if (!s->idx || (s->hash == h && same_version(&r->v[s->idx - 1], v)))
 			return s;
 	}
 }
 
-/* Keep the table at most half full. */
-static int ver_table_room(struct bi_fx_recovered *r)
+/* Keep the table at most half full with @more versions added. */
+static int ver_table_room(struct bi_fx_recovered *r, size_t more)
 {
-	if (r->nvslots && (r->nv + 1) * 2 <= r->nvslots)
+	size_t want = (r->nv + more) * 2, n = r->nvslots ? r->nvslots : 1024;
+	if (r->nvslots && want <= r->nvslots)
 		return 0;
-	size_t n = r->nvslots ? r->nvslots * 2 : 1024;
-	size_t *t = calloc(n, sizeof(*t));
+	while (n < want)
+		if ((n *= 2) > SIZE_MAX / 2 / sizeof(struct fx_vslot))
+			return -ENOMEM;
+	struct fx_vslot *t = calloc(n, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	/* every key is there once: each goes to the first empty slot */
+	for (size_t i = 0; i < r->nvslots; i++) {
+		const struct fx_vslot *o = &r->vslots[i];
+		size_t j = (size_t)o->hash & (n - 1);
+		while (o->idx && t[j].idx)
+			j = (j + 1) & (n - 1);
+		if (o->idx)
+			t[j] = *o;
+	}
 	free(r->vslots);
 	r->vslots = t;
 	r->nvslots = n;
-	for (size_t i = 0; i < r->nv; i++)
-		*ver_slot(r, &r->v[i]) = i + 1;
 	return 0;
 }
 
-int bi_fx_add_found_version(struct bi_fx_recovered *r, struct fx_version *v)
+/* Add @v (its signature and hash @h made) to the table, whose room is
+ * made. */
+static int add_hashed(struct bi_fx_recovered *r, struct fx_version *v, uint64_t h)
 {
-	v->sig = bi_fx_signature(v);
-	if (ver_table_room(r) < 0) {
-		bi_fx_version_free(v);
-		return -ENOMEM;
-	}
-	size_t *s = ver_slot(r, v);
-	if (*s) {
-		struct fx_version *o = &r->v[*s - 1];
+	struct fx_vslot *s = ver_slot(r, v, h);
+	if (s->idx) {
+		struct fx_version *o = &r->v[s->idx - 1];
 		if (better(v, o)) {
 			bi_fx_version_free(o);
 			*o = *v;
@@ -399,7 +484,47 @@ int bi_fx_add_found_version(struct bi_fx_recovered *r, struct fx_version *v)
 	}
 	int rc = bi_fx_add_version(r, v);
 	if (rc == 0)
-		*s = r->nv;
+		*s = (struct fx_vslot){ r->nv, h };
+	return rc;
+}
+
+int bi_fx_add_found_version(struct bi_fx_recovered *r, struct fx_version *v)
+{
+	v->sig = bi_fx_signature(v);
+	if (ver_table_room(r, 1) < 0) {
+		bi_fx_version_free(v);
+		return -ENOMEM;
+	}
+	return add_hashed(r, v, ver_hash(v));
+}
+
+/* How far ahead of the version being added its table slot and version are
+ * fetched: the lookups of one leaf's inodes miss the cache in parallel,
+ * not one after another. */
+#define FOUND_AHEAD 8
+
+int bi_fx_add_found_versions(struct bi_fx_recovered *r, struct fx_version *vs, size_t n)
+{
+	int rc = ver_table_room(r, n);
+	if (rc == 0 && bi_grow((void **)&r->found_hash, &r->cfound_hash, n, sizeof(uint64_t)))
+		rc = -ENOMEM;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		vs[i].sig = bi_fx_signature(&vs[i]);
+		r->found_hash[i] = ver_hash(&vs[i]);
+		__builtin_prefetch(&r->vslots[r->found_hash[i] & (r->nvslots - 1)]);
+	}
+	size_t i = 0;
+	for (; i < n && rc == 0; i++) {
+		if (i + FOUND_AHEAD < n) {
+			const struct fx_vslot *s =
+				&r->vslots[r->found_hash[i + FOUND_AHEAD] & (r->nvslots - 1)];
+			if (s->idx)
+				__builtin_prefetch(&r->v[s->idx - 1]);
+		}
+		rc = add_hashed(r, &vs[i], r->found_hash[i]);
+	}
+	for (; i < n; i++)
+		bi_fx_version_free(&vs[i]);
 	return rc;
 }
 
@@ -408,6 +533,11 @@ void bi_fx_found_versions_done(struct bi_fx_recovered *r)
 	free(r->vslots);
 	r->vslots = NULL;
 	r->nvslots = 0;
+	free(r->found);
+	free(r->found_hash);
+	r->found = NULL;
+	r->found_hash = NULL;
+	r->cfound = r->cfound_hash = 0;
 }
 
 /* One fs-tree leaf: names, extents, and a version per regular file or
@@ -415,14 +545,19 @@ void bi_fx_found_versions_done(struct bi_fx_recovered *r)
 static int fs_leaf(struct btrfsimg_forensic *f, size_t idx, size_t lo, size_t hi)
 {
 	const struct bi_fx_block *b = &f->blocks[idx];
-	int rc = bi_fx_read_block(f, b);
-	if (rc < 0)
-		return 0; /* changed under us: not used */
 	struct bi_fx_recovered *r = f->rec;
+	/* a buffer of its own: continue_run reads the leaves after it into
+	 * f->buf. Taken anew for each leaf: malloc then carves the leaf's
+	 * names from the space it frees, side by side (one buffer kept for
+	 * all leaves made the run a third slower) */
 	uint8_t *blk = malloc(f->fs->nodesize);
 	if (!blk)
 		return -ENOMEM;
-	memcpy(blk, f->buf, f->fs->nodesize);
+	int rc = bi_fx_read_block_to(f, b, blk);
+	if (rc < 0) {
+		free(blk);
+		return 0; /* changed under us: not used */
+	}
 	char why[256];
 	for (uint32_t s = 0; s < b->nritems && rc == 0; s++) {
 		struct bi_fx_item it;
@@ -457,14 +592,24 @@ static int fs_leaf(struct btrfsimg_forensic *f, size_t idx, size_t lo, size_t hi
 		v.complete = !at_end;
 		if (rc == 0 && at_end)
 			rc = continue_run(f, lo, hi, b, &v, &cap);
+		if (rc == 0 && bi_grow((void **)&r->found, &r->cfound, r->nfound + 1,
+					   sizeof(*r->found)))
+			rc = -ENOMEM;
 		if (rc < 0) {
 			bi_fx_version_free(&v);
 			break;
 		}
-		rc = bi_fx_add_found_version(r, &v);
+		r->found[r->nfound++] = v;
 	}
 	free(blk);
-	return rc;
+	size_t n = r->nfound;
+	r->nfound = 0;
+	if (rc < 0) {
+		for (size_t i = 0; i < n; i++)
+			bi_fx_version_free(&r->found[i]);
+		return rc;
+	}
+	return bi_fx_add_found_versions(r, r->found, n);
 }
 
 static int csum_leaf(struct btrfsimg_forensic *f, size_t idx)

@@ -62,6 +62,8 @@ static void recovered_free(struct bi_fx_recovered *r)
 	free(r->rrefs);
 	free(r->v);
 	free(r->vslots);
+	free(r->found);
+	free(r->found_hash);
 	btrfsimg_subvols_free(r->subvols, r->nsubvols);
 	bi_zctx_free(r->z);
 	bi_fx_csum_cache_free(r->csum_cache);

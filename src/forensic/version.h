@@ -110,10 +110,18 @@ struct fx_version {
 	struct fx_result *res; /* NULL until finished (reported versions) */
 };
 
+/* A slot of the versions' hash table: index + 1 into v (0: empty) and the
+ * hash of its key, so that a probe past another key reads no version. */
+struct fx_vslot {
+	size_t idx;
+	uint64_t hash;
+};
+
 struct bi_fx_recovered {
 	struct fx_ref *refs;
 	size_t nrefs, crefs;
 	size_t refs_merge_at; /* bi_fx_collect merges the names past this many */
+	size_t refs_sorted;   /* the first this many are sorted and merged */
 	uint64_t refs_seq;    /* names found so far */
 	struct fx_dext *dext;
 	size_t ndext, cdext;
@@ -123,8 +131,11 @@ struct bi_fx_recovered {
 	size_t nrrefs, crrefs;
 	struct fx_version *v;
 	size_t nv, cv;
-	size_t *vslots; /* while collecting: hash of v's keys (index + 1) */
+	struct fx_vslot *vslots; /* while collecting: hash of v's keys */
 	size_t nvslots;
+	struct fx_version *found; /* fs_leaf's versions of one leaf, then added */
+	uint64_t *found_hash;	  /* their keys' hashes */
+	size_t nfound, cfound, cfound_hash;
 	struct btrfsimg_subvol *subvols;
 	size_t nsubvols;
 	struct bi_zctx *z;
@@ -190,6 +201,10 @@ int bi_fx_add_version(struct bi_fx_recovered *r, struct fx_version *v);
  * would keep (recover.c's ver_cmp). On failure @v is freed. 0 or -ENOMEM.
  * bi_fx_found_versions_done frees the table when the leaves are read. */
 int bi_fx_add_found_version(struct bi_fx_recovered *r, struct fx_version *v);
+/* The same for the @n versions of @vs in order (one leaf's), the table's
+ * memory fetched for all of them before the first is added. The versions
+ * are taken (freed on failure too). */
+int bi_fx_add_found_versions(struct bi_fx_recovered *r, struct fx_version *vs, size_t n);
 void bi_fx_found_versions_done(struct bi_fx_recovered *r);
 /* Every leaf of the index into f->rec's tables and versions (unsorted).
  * 0 or -ENOMEM. */

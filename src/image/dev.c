@@ -12,6 +12,7 @@
  *   raw image  |MBR|GPT|...|  partition 2: base ........ base+size  |...|
  *                             ^ bi_dev_read(off 0)         ^ end of window
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -404,4 +405,27 @@ void bi_dev_prefetch(const struct bi_dev *d, uint64_t off, uint64_t len)
 	if (d->fd < 0 || d->vread || !bi_fits64(d->size, off, len) || d->base + off > INT64_MAX)
 		return;
 	(void)posix_fadvise(d->fd, (off_t)(d->base + off), (off_t)len, POSIX_FADV_WILLNEED);
+}
+
+bool bi_dev_hole(const struct bi_dev *d, uint64_t off, uint64_t len, uint64_t *data)
+{
+	if (d->fd < 0 || d->ctr || d->vread || d->rfn || d->mem || !bi_fits64(d->size, off, len) ||
+	    d->base + d->size > INT64_MAX)
+		return false;
+	if (off + len <= *data)
+		return true;
+	if (off < *data)
+		return false;
+	/* lseek moves the descriptor's offset, which nothing uses: every
+	 * read is a pread */
+	off_t at = lseek(d->fd, (off_t)(d->base + off), SEEK_DATA);
+	struct stat st;
+	if (at < 0 && errno == ENXIO && fstat(d->fd, &st) == 0)
+		at = st.st_size; /* no data up to the file's end; a file cut
+				    short since it was opened is no hole (the
+				    read past its end says so) */
+	if (at < 0 || (uint64_t)at < d->base + off)
+		return false; /* cannot say (EINVAL: no SEEK_DATA there) */
+	*data = (uint64_t)at - d->base;
+	return off + len <= *data;
 }

@@ -57,6 +57,13 @@ int bi_dev_read_raw(struct btrfsimg_fs *fs, const struct bi_dev *d, uint64_t off
 /* Tell the kernel [off, off+len) will be read soon (a file device only; a
  * hint, so out-of-range or failing requests are ignored). */
 void bi_dev_prefetch(const struct bi_dev *d, uint64_t off, uint64_t len);
+/* Whether [off, off+len) of a plain image file is all a hole (reads as
+ * zeros without being stored: lseek SEEK_DATA). *data caches where the
+ * next data starts (relative to base; start it at 0): ranges before it
+ * are answered without a system call, so one caller asking in order asks
+ * the kernel once per hole. Anything else (a container, a volume layer,
+ * a file system that cannot say) is never a hole. */
+bool bi_dev_hole(const struct bi_dev *d, uint64_t off, uint64_t len, uint64_t *data);
 /* The member device with this devid, or NULL if it is missing. */
 struct bi_dev *bi_dev_by_id(struct btrfsimg_fs *fs, uint64_t devid);
 void bi_devs_close(struct btrfsimg_fs *fs);

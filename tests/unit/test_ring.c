@@ -159,6 +159,57 @@ static void test_ring_page_cache(void **state)
 	ring_cases(tmp && *tmp ? tmp : "/tmp", false);
 }
 
+/* bi_dev_hole against the file's bytes: a sparse file of 4 MiB with data
+ * at [1 MiB, 1 MiB + 4 KiB) and in its last 4 KiB. No range with data may
+ * be called a hole (the scan would miss its blocks); where the file
+ * system tells holes (SEEK_DATA finds the first data at 1 MiB), the ranges
+ * without data are holes; answers asked in order with one cache are the
+ * answers asked afresh. */
+static void test_dev_hole(void **state)
+{
+	(void)state;
+	const char *tmp = getenv("TMPDIR");
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/holeXXXXXX", tmp && *tmp ? tmp : "/tmp");
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	const uint64_t size = 4u << 20, data1 = 1u << 20, data2 = size - 4096;
+	uint8_t blk[4096];
+	memset(blk, 0xab, sizeof(blk));
+	assert_int_equal(pwrite(fd, blk, sizeof(blk), (off_t)data1), (ssize_t)sizeof(blk));
+	assert_int_equal(pwrite(fd, blk, sizeof(blk), (off_t)data2), (ssize_t)sizeof(blk));
+	bool tells = lseek(fd, 0, SEEK_DATA) == (off_t)data1;
+	close(fd);
+	struct bi_dev d = file_dev(path, 0);
+	uint64_t cache = 0;
+	for (uint64_t off = 0; off < size; off += 65536) {
+		uint64_t len = 65536 + 16384 < size - off ? 65536 + 16384 : size - off;
+		bool data = (off < data1 + 4096 && data1 < off + len) || off + len > data2;
+		uint64_t fresh = 0;
+		bool hole = bi_dev_hole(&d, off, len, &cache);
+		assert_int_equal(hole, bi_dev_hole(&d, off, len, &fresh));
+		if (data)
+			assert_false(hole);
+		else if (tells)
+			assert_true(hole);
+	}
+	if (!tells)
+		print_message("no SEEK_DATA in %s: no range is a hole\n", path);
+	/* past the device, or not a plain file: never a hole */
+	cache = 0;
+	assert_false(bi_dev_hole(&d, size - 4096, 8192, &cache));
+	d.base = 4096; /* the same file as a device starting further in */
+	d.size = size - 4096;
+	cache = 0;
+	assert_true(bi_dev_hole(&d, data1 - 4096 - 8192, 8192, &cache) == tells);
+	assert_false(bi_dev_hole(&d, data1 - 4096, 4096, &cache));
+	close(d.fd);
+	d.fd = -1;
+	cache = 0;
+	assert_false(bi_dev_hole(&d, 0, 4096, &cache));
+	unlink(path);
+}
+
 static void test_ring_refused(void **state)
 {
 	(void)state;
@@ -415,6 +466,7 @@ int main(void)
 		cmocka_unit_test(test_ring_direct),  cmocka_unit_test(test_ring_page_cache),
 		cmocka_unit_test(test_ring_refused), cmocka_unit_test(test_scan_pieces),
 		cmocka_unit_test(test_scan_cut),     cmocka_unit_test(test_scrub_windows),
+		cmocka_unit_test(test_dev_hole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
