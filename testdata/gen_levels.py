@@ -5,6 +5,7 @@
 every level (tests/images/test_salvage_levels.py), as root.
 
     gen_levels.py [OUTDIR]               (default testdata/levels)
+    gen_levels.py --flat [OUTDIR]        (default testdata/levels-flat)
 
 mkfs.btrfs with 4 KiB nodes (the smallest the kernel takes on a 4 KiB
 page), metadata DUP, on a 128 MiB sparse file; on a loop mount 1200 small
@@ -15,6 +16,11 @@ on a second mount, a tenth of the top-level files rewritten, some removed
 and new ones made: the top-level tree copies the nodes it shares with the
 snapshot, so the snapshot's nodes carry full back references and its
 leaves SHARED_BLOCK_REFs only. Unmounted cleanly.
+
+--flat: the same without the snapshot (the second mount still rewrites,
+removes and adds files, so older copies of leaves remain on the device):
+the tree a scan rebuilds from its leaves alone, when its root and the
+extent tree are lost, with more leaves than one 4 KiB node holds.
 
 The kernel's view of a read-only mount is recorded with gen_kview.py (the
 format of `btrfsimg walk --json --hash`), and btrfs-progs' dump-tree of
@@ -48,13 +54,14 @@ FILES = 1200
 TREES = (5, 256)
 
 
-def populate(m):
+def populate(m, snapshot=True):
     for d in ("a", "b"):
         os.mkdir(os.path.join(m, d))
     for i in range(FILES):
         rel = "%s/f%04d" % ("ab"[i % 2], i)
         gs.put(m, rel, 5000 if i % 10 == 0 else 40 + (i * 7) % 300)
-    gs.sh("btrfs", "subvolume", "snapshot", m, os.path.join(m, "snap"))
+    if snapshot:
+        gs.sh("btrfs", "subvolume", "snapshot", m, os.path.join(m, "snap"))
 
 
 def after_snapshot(m):
@@ -114,14 +121,18 @@ def tree_shape(img_path, img, tree):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "levels")
+    args = sys.argv[1:]
+    flat = "--flat" in args
+    args = [a for a in args if a != "--flat"]
+    trees = (5,) if flat else TREES
+    out = args[0] if args else os.path.join(HERE, "levels-flat" if flat else "levels")
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="levels.")
     img, copy, mnt = (os.path.join(work, n) for n in ("levels.img", "copy.img", "mnt"))
     os.mkdir(mnt)
     gs.sh("truncate", "-s", "128M", img)
     gs.sh("mkfs.btrfs", "-q", "-f", "-n", "4096", "-m", "dup", "-d", "single", img)
-    for step in (populate, after_snapshot):
+    for step in ((lambda m: populate(m, False)) if flat else populate, after_snapshot):
         gs.sh("mount", "-o", "noatime,loop", img, mnt)
         try:
             step(mnt)
@@ -135,7 +146,7 @@ def main():
     if open(img, "rb").read() != data:
         raise RuntimeError("the image changed after its record")
     truth = gs.facts(data)
-    truth["trees"] = {t: tree_shape(img, data, t) for t in TREES}
+    truth["trees"] = {t: tree_shape(img, data, t) for t in trees}
     for t, shape in truth["trees"].items():
         if shape["level"] < 2:
             raise RuntimeError("tree %d has %d levels, want 3" % (t, shape["level"] + 1))

@@ -11,8 +11,10 @@
  * the same keys is never used. Two overlapping leaves of one generation (a
  * block written out and changed again in one transaction) are told apart
  * by what names them: a root item of a surviving root-tree leaf (naming
- * the leaf, or a node that names it) first, then the newest surviving
- * node; named alike and holding different items, neither is used and
+ * the leaf, or a node that names it) first, then the free space tree of
+ * the tree's generation (the copy kept is allocated, the other was freed
+ * at the commit), then the newest surviving node; named alike and holding
+ * different items, neither is used and
  * their keys are said lost (as are those of any older leaf over them). A leaf newer than the tree's
  * generation (its root item's) is not the tree's at that root: set aside,
  * counted (a forgery, or a later filesystem of the same fsid).
@@ -26,9 +28,13 @@
  * may be lost: an inode whose items reach such an edge may miss extents or
  * xattrs, and bi_salvage_cut names it so that it is not read short.
  *
- * The leaves taken become the children of one node synthesized at the
+ * The leaves taken become the children of a node synthesized at the
  * root's address, of level 1 (the root item's level overridden through
- * fs->salvage_roots): at most a node's worth of leaves.
+ * fs->salvage_roots); more than a node's worth of leaves, of level 2 over
+ * level-1 nodes synthesized at addresses no chunk maps (SYNTH_BASE down),
+ * which only the block cache, where they are pinned, holds. At most
+ * RANGES_MAX key ranges are weighed: each insert moves the ranges after
+ * it, so a hostile device's leaves cost at most that many squared.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -44,6 +50,28 @@
 #include "base/key.h"
 #include "base/ondisk.h"
 #include "btrfs/block.h"
+#include "btrfs/chunk.h"
+#include "btrfs/root.h"
+#include "btrfs/tree.h"
+
+/* Key ranges weighed at most (taken and blocked): 32,768 leaves are 512
+ * MiB of a tree at 16 KiB nodes. */
+#define RANGES_MAX 32768u
+/* The synthesized level-1 nodes' addresses count down from here (aligned
+ * to the node size): far above any chunk mkfs or the kernel makes; one
+ * that a chunk maps is refused. */
+#define SYNTH_BASE ((uint64_t)1 << 62)
+
+/* free space tree items (btrfs_tree.h): per block group an INFO, then its
+ * free ranges as EXTENT items (start, type, length) or BITMAP items (one
+ * bit per sector, set: free) */
+#define KT_FREE_SPACE_INFO 198
+#define KT_FREE_SPACE_EXTENT 199
+#define KT_FREE_SPACE_BITMAP 200
+/* A block group searched for at most this far below an address. */
+#define FST_BG_MAX ((uint64_t)16 << 30)
+/* Free space tree items weighed at most per address. */
+#define FST_ITEMS_MAX (1u << 20)
 
 struct cand {
 	const struct bi_sv_blk *b;	/* a copy that read again */
@@ -51,6 +79,7 @@ struct cand {
 	uint64_t as_of;			/* newest generation a surviving node names it in */
 	uint64_t next[4];		/* leaves named right after it by a node */
 	bool rooted;			/* by a node a root item names (or by a root item) */
+	bool allocated;			/* where the free space tree has it allocated */
 };
 
 /* A root item of the tree in a root-tree leaf the first scan found: the
@@ -228,7 +257,67 @@ static void name_leaves(struct btrfsimg_fs *fs, struct leaves *l)
 	}
 }
 
-/* Newest generation first; of one generation, the one a newer node names. */
+/* ------------------------------------------------ the free space tree */
+
+/* Whether @bytenr is allocated as of the free space tree of @fst: 1, 0 if
+ * free, -1 if it does not say (no block group item covers it). A copy of a
+ * leaf written twice in the last transaction (the kernel COWs a block
+ * again once it was written out) is freed at the commit; the one the tree
+ * kept is allocated. */
+static int fst_allocated(struct btrfsimg_fs *fs, const struct bi_root *fst, uint64_t bytenr,
+			 uint32_t sectorsize)
+{
+	bi_key min = { 0, 0, 0 }, max = { bytenr, UINT8_MAX, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	int covered = -1, free_here = 0, rc;
+	unsigned n = 0;
+	/* the block group's INFO and its free ranges all start at or before
+	 * @bytenr: their keys are below (bytenr, max, max), and no block group
+	 * the kernel makes is larger than 10 GiB; the last INFO before it is
+	 * its block group's */
+	min.objectid = bytenr > FST_BG_MAX ? bytenr - FST_BG_MAX : 0;
+	rc = bi_iter_start(fs, &it, fst, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0 && ++n <= FST_ITEMS_MAX) {
+		rc = 0;
+		uint64_t start = item.key.objectid, len = item.key.offset;
+		bool in = bytenr >= start && bytenr - start < len;
+		if (item.key.type == KT_FREE_SPACE_INFO) {
+			covered = in ? 1 : -1;
+			free_here = 0;
+		} else if (in && item.key.type == KT_FREE_SPACE_EXTENT) {
+			free_here = 1;
+		} else if (in && item.key.type == KT_FREE_SPACE_BITMAP && sectorsize) {
+			uint64_t bit = (bytenr - start) / sectorsize;
+			if (bit / 8 < item.size && (item.data[bit / 8] >> (bit % 8)) & 1)
+				free_here = 1;
+		}
+	}
+	bi_iter_end(&it);
+	if (rc < 0 || n > FST_ITEMS_MAX || covered < 0)
+		return -1;
+	return !free_here;
+}
+
+/* Each candidate of the tree's last generation marked where the free space
+ * tree of that generation or a newer one has it allocated (a copy freed
+ * at that commit and allocated again since was written over, so it is no
+ * candidate); nothing when there is none. */
+static void mark_allocated(struct btrfsimg_fs *fs, struct leaves *l)
+{
+	struct bi_root fst;
+	char keep[sizeof(fs->err)];
+	snprintf(keep, sizeof(keep), "%s", fs->err);
+	if (bi_root_find(fs, OBJ_FREE_SPACE_TREE, &fst) == 0 && fst.generation >= l->generation)
+		for (size_t i = 0; i < l->nc; i++)
+			if (l->c[i].b->generation == l->generation)
+				l->c[i].allocated = fst_allocated(fs, &fst, l->c[i].b->bytenr,
+								  fs->sectorsize) == 1;
+	snprintf(fs->err, sizeof(fs->err), "%s", keep); /* a lost free space tree says nothing */
+}
+
+/* Newest generation first; of one generation, the one a newer node names,
+ * the one the free space tree has allocated. */
 static int cand_by_age(const void *pa, const void *pb)
 {
 	const struct cand *a = pa, *b = pb;
@@ -236,6 +325,8 @@ static int cand_by_age(const void *pa, const void *pb)
 		return a->b->generation > b->b->generation ? -1 : 1;
 	if (a->rooted != b->rooted)
 		return a->rooted ? -1 : 1;
+	if (a->allocated != b->allocated)
+		return a->allocated ? -1 : 1;
 	if (a->as_of != b->as_of)
 		return a->as_of > b->as_of ? -1 : 1;
 	return bi_key_cmp(&a->first, &b->first);
@@ -300,7 +391,7 @@ static int decide(struct btrfsimg_fs *fs, struct leaves *l, const struct cand *c
 	for (; j < l->nr && overlap(&c->first, &c->last, &l->r[j].first, &l->r[j].last); j++) {
 		const struct cand *o = l->r[j].c;
 		if (!o || o->b->generation > c->b->generation || o->rooted > c->rooted ||
-		    o->as_of > c->as_of) {
+		    o->allocated > c->allocated || o->as_of > c->as_of) {
 			newer = true;
 			continue;
 		}
@@ -322,38 +413,93 @@ static int decide(struct btrfsimg_fs *fs, struct leaves *l, const struct cand *c
 	return 0;
 }
 
-/* The node that was at @r: a child's header bytes (fsid, chunk tree uuid),
- * level 1, one pointer per leaf taken. */
-static uint8_t *synthesize(struct btrfsimg_fs *fs, const struct bi_root *r, struct leaves *l,
-			   size_t n)
+/* A node of @level at @bytenr of tree @r, its header bytes (fsid, chunk
+ * tree uuid) from @hdr, with room for @n pointers filled by the caller. */
+static uint8_t *node_new(const struct leaves *l, const struct bi_root *r, const uint8_t *hdr,
+			 uint64_t bytenr, uint8_t level, size_t n)
 {
 	uint8_t *buf = calloc(1, l->nodesize);
-	const struct range *first = NULL;
-	for (size_t i = 0; i < l->nr && !first; i++)
-		first = l->r[i].c ? &l->r[i] : NULL;
-	if (!buf || bi_sv_scan_reread(fs, l->s, first->c->b, l->buf) < 0) {
-		free(buf);
+	if (!buf)
 		return NULL;
-	}
-	memcpy(buf, l->buf, HDR_SIZE);
-	bi_put_le64(buf + HDR_BYTENR, r->bytenr);
+	memcpy(buf, hdr, HDR_SIZE);
+	bi_put_le64(buf + HDR_BYTENR, bytenr);
 	bi_put_le64(buf + HDR_GENERATION, r->generation);
 	bi_put_le64(buf + HDR_OWNER, r->id);
 	bi_put_le32(buf + HDR_NRITEMS, (uint32_t)n);
-	buf[HDR_LEVEL] = 1;
-	uint8_t *kp = buf + HDR_SIZE;
-	for (size_t i = 0; i < l->nr; i++) {
+	buf[HDR_LEVEL] = level;
+	return buf;
+}
+
+static void ptr_put(uint8_t *buf, size_t slot, const bi_key *k, uint64_t bytenr, uint64_t gen)
+{
+	uint8_t *kp = buf + HDR_SIZE + slot * KP_SIZE;
+	bi_put_le64(kp, k->objectid);
+	kp[8] = k->type;
+	bi_put_le64(kp + 9, k->offset);
+	bi_put_le64(kp + KP_BLOCKPTR, bytenr);
+	bi_put_le64(kp + KP_GENERATION, gen);
+}
+
+/* The address of synthesized level-1 node @i, or 0 where a chunk maps it. */
+static uint64_t synth_addr(struct btrfsimg_fs *fs, uint32_t nodesize, size_t i)
+{
+	uint64_t a = SYNTH_BASE - (uint64_t)(i + 1) * nodesize;
+	const struct bi_chunk *c = bi_chunk_lookup(fs->chunks, a);
+	return c && a >= c->logical && a - c->logical < c->length ? 0 : a;
+}
+
+/* The tree that was at @r over the @n leaves taken: one level-1 node at its
+ * address, or a level-2 node there over level-1 nodes pinned at synth_addr
+ * (each as full as the others). Its level in *level. 0, or a negative
+ * errno (the message on @fs). */
+static int synthesize(struct btrfsimg_fs *fs, const struct bi_root *r, struct leaves *l,
+		      size_t n, uint8_t *level)
+{
+	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
+	size_t nodes = n <= max ? 0 : (n + max - 1) / max, per = nodes ? (n + nodes - 1) / nodes : n;
+	const struct range *first = NULL;
+	for (size_t i = 0; i < l->nr && !first; i++)
+		first = l->r[i].c ? &l->r[i] : NULL;
+	if (bi_sv_scan_reread(fs, l->s, first->c->b, l->buf) < 0)
+		return bi_err(fs, -EIO, "salvage: a leaf changed since the scan");
+	*level = nodes ? 2 : 1;
+	uint8_t *root = node_new(l, r, l->buf, r->bytenr, *level, nodes ? nodes : n);
+	uint8_t *cur = nodes ? NULL : root;
+	size_t slot = 0, made = 0;
+	int rc = root ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < l->nr; i++) {
 		const struct cand *c = l->r[i].c;
 		if (!c)
 			continue;
-		bi_put_le64(kp, c->first.objectid);
-		kp[8] = c->first.type;
-		bi_put_le64(kp + 9, c->first.offset);
-		bi_put_le64(kp + KP_BLOCKPTR, c->b->bytenr);
-		bi_put_le64(kp + KP_GENERATION, c->b->generation);
-		kp += KP_SIZE;
+		if (nodes && !cur) { /* the next level-1 node, named by the root */
+			uint64_t a = synth_addr(fs, l->nodesize, made);
+			size_t left = n - made * per, here = left < per ? left : per;
+			if (!a) {
+				rc = bi_err(fs, -EEXIST, "salvage: a chunk maps logical %" PRIu64
+					    ", where a node would be synthesized",
+					    SYNTH_BASE - (uint64_t)(made + 1) * l->nodesize);
+				break;
+			}
+			cur = node_new(l, r, l->buf, a, 1, here);
+			if (!cur) {
+				rc = -ENOMEM;
+				break;
+			}
+			ptr_put(root, made++, &c->first, a, r->generation);
+			slot = 0;
+		}
+		ptr_put(cur, slot++, &c->first, c->b->bytenr, c->b->generation);
+		if (nodes && slot == bi_le32(cur + HDR_NRITEMS)) {
+			rc = bi_block_pin_synthetic(fs, cur, l->nodesize);
+			cur = NULL;
+		}
 	}
-	return buf;
+	if (nodes)
+		free(cur); /* NULL unless it failed midway */
+	if (rc == 0)
+		return bi_block_pin_synthetic(fs, root, l->nodesize);
+	free(root);
+	return rc == -ENOMEM ? bi_err(fs, -ENOMEM, "salvage: out of memory") : rc;
 }
 
 /* What the walk marks: per leaf taken, its keys and the generation it is
@@ -421,10 +567,10 @@ static int keep_cuts(struct btrfsimg_fs *fs, const struct bi_root *r, const stru
 }
 
 /* The root read instead of the root item's: the synthesized node. */
-static int override_root(struct btrfsimg_fs *fs, const struct bi_root *r)
+static int override_root(struct btrfsimg_fs *fs, const struct bi_root *r, uint8_t level)
 {
 	struct bi_root n = *r;
-	n.level = 1;
+	n.level = level;
 	for (size_t i = 0; i < fs->nsalvage_roots; i++)
 		if (fs->salvage_roots[i].id == r->id) {
 			fs->salvage_roots[i] = n;
@@ -447,16 +593,16 @@ static int assemble(struct btrfsimg_fs *fs, const struct bi_root *r, struct leav
 	if (rc < 0)
 		return rc;
 	name_leaves(fs, l);
+	mark_allocated(fs, l);
 	qsort(l->c, l->nc, sizeof(*l->c), cand_by_age);
 	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
 	for (size_t i = 0; i < l->nc && rc == 0; i++) {
 		rc = decide(fs, l, &l->c[i]);
-		/* more key ranges than one node could take (twice over, blocked
-		 * ones counted): refused below; stop before the inserts cost
-		 * the square of a hostile device's leaves */
-		if (rc == 0 && l->nr > 2 * max)
-			return bi_err(fs, -E2BIG, "more than %zu key ranges of leaves found by "
-				      "scanning, more than one node holds", 2 * max);
+		/* stop before the inserts cost the square of a hostile
+		 * device's leaves */
+		if (rc == 0 && l->nr > RANGES_MAX)
+			return bi_err(fs, -E2BIG, "more than %u key ranges of leaves found by "
+				      "scanning, more than are weighed", RANGES_MAX);
 	}
 	*taken = 0;
 	for (size_t i = 0; i < l->nr; i++) {
@@ -466,9 +612,9 @@ static int assemble(struct btrfsimg_fs *fs, const struct bi_root *r, struct leav
 	if (rc == 0 && !*taken)
 		rc = bi_err(fs, -ENOENT, "no leaf of it found by scanning (%zu newer than "
 			    "generation %" PRIu64 ")", l->newer, r->generation);
-	if (rc == 0 && *taken > max)
-		rc = bi_err(fs, -E2BIG, "%zu leaves found by scanning, more than the %zu one "
-			    "node holds", *taken, max);
+	if (rc == 0 && *taken > max * max)
+		rc = bi_err(fs, -E2BIG, "%zu leaves found by scanning, more than the %zu two "
+			    "levels of nodes hold", *taken, max * max);
 	return rc;
 }
 
@@ -488,13 +634,11 @@ int bi_salvage_leaves(struct btrfsimg_fs *fs, const struct bi_root *r, const cha
 		bi_salvage_owner_range(l.s, 0, r->id, &l.lo, &l.hi);
 	if (rc == 0)
 		rc = assemble(fs, r, &l, &taken);
-	uint8_t *node = rc == 0 ? synthesize(fs, r, &l, taken) : NULL;
-	if (rc == 0 && !node)
-		rc = bi_err(fs, -EIO, "salvage: a leaf changed since the scan");
+	uint8_t level = 1;
 	if (rc == 0)
-		rc = bi_block_pin_synthetic(fs, node, fs->nodesize);
+		rc = synthesize(fs, r, &l, taken, &level);
 	if (rc == 0)
-		rc = override_root(fs, r);
+		rc = override_root(fs, r, level);
 	if (rc == 0)
 		rc = keep_as_of(fs, r, &l, &oldest);
 	size_t ncut = 0;

@@ -26,6 +26,13 @@ copy of the blocks named, zeros:
      made to pass for it (address, generation, checksum): their keys
      overlap, so that node is not rebuilt and the files below it are
      missing or without content, never false
+  h  on testdata/levels-flat (the same without the snapshot, made by
+     gen_levels.py --flat): the top-level tree's root and every block of
+     the extent tree, so the tree is rebuilt from the leaves a scan finds
+     (more than one 4 KiB node holds: two levels synthesized), older
+     copies of leaves and copies written twice in the last transaction
+     beside them (the free space tree tells those apart); the inodes at
+     the edges between level-1 nodes are not read, each said
 Each walk (walk --json --hash) must give every file whose leaves survive
 exactly as the kernel's record, every field, and nothing the kernel does
 not show; in f (g) the files with items or directory entries in the
@@ -45,7 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
 import imgtest  # noqa: E402
-from test_salvage_mkfs import compare, parse_jsonl  # noqa: E402
+from test_salvage_mkfs import MARKS, compare, parse_jsonl  # noqa: E402
 
 TIMEOUT = 300
 
@@ -91,6 +98,17 @@ class Image:
                 struct.pack_into("<Q", img, p + 0x50, self.block(t, b)["generation"])
                 self.checksum(img, p)
         return img
+
+    def zero_owner(self, img, owner):
+        """Every block of tree @owner in @img (every copy, every
+        generation: found by their headers) zeroed; how many."""
+        fsid, n = bytes.fromhex(self.truth["fsid"]), 0
+        for p in range(0, len(img) - self.ns + 1, self.ns):
+            if img[p + 0x20:p + 0x30] == fsid and \
+                    struct.unpack_from("<Q", img, p + 0x58)[0] == owner:
+                img[p:p + self.ns] = bytes(self.ns)
+                n += 1
+        return n
 
     def checksum(self, img, p):
         img[p:p + 4] = struct.pack("<I", imgtest.crc32c(bytes(img[p + 32:p + self.ns])))
@@ -162,6 +180,39 @@ def run_case(res, kv, cli, work, name, data, view, lost, said, unsure=frozenset(
     os.unlink(path)
 
 
+def scanned_leaves(res, kv, cli, work, img, view):
+    """h, on the image without a snapshot (testdata/levels-flat): tree 5's
+    root lost and every block of the extent tree too, so no record says
+    which blocks were live: the tree comes from the leaves a scan finds,
+    more of them than one node holds (two levels synthesized), older
+    copies of its leaves on the device beside them. Every file exactly the
+    kernel's, the salvage's marks aside."""
+    data = img.copy([(5, img.tree(5)["root"])])
+    nleaves = sum(1 for b in img.tree(5)["blocks"].values() if b["level"] == 0)
+    max_ptrs = (img.ns - 101) // 33
+    name = "h: root and the extent tree lost, %d leaves from scanning" % nleaves
+    res.check(name + ": more leaves than one node holds, extent blocks zeroed (the truth)",
+              nleaves > max_ptrs and img.zero_owner(data, 2) > 0, (nleaves, max_ptrs))
+    path = os.path.join(work, "case.img")
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+    rc, out, err = imgtest.run_cli(cli, ["walk", "--json", "--hash", path], timeout=TIMEOUT)
+    got = [{k: v for k, v in r.items() if k not in MARKS}
+           for r in (parse_jsonl(out) if rc in (0, 1) else [])]
+    res.check(name + ": exit 1, rebuilt from the leaves found by scanning, said",
+              rc == 1 and b"leaves found by scanning" in err, "exit %r: %s" % (rc, err[-800:]))
+    # an inode at the edge between two leaves no surviving node names one
+    # after the other may miss items lost between them: not read, said
+    edge = {ln.split(b": inode: ")[0].split(b"btrfsimg: ", 1)[-1].decode()
+            for ln in err.splitlines() if b"its items run to the edge of a leaf" in ln}
+    nodes = len(img.level1(5))
+    res.check(name + ": only inodes at the edges between level-1 nodes not read, each said",
+              len(edge) <= 2 * nodes, (len(edge), nodes, sorted(edge)[:5]))
+    res.problems(name + ": every other file exactly the kernel's, none false",
+                 compare(kv, got, view, edge))
+    os.unlink(path)
+
+
 def cases(img, view):
     t5, t256 = img.tree(5), img.tree(256)
     r5, r256 = t5["root"], t256["root"]
@@ -230,6 +281,13 @@ def main():
                 res.check("%s: the lost leaf holds files (the truth)" % name,
                           0 < len(lost) < len(view) // 4, len(lost))
             run_case(res, kv, cli, work, name, bytes(data), view, lost, said, *unsure)
+        flat = os.path.join(testdata, "levels-flat")
+        scanned_leaves(res, kv, cli, work,
+                       Image(imgtest.genlib.unzstd_bytes(os.path.join(flat, "levels.img.zst")),
+                             imgtest.load_json(os.path.join(flat, "truth.json"))),
+                       [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
+                           os.path.join(flat, "view.jsonl.zst")).decode().splitlines()
+                        if line.strip()])
     return res.summary()
 
 
