@@ -231,6 +231,8 @@ static bool named_next(const struct cand *c, const struct cand *next)
  * and generation: each named leaf is known live as of the node's. */
 static void name_leaves(struct btrfsimg_fs *fs, struct leaves *l)
 {
+	if (!l->nc)
+		return; /* no leaf: nothing to name (and no array to sort) */
 	qsort(l->c, l->nc, sizeof(*l->c), cand_by_block);
 	for (size_t i = 0; i < l->nc; i++) { /* a root that was a leaf */
 		uint64_t g = root_named(l, l->c[i].b->bytenr, l->c[i].b->generation);
@@ -594,7 +596,8 @@ static int assemble(struct btrfsimg_fs *fs, const struct bi_root *r, struct leav
 		return rc;
 	name_leaves(fs, l);
 	mark_allocated(fs, l);
-	qsort(l->c, l->nc, sizeof(*l->c), cand_by_age);
+	if (l->nc > 1)
+		qsort(l->c, l->nc, sizeof(*l->c), cand_by_age);
 	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
 	for (size_t i = 0; i < l->nc && rc == 0; i++) {
 		rc = decide(fs, l, &l->c[i]);
