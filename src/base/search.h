@@ -26,4 +26,22 @@ static inline size_t bi_lower_bound(const uint64_t *v, size_t n, uint64_t x)
 	return lo;
 }
 
+/* The same over an array of structs: @n elements of @size bytes at
+ * @base, ascending in the uint64_t at byte @off of each (offsetof). */
+static inline size_t bi_lower_bound_field(const void *base, size_t n, size_t size, size_t off,
+					  uint64_t x)
+{
+	const unsigned char *p = base;
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (*(const uint64_t *)(const void *)(p + mid * size + off) < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 #endif

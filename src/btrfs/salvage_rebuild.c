@@ -36,6 +36,7 @@
  * (a node pointed at twice, as a hostile tree may, is not walked again),
  * each recorded block is read once, and a child is used once.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,14 +120,8 @@ struct node_build {
 
 static struct ev_rec *rec_find(struct evidence *ev, uint64_t bytenr)
 {
-	size_t a = 0, b = ev->nrec;
-	while (a < b) {
-		size_t m = a + (b - a) / 2;
-		if (ev->rec[m].bytenr < bytenr)
-			a = m + 1;
-		else
-			b = m;
-	}
+	size_t a = bi_lower_bound_field(ev->rec, ev->nrec, sizeof(*ev->rec),
+					offsetof(struct ev_rec, bytenr), bytenr);
 	return a < ev->nrec && ev->rec[a].bytenr == bytenr ? &ev->rec[a] : NULL;
 }
 

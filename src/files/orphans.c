@@ -20,6 +20,7 @@
  * Its memory follows the number of inodes and links of the subvolume.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include "base/err.h"
 #include "base/grow.h"
 #include "base/key.h"
+#include "base/search.h"
 #include "base/ondisk.h"
 #include "btrfs/root.h"
 #include "btrfs/tree_checker.h"
@@ -151,14 +153,8 @@ static int link_cmp(const void *pa, const void *pb)
 
 static struct ino *find_ino(const struct bi_orphans *o, uint64_t objectid)
 {
-	size_t lo = 0, hi = o->nino;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (o->ino[mid].objectid < objectid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = bi_lower_bound_field(o->ino, o->nino, sizeof(*o->ino),
+					 offsetof(struct ino, objectid), objectid);
 	return lo < o->nino && o->ino[lo].objectid == objectid ? &o->ino[lo] : NULL;
 }
 
@@ -218,15 +214,8 @@ static int index_of(struct btrfsimg_fs *fs, uint64_t subvol, struct bi_orphans *
 /* The first link of @parent. */
 static size_t first_link(const struct bi_orphans *o, uint64_t parent)
 {
-	size_t lo = 0, hi = o->nln;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (o->ln[mid].parent < parent)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return bi_lower_bound_field(o->ln, o->nln, sizeof(*o->ln), offsetof(struct link, parent),
+				    parent);
 }
 
 static uint8_t file_type(uint32_t mode)
