@@ -463,7 +463,9 @@ static int synthesize(struct btrfsimg_fs *fs, const struct bi_root *r, struct le
 	for (size_t i = 0; i < l->nr && !first; i++)
 		first = l->r[i].c ? &l->r[i] : NULL;
 	if (bi_sv_scan_reread(fs, l->s, first->c->b, l->buf) < 0)
-		return bi_err(fs, -EIO, "salvage: a leaf changed since the scan");
+		return bi_err(fs, -EIO, "salvage: tree %" PRIu64 ": leaf at logical %" PRIu64
+			      " (generation %" PRIu64 ") no longer reads as the scan found it",
+			      r->id, first->c->b->bytenr, first->c->b->generation);
 	*level = nodes ? 2 : 1;
 	uint8_t *root = node_new(l, r, l->buf, r->bytenr, *level, nodes ? nodes : n);
 	uint8_t *cur = nodes ? NULL : root;
