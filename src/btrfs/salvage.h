@@ -91,6 +91,11 @@ int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs);
  * as damage; fs->err is left as it was. fs->lost_block in an open. */
 bool bi_salvage_rebuild_tree(struct btrfsimg_fs *fs, uint64_t tree);
 void bi_salvage_rebuild_free(struct btrfsimg_fs *fs);
+/* Whether a tree read through @fs may miss leaves without a read error: a
+ * salvage opened it, or a tree's lost nodes were rebuilt (their recorded
+ * children that did not read are left out). Readers then look for what
+ * such a leaf held by other ways (files/orphans.h). */
+bool bi_salvage_trees_rebuilt(const struct btrfsimg_fs *fs);
 /* Where a rebuilt node's recorded child that did not read may have held
  * keys: between two of its readable children, [lo, hi] (inclusive, so
  * the objectids at both ends are in it). */

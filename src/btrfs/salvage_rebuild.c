@@ -128,6 +128,17 @@ struct node_build {
 	uint64_t owner;		/* whose TREE_BLOCK_REFs; 0: SHARED_BLOCK_REFs */
 };
 
+/* What the rebuild keeps on the handle: the evidence, loaded the first
+ * time a node is lost and shared by every tree after it, and the trees
+ * tried, each once (a tree whose rebuild failed is not walked again). */
+struct bi_rebuild {
+	struct evidence ev;
+	uint64_t *tried;	/* sorted */
+	size_t ntried, tried_cap;
+	bool busy;		/* a rebuild runs: its own failed reads wait */
+	size_t synthesized;	/* nodes rebuilt, in this open or the salvage's */
+};
+
 /* ------------------------------------------------------------ evidence */
 
 static struct ev_rec *rec_find(struct evidence *ev, uint64_t bytenr)
@@ -655,6 +666,7 @@ static int rebuild_node(struct walk *w, struct ev_rec *me, const struct range *r
 	if (rc == 0 && *no && !(trial && !nb.n)) /* a gap without it is no failure */
 		say_not_rebuilt(w, me->bytenr, me->level, root, no);
 	if (rc == 0 && !*no) {
+		w->fs->rebuild->synthesized++;
 		say_rebuilt(w, me, &nb, why, root);
 		for (size_t i = 0; i < nb.n; i++)
 			rec_find(w->ev, nb.v[i].bytenr)->used = true;
@@ -822,16 +834,6 @@ static int check_tree(struct btrfsimg_fs *fs, struct evidence *ev, uint64_t id)
 	return 0;
 }
 
-/* What the rebuild keeps on the handle: the evidence, loaded the first
- * time a node is lost and shared by every tree after it, and the trees
- * tried, each once (a tree whose rebuild failed is not walked again). */
-struct bi_rebuild {
-	struct evidence ev;
-	uint64_t *tried;	/* sorted */
-	size_t ntried, tried_cap;
-	bool busy;		/* a rebuild runs: its own failed reads wait */
-};
-
 static struct bi_rebuild *rebuild_state(struct btrfsimg_fs *fs)
 {
 	if (!fs->rebuild) {
@@ -897,6 +899,11 @@ bool bi_salvage_rebuild_tree(struct btrfsimg_fs *fs, uint64_t tree)
 	int rc = check_once(fs, st, tree);
 	snprintf(fs->err, sizeof(fs->err), "%s", why); /* the read's error, if it still fails */
 	return rc > 0;
+}
+
+bool bi_salvage_trees_rebuilt(const struct btrfsimg_fs *fs)
+{
+	return fs->scan || fs->tree_scan || (fs->rebuild && fs->rebuild->synthesized);
 }
 
 void bi_salvage_rebuild_free(struct btrfsimg_fs *fs)

@@ -279,12 +279,23 @@ def intact_only_cases(img, view):
     mid = n5[len(n5) // 2]
     data = img.copy([(5, mid)])
     img.zero_owner(data, 2)
+    first = n5[0]
+    names = [p[3] for p in img.block(5, first)["ptrs"]
+             if img.block(5, p[3])["dirents"] and len(img.block(5, p[3])["objectids"]) == 1][-1]
+    nptr = len(img.block(5, first)["ptrs"])
     return [("x: a level-1 node and the extent tree lost", data,
              under_node(img, view, 5, mid),
              [("the node not rebuilt, the reason said",
                lambda e: b"tree 5: node at logical %d (level 1) unreadable; not rebuilt" % mid
                in e)],
-             boundary_paths(img, view, mid))]
+             boundary_paths(img, view, mid)),
+            # a leaf of one directory's entries only, below a lost node: the
+            # rebuilt node leaves it out without a read error, and its
+            # children are still found by their back references
+            ("y: a level-1 node and a leaf of directory entries below it lost",
+             img.copy([(5, first), (5, names)]), set(),
+             [("the node rebuilt from %d leaves, 1 unreadable" % (nptr - 1),
+               lambda e: rebuilt_said(e, 5, first, 1, nptr - 1, 1))])]
 
 
 def forensic_commands(res, cli, work, img):
