@@ -13,12 +13,18 @@ newest root found by scanning). Only tree blocks are kept, one copy of each
 (bytenr, generation), so the seeds stay small; data reads fail their
 checksums, which the target accepts.
 
+"levels-lost-node": testdata/levels/levels.img.zst (superblocks and root
+tree intact) without a level-1 node of the top-level tree on either copy:
+an ordinary open rebuilds that node when the walk first reads it
+(salvage_rebuild.c, fs->lost_block), from the extent tree's records.
+
 "salvage-mkfs": testdata/salvage/mkfs-btrfs-single.img.zst (a new btrfs
 made over the old one): the new one's superblocks, the tree blocks of both
 fsids, and a forged root-tree leaf of the old fsid with a newer
 generation (checksummed) where no chunk map puts it: two fsids claim the
 device, the target lists both and opens the old one by its fsid.
 """
+import json
 import os
 import struct
 import sys
@@ -65,6 +71,26 @@ def mkfs_seed(out, clean, facts):
     print("salvage-mkfs: %d bytes" % len(blob))
 
 
+def levels_seed(out):
+    d = os.path.join(HERE, "..", "testdata", "levels")
+    img = genlib.unzstd_bytes(os.path.join(d, "levels.img.zst"))
+    with open(os.path.join(d, "truth.json")) as f:
+        truth = json.load(f)
+    t5 = truth["trees"]["5"]
+    level1 = [p[3] for p in t5["blocks"][str(t5["root"])]["ptrs"]]
+    lost = set(t5["blocks"][str(level1[len(level1) // 2])]["physical"])
+    blob = bytearray(struct.pack("<BQ", 1, len(img)))
+    for o in (64 << 10, 64 << 20):
+        blob += struct.pack("<QH", o, 4096) + img[o:o + 4096]
+    fsid = bytes.fromhex(truth["fsid"])
+    for off, blk in tree_blocks(img, fsid, truth["nodesize"]):
+        if off not in lost:
+            blob += struct.pack("<QH", off, len(blk)) + blk
+    with open(os.path.join(out, "levels-lost-node"), "wb") as f:
+        f.write(blob)
+    print("levels-lost-node: %d bytes" % len(blob))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -83,6 +109,7 @@ def main():
             f.write(blob)
         print("%s: %d bytes" % (name, len(blob)))
     mkfs_seed(out, clean, facts)
+    levels_seed(out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ struct bi_log_overlay;
 struct bi_vols;
 struct bi_sv_scan;
 struct bi_orphans;
+struct bi_rebuild;
 
 struct bi_super {
 	struct btrfsimg_super_info info;
@@ -140,6 +141,14 @@ struct btrfsimg_fs {
 	 * read held its keys (salvage_rebuild.c): bi_salvage_items_lost */
 	struct bi_lost_keys *salvage_lost;
 	size_t nsalvage_lost;
+	/* A block of a subvolume or checksum tree (@tree) that reads on no
+	 * copy, in any open: that tree's lost nodes rebuilt then, once per
+	 * tree and handle (bi_salvage_rebuild_tree, salvage_rebuild.c), through
+	 * this pointer the open sets, so that block.c does not call up into
+	 * the salvage; true when the read is worth retrying. @rebuild is its
+	 * state: the extent tree's evidence, loaded once, and the trees tried. */
+	bool (*lost_block)(struct btrfsimg_fs *fs, uint64_t tree);
+	struct bi_rebuild *rebuild;
 	/* trees rebuilt from the leaves a scan found (salvage_leaves.c): the
 	 * objectid ranges of the leaves known live only as of an older
 	 * generation than the tree's, for bi_salvage_as_of */

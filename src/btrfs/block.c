@@ -170,6 +170,27 @@ bool bi_block_matches(const struct bi_block *b, const struct bi_expect *e)
 	return true;
 }
 
+/* After the salvage checked the tree of a block that read on no copy
+ * (fs->lost_block): the node it synthesized at @bytenr, if it did, as the
+ * parent expects it. A root (read without a first key) is taken at the
+ * level it was given: a tree rebuilt from scanned leaves gets a root of
+ * the height those need, and the descent takes the level from the block. */
+static bool rebuilt_node(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expect *e,
+			 struct bi_block **out)
+{
+	struct bi_block *b = bi_cache_get(fs->cache, bytenr);
+	struct bi_expect x = *e;
+	if (!e->first_key)
+		x.level = -1;
+	if (b && b->synthetic && bi_block_matches(b, &x)) {
+		*out = b;
+		return true;
+	}
+	if (b)
+		bi_block_put(fs, b);
+	return false;
+}
+
 int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expect *e,
 		  struct bi_block **out)
 {
@@ -199,6 +220,9 @@ int bi_block_read(struct btrfsimg_fs *fs, uint64_t bytenr, const struct bi_expec
 			held = true;
 	}
 	int rc = read_from_image(fs, bytenr, e, &b);
+	if (rc < 0 && rc != -ENOMEM && e && fs->lost_block && fs->lost_block(fs, e->owner) &&
+	    rebuilt_node(fs, bytenr, e, out))
+		return 0;
 	if (rc < 0)
 		return rc;
 	if (held)

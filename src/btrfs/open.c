@@ -286,6 +286,8 @@ int bi_core_open(struct btrfsimg_fs *fs)
 		rc = open_roots(fs);
 	if (rc == 0 && (fs->nsalvage_unsure || fs->nsalvage_ties))
 		rc = bi_salvage_stripes(fs);
+	if (rc == 0) /* lost nodes rebuilt when a read meets one, not before */
+		fs->lost_block = bi_salvage_rebuild_tree;
 	if (rc < 0)
 		explain_missing(fs);
 out:

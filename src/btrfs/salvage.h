@@ -84,6 +84,18 @@ int bi_salvage_root(struct btrfsimg_fs *fs);
  * extent tree records (salvage_rebuild.c), said as damage; left as it was
  * without that evidence. 0 or a negative errno (no memory). */
 int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs);
+/* Tree @tree (a subvolume tree or the checksum tree; false for any other)
+ * has a block that reads on no copy: its lost nodes rebuilt as
+ * bi_salvage_rebuild_lost does, the first time it is asked for that tree
+ * on this handle (true then: a read that failed is worth retrying), said
+ * as damage; fs->err is left as it was. fs->lost_block in an open. */
+bool bi_salvage_rebuild_tree(struct btrfsimg_fs *fs, uint64_t tree);
+void bi_salvage_rebuild_free(struct btrfsimg_fs *fs);
+/* Whether a tree read through @fs may miss leaves without a read error: a
+ * salvage opened it, or a tree's lost nodes were rebuilt (their recorded
+ * children that did not read are left out). Readers then look for what
+ * such a leaf held by other ways (files/orphans.h). */
+bool bi_salvage_trees_rebuilt(const struct btrfsimg_fs *fs);
 /* Where a rebuilt node's recorded child that did not read may have held
  * keys: between two of its readable children, [lo, hi] (inclusive, so
  * the objectids at both ends are in it). */

@@ -5,6 +5,18 @@
  * the blocks that survive below them (bi_salvage_rebuild_lost, see
  * salvage.h): the root or any node under it, at any level.
  *
+ * A salvage open checks every tree at once. Any other open checks none
+ * (an intact image pays nothing): the first block of a subvolume or
+ * checksum tree that reads on no copy has block.c call
+ * bi_salvage_rebuild_tree through fs->lost_block, which checks that tree
+ * then, and the read is retried. Each tree is checked once per handle,
+ * rebuilt or not; the evidence is loaded once and kept for the next tree.
+ * A handle is read from one thread at a time (its block cache has no
+ * locks: the threaded readers, inode_enum_pool.c and path.c's read-ahead,
+ * never read blocks through it from their workers), so the rebuild, which
+ * runs on the thread whose read failed, needs no lock of its own; its own
+ * failed reads do not start another (fs->rebuild->busy).
+ *
  * Each subvolume tree's nodes are walked from its root (leaves are left to
  * the readers). A node that reads on no copy is replaced by a node
  * synthesized at its address and pinned in the block cache, whose children
@@ -114,6 +126,17 @@ struct node_build {
 	size_t nlost, lost_cap;
 	size_t unread, outside, rebuilt;
 	uint64_t owner;		/* whose TREE_BLOCK_REFs; 0: SHARED_BLOCK_REFs */
+};
+
+/* What the rebuild keeps on the handle: the evidence, loaded the first
+ * time a node is lost and shared by every tree after it, and the trees
+ * tried, each once (a tree whose rebuild failed is not walked again). */
+struct bi_rebuild {
+	struct evidence ev;
+	uint64_t *tried;	/* sorted */
+	size_t ntried, tried_cap;
+	bool busy;		/* a rebuild runs: its own failed reads wait */
+	size_t synthesized;	/* nodes rebuilt, in this open or the salvage's */
 };
 
 /* ------------------------------------------------------------ evidence */
@@ -643,6 +666,7 @@ static int rebuild_node(struct walk *w, struct ev_rec *me, const struct range *r
 	if (rc == 0 && *no && !(trial && !nb.n)) /* a gap without it is no failure */
 		say_not_rebuilt(w, me->bytenr, me->level, root, no);
 	if (rc == 0 && !*no) {
+		w->fs->rebuild->synthesized++;
 		say_rebuilt(w, me, &nb, why, root);
 		for (size_t i = 0; i < nb.n; i++)
 			rec_find(w->ev, nb.v[i].bytenr)->used = true;
@@ -810,21 +834,89 @@ static int check_tree(struct btrfsimg_fs *fs, struct evidence *ev, uint64_t id)
 	return 0;
 }
 
+static struct bi_rebuild *rebuild_state(struct btrfsimg_fs *fs)
+{
+	if (!fs->rebuild) {
+		fs->rebuild = calloc(1, sizeof(*fs->rebuild));
+		if (fs->rebuild)
+			fs->rebuild->ev.max = (fs->nodesize - HDR_SIZE) / KP_SIZE;
+	}
+	return fs->rebuild;
+}
+
+/* Whether tree @id was tried before; else it is now. */
+static int tried_before(struct btrfsimg_fs *fs, struct bi_rebuild *st, uint64_t id, bool *tried)
+{
+	size_t at = bi_lower_bound(st->tried, st->ntried, id);
+	*tried = at < st->ntried && st->tried[at] == id;
+	if (*tried)
+		return 0;
+	if (bi_grow((void **)&st->tried, &st->tried_cap, st->ntried + 1, sizeof(*st->tried)))
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	memmove(st->tried + at + 1, st->tried + at, (st->ntried - at) * sizeof(*st->tried));
+	st->tried[at] = id;
+	st->ntried++;
+	return 0;
+}
+
+/* Tree @id checked once per handle: 1 if it was now, 0 if it was before,
+ * or a negative errno (no memory). */
+static int check_once(struct btrfsimg_fs *fs, struct bi_rebuild *st, uint64_t id)
+{
+	bool tried;
+	int rc = tried_before(fs, st, id, &tried);
+	if (rc < 0 || tried)
+		return rc;
+	st->busy = true;
+	rc = check_tree(fs, &st->ev, id);
+	st->busy = false;
+	return rc < 0 ? rc : 1;
+}
+
 int bi_salvage_rebuild_lost(struct btrfsimg_fs *fs)
 {
 	uint64_t *ids = NULL;
 	size_t n = 0;
-	struct evidence ev = { .max = (fs->nodesize - HDR_SIZE) / KP_SIZE };
-	int rc = tree_ids(fs, &ids, &n);
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = check_tree(fs, &ev, ids[i]);
-	if (rc == 0) /* the data checksums, without which no extent is shown */
-		rc = check_tree(fs, &ev, OBJ_CSUM_TREE);
+	struct bi_rebuild *st = rebuild_state(fs);
+	int rc = st ? tree_ids(fs, &ids, &n) : bi_err(fs, -ENOMEM, "salvage: out of memory");
+	for (size_t i = 0; rc >= 0 && i < n; i++)
+		rc = check_once(fs, st, ids[i]);
+	if (rc >= 0) /* the data checksums, without which no extent is shown */
+		rc = check_once(fs, st, OBJ_CSUM_TREE);
 	free(ids);
-	free(ev.rec);
-	free(ev.ref);
-	free(ev.seen);
 	return rc < 0 ? rc : 0;
+}
+
+bool bi_salvage_rebuild_tree(struct btrfsimg_fs *fs, uint64_t tree)
+{
+	if (!subvolume_tree(tree) && tree != OBJ_CSUM_TREE)
+		return false;
+	struct bi_rebuild *st = rebuild_state(fs);
+	if (!st || st->busy)
+		return false; /* the rebuild's own reads fail as they are */
+	char why[sizeof(fs->err)];
+	snprintf(why, sizeof(why), "%s", fs->err);
+	int rc = check_once(fs, st, tree);
+	snprintf(fs->err, sizeof(fs->err), "%s", why); /* the read's error, if it still fails */
+	return rc > 0;
+}
+
+bool bi_salvage_trees_rebuilt(const struct btrfsimg_fs *fs)
+{
+	return fs->scan || fs->tree_scan || (fs->rebuild && fs->rebuild->synthesized);
+}
+
+void bi_salvage_rebuild_free(struct btrfsimg_fs *fs)
+{
+	struct bi_rebuild *st = fs->rebuild;
+	if (!st)
+		return;
+	free(st->ev.rec);
+	free(st->ev.ref);
+	free(st->ev.seen);
+	free(st->tried);
+	free(st);
+	fs->rebuild = NULL;
 }
 
 const struct bi_lost_keys *bi_salvage_lost_next(const struct btrfsimg_fs *fs, uint64_t tree,

@@ -40,6 +40,7 @@
 #include "base/ondisk.h"
 #include "btrfs/tree_checker.h"
 #include "btrfs/root.h"
+#include "btrfs/salvage.h"
 #include "btrfs/tree.h"
 #include "files/inode.h"
 #include "files/orphans.h"
@@ -585,7 +586,7 @@ int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, btrfsimg_di
 		rc = dl_hash(dl);
 	if (rc == 0) {
 		dl_match(dl);
-		rc = emit(dl, read_rc < 0 || fs->scan, fn, ctx);
+		rc = emit(dl, read_rc < 0 || bi_salvage_trees_rebuilt(fs), fn, ctx);
 	}
 	dl_give(dl);
 	return rc != 0 ? rc : read_rc;
@@ -873,7 +874,7 @@ static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t d
 		     const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
 {
 	int rc = lookup_entry(fs, r, dir, name, len, out);
-	if (rc >= 0 || rc == -ENOMEM || (rc == -ENOENT && !fs->scan))
+	if (rc >= 0 || rc == -ENOMEM || (rc == -ENOENT && !bi_salvage_trees_rebuilt(fs)))
 		return rc;
 	struct btrfsimg_dirent d = { .kind = BTRFSIMG_TARGET_INODE, .target_subvol = r->id,
 				     .target_objectid = dir };

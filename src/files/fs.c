@@ -65,6 +65,7 @@ void btrfsimg_fs_free(btrfsimg_fs *fs)
 	bi_cache_free(fs->cache);
 	free(fs->devitems);
 	bi_salvage_free(fs);
+	bi_salvage_rebuild_free(fs);
 	bi_orphans_free(fs);
 	free(fs);
 }

@@ -191,7 +191,7 @@ static int descend(struct btrfsimg_walk *w)
 		rc = bi_orphans_lost(w->fs, f->self.subvol, f->self.objectid, collect, f);
 	} else {
 		rc = btrfsimg_readdir(w->fs, f->self.subvol, f->self.objectid, collect, f);
-		if (rc != -ENOMEM && (rc < 0 || w->fs->scan))
+		if (rc != -ENOMEM && (rc < 0 || bi_salvage_trees_rebuilt(w->fs)))
 			more = add_orphans(w, f);
 	}
 	for (size_t i = 0; i < f->n; i++)

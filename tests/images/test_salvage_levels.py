@@ -58,8 +58,9 @@ TIMEOUT = 300
 
 
 class Image:
-    def __init__(self, base, truth):
+    def __init__(self, base, truth, salvage=True):
         self.base, self.truth, self.ns = base, truth, truth["nodesize"]
+        self.salvage = salvage  # superblocks zeroed: the salvage open
 
     def tree(self, t):
         return self.truth["trees"][str(t)]
@@ -73,13 +74,13 @@ class Image:
         return [p[3] for p in root["ptrs"]]
 
     def copy(self, zero=(), forge=(), twin=None):
-        """The base image, superblocks zeroed, every copy of each (tree,
+        """The base image, superblocks zeroed (a salvage image), every copy of each (tree,
         logical) in @zero zeroed, each in @forge replaced by itself one
         generation older, checksummed again, and with @twin (tree, a, b)
         leaf b replaced by a copy of leaf a made to pass for b (its address
         and generation, checksummed again)."""
         img = bytearray(self.base)
-        for o in (64 << 10, 64 << 20):
+        for o in (64 << 10, 64 << 20) if self.salvage else ():
             img[o:o + 4096] = bytes(4096)
         for t, logical in zero:
             for p in self.block(t, logical)["physical"]:
@@ -191,6 +192,7 @@ def scanned_leaves(res, kv, cli, work, img, view):
     nleaves = sum(1 for b in img.tree(5)["blocks"].values() if b["level"] == 0)
     max_ptrs = (img.ns - 101) // 33
     name = "h: root and the extent tree lost, %d leaves from scanning" % nleaves
+    name = name if img.salvage else "superblocks intact, " + name
     res.check(name + ": more leaves than one node holds, extent blocks zeroed (the truth)",
               nleaves > max_ptrs and img.zero_owner(data, 2) > 0, (nleaves, max_ptrs))
     path = os.path.join(work, "case.img")
@@ -261,6 +263,65 @@ def cases(img, view):
     ]
 
 
+def under_node(img, view, t, node):
+    """The paths of tree @t whose items or entries the leaves below
+    level-1 node @node hold."""
+    return set().union(*(lost_paths(view, img.block(t, p[3]), t)
+                         for p in img.block(t, node)["ptrs"]))
+
+
+def intact_only_cases(img, view):
+    """With the superblocks intact only (a salvage open needs the extent
+    tree to rebuild the root tree's view): a level-1 node lost and the
+    extent tree with it, so nothing records what it held: not rebuilt,
+    said, the files below it missing or without content, never false."""
+    n5 = img.level1(5)
+    mid = n5[len(n5) // 2]
+    data = img.copy([(5, mid)])
+    img.zero_owner(data, 2)
+    first = n5[0]
+    names = [p[3] for p in img.block(5, first)["ptrs"]
+             if img.block(5, p[3])["dirents"] and len(img.block(5, p[3])["objectids"]) == 1][-1]
+    nptr = len(img.block(5, first)["ptrs"])
+    return [("x: a level-1 node and the extent tree lost", data,
+             under_node(img, view, 5, mid),
+             [("the node not rebuilt, the reason said",
+               lambda e: b"tree 5: node at logical %d (level 1) unreadable; not rebuilt" % mid
+               in e)],
+             boundary_paths(img, view, mid)),
+            # a leaf of one directory's entries only, below a lost node: the
+            # rebuilt node leaves it out without a read error, and its
+            # children are still found by their back references
+            ("y: a level-1 node and a leaf of directory entries below it lost",
+             img.copy([(5, first), (5, names)]), set(),
+             [("the node rebuilt from %d leaves, 1 unreadable" % (nptr - 1),
+               lambda e: rebuilt_said(e, 5, first, 1, nptr - 1, 1))])]
+
+
+def forensic_commands(res, cli, work, img):
+    """deleted and verify on a copy with a level-1 node lost, history on
+    one with tree 5's root lost (superblocks intact): no crash, the damage
+    said (verify's report, history's root not found)."""
+    n5 = img.level1(5)
+    mid, r5 = n5[len(n5) // 2], img.tree(5)["root"]
+    path = os.path.join(work, "case.img")
+    for cmd, lost, want in (("deleted", mid, 1), ("verify", mid, 1), ("history", r5, 0)):
+        with open(path, "wb") as f:
+            f.write(bytes(img.copy([(5, lost)])))
+        rc, out, err = imgtest.run_cli(cli, [cmd] + (["--json"] if cmd == "history" else []) +
+                                       [path], timeout=TIMEOUT)
+        if cmd == "history":
+            last = parse_jsonl(out)[-1] if rc == 0 and out.strip() else {}
+            said = [t for t in last.get("trees", []) if t["id"] == 5] == \
+                [{"id": 5, "bytenr": r5, "generation": img.block(5, r5)["generation"],
+                  "found": False}]
+        else:
+            said = str(lost).encode() in out + err
+        res.check("superblocks intact, block %d of tree 5 lost: %s exits %d, says it"
+                  % (lost, cmd, want), rc == want and said, "exit %r: %s" % (rc, err[-800:]))
+    os.unlink(path)
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
@@ -272,22 +333,30 @@ def main():
     truth = imgtest.load_json(os.path.join(d, "truth.json"))
     view = [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
         os.path.join(d, "view.jsonl.zst")).decode().splitlines() if line.strip()]
-    img = Image(imgtest.genlib.unzstd_bytes(os.path.join(d, "levels.img.zst")), truth)
+    base = imgtest.genlib.unzstd_bytes(os.path.join(d, "levels.img.zst"))
     res.check("the top-level tree and the snapshot have three levels (the truth)",
-              img.tree(5)["level"] == 2 and img.tree(256)["level"] == 2)
+              truth["trees"]["5"]["level"] == 2 and truth["trees"]["256"]["level"] == 2)
+    flat = os.path.join(testdata, "levels-flat")
+    flat_base = imgtest.genlib.unzstd_bytes(os.path.join(flat, "levels.img.zst"))
+    flat_truth = imgtest.load_json(os.path.join(flat, "truth.json"))
+    flat_view = [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
+        os.path.join(flat, "view.jsonl.zst")).decode().splitlines() if line.strip()]
     with tempfile.TemporaryDirectory(prefix="levels.") as work:
-        for name, data, lost, said, *unsure in cases(img, view):
-            if lost:
-                res.check("%s: the lost leaf holds files (the truth)" % name,
-                          0 < len(lost) < len(view) // 4, len(lost))
-            run_case(res, kv, cli, work, name, bytes(data), view, lost, said, *unsure)
-        flat = os.path.join(testdata, "levels-flat")
-        scanned_leaves(res, kv, cli, work,
-                       Image(imgtest.genlib.unzstd_bytes(os.path.join(flat, "levels.img.zst")),
-                             imgtest.load_json(os.path.join(flat, "truth.json"))),
-                       [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
-                           os.path.join(flat, "view.jsonl.zst")).decode().splitlines()
-                        if line.strip()])
+        # the same damage in a salvage open and in an ordinary one (the
+        # superblocks and the root tree intact: nodes rebuilt as reads meet
+        # them), the same result
+        for salvage in (True, False):
+            img = Image(base, truth, salvage)
+            tag = "" if salvage else "superblocks intact, "
+            for name, data, lost, said, *unsure in cases(img, view) + \
+                    ([] if salvage else intact_only_cases(img, view)):
+                name = tag + name
+                if lost:
+                    res.check("%s: the lost leaf holds files (the truth)" % name,
+                              0 < len(lost) < len(view) // 4, len(lost))
+                run_case(res, kv, cli, work, name, bytes(data), view, lost, said, *unsure)
+            scanned_leaves(res, kv, cli, work, Image(flat_base, flat_truth, salvage), flat_view)
+        forensic_commands(res, cli, work, Image(base, truth, False))
     return res.summary()
 
 
