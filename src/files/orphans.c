@@ -65,6 +65,7 @@ struct bi_orphans {
 	size_t names_len, names_cap;
 	size_t stepped;
 	bool any_lost;
+	bool root_said;	/* the synthesized root directory said */
 	struct bi_orphans *next;
 };
 
@@ -158,6 +159,13 @@ static struct ino *find_ino(const struct bi_orphans *o, uint64_t objectid)
 	return lo < o->nino && o->ino[lo].objectid == objectid ? &o->ino[lo] : NULL;
 }
 
+/* Is @objectid a directory whose children are not lost: it has items,
+ * or it is the root, synthesized where its own are lost. */
+static bool parent_there(const struct bi_orphans *o, uint64_t objectid)
+{
+	return objectid == OBJ_FIRST_FREE || find_ino(o, objectid);
+}
+
 /* Which inodes have a back reference, and whether any is lost: a link to
  * a parent without items, or an inode (not the root) without a link. */
 static void mark(struct bi_orphans *o)
@@ -168,7 +176,7 @@ static void mark(struct bi_orphans *o)
 		struct ino *c = find_ino(o, o->ln[i].child);
 		if (c)
 			c->linked = true;
-		if (c && !find_ino(o, o->ln[i].parent) && o->ln[i].parent != o->ln[i].child)
+		if (c && !parent_there(o, o->ln[i].parent) && o->ln[i].parent != o->ln[i].child)
 			o->any_lost = true;
 	}
 	for (size_t i = 0; i < o->nino; i++)
@@ -301,7 +309,7 @@ static int list_top(const struct bi_orphans *o, btrfsimg_dirent_fn fn, void *ctx
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < o->nln; i++) {
 		const struct link *l = &o->ln[i];
-		if ((i && o->ln[i - 1].parent == l->parent) || find_ino(o, l->parent))
+		if ((i && o->ln[i - 1].parent == l->parent) || parent_there(o, l->parent))
 			continue;
 		bool any = false; /* a child that survives */
 		for (size_t k = i; k < o->nln && o->ln[k].parent == l->parent && !any; k++)
@@ -415,6 +423,82 @@ void bi_orphans_dir_inode(uint64_t objectid, struct btrfsimg_inode *out)
 {
 	*out = (struct btrfsimg_inode){ .objectid = objectid, .nlink = 1,
 					.mode = S_IFDIR | 0500 };
+}
+
+/* Items of the subvolume survive that say its root directory was there:
+ * an inode whose back reference names it, or any inode at all (every
+ * inode of a subvolume hangs below its root). */
+static bool root_was_there(const struct bi_orphans *o)
+{
+	size_t i = first_link(o, OBJ_FIRST_FREE);
+	return o->nino || (i < o->nln && o->ln[i].parent == OBJ_FIRST_FREE);
+}
+
+int bi_orphans_root_dir(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, int rc,
+			struct btrfsimg_inode *out)
+{
+	if (objectid != OBJ_FIRST_FREE || rc == -ENOMEM || rc == -EINVAL)
+		return rc;
+	char why[sizeof(fs->err)];
+	snprintf(why, sizeof(why), "%s", fs->err);
+	struct bi_orphans *o;
+	int irc = index_of(fs, subvol, &o);
+	if (irc == -ENOMEM)
+		return irc;
+	if (irc < 0 || !root_was_there(o)) {
+		snprintf(fs->err, sizeof(fs->err), "%s", why); /* the inode's own error */
+		return rc;
+	}
+	*out = (struct btrfsimg_inode){ .subvol = subvol, .objectid = objectid, .nlink = 1,
+					.mode = S_IFDIR | 0755, .synthesized = true };
+	if (!o->root_said)
+		bi_damage(fs, "subvolume %" PRIu64 ": its root directory (inode %" PRIu64 ") is "
+			  "lost (%s) while %zu inodes of its tree survive: synthesized: a directory, "
+			  "mode 040755 assumed, owner, size and times unknown; listed from what "
+			  "survives of its entries and the back references naming it",
+			  subvol, objectid, why, o->nino);
+	o->root_said = true;
+	return 0;
+}
+
+int bi_orphans_lost_found(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+			  struct btrfsimg_dirent *out)
+{
+	bool any = false;
+	int rc = dir == OBJ_FIRST_FREE ? bi_orphans_any_lost(fs, subvol, &any) : 0;
+	if (rc < 0 || !any)
+		return rc;
+	*out = (struct btrfsimg_dirent){ .name = (const uint8_t *)BTRFSIMG_LOST_FOUND,
+					 .name_len = strlen(BTRFSIMG_LOST_FOUND),
+					 .index = UINT64_MAX,
+					 .file_type = FT_DIR,
+					 .kind = BTRFSIMG_TARGET_LOST,
+					 .target_subvol = subvol };
+	return 1;
+}
+
+int btrfsimg_lost_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
+			  btrfsimg_dirent_fn fn, void *ctx)
+{
+	if (!fs || !fn || !bi_opened(fs, __func__))
+		return -EINVAL;
+	return bi_orphans_lost(fs, subvol, parent, fn, ctx);
+}
+
+int btrfsimg_lost_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent, const void *name,
+			 size_t name_len, struct btrfsimg_dirent *out)
+{
+	if (!fs || !name || !out || !bi_opened(fs, __func__))
+		return -EINVAL;
+	struct btrfsimg_dirent d = { .kind = BTRFSIMG_TARGET_LOST, .target_subvol = subvol,
+				     .target_objectid = parent };
+	return bi_orphans_lookup(fs, &d, name, name_len, out);
+}
+
+void btrfsimg_lost_dir_inode(uint64_t subvol, uint64_t parent, struct btrfsimg_inode *out)
+{
+	bi_orphans_dir_inode(parent, out);
+	out->subvol = subvol;
 }
 
 void bi_orphans_free(struct btrfsimg_fs *fs)

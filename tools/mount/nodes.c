@@ -92,7 +92,7 @@ static size_t hash_of(const struct mount_node *k, size_t nbuckets)
 static bool same(const struct mount_node *a, const struct mount_node *b)
 {
 	return a->subvol == b->subvol && a->objectid == b->objectid && a->stub_dir == b->stub_dir &&
-	       a->stub_child == b->stub_child;
+	       a->stub_child == b->stub_child && a->lost == b->lost;
 }
 
 int mount_nodes_init(struct mount_nodes *t)
