@@ -47,6 +47,7 @@ struct link {
 	uint64_t parent, child, index;
 	size_t name_off;
 	uint16_t name_len;
+	bool subvol;	/* @child is a subvolume (a ROOT_REF), not an inode */
 };
 
 struct ino {
@@ -83,7 +84,7 @@ static int add_link(struct bi_orphans *o, uint64_t parent, uint64_t child, uint6
 	if (bi_grow((void **)&o->ln, &o->lcap, o->nln + 1, sizeof(*o->ln)) ||
 	    bi_grow((void **)&o->names, &o->names_cap, o->names_len + len, 1))
 		return -ENOMEM;
-	o->ln[o->nln++] = (struct link){ parent, child, index, o->names_len, len };
+	o->ln[o->nln++] = (struct link){ parent, child, index, o->names_len, len, false };
 	memcpy(o->names + o->names_len, name, len);
 	o->names_len += len;
 	return 0;
@@ -142,6 +143,31 @@ static int read_tree(struct btrfsimg_fs *fs, struct bi_orphans *o, const struct 
 	}
 }
 
+/* The subvolumes below @o's directories: each ROOT_REF (subvol, 156,
+ * child) of the root tree, the kernel's back reference of a subvolume
+ * entry (the directory, the index and the name it had), whose child
+ * subvolume is there. Unreadable: none (said by the tree read). */
+static int read_root_refs(struct btrfsimg_fs *fs, struct bi_orphans *o)
+{
+	bi_key min = { o->subvol, KT_ROOT_REF, 0 }, max = { o->subvol, KT_ROOT_REF, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	struct bi_root_ref ref;
+	struct bi_root child;
+	int rc = bi_iter_start(fs, &it, &fs->root_tree, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
+		rc = 0;
+		if (bi_root_ref_parse(item.data, item.size, &ref, NULL, 0) < 0 || !ref.name_len ||
+		    bi_root_find(fs, item.key.offset, &child) < 0)
+			continue;
+		rc = add_link(o, ref.dirid, item.key.offset, ref.sequence, ref.name, ref.name_len);
+		if (rc == 0)
+			o->ln[o->nln - 1].subvol = true;
+	}
+	bi_iter_end(&it);
+	return rc == -ENOMEM ? rc : 0;
+}
+
 static int link_cmp(const void *pa, const void *pb)
 {
 	const struct link *a = pa, *b = pb;
@@ -173,6 +199,8 @@ static void mark(struct bi_orphans *o)
 	if (o->nln > 1)
 		qsort(o->ln, o->nln, sizeof(*o->ln), link_cmp);
 	for (size_t i = 0; i < o->nln; i++) {
+		if (o->ln[i].subvol)
+			continue; /* a subvolume is not lost with an inode of this tree */
 		struct ino *c = find_ino(o, o->ln[i].child);
 		if (c)
 			c->linked = true;
@@ -194,6 +222,8 @@ static int build(struct btrfsimg_fs *fs, uint64_t subvol, struct bi_orphans **ou
 		return bi_err(fs, -ENOMEM, "orphans: out of memory");
 	o->subvol = subvol;
 	rc = read_tree(fs, o, &r);
+	if (rc == 0)
+		rc = read_root_refs(fs, o);
 	if (rc < 0) {
 		bi_orphans_free_one(o);
 		return bi_err(fs, rc, "orphans: out of memory");
@@ -240,7 +270,8 @@ static uint8_t file_type(uint32_t mode)
 	}
 }
 
-/* Link @l as an entry to @fn. */
+/* Link @l as an entry to @fn: an inode @c of this subvolume, or a
+ * subvolume's root directory. */
 static int put_link(const struct bi_orphans *o, const struct link *l, const struct ino *c,
 		    btrfsimg_dirent_fn fn, void *ctx)
 {
@@ -249,11 +280,24 @@ static int put_link(const struct bi_orphans *o, const struct link *l, const stru
 				     .index = l->index,
 				     .location_objectid = l->child,
 				     .location_type = KT_INODE_ITEM,
-				     .file_type = file_type(c->mode),
+				     .file_type = c ? file_type(c->mode) : FT_DIR,
 				     .kind = BTRFSIMG_TARGET_INODE,
 				     .target_subvol = o->subvol,
 				     .target_objectid = l->child };
+	if (l->subvol) {
+		d.location_type = KT_ROOT_ITEM;
+		d.kind = BTRFSIMG_TARGET_SUBVOL;
+		d.target_subvol = l->child;
+		d.target_objectid = OBJ_FIRST_FREE;
+	}
 	return fn(ctx, &d);
+}
+
+/* Does link @l lead somewhere: its inode has items, or it is a
+ * subvolume's. */
+static bool child_there(const struct bi_orphans *o, const struct link *l)
+{
+	return l->subvol || find_ino(o, l->child);
 }
 
 /* The entries of directory @dir of @subvol by back references: the
@@ -269,10 +313,9 @@ static int children_of(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 		const struct link *l = &o->ln[i];
 		if (l->parent != dir)
 			break;
-		const struct ino *c = find_ino(o, l->child);
-		if (!c || l->child == dir)
+		if (!child_there(o, l) || (l->child == dir && !l->subvol))
 			continue;
-		rc = put_link(o, l, c, fn, ctx);
+		rc = put_link(o, l, l->subvol ? NULL : find_ino(o, l->child), fn, ctx);
 	}
 	return rc;
 }
@@ -313,7 +356,8 @@ static int list_top(const struct bi_orphans *o, btrfsimg_dirent_fn fn, void *ctx
 			continue;
 		bool any = false; /* a child that survives */
 		for (size_t k = i; k < o->nln && o->ln[k].parent == l->parent && !any; k++)
-			any = o->ln[k].child != l->parent && find_ino(o, o->ln[k].child);
+			any = (o->ln[k].child != l->parent || o->ln[k].subvol) &&
+			      child_there(o, &o->ln[k]);
 		snprintf(name, sizeof(name), "%" PRIu64, l->parent);
 		if (any)
 			rc = put_made_up(o, name, l->parent, S_IFDIR, true, fn, ctx);
@@ -360,9 +404,9 @@ static int merge_upto(struct bi_orphans_merge *m, uint64_t upto, bool listed)
 		const struct link *l = &o->ln[m->next];
 		if (l->parent != m->dir || l->index > upto || (l->index == upto && !listed))
 			break;
-		const struct ino *c = find_ino(o, l->child);
-		if (c && l->child != m->dir && !(listed && l->index == upto))
-			rc = put_link(o, l, c, m->fn, m->ctx);
+		if (child_there(o, l) && (l->child != m->dir || l->subvol) &&
+		    !(listed && l->index == upto))
+			rc = put_link(o, l, l->subvol ? NULL : find_ino(o, l->child), m->fn, m->ctx);
 	}
 	return rc;
 }

@@ -450,6 +450,9 @@ int btrfsimg_walk_handle(btrfsimg_fs *fs, const struct btrfsimg_walk_entry *e, b
 {
 	if (!e)
 		return -EINVAL;
+	/* a synthesized inode's generation, which a handle holds, is unknown */
+	if (e->inode.synthesized || (connectable && e->dir_inode && e->dir_inode->synthesized))
+		return -ENODATA;
 	if (e->dir_inode && !e->stub)
 		return btrfsimg_file_handle_encode(e->subvol, e->objectid, e->inode.generation,
 						   e->inode.mode, e->dir_subvol, e->dir_objectid,

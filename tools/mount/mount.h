@@ -28,7 +28,8 @@ struct mount_scheme {
  * gives a mount one device). */
 int mount_scheme_parse(const char *s, struct mount_scheme *out, char *why, size_t len);
 
-/* st_ino of (subvol, objectid) under the scheme; a stub keeps 2. */
+/* st_ino of (subvol, objectid) under the scheme; a stub keeps 2, the made-up
+ * #lost+found (objectid 0) shows 1. */
 uint64_t mount_st_ino(const struct mount_scheme *s, uint64_t subvol, uint64_t objectid, bool stub);
 /* readdir's d_ino of an entry locating @loc (its DIR_INDEX location
  * objectid) in a directory of subvolume @dir_subvol: the directory's

@@ -62,6 +62,11 @@ int mount_scheme_parse(const char *s, struct mount_scheme *out, char *why, size_
 
 uint64_t mount_st_ino(const struct mount_scheme *s, uint64_t subvol, uint64_t objectid, bool stub)
 {
+	/* the made-up #lost+found has objectid 0, which a listing cannot
+	 * show (glibc's readdir skips an entry of d_ino 0 as deleted): 1, an
+	 * objectid no inode of a subvolume tree has */
+	if (objectid == 0)
+		objectid = 1;
 	if (stub)
 		return objectid; /* 2: no overlay, no uniquifier */
 	if (s->uniquifier)
