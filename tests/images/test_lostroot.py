@@ -29,6 +29,9 @@ No superblock is touched: the open is a plain one. Then for each:
     lost; a child of the synthesized root has no connectable handle (its
     parent's generation is unknown); nothing else but the made-up
     directories; exit 1; stderr says the root synthesized and which leaf;
+  - top only: bodyfile shows the root with times, size and owner 0
+    (none, for mactime, which reads it), dfxml leaves them out and marks
+    it btrfsimg:synthesized, jq reads walk --json's nulls;
   - the Python module's walk() (when the build's python dir is given)
     gives the same marks and nulls;
   - mounted (btrfsimg mount, when /dev/fuse is usable), the tree through
@@ -45,6 +48,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -268,6 +272,45 @@ def check_mount(res, name, tree, want, unsure, top, made_up):
 
 # ------------------------------------------------------------ the cases
 
+def check_reports(res, cli, path, work):
+    """bodyfile and dfxml of the synthesized top-level root: no time, size
+    or owner claimed (bodyfile's 0, which mactime takes for none; DFXML's
+    elements left out, marked btrfsimg:synthesized); jq and mactime read
+    the output."""
+    rc, out, err = imgtest.run_cli(cli, ["bodyfile", path], timeout=TIMEOUT)
+    root = [l for l in out.decode().splitlines() if l.split("|")[2:3] == ["5-256"]]
+    res.check("bodyfile: the synthesized root with times, size and owner 0 (none)",
+              rc == 1 and len(root) == 1 and root[0].split("|")[4:] == ["0"] * 7, root)
+    if shutil.which("mactime"):
+        body = os.path.join(work, "body")
+        with open(body, "wb") as f:
+            f.write(out)
+        p = subprocess.run(["mactime", "-b", body, "-d"], capture_output=True, timeout=TIMEOUT)
+        res.check("mactime reads the bodyfile, no event of the synthesized root",
+                  p.returncode == 0 and b"5-256" not in p.stdout and p.stdout.count(b"\n") > 1000,
+                  p.stderr[-300:])
+        os.unlink(body)
+    rc, out, err = imgtest.run_cli(cli, ["dfxml", path], timeout=TIMEOUT)
+    ns = "{http://www.forensicswiki.org/wiki/Category:Digital_Forensics_XML}"
+    try:
+        doc = ET.fromstring(out)
+    except ET.ParseError as e:
+        res.check("dfxml: parses", False, str(e))
+        return
+    objs = [o for o in doc.iter(ns + "fileobject") if o.findtext(ns + "id") == "5-256"]
+    tags = [c.tag.split("}")[-1] for c in objs[0]] if objs else []
+    res.check("dfxml: the synthesized root marked, no size, owner or times",
+              rc == 1 and "synthesized" in tags and
+              not {"filesize", "uid", "gid", "mtime", "ctime", "atime", "crtime"} & set(tags),
+              tags)
+    if shutil.which("jq"):
+        rc, out, err = imgtest.run_cli(cli, ["walk", "--json", path], timeout=TIMEOUT)
+        p = subprocess.run(["jq", "-c", "select(.synthesized) | [.path, .mtime, .uid]"],
+                           input=out, capture_output=True, timeout=TIMEOUT)
+        res.check("jq reads walk --json: the synthesized root's mtime and uid null",
+                  p.returncode == 0 and p.stdout == b'["",null,null]\n', p.stdout[:200])
+
+
 def run_case(res, kv, cli, pydir, work, name, data, view, subvol, top, lost, touched, said):
     path = os.path.join(work, name + ".img")
     with open(path, "wb") as f:
@@ -294,6 +337,8 @@ def run_case(res, kv, cli, pydir, work, name, data, view, subvol, top, lost, tou
                   pg is not None and {p: r for p, r in pg.items()} == got,
                   None if pg is None else
                   [p for p in set(pg) | set(got) if pg.get(p) != got.get(p)][:5])
+    if name == "top":
+        check_reports(res, cli, path, work)
     why = mount_skip(cli)
     if why:
         print("skip %s: the mount (%s)" % (name, why))
