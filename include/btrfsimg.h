@@ -1082,7 +1082,8 @@ struct btrfsimg_walk_entry {
 	 *  subvolume root (or is it), its path ending in the true inode number
 	 *  of the parent whose own items are lost, then the name the back
 	 *  reference holds. False for records placed by back references at
-	 *  their true path (their directory's entries lost, the directory not). */
+	 *  their true path (their directory's entries lost, the directory not).
+	 *  A subvolume root whose own inode is lost is inode.synthesized. */
 	bool lost_found;
 };
 
@@ -1492,7 +1493,9 @@ BTRFSIMG_API int btrfsimg_file_handle_encode(uint64_t subvol, uint64_t objectid,
  * inodes the walk holds (btrfsimg_file_handle_encode) for a child of a
  * listed directory, looked up (btrfsimg_file_handle) for the start and for
  * stub directories. Returns the length, or a lookup's negative errno with
- * its message on @p fs.
+ * its message on @p fs; -ENODATA (no message) for a synthesized inode, and
+ * for the connectable handle of a child of one: the generation a handle
+ * holds is not known.
  */
 BTRFSIMG_API int btrfsimg_walk_handle(btrfsimg_fs *fs, const struct btrfsimg_walk_entry *e,
 				      bool connectable, uint32_t *type, uint8_t out[40]);
