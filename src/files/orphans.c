@@ -121,8 +121,23 @@ static int take_item(struct bi_orphans *o, const struct bi_item *it)
 	return 0;
 }
 
+/* Can the last key of @r be reached? Not when its root (or every path
+ * from it) is unreadable: then stepping over is of no use. */
+static bool end_reads(struct btrfsimg_fs *fs, const struct bi_root *r)
+{
+	bi_key max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	int rc = bi_iter_start(fs, &it, r, &max, &max);
+	if (rc == 0)
+		rc = bi_iter_next(&it, &item);
+	bi_iter_end(&it);
+	return rc >= 0;
+}
+
 /* The whole tree of @r from @from; on an unreadable stretch, again from
- * the next objectid after the last item read. */
+ * the next objectid after the last item read (no inode is below 256,
+ * the first a subvolume hands out). */
 static int read_tree(struct btrfsimg_fs *fs, struct bi_orphans *o, const struct bi_root *r)
 {
 	bi_key from = { 0, 0, 0 }, max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
@@ -137,9 +152,11 @@ static int read_tree(struct btrfsimg_fs *fs, struct bi_orphans *o, const struct 
 		bi_iter_end(&it);
 		if (rc == 0 || rc == -ENOMEM)
 			return rc;
-		if (++o->stepped > STEP_OVER_MAX || from.objectid == UINT64_MAX)
+		if (++o->stepped > STEP_OVER_MAX || from.objectid == UINT64_MAX ||
+		    (o->stepped == 1 && !end_reads(fs, r)))
 			return 0; /* said by the caller */
-		from = (bi_key){ from.objectid + 1, 0, 0 };
+		from = (bi_key){ from.objectid < OBJ_FIRST_FREE ? OBJ_FIRST_FREE : from.objectid + 1,
+				 0, 0 };
 	}
 }
 
