@@ -141,9 +141,9 @@ int bi_dir_resolve(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 	return 0;
 }
 
-/* Directory @dir of @r must exist and be a directory. */
-/* 0 when @dir is a directory (*@made_up: synthesized, its entries then
- * read in damaged mode), or a negative errno. */
+/* Directory @dir of @r must exist and be a directory: 0 (*@made_up: it
+ * is a synthesized root, its entries then read in damaged mode), or a
+ * negative errno. */
 static int need_dir(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
 		    bool *made_up)
 {
