@@ -828,6 +828,15 @@ struct btrfsimg_inode {
 	uint64_t sequence;
 	uint32_t nlink, uid, gid, mode;
 	struct btrfsimg_timespec atime, mtime, ctime, otime;
+	/** Made up, not read: a subvolume's root directory (objectid 256)
+	 *  whose INODE_ITEM is lost (its leaf unreadable or gone) while items
+	 *  of its tree survive. Mode S_IFDIR|0755 (what mkfs and the kernel
+	 *  give a new subvolume's root; the true bits are unknown), nlink 1;
+	 *  owner, size, generations, flags and times unknown (0 here, null or
+	 *  absent in the CLI's and Python's records). Said as damage once per
+	 *  subvolume. Its listing is what survives of its directory entries
+	 *  and the back references naming it (LOST DIRECTORY ENTRIES). */
+	bool synthesized;
 };
 
 /**
@@ -1073,7 +1082,8 @@ struct btrfsimg_walk_entry {
 	 *  subvolume root (or is it), its path ending in the true inode number
 	 *  of the parent whose own items are lost, then the name the back
 	 *  reference holds. False for records placed by back references at
-	 *  their true path (their directory's entries lost, the directory not). */
+	 *  their true path (their directory's entries lost, the directory not).
+	 *  A subvolume root whose own inode is lost is inode.synthesized. */
 	bool lost_found;
 };
 
@@ -1085,6 +1095,42 @@ struct btrfsimg_walk_entry {
  *  Every record under it has lost_found set (its name alone could be a
  *  real one). */
 #define BTRFSIMG_LOST_FOUND "#lost+found"
+
+/**
+ * The entry BTRFSIMG_LOST_FOUND of directory @p dir of @p subvol as a
+ * listing of it shows it in damaged mode (the directory's listing fails,
+ * the filesystem was opened by a salvage, or its root directory is
+ * synthesized): 1 and *@p out (kind BTRFSIMG_TARGET_LOST, target objectid
+ * 0, index UINT64_MAX: after every real entry) when @p dir is the
+ * subvolume's root and some inode's chain of back references breaks; 0
+ * when there is none; a negative errno. For front ends that list with
+ * btrfsimg_readdir() (the walk adds it itself).
+ */
+BTRFSIMG_API int btrfsimg_lost_found(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+				     struct btrfsimg_dirent *out);
+
+/**
+ * List a made-up directory under BTRFSIMG_LOST_FOUND of @p subvol, as the
+ * walk lists it: @p parent 0 is BTRFSIMG_LOST_FOUND itself (one directory
+ * per lost parent, named by its inode number, kind BTRFSIMG_TARGET_LOST,
+ * and "#<ino>" per inode without back reference); else the lost parent
+ * @p parent (the target objectid of such an entry): the inodes whose back
+ * references name it. 0 or a negative errno; @p fn as btrfsimg_readdir().
+ */
+BTRFSIMG_API int btrfsimg_lost_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
+				       btrfsimg_dirent_fn fn, void *ctx);
+
+/** Entry @p name of the made-up directory @p parent (as
+ *  btrfsimg_lost_readdir()) into *@p out: 0, -ENOENT, or a negative errno. */
+BTRFSIMG_API int btrfsimg_lost_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
+				      const void *name, size_t name_len,
+				      struct btrfsimg_dirent *out);
+
+/** The inode a made-up directory (kind BTRFSIMG_TARGET_LOST) shows:
+ *  objectid @p parent, S_IFDIR|0500, nlink 1, every other field 0 (no
+ *  times: none is known). */
+BTRFSIMG_API void btrfsimg_lost_dir_inode(uint64_t subvol, uint64_t parent,
+					  struct btrfsimg_inode *out);
 
 typedef struct btrfsimg_walk btrfsimg_walk;
 
@@ -1447,7 +1493,9 @@ BTRFSIMG_API int btrfsimg_file_handle_encode(uint64_t subvol, uint64_t objectid,
  * inodes the walk holds (btrfsimg_file_handle_encode) for a child of a
  * listed directory, looked up (btrfsimg_file_handle) for the start and for
  * stub directories. Returns the length, or a lookup's negative errno with
- * its message on @p fs.
+ * its message on @p fs; -ENODATA (no message) for a synthesized inode, and
+ * for the connectable handle of a child of one: the generation a handle
+ * holds is not known.
  */
 BTRFSIMG_API int btrfsimg_walk_handle(btrfsimg_fs *fs, const struct btrfsimg_walk_entry *e,
 				      bool connectable, uint32_t *type, uint8_t out[40]);

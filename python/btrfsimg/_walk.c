@@ -53,6 +53,7 @@ enum {
 	K_EVIDENCE,
 	K_AS_OF,
 	K_LOST_FOUND,
+	K_SYNTHESIZED,
 	K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
@@ -62,7 +63,7 @@ static const char *const key_names[K_COUNT] = {
 	"xattrs", "scheme_ino", "nfs_fileid", "scheme_d_ino", "nfs_d_fileid", "numdevs2_dev",
 	"type",	  "hex",	"name_damage",
 	"nfs4_d_fileid", "nfs_fileid_inumbits", "nfs_d_fileid_inumbits", "nfs4_d_fileid_inumbits",
-	"evidence", "as_of_generation", "lost_found",
+	"evidence", "as_of_generation", "lost_found", "synthesized",
 };
 static PyObject *keys[K_COUNT];
 
@@ -179,7 +180,7 @@ static void take_hashes(Walk *w, const struct btrfsimg_walk_entry *n, struct rec
 			handle_note(w->h, m);
 		}
 	}
-	if (!n->stub) {
+	if (!n->stub && !n->inode.synthesized) { /* a made-up inode's are unknown */
 		int rc = btrfsimg_xattrs(fs, n->subvol, n->objectid, xattr_digest, r);
 		if (rc < 0)
 			note(w, "xattrs", rc);
@@ -298,6 +299,13 @@ static PyObject *opt_u64(bool none, uint64_t v)
 	return u64(v);
 }
 
+static PyObject *opt_time(bool none, const struct btrfsimg_timespec *t)
+{
+	if (none)
+		Py_RETURN_NONE;
+	return time_list(t->sec, t->nsec);
+}
+
 static PyObject *rdev_str(uint64_t rdev)
 {
 	static PyObject *zero; /* "0:0": every path but device files */
@@ -321,6 +329,21 @@ static int put_schemes(PyObject *d, const struct rec *r)
 	return put(d, K_NUMDEVS2_DEV, opt_u64(n->numdevs2_dev < 0, (uint64_t)n->numdevs2_dev));
 }
 
+/* uid through btime; None for each of a synthesized inode (unknown) */
+static int put_owner_times(PyObject *d, const struct btrfsimg_inode *i)
+{
+	bool u = i->synthesized;
+	return put(d, K_UID, opt_u64(u, i->uid)) < 0 || put(d, K_GID, opt_u64(u, i->gid)) < 0 ||
+			       put(d, K_SIZE, opt_u64(u, i->size)) < 0 ||
+			       put(d, K_RDEV, rdev_str(i->rdev)) < 0 ||
+			       put(d, K_ATIME, opt_time(u, &i->atime)) < 0 ||
+			       put(d, K_MTIME, opt_time(u, &i->mtime)) < 0 ||
+			       put(d, K_CTIME, opt_time(u, &i->ctime)) < 0 ||
+			       put(d, K_BTIME, opt_time(u, &i->otime)) < 0
+		       ? -1
+		       : 0;
+}
+
 /* tools/cmds/walk.c put_json, key for key. */
 static PyObject *rec_dict(Walk *w)
 {
@@ -332,14 +355,7 @@ static PyObject *rec_dict(Walk *w)
 	if (put(d, K_PATH, name_str(w->e->path, w->e->path_len)) < 0 ||
 	    put(d, K_INO, u64(r->ino)) < 0 || put(d, K_SUBVOL, opt_u64(r->stub, r->subvol)) < 0 ||
 	    put(d, K_MODE, PyLong_FromUnsignedLong(i->mode)) < 0 ||
-	    put(d, K_NLINK, PyLong_FromUnsignedLong(i->nlink)) < 0 ||
-	    put(d, K_UID, PyLong_FromUnsignedLong(i->uid)) < 0 ||
-	    put(d, K_GID, PyLong_FromUnsignedLong(i->gid)) < 0 ||
-	    put(d, K_SIZE, u64(i->size)) < 0 || put(d, K_RDEV, rdev_str(i->rdev)) < 0 ||
-	    put(d, K_ATIME, time_list(i->atime.sec, i->atime.nsec)) < 0 ||
-	    put(d, K_MTIME, time_list(i->mtime.sec, i->mtime.nsec)) < 0 ||
-	    put(d, K_CTIME, time_list(i->ctime.sec, i->ctime.nsec)) < 0 ||
-	    put(d, K_BTIME, time_list(i->otime.sec, i->otime.nsec)) < 0)
+	    put(d, K_NLINK, PyLong_FromUnsignedLong(i->nlink)) < 0 || put_owner_times(d, i) < 0)
 		goto fail;
 	if (r->symlink &&
 	    put(d, K_TARGET,
@@ -357,12 +373,14 @@ static PyObject *rec_dict(Walk *w)
 		goto fail;
 	if (r->lost_found && put(d, K_LOST_FOUND, Py_NewRef(Py_True)) < 0)
 		goto fail;
+	if (i->synthesized && put(d, K_SYNTHESIZED, Py_NewRef(Py_True)) < 0)
+		goto fail;
 	if (r->hashed) {
 		if (r->is_reg && put(d, K_SHA256,
 				     r->sha_ok ? PyUnicode_FromStringAndSize(r->sha, 64)
 					       : Py_NewRef(Py_None)) < 0)
 			goto fail;
-		if (put(d, K_XATTRS, xattr_dict(r)) < 0)
+		if (put(d, K_XATTRS, i->synthesized ? Py_NewRef(Py_None) : xattr_dict(r)) < 0)
 			goto fail;
 	}
 	if (r->schemes && put_schemes(d, r) < 0)

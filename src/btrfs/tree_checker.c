@@ -244,6 +244,7 @@ int bi_inode_parse(const uint8_t *item, uint32_t size, uint64_t subvol, uint64_t
 			      (uint64_t)((flags & 0xffffffffull)), (uint64_t)BI_INODE_FLAG_MASK);
 	out->subvol = subvol;
 	out->objectid = objectid;
+	out->synthesized = false; /* read, not made up (files/orphans.h) */
 	inode_fields(item, out);
 	return 0;
 }

@@ -142,8 +142,11 @@ int bi_dir_resolve(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 	return 0;
 }
 
-/* Directory @dir of @r must exist and be a directory. */
-static int need_dir(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir)
+/* Directory @dir of @r must exist and be a directory: 0 (*@made_up: it
+ * is a synthesized root, its entries then read in damaged mode), or a
+ * negative errno. */
+static int need_dir(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir,
+		    bool *made_up)
 {
 	struct btrfsimg_inode ino;
 	int rc = bi_inode_read(fs, r, dir, &ino);
@@ -152,6 +155,7 @@ static int need_dir(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t di
 			    "inode %" PRIu64 " of subvolume %" PRIu64
 			    " is not a directory (mode 0%o)",
 			    dir, r->id, ino.mode);
+	*made_up = rc == 0 && ino.synthesized;
 	return rc;
 }
 
@@ -573,7 +577,8 @@ int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, btrfsimg_di
 		rc = bi_root_find(fs, subvol, &r);
 	if (rc < 0 || dir == OBJ_EMPTY_SUBVOL_DIR)
 		return rc; /* a stub directory is empty */
-	if ((rc = need_dir(fs, &r, dir)) < 0)
+	bool made_up;
+	if ((rc = need_dir(fs, &r, dir, &made_up)) < 0)
 		return rc;
 	struct bi_dlist *dl = dl_take(fs, subvol, dir);
 	if (!dl)
@@ -586,7 +591,7 @@ int btrfsimg_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, btrfsimg_di
 		rc = dl_hash(dl);
 	if (rc == 0) {
 		dl_match(dl);
-		rc = emit(dl, read_rc < 0 || bi_salvage_trees_rebuilt(fs), fn, ctx);
+		rc = emit(dl, read_rc < 0 || bi_salvage_trees_rebuilt(fs) || made_up, fn, ctx);
 	}
 	dl_give(dl);
 	return rc != 0 ? rc : read_rc;
@@ -867,6 +872,19 @@ static int lookup_entry(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_
 	return rc;
 }
 
+/* Is @dir the subvolume's root directory, synthesized (damaged mode)?
+ * Asked only once a name is not found. */
+static bool root_made_up(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t dir)
+{
+	struct btrfsimg_inode ino;
+	char keep[sizeof(fs->err)];
+	snprintf(keep, sizeof(keep), "%s", fs->err);
+	bool made_up = dir == OBJ_FIRST_FREE && bi_inode_read(fs, r, dir, &ino) == 0 &&
+		       ino.synthesized;
+	snprintf(fs->err, sizeof(fs->err), "%s", keep); /* the lookup's message */
+	return made_up;
+}
+
 /* Entry @name of @dir; damaged (the entry unreadable, or a salvage's
  * tree, which may miss leaves without an error), where a listing puts an
  * inode by its back references (files/orphans.h), a lookup finds it. */
@@ -874,7 +892,8 @@ static int lookup_in(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t d
 		     const uint8_t *name, size_t len, struct btrfsimg_dirent *out)
 {
 	int rc = lookup_entry(fs, r, dir, name, len, out);
-	if (rc >= 0 || rc == -ENOMEM || (rc == -ENOENT && !bi_salvage_trees_rebuilt(fs)))
+	if (rc >= 0 || rc == -ENOMEM ||
+	    (rc == -ENOENT && !bi_salvage_trees_rebuilt(fs) && !root_made_up(fs, r, dir)))
 		return rc;
 	struct btrfsimg_dirent d = { .kind = BTRFSIMG_TARGET_INODE, .target_subvol = r->id,
 				     .target_objectid = dir };
@@ -903,8 +922,9 @@ int btrfsimg_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir, const void *
 			    esc(name, name_len, nb, sizeof(nb)),
 			    dir == OBJ_EMPTY_SUBVOL_DIR ? "stub directory" : "directory", dir,
 			    subvol);
+	bool made_up;
 	if (rc == 0)
-		rc = need_dir(fs, &r, dir);
+		rc = need_dir(fs, &r, dir, &made_up);
 	if (rc == 0)
 		rc = lookup_in(fs, &r, dir, name, name_len, out);
 	return rc;

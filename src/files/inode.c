@@ -31,6 +31,7 @@
 #include "btrfs/root.h"
 #include "btrfs/salvage.h"
 #include "btrfs/tree.h"
+#include "files/orphans.h"
 
 /* File handle types (include/linux/exportfs.h) and flags name_to_handle_at
  * ORs in (FILEID_IS_CONNECTABLE, FILEID_IS_DIR). */
@@ -59,7 +60,8 @@ int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t obje
 	if (rc > 0)
 		rc = bi_inode_item(fs, r, &item, out);
 	bi_iter_end(&it);
-	return rc;
+	/* a subvolume whose root directory is lost still walks */
+	return rc < 0 ? bi_orphans_root_dir(fs, r->id, objectid, rc, out) : rc;
 }
 
 int bi_inode_item(struct btrfsimg_fs *fs, const struct bi_root *r, const struct bi_item *item,

@@ -12,7 +12,8 @@
 #include "base/handle.h"
 
 /* Read INODE_ITEM (subvol, objectid) through bi_inode_parse. -ENOENT with
- * a message if absent. */
+ * a message if absent; a subvolume's root directory whose item is lost is
+ * synthesized where its tree's items survive (bi_orphans_root_dir). */
 int bi_inode_read(struct btrfsimg_fs *fs, const struct bi_root *r, uint64_t objectid,
 		  struct btrfsimg_inode *out);
 

@@ -47,6 +47,7 @@ struct link {
 	uint64_t parent, child, index;
 	size_t name_off;
 	uint16_t name_len;
+	bool subvol;	/* @child is a subvolume (a ROOT_REF), not an inode */
 };
 
 struct ino {
@@ -65,6 +66,7 @@ struct bi_orphans {
 	size_t names_len, names_cap;
 	size_t stepped;
 	bool any_lost;
+	bool root_said;	/* the synthesized root directory said */
 	struct bi_orphans *next;
 };
 
@@ -82,7 +84,7 @@ static int add_link(struct bi_orphans *o, uint64_t parent, uint64_t child, uint6
 	if (bi_grow((void **)&o->ln, &o->lcap, o->nln + 1, sizeof(*o->ln)) ||
 	    bi_grow((void **)&o->names, &o->names_cap, o->names_len + len, 1))
 		return -ENOMEM;
-	o->ln[o->nln++] = (struct link){ parent, child, index, o->names_len, len };
+	o->ln[o->nln++] = (struct link){ parent, child, index, o->names_len, len, false };
 	memcpy(o->names + o->names_len, name, len);
 	o->names_len += len;
 	return 0;
@@ -119,8 +121,23 @@ static int take_item(struct bi_orphans *o, const struct bi_item *it)
 	return 0;
 }
 
+/* Can the last key of @r be reached? Not when its root (or every path
+ * from it) is unreadable: then stepping over is of no use. */
+static bool end_reads(struct btrfsimg_fs *fs, const struct bi_root *r)
+{
+	bi_key max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	int rc = bi_iter_start(fs, &it, r, &max, &max);
+	if (rc == 0)
+		rc = bi_iter_next(&it, &item);
+	bi_iter_end(&it);
+	return rc >= 0;
+}
+
 /* The whole tree of @r from @from; on an unreadable stretch, again from
- * the next objectid after the last item read. */
+ * the next objectid after the last item read (no inode is below 256,
+ * the first a subvolume hands out). */
 static int read_tree(struct btrfsimg_fs *fs, struct bi_orphans *o, const struct bi_root *r)
 {
 	bi_key from = { 0, 0, 0 }, max = { UINT64_MAX, UINT8_MAX, UINT64_MAX };
@@ -135,10 +152,37 @@ static int read_tree(struct btrfsimg_fs *fs, struct bi_orphans *o, const struct 
 		bi_iter_end(&it);
 		if (rc == 0 || rc == -ENOMEM)
 			return rc;
-		if (++o->stepped > STEP_OVER_MAX || from.objectid == UINT64_MAX)
+		if (++o->stepped > STEP_OVER_MAX || from.objectid == UINT64_MAX ||
+		    (o->stepped == 1 && !end_reads(fs, r)))
 			return 0; /* said by the caller */
-		from = (bi_key){ from.objectid + 1, 0, 0 };
+		from = (bi_key){ from.objectid < OBJ_FIRST_FREE ? OBJ_FIRST_FREE : from.objectid + 1,
+				 0, 0 };
 	}
+}
+
+/* The subvolumes below @o's directories: each ROOT_REF (subvol, 156,
+ * child) of the root tree, the kernel's back reference of a subvolume
+ * entry (the directory, the index and the name it had), whose child
+ * subvolume is there. Unreadable: none (said by the tree read). */
+static int read_root_refs(struct btrfsimg_fs *fs, struct bi_orphans *o)
+{
+	bi_key min = { o->subvol, KT_ROOT_REF, 0 }, max = { o->subvol, KT_ROOT_REF, UINT64_MAX };
+	struct bi_iter it;
+	struct bi_item item;
+	struct bi_root_ref ref;
+	struct bi_root child;
+	int rc = bi_iter_start(fs, &it, &fs->root_tree, &min, &max);
+	while (rc == 0 && (rc = bi_iter_next(&it, &item)) > 0) {
+		rc = 0;
+		if (bi_root_ref_parse(item.data, item.size, &ref, NULL, 0) < 0 || !ref.name_len ||
+		    bi_root_find(fs, item.key.offset, &child) < 0)
+			continue;
+		rc = add_link(o, ref.dirid, item.key.offset, ref.sequence, ref.name, ref.name_len);
+		if (rc == 0)
+			o->ln[o->nln - 1].subvol = true;
+	}
+	bi_iter_end(&it);
+	return rc == -ENOMEM ? rc : 0;
 }
 
 static int link_cmp(const void *pa, const void *pb)
@@ -158,6 +202,13 @@ static struct ino *find_ino(const struct bi_orphans *o, uint64_t objectid)
 	return lo < o->nino && o->ino[lo].objectid == objectid ? &o->ino[lo] : NULL;
 }
 
+/* Is @objectid a directory whose children are not lost: it has items,
+ * or it is the root, synthesized where its own are lost. */
+static bool parent_there(const struct bi_orphans *o, uint64_t objectid)
+{
+	return objectid == OBJ_FIRST_FREE || find_ino(o, objectid);
+}
+
 /* Which inodes have a back reference, and whether any is lost: a link to
  * a parent without items, or an inode (not the root) without a link. */
 static void mark(struct bi_orphans *o)
@@ -165,10 +216,12 @@ static void mark(struct bi_orphans *o)
 	if (o->nln > 1)
 		qsort(o->ln, o->nln, sizeof(*o->ln), link_cmp);
 	for (size_t i = 0; i < o->nln; i++) {
+		if (o->ln[i].subvol)
+			continue; /* a subvolume is not lost with an inode of this tree */
 		struct ino *c = find_ino(o, o->ln[i].child);
 		if (c)
 			c->linked = true;
-		if (c && !find_ino(o, o->ln[i].parent) && o->ln[i].parent != o->ln[i].child)
+		if (c && !parent_there(o, o->ln[i].parent) && o->ln[i].parent != o->ln[i].child)
 			o->any_lost = true;
 	}
 	for (size_t i = 0; i < o->nino; i++)
@@ -186,6 +239,8 @@ static int build(struct btrfsimg_fs *fs, uint64_t subvol, struct bi_orphans **ou
 		return bi_err(fs, -ENOMEM, "orphans: out of memory");
 	o->subvol = subvol;
 	rc = read_tree(fs, o, &r);
+	if (rc == 0)
+		rc = read_root_refs(fs, o);
 	if (rc < 0) {
 		bi_orphans_free_one(o);
 		return bi_err(fs, rc, "orphans: out of memory");
@@ -232,7 +287,8 @@ static uint8_t file_type(uint32_t mode)
 	}
 }
 
-/* Link @l as an entry to @fn. */
+/* Link @l as an entry to @fn: an inode @c of this subvolume, or a
+ * subvolume's root directory. */
 static int put_link(const struct bi_orphans *o, const struct link *l, const struct ino *c,
 		    btrfsimg_dirent_fn fn, void *ctx)
 {
@@ -241,11 +297,24 @@ static int put_link(const struct bi_orphans *o, const struct link *l, const stru
 				     .index = l->index,
 				     .location_objectid = l->child,
 				     .location_type = KT_INODE_ITEM,
-				     .file_type = file_type(c->mode),
+				     .file_type = c ? file_type(c->mode) : FT_DIR,
 				     .kind = BTRFSIMG_TARGET_INODE,
 				     .target_subvol = o->subvol,
 				     .target_objectid = l->child };
+	if (l->subvol) {
+		d.location_type = KT_ROOT_ITEM;
+		d.kind = BTRFSIMG_TARGET_SUBVOL;
+		d.target_subvol = l->child;
+		d.target_objectid = OBJ_FIRST_FREE;
+	}
 	return fn(ctx, &d);
+}
+
+/* Does link @l lead somewhere: its inode has items, or it is a
+ * subvolume's. */
+static bool child_there(const struct bi_orphans *o, const struct link *l)
+{
+	return l->subvol || find_ino(o, l->child);
 }
 
 /* The entries of directory @dir of @subvol by back references: the
@@ -261,10 +330,9 @@ static int children_of(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
 		const struct link *l = &o->ln[i];
 		if (l->parent != dir)
 			break;
-		const struct ino *c = find_ino(o, l->child);
-		if (!c || l->child == dir)
+		if (!child_there(o, l) || (l->child == dir && !l->subvol))
 			continue;
-		rc = put_link(o, l, c, fn, ctx);
+		rc = put_link(o, l, l->subvol ? NULL : find_ino(o, l->child), fn, ctx);
 	}
 	return rc;
 }
@@ -301,11 +369,12 @@ static int list_top(const struct bi_orphans *o, btrfsimg_dirent_fn fn, void *ctx
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < o->nln; i++) {
 		const struct link *l = &o->ln[i];
-		if ((i && o->ln[i - 1].parent == l->parent) || find_ino(o, l->parent))
+		if ((i && o->ln[i - 1].parent == l->parent) || parent_there(o, l->parent))
 			continue;
 		bool any = false; /* a child that survives */
 		for (size_t k = i; k < o->nln && o->ln[k].parent == l->parent && !any; k++)
-			any = o->ln[k].child != l->parent && find_ino(o, o->ln[k].child);
+			any = (o->ln[k].child != l->parent || o->ln[k].subvol) &&
+			      child_there(o, &o->ln[k]);
 		snprintf(name, sizeof(name), "%" PRIu64, l->parent);
 		if (any)
 			rc = put_made_up(o, name, l->parent, S_IFDIR, true, fn, ctx);
@@ -352,9 +421,9 @@ static int merge_upto(struct bi_orphans_merge *m, uint64_t upto, bool listed)
 		const struct link *l = &o->ln[m->next];
 		if (l->parent != m->dir || l->index > upto || (l->index == upto && !listed))
 			break;
-		const struct ino *c = find_ino(o, l->child);
-		if (c && l->child != m->dir && !(listed && l->index == upto))
-			rc = put_link(o, l, c, m->fn, m->ctx);
+		if (child_there(o, l) && (l->child != m->dir || l->subvol) &&
+		    !(listed && l->index == upto))
+			rc = put_link(o, l, l->subvol ? NULL : find_ino(o, l->child), m->fn, m->ctx);
 	}
 	return rc;
 }
@@ -415,6 +484,82 @@ void bi_orphans_dir_inode(uint64_t objectid, struct btrfsimg_inode *out)
 {
 	*out = (struct btrfsimg_inode){ .objectid = objectid, .nlink = 1,
 					.mode = S_IFDIR | 0500 };
+}
+
+/* Items of the subvolume survive that say its root directory was there:
+ * an inode whose back reference names it, or any inode at all (every
+ * inode of a subvolume hangs below its root). */
+static bool root_was_there(const struct bi_orphans *o)
+{
+	size_t i = first_link(o, OBJ_FIRST_FREE);
+	return o->nino || (i < o->nln && o->ln[i].parent == OBJ_FIRST_FREE);
+}
+
+int bi_orphans_root_dir(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, int rc,
+			struct btrfsimg_inode *out)
+{
+	if (objectid != OBJ_FIRST_FREE || rc == -ENOMEM || rc == -EINVAL)
+		return rc;
+	char why[sizeof(fs->err)];
+	snprintf(why, sizeof(why), "%s", fs->err);
+	struct bi_orphans *o;
+	int irc = index_of(fs, subvol, &o);
+	if (irc == -ENOMEM)
+		return irc;
+	if (irc < 0 || !root_was_there(o)) {
+		snprintf(fs->err, sizeof(fs->err), "%s", why); /* the inode's own error */
+		return rc;
+	}
+	*out = (struct btrfsimg_inode){ .subvol = subvol, .objectid = objectid, .nlink = 1,
+					.mode = S_IFDIR | 0755, .synthesized = true };
+	if (!o->root_said)
+		bi_damage(fs, "subvolume %" PRIu64 ": its root directory (inode %" PRIu64 ") is "
+			  "lost (%s) while %zu inodes of its tree survive: synthesized: a directory, "
+			  "mode 040755 assumed, owner, size and times unknown; listed from what "
+			  "survives of its entries and the back references naming it",
+			  subvol, objectid, why, o->nino);
+	o->root_said = true;
+	return 0;
+}
+
+int bi_orphans_lost_found(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+			  struct btrfsimg_dirent *out)
+{
+	bool any = false;
+	int rc = dir == OBJ_FIRST_FREE ? bi_orphans_any_lost(fs, subvol, &any) : 0;
+	if (rc < 0 || !any)
+		return rc;
+	*out = (struct btrfsimg_dirent){ .name = (const uint8_t *)BTRFSIMG_LOST_FOUND,
+					 .name_len = strlen(BTRFSIMG_LOST_FOUND),
+					 .index = UINT64_MAX,
+					 .file_type = FT_DIR,
+					 .kind = BTRFSIMG_TARGET_LOST,
+					 .target_subvol = subvol };
+	return 1;
+}
+
+int btrfsimg_lost_readdir(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent,
+			  btrfsimg_dirent_fn fn, void *ctx)
+{
+	if (!fs || !fn || !bi_opened(fs, __func__))
+		return -EINVAL;
+	return bi_orphans_lost(fs, subvol, parent, fn, ctx);
+}
+
+int btrfsimg_lost_lookup(btrfsimg_fs *fs, uint64_t subvol, uint64_t parent, const void *name,
+			 size_t name_len, struct btrfsimg_dirent *out)
+{
+	if (!fs || !name || !out || !bi_opened(fs, __func__))
+		return -EINVAL;
+	struct btrfsimg_dirent d = { .kind = BTRFSIMG_TARGET_LOST, .target_subvol = subvol,
+				     .target_objectid = parent };
+	return bi_orphans_lookup(fs, &d, name, name_len, out);
+}
+
+void btrfsimg_lost_dir_inode(uint64_t subvol, uint64_t parent, struct btrfsimg_inode *out)
+{
+	bi_orphans_dir_inode(parent, out);
+	out->subvol = subvol;
 }
 
 void bi_orphans_free(struct btrfsimg_fs *fs)

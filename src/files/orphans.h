@@ -52,6 +52,20 @@ int bi_orphans_lookup(struct btrfsimg_fs *fs, const struct btrfsimg_dirent *dir,
  * times, one link. */
 void bi_orphans_dir_inode(uint64_t objectid, struct btrfsimg_inode *out);
 
+/* After reading inode @objectid of @subvol failed with @rc: when it is
+ * the subvolume's root directory (256) and items of its tree survive, a
+ * directory made up in its place into *@out (marked synthesized, said as
+ * damage once) and 0; else @rc, its message kept. */
+int bi_orphans_root_dir(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t objectid, int rc,
+			struct btrfsimg_inode *out);
+
+/* The made-up entry BTRFSIMG_LOST_FOUND of directory @dir of @subvol
+ * (index UINT64_MAX: after the real ones): 1 and *@out when @dir is the
+ * root and some inode's chain of back references breaks, else 0; or a
+ * negative errno. Damaged mode is the caller's to decide. */
+int bi_orphans_lost_found(struct btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+			  struct btrfsimg_dirent *out);
+
 void bi_orphans_free(struct btrfsimg_fs *fs);
 
 #endif

@@ -146,36 +146,49 @@ static bool stop_descent(struct btrfsimg_walk *w, const struct btrfsimg_walk_ent
 	return false;
 }
 
-static int by_index(const void *pa, const void *pb)
-{
-	const struct btrfsimg_dirent *a = pa, *b = pb;
-	return a->index < b->index ? -1 : a->index > b->index;
-}
-
-/* Damaged mode (the listing failed, or the filesystem was opened by a
- * salvage, whose trees may miss leaves without an error): the listing has
- * the inodes its back references place in it (btrfsimg_readdir); a
- * subvolume root gets the made-up BTRFSIMG_LOST_FOUND when some inode's
- * chain of parents breaks. Costs nothing on a filesystem read whole. */
+/* Damaged mode (the listing failed, the filesystem was opened by a
+ * salvage, whose trees may miss leaves without an error, or the
+ * directory is a synthesized root): the listing has the inodes its back
+ * references place in it (btrfsimg_readdir); a subvolume root gets the
+ * made-up BTRFSIMG_LOST_FOUND when some inode's chain of parents breaks.
+ * Costs nothing on a filesystem read whole. */
 static int add_orphans(struct btrfsimg_walk *w, struct frame *f)
 {
-	size_t listed = f->n;
-	bool any = false;
-	int rc = 0;
-	if (f->self.objectid == OBJ_FIRST_FREE)
-		rc = bi_orphans_any_lost(w->fs, f->self.subvol, &any);
-	if (rc == 0 && any) {
-		struct btrfsimg_dirent d = { .name = (const uint8_t *)BTRFSIMG_LOST_FOUND,
-					     .name_len = strlen(BTRFSIMG_LOST_FOUND),
-					     .index = UINT64_MAX,
-					     .file_type = FT_DIR,
-					     .kind = BTRFSIMG_TARGET_LOST,
-					     .target_subvol = f->self.subvol };
-		rc = collect(f, &d);
-	}
-	if (f->n > listed)
-		qsort(f->e, f->n, sizeof(*f->e), by_index);
-	return rc;
+	struct btrfsimg_dirent d;
+	int rc = bi_orphans_lost_found(w->fs, f->self.subvol, f->self.objectid, &d);
+	return rc > 0 ? collect(f, &d) : rc;
+}
+
+static int nothing(void *ctx, const struct btrfsimg_dirent *e)
+{
+	(void)ctx;
+	(void)e;
+	return 0;
+}
+
+/* The walk's damaged mode for the root of @subvol, asked by a front end
+ * that lists with btrfsimg_readdir. */
+static bool root_damaged(btrfsimg_fs *fs, uint64_t subvol)
+{
+	struct bi_root r;
+	struct btrfsimg_inode ino;
+	if (bi_salvage_trees_rebuilt(fs))
+		return true;
+	if (bi_root_find(fs, subvol, &r) < 0)
+		return false;
+	if (bi_inode_read(fs, &r, OBJ_FIRST_FREE, &ino) == 0 && ino.synthesized)
+		return true;
+	return btrfsimg_readdir(fs, subvol, OBJ_FIRST_FREE, nothing, NULL) < 0;
+}
+
+int btrfsimg_lost_found(btrfsimg_fs *fs, uint64_t subvol, uint64_t dir,
+			struct btrfsimg_dirent *out)
+{
+	if (!fs || !out || !bi_opened(fs, __func__))
+		return -EINVAL;
+	if (dir != OBJ_FIRST_FREE || !root_damaged(fs, subvol))
+		return 0;
+	return bi_orphans_lost_found(fs, subvol, dir, out);
 }
 
 /* List the directory of the last record (w->cur) into a new frame: 0, or
@@ -191,7 +204,8 @@ static int descend(struct btrfsimg_walk *w)
 		rc = bi_orphans_lost(w->fs, f->self.subvol, f->self.objectid, collect, f);
 	} else {
 		rc = btrfsimg_readdir(w->fs, f->self.subvol, f->self.objectid, collect, f);
-		if (rc != -ENOMEM && (rc < 0 || bi_salvage_trees_rebuilt(w->fs)))
+		if (rc != -ENOMEM &&
+		    (rc < 0 || bi_salvage_trees_rebuilt(w->fs) || f->self.inode.synthesized))
 			more = add_orphans(w, f);
 	}
 	for (size_t i = 0; i < f->n; i++)
@@ -437,6 +451,9 @@ int btrfsimg_walk_handle(btrfsimg_fs *fs, const struct btrfsimg_walk_entry *e, b
 {
 	if (!e)
 		return -EINVAL;
+	/* a synthesized inode's generation, which a handle holds, is unknown */
+	if (e->inode.synthesized || (connectable && e->dir_inode && e->dir_inode->synthesized))
+		return -ENODATA;
 	if (e->dir_inode && !e->stub)
 		return btrfsimg_file_handle_encode(e->subvol, e->objectid, e->inode.generation,
 						   e->inode.mode, e->dir_subvol, e->dir_objectid,

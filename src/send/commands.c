@@ -129,9 +129,21 @@ static int send_xattr(void *ctx, const uint8_t *name, size_t nlen, const uint8_t
 	return bi_cmd_send(st);
 }
 
+/* A synthesized inode (a lost root directory, files/orphans.h) has no
+ * owner, mode or times to send: a stream must not make them up. */
+static int refuse_made_up(struct bi_send *s, const struct btrfsimg_inode *ino)
+{
+	return bi_err(s->fs, -EUCLEAN,
+		      "send: subvolume %" PRIu64 " inode %" PRIu64 " is synthesized (its inode "
+		      "item is lost): its owner, mode and times are unknown",
+		      ino->subvol, ino->objectid);
+}
+
 int bi_send_owner_mode(struct bi_send *s, const struct btrfsimg_inode *ino,
 			   const struct bi_bytes *path)
 {
+	if (ino->synthesized)
+		return refuse_made_up(s, ino);
 	struct xattr_ctx x = { s, path };
 	int rc = btrfsimg_xattrs(s->fs, s->o->subvol, ino->objectid, send_xattr, &x);
 	if (rc < 0)
@@ -152,6 +164,8 @@ int bi_send_owner_mode(struct bi_send *s, const struct btrfsimg_inode *ino,
 int bi_send_times(struct bi_send *s, const struct btrfsimg_inode *ino,
 		      const struct bi_bytes *path)
 {
+	if (ino->synthesized)
+		return refuse_made_up(s, ino);
 	bi_cmd_start(&s->st, SEND_C_UTIMES);
 	bi_send_attr_path(&s->st, SEND_A_PATH, path);
 	bi_attr_time(&s->st, SEND_A_ATIME, ino->atime.sec, ino->atime.nsec);

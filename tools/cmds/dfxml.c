@@ -227,7 +227,8 @@ static void put_inode(struct dfx *d, const struct fobj *o)
 	const char *ntype;
 	file_type(i->mode, &meta, &ntype);
 	el(d, "name_type", ntype);
-	el_u64(d, "filesize", i->size);
+	if (!i->synthesized) /* a made-up root directory's size is unknown */
+		el_u64(d, "filesize", i->size);
 	if (o->recovered)
 		el(d, "unalloc", "1");
 	el(d, "alloc", o->recovered ? "0" : "1");
@@ -240,6 +241,8 @@ static void put_inode(struct dfx *d, const struct fobj *o)
 	el_u64(d, "meta_type", meta);
 	el_u64(d, "mode", i->mode & 07777);
 	el_u64(d, "nlink", i->nlink);
+	if (i->synthesized)
+		return; /* owner and times unknown: left out */
 	el_u64(d, "uid", i->uid);
 	el_u64(d, "gid", i->gid);
 	el_time(d, "mtime", &i->mtime);
@@ -265,6 +268,10 @@ static void put_hashes(struct dfx *d, const struct fobj *o)
 /* The btrfsimg elements after DFXML's own. */
 static void put_extensions(struct dfx *d, const struct fobj *o)
 {
+	if (o->inode->synthesized) { /* a lost root directory, made up */
+		el(d, "btrfsimg:synthesized", "1");
+		return;
+	}
 	el_u64(d, "btrfsimg:inode_generation", o->inode->generation);
 	el_u64(d, "btrfsimg:transid", o->inode->transid);
 	if (!o->rec)

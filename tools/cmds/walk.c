@@ -43,6 +43,7 @@ struct wrow {
 	const char *name_damage; /* btrfsimg_name_problem of a damaged name, or NULL */
 	uint64_t as_of;		/* btrfsimg_walk_entry.as_of_generation */
 	bool lost_found;
+	bool dir_synth;		/* the directory holding it is synthesized */
 };
 
 struct walk_ctx {
@@ -69,6 +70,7 @@ static void set_handle_len(struct wrow *r, int k, int len)
 static void take_handles(struct walk_ctx *wc, const struct visit_node *n, struct wrow *r)
 {
 	r->encode_handles = n->dir_inode && !n->stub;
+	r->dir_synth = n->dir_inode && n->dir_inode->synthesized;
 	if (r->encode_handles) {
 		r->dir_subvol = n->dir_subvol;
 		r->dir_objectid = n->dir_objectid;
@@ -130,6 +132,11 @@ static void take_hashes(struct walk_ctx *wc, const struct visit_node *n, struct 
 			jw_null(w, "sha256");
 			c->errors++;
 		}
+	}
+	if (n->inode.synthesized) { /* its xattr items went with its inode item */
+		jw_null(w, "xattrs");
+		r->hashes_len = (uint32_t)(w->len - before);
+		return;
 	}
 	jw_open_obj(w, "xattrs");
 	if (!n->stub && btrfsimg_xattrs(c->fs, n->subvol, n->objectid, xattr_digest, w) < 0)
@@ -251,6 +258,8 @@ static char *put_handle(char *p, const struct wrow *r, int k)
 	uint8_t enc[40];
 	const uint8_t *h = enc;
 	int len;
+	if (r->inode.synthesized || (k == 1 && r->dir_synth))
+		return JW_PUT_LIT(p, "null"); /* a made-up inode's generation is unknown */
 	if (r->encode_handles) {
 		len = btrfsimg_file_handle_encode(r->subvol, r->ino, r->inode.generation,
 						  r->inode.mode, r->dir_subvol, r->dir_objectid,
@@ -280,6 +289,38 @@ static char *put_time(char *p, const struct btrfsimg_timespec *t)
 	return p;
 }
 
+/* uid through btime of an inode read */
+static char *put_known(char *p, const struct btrfsimg_inode *i)
+{
+	JW_PUT_LIT(p, ",\"uid\":");
+	p += jw_u64_at(p, i->uid);
+	JW_PUT_LIT(p, ",\"gid\":");
+	p += jw_u64_at(p, i->gid);
+	JW_PUT_LIT(p, ",\"size\":");
+	p += jw_u64_at(p, i->size);
+	/* major:minor, as the kernel splits a btrfs rdev */
+	JW_PUT_LIT(p, ",\"rdev\":\"");
+	p += jw_dec_at(p, i->rdev >> 20);
+	*p++ = ':';
+	p += jw_dec_at(p, i->rdev & 0xfffff);
+	JW_PUT_LIT(p, "\",\"atime\":");
+	p = put_time(p, &i->atime);
+	JW_PUT_LIT(p, ",\"mtime\":");
+	p = put_time(p, &i->mtime);
+	JW_PUT_LIT(p, ",\"ctime\":");
+	p = put_time(p, &i->ctime);
+	JW_PUT_LIT(p, ",\"btime\":");
+	return put_time(p, &i->otime);
+}
+
+/* The same of a synthesized directory: none is known (a directory has no
+ * device number: rdev 0:0 as every directory's) */
+static char *put_unknown(char *p)
+{
+	return JW_PUT_LIT(p, ",\"uid\":null,\"gid\":null,\"size\":null,\"rdev\":\"0:0\","
+			     "\"atime\":null,\"mtime\":null,\"ctime\":null,\"btime\":null");
+}
+
 /* The most a line takes besides its path, target and --hash fields: keys
  * and punctuation (under 300 bytes), 15 numbers of at most 23 bytes, two
  * handles of 40 bytes in hex. */
@@ -307,25 +348,10 @@ static void put_json(struct walk_ctx *wc, const struct wrow *r, const char *byte
 	p += jw_u64_at(p, i->mode);
 	JW_PUT_LIT(p, ",\"nlink\":");
 	p += jw_u64_at(p, i->nlink);
-	JW_PUT_LIT(p, ",\"uid\":");
-	p += jw_u64_at(p, i->uid);
-	JW_PUT_LIT(p, ",\"gid\":");
-	p += jw_u64_at(p, i->gid);
-	JW_PUT_LIT(p, ",\"size\":");
-	p += jw_u64_at(p, i->size);
-	/* major:minor, as the kernel splits a btrfs rdev */
-	JW_PUT_LIT(p, ",\"rdev\":\"");
-	p += jw_dec_at(p, i->rdev >> 20);
-	*p++ = ':';
-	p += jw_dec_at(p, i->rdev & 0xfffff);
-	JW_PUT_LIT(p, "\",\"atime\":");
-	p = put_time(p, &i->atime);
-	JW_PUT_LIT(p, ",\"mtime\":");
-	p = put_time(p, &i->mtime);
-	JW_PUT_LIT(p, ",\"ctime\":");
-	p = put_time(p, &i->ctime);
-	JW_PUT_LIT(p, ",\"btime\":");
-	p = put_time(p, &i->otime);
+	if (i->synthesized)
+		p = put_unknown(p);
+	else
+		p = put_known(p, i);
 	if (r->symlink) {
 		JW_PUT_LIT(p, ",\"target\":");
 		if (r->target_ok)
@@ -352,6 +378,8 @@ static void put_json(struct walk_ctx *wc, const struct wrow *r, const char *byte
 	}
 	if (r->lost_found)
 		jw_bool(w, "lost_found", true);
+	if (r->inode.synthesized) /* made up for a lost root directory */
+		jw_bool(w, "synthesized", true);
 	jw_raw(w, hashes, r->hashes_len);
 	if (r->schemes)
 		put_schemes(w, r);

@@ -194,8 +194,12 @@ static int node_stat(struct mnt *m, btrfsimg_fs *fs, const struct mount_node *n,
 {
 	struct btrfsimg_inode i;
 	bool stub = n->objectid == 2 && n->stub_child;
-	int rc = stub ? btrfsimg_stub_inode(fs, n->subvol, n->stub_dir, &i)
-		      : btrfsimg_inode_get(fs, n->subvol, n->objectid, &i);
+	int rc = 0;
+	if (n->lost)
+		btrfsimg_lost_dir_inode(n->subvol, n->objectid, &i);
+	else
+		rc = stub ? btrfsimg_stub_inode(fs, n->subvol, n->stub_dir, &i)
+			  : btrfsimg_inode_get(fs, n->subvol, n->objectid, &i);
 	if (rc < 0)
 		return rc;
 	if (stub) { /* the kernel's new_simple_dir: the time of the lookup */
@@ -224,6 +228,10 @@ static struct mount_node key_of(struct mnt *m, const struct mount_node *dir,
 		k.stub_dir = dir->objectid;
 		k.stub_child = e->location_objectid;
 		break;
+	case BTRFSIMG_TARGET_LOST:
+		k.objectid = e->target_objectid;
+		k.lost = true;
+		break;
 	default:
 		k.objectid = e->target_objectid;
 	}
@@ -233,6 +241,30 @@ static struct mount_node key_of(struct mnt *m, const struct mount_node *dir,
 static bool is_stub(const struct mount_node *n)
 {
 	return n->stub_child != 0;
+}
+
+/* A stub or a made-up directory: no items of its own (no xattrs, no
+ * content, no target). */
+static bool no_items(const struct mount_node *n)
+{
+	return is_stub(n) || n->lost;
+}
+
+/* Entry @name of directory @dir: a made-up directory's by the back
+ * references; a real one's by lookup, and BTRFSIMG_LOST_FOUND of a
+ * subvolume root where a listing shows it (damaged mode). */
+static int lookup_of(btrfsimg_fs *fs, const struct mount_node *dir, const char *name,
+		     struct btrfsimg_dirent *e)
+{
+	size_t len = strlen(name);
+	if (dir->lost)
+		return btrfsimg_lost_lookup(fs, dir->subvol, dir->objectid, name, len, e);
+	int rc = btrfsimg_lookup(fs, dir->subvol, dir->objectid, name, len, e);
+	if (rc == -ENOENT && strcmp(name, BTRFSIMG_LOST_FOUND) == 0) {
+		int lf = btrfsimg_lost_found(fs, dir->subvol, dir->objectid, e);
+		rc = lf > 0 ? 0 : lf < 0 ? lf : rc;
+	}
+	return rc;
 }
 
 /* ------------------------------------------------------------ names */
@@ -281,7 +313,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct btrfsimg_dirent e;
 	struct stat st;
 	/* finds a damaged name by its safe form too, as readdir lists it */
-	int rc = btrfsimg_lookup(fs, dir->subvol, dir->objectid, name, strlen(name), &e);
+	int rc = lookup_of(fs, dir, name, &e);
 	struct mount_node k = { 0 };
 	if (rc == 0) {
 		k = key_of(m, dir, &e);
@@ -342,8 +374,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	btrfsimg_fs *fs = mount_pool_get(&m->pool);
 	uint8_t *t = NULL;
 	size_t len = 0;
-	int rc = is_stub(n) ? -EINVAL : btrfsimg_readlink(fs, n->subvol, n->objectid, &t, &len);
-	if (rc < 0 && !is_stub(n))
+	int rc = no_items(n) ? -EINVAL : btrfsimg_readlink(fs, n->subvol, n->objectid, &t, &len);
+	if (rc < 0 && !no_items(n))
 		say_failed(m, fs, rc, n, "readlink");
 	mount_pool_put(&m->pool, fs);
 	if (rc < 0)
@@ -452,10 +484,18 @@ static void dlist_load(struct mnt *m, struct dlist *d, btrfsimg_fs *fs,
 	d->m = m;
 	d->subvol = dir->subvol;
 	d->dir = dir->objectid;
-	int rc = is_stub(dir) ? 0 : btrfsimg_readdir(fs, dir->subvol, dir->objectid, dlist_add, d);
+	int rc = 0;
+	if (dir->lost)
+		rc = btrfsimg_lost_readdir(fs, dir->subvol, dir->objectid, dlist_add, d);
+	else if (!is_stub(dir))
+		rc = btrfsimg_readdir(fs, dir->subvol, dir->objectid, dlist_add, d);
 	d->err = rc < 0 ? errno_of(rc) : 0;
 	if (rc < 0)
 		say_failed(m, fs, rc, dir, "readdir");
+	struct btrfsimg_dirent lf; /* as the walk lists it: after the real entries */
+	if (rc != -ENOMEM && !no_items(dir) &&
+	    btrfsimg_lost_found(fs, dir->subvol, dir->objectid, &lf) > 0 && dlist_add(d, &lf) < 0)
+		d->err = ENOMEM;
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -504,13 +544,20 @@ static bool rd_add(struct rd *r, const char *name, uint64_t d_ino, mode_t type,
 	if (need > room)
 		return false;
 	struct fuse_entry_param e = { .attr = { .st_ino = d_ino, .st_mode = type } };
-	if (k) {
-		int rc = node_stat(r->m, r->fs, k, &e.attr);
-		if (rc < 0)
-			say_failed(r->m, r->fs, rc, k, "readdirplus: the attributes of an entry");
-		struct mount_node *n = rc == 0 ? mount_nodes_get(&r->m->nodes, k) : NULL;
+	int rc = k ? node_stat(r->m, r->fs, k, &e.attr) : 0;
+	if (rc < 0) {
+		/* listed without attributes, as the walk lists it: its lookup
+		 * fails, not the rest of the listing */
+		say_failed(r->m, r->fs, rc, k, "readdirplus: the attributes of an entry");
+		if (rc == -ENOMEM) {
+			*err = ENOMEM;
+			return false;
+		}
+		e.attr = (struct stat){ .st_ino = d_ino, .st_mode = type };
+	} else if (k) {
+		struct mount_node *n = mount_nodes_get(&r->m->nodes, k);
 		if (!n) {
-			*err = rc < 0 ? errno_of(rc) : ENOMEM;
+			*err = ENOMEM;
 			return false;
 		}
 		e.ino = ino_of(r->m, n);
@@ -619,8 +666,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* a failure fails the whole request: a short reply would end the
 	 * file there; the kernel then reads page by page, so exactly the
 	 * damaged pages give EIO */
-	int rc = is_stub(n) ? -EISDIR
-			    : btrfsimg_file_read(fs, n->subvol, n->objectid, (uint64_t)off, buf,
+	int rc = no_items(n) ? -EISDIR
+			     : btrfsimg_file_read(fs, n->subvol, n->objectid, (uint64_t)off, buf,
 						 size, &got);
 	if (rc < 0 && rc != -EISDIR) {
 		char what[64];
@@ -716,7 +763,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	struct mount_node *n = node_of(m, ino);
 	struct xget x = { .name = name, .name_len = strlen(name) };
 	int rc = 0;
-	if (!is_stub(n)) {
+	if (!no_items(n)) {
 		btrfsimg_fs *fs = mount_pool_get(&m->pool);
 		rc = btrfsimg_xattrs(fs, n->subvol, n->objectid, xattr_find, &x);
 		if (rc < 0)
@@ -738,7 +785,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct mount_node *n = node_of(m, ino);
 	struct xget x = { 0 };
 	int rc = 0;
-	if (!is_stub(n)) {
+	if (!no_items(n)) {
 		btrfsimg_fs *fs = mount_pool_get(&m->pool);
 		rc = btrfsimg_xattrs(fs, n->subvol, n->objectid, xattr_name, &x);
 		if (rc < 0)

@@ -28,7 +28,8 @@ struct mount_scheme {
  * gives a mount one device). */
 int mount_scheme_parse(const char *s, struct mount_scheme *out, char *why, size_t len);
 
-/* st_ino of (subvol, objectid) under the scheme; a stub keeps 2. */
+/* st_ino of (subvol, objectid) under the scheme; a stub keeps 2, the made-up
+ * #lost+found (objectid 0) shows 1. */
 uint64_t mount_st_ino(const struct mount_scheme *s, uint64_t subvol, uint64_t objectid, bool stub);
 /* readdir's d_ino of an entry locating @loc (its DIR_INDEX location
  * objectid) in a directory of subvolume @dir_subvol: the directory's
@@ -44,6 +45,8 @@ uint64_t mount_d_ino(const struct mount_scheme *s, uint64_t dir_subvol, uint64_t
 struct mount_node {
 	uint64_t subvol, objectid;
 	uint64_t stub_dir, stub_child; /* stubs only; 0 otherwise */
+	bool lost; /* a made-up directory of BTRFSIMG_LOST_FOUND (no items):
+		      objectid the lost parent's inode number, 0 for the top */
 	uint64_t parent_ino;	       /* st_ino of the directory it was found in
 					  (readdir's ".."); the root's own */
 	uint64_t nlookup;
@@ -58,7 +61,7 @@ struct mount_nodes {
 
 int mount_nodes_init(struct mount_nodes *t);
 void mount_nodes_free(struct mount_nodes *t);
-/* The node of @key (subvol, objectid, stub_dir, stub_child; parent_ino is
+/* The node of @key (subvol, objectid, stub_dir, stub_child, lost; parent_ino is
  * kept from the first lookup), made if new, its lookup count raised by
  * one. NULL when out of memory. */
 struct mount_node *mount_nodes_get(struct mount_nodes *t, const struct mount_node *key);

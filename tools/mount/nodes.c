@@ -62,6 +62,11 @@ int mount_scheme_parse(const char *s, struct mount_scheme *out, char *why, size_
 
 uint64_t mount_st_ino(const struct mount_scheme *s, uint64_t subvol, uint64_t objectid, bool stub)
 {
+	/* the made-up #lost+found has objectid 0, which a listing cannot
+	 * show (glibc's readdir skips an entry of d_ino 0 as deleted): 1, an
+	 * objectid no inode of a subvolume tree has */
+	if (objectid == 0)
+		objectid = 1;
 	if (stub)
 		return objectid; /* 2: no overlay, no uniquifier */
 	if (s->uniquifier)
@@ -92,7 +97,7 @@ static size_t hash_of(const struct mount_node *k, size_t nbuckets)
 static bool same(const struct mount_node *a, const struct mount_node *b)
 {
 	return a->subvol == b->subvol && a->objectid == b->objectid && a->stub_dir == b->stub_dir &&
-	       a->stub_child == b->stub_child;
+	       a->stub_child == b->stub_child && a->lost == b->lost;
 }
 
 int mount_nodes_init(struct mount_nodes *t)
