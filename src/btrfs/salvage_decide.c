@@ -156,6 +156,8 @@ static bool in_order(const struct bi_sv_span *s, size_t n)
 
 static int prepare(struct decide *d)
 {
+	if (d->n > SIZE_MAX / 2 / sizeof(*d->keys))
+		return -ENOMEM;
 	d->keys = malloc(2 * d->n * sizeof(*d->keys));
 	if (!d->keys)
 		return -ENOMEM;
@@ -208,7 +210,8 @@ static int weigh(struct decide *d, size_t i, bi_sv_same_fn same, void *ctx, stru
 	 * it can only be the first range overlapping */
 	size_t o = d->who[p], q = bits_next(&d->b, p + 1);
 	bool twin = o != BI_SV_BLOCKED && d->s[o].rank == d->s[i].rank;
-	bool older = !twin || (q != NONE && q <= l), alike = false;
+	/* any other range it overlaps is newer (it came first) or lost */
+	bool newer = !twin || (q != NONE && q <= l), alike = false;
 	if (twin) {
 		int rc = same(ctx, o, i, &alike);
 		if (rc < 0)
@@ -219,8 +222,8 @@ static int weigh(struct decide *d, size_t i, bi_sv_same_fn same, void *ctx, stru
 		block(d, p, f, l);
 		return 0;
 	}
-	t->stale += older;
-	t->same += twin && !older;
+	t->stale += newer;
+	t->same += twin && !newer;
 	return 0;
 }
 

@@ -55,7 +55,7 @@
 #include "btrfs/root.h"
 #include "btrfs/tree.h"
 
-/* The synthesized level-1 nodes' addresses count down from here (aligned
+/* The synthesized nodes' addresses (below the root) count down from here (aligned
  * to the node size): far above any chunk mkfs or the kernel makes; one
  * that a chunk maps is refused. */
 #define SYNTH_BASE ((uint64_t)1 << 62)
@@ -327,8 +327,9 @@ static int cand_by_age(const void *pa, const void *pb)
 	int k = bi_key_cmp(&a->first, &b->first);
 	if (k)
 		return k;
-	/* one order however qsort goes: which twin of one first key comes
-	 * first only decides what is counted, not what is kept */
+	/* one order however qsort goes: which of two twins of one first key
+	 * comes first decides only which of two alike copies is read and
+	 * what is counted */
 	return a->b->bytenr < b->b->bytenr ? -1 : a->b->bytenr > b->b->bytenr;
 }
 
