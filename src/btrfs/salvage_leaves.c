@@ -55,9 +55,9 @@
 #include "btrfs/root.h"
 #include "btrfs/tree.h"
 
-/* The synthesized nodes' addresses (below the root) count down from here (aligned
- * to the node size): far above any chunk mkfs or the kernel makes; one
- * that a chunk maps is refused. */
+/* The synthesized nodes' addresses (all but the root's) count down from
+ * here (aligned to the node size): far above any chunk mkfs or the kernel
+ * makes; one that a chunk maps is refused. */
 #define SYNTH_BASE ((uint64_t)1 << 62)
 
 /* free space tree items (btrfs_tree.h): per block group an INFO, then its
