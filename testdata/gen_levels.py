@@ -6,6 +6,7 @@ every level (tests/images/test_salvage_levels.py), as root.
 
     gen_levels.py [OUTDIR]               (default testdata/levels)
     gen_levels.py --flat [OUTDIR]        (default testdata/levels-flat)
+    gen_levels.py --deep [OUTDIR]        (default testdata/levels-deep)
 
 mkfs.btrfs with 4 KiB nodes (the smallest the kernel takes on a 4 KiB
 page), metadata DUP, on a 128 MiB sparse file; on a loop mount 1200 small
@@ -21,6 +22,14 @@ leaves SHARED_BLOCK_REFs only. Unmounted cleanly.
 removes and adds files, so older copies of leaves remain on the device):
 the tree a scan rebuilds from its leaves alone, when its root and the
 extent tree are lost, with more leaves than one 4 KiB node holds.
+
+--deep: the tree a scan rebuilds under three synthesized levels: 16,000
+files, each with a 2,000-byte xattr (one inode to a 4 KiB leaf, the value
+alike but for its name, so the image compresses), more leaves than two
+levels of 4 KiB nodes hold (121 x 121); a second mount rewrites every
+tenth xattr, removes every thirtieth file and makes 100 new ones. Its
+truth keeps of the tree's shape only the root block, the leaf count and
+the level-1 node count (every block would be megabytes).
 
 The kernel's view of a read-only mount is recorded with gen_kview.py (the
 format of `btrfsimg walk --json --hash`), and btrfs-progs' dump-tree of
@@ -75,6 +84,46 @@ def after_snapshot(m):
         gs.put(m, "a/new%03d" % i, 60 + i)
 
 
+DEEP_FILES = 16000
+
+
+def xattr_value(i):
+    return (b"%06d" % i) * 334  # 2004 bytes
+
+
+def populate_deep(m):
+    os.mkdir(os.path.join(m, "x"))
+    for i in range(DEEP_FILES):
+        path = os.path.join(m, "x", "f%05d" % i)
+        with open(path, "wb") as f:
+            f.write(b"%d\n" % i)
+        os.setxattr(path, "user.big", xattr_value(i))
+
+
+def after_deep(m):
+    for i in range(0, DEEP_FILES, 10):
+        path = os.path.join(m, "x", "f%05d" % i)
+        if i % 30 == 0:
+            os.unlink(path)
+        else:
+            os.setxattr(path, "user.big", xattr_value(i + 1000000))
+    for i in range(100):
+        path = os.path.join(m, "x", "new%03d" % i)
+        with open(path, "wb") as f:
+            f.write(b"new %d\n" % i)
+        os.setxattr(path, "user.big", xattr_value(i + 2000000))
+
+
+def shape_summary(shape):
+    """Of a tree's shape, only what the deep test needs: its root block,
+    how many leaves and level-1 nodes."""
+    blocks = shape["blocks"]
+    return {"root": shape["root"], "level": shape["level"],
+            "blocks": {shape["root"]: blocks[shape["root"]]},
+            "leaves": sum(1 for b in blocks.values() if b["level"] == 0),
+            "level1": sum(1 for b in blocks.values() if b["level"] == 1)}
+
+
 HEAD = re.compile(r"^(node|leaf) (\d+) (?:level (\d+) )?items (\d+) free.* generation (\d+) owner")
 PTR = re.compile(r"key \((\d+) (\S+) (\d+)\) block (\d+) gen (\d+)")
 ITEM = re.compile(r"item \d+ key \((\d+|[A-Z_]+) (\S+) (\d+)\)")
@@ -122,17 +171,20 @@ def tree_shape(img_path, img, tree):
 
 def main():
     args = sys.argv[1:]
-    flat = "--flat" in args
-    args = [a for a in args if a != "--flat"]
-    trees = (5,) if flat else TREES
-    out = args[0] if args else os.path.join(HERE, "levels-flat" if flat else "levels")
+    flat, deep = "--flat" in args, "--deep" in args
+    args = [a for a in args if a not in ("--flat", "--deep")]
+    trees = (5,) if flat or deep else TREES
+    name = "levels-deep" if deep else "levels-flat" if flat else "levels"
+    out = args[0] if args else os.path.join(HERE, name)
     os.makedirs(out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="levels.")
     img, copy, mnt = (os.path.join(work, n) for n in ("levels.img", "copy.img", "mnt"))
     os.mkdir(mnt)
-    gs.sh("truncate", "-s", "128M", img)
+    gs.sh("truncate", "-s", "512M" if deep else "128M", img)
     gs.sh("mkfs.btrfs", "-q", "-f", "-n", "4096", "-m", "dup", "-d", "single", img)
-    for step in ((lambda m: populate(m, False)) if flat else populate, after_snapshot):
+    steps = (populate_deep, after_deep) if deep else \
+        ((lambda m: populate(m, False)) if flat else populate, after_snapshot)
+    for step in steps:
         gs.sh("mount", "-o", "noatime,loop", img, mnt)
         try:
             step(mnt)
@@ -150,6 +202,11 @@ def main():
     for t, shape in truth["trees"].items():
         if shape["level"] < 2:
             raise RuntimeError("tree %d has %d levels, want 3" % (t, shape["level"] + 1))
+    if deep:
+        truth["trees"] = {t: shape_summary(shape) for t, shape in truth["trees"].items()}
+        if truth["trees"][5]["leaves"] <= 121 * 121:
+            raise RuntimeError("tree 5 has %d leaves, want more than two levels of "
+                               "4 KiB nodes hold" % truth["trees"][5]["leaves"])
     with open(os.path.join(out, "truth.json"), "w") as f:
         json.dump(truth, f, sort_keys=True, separators=(",", ":"))
         f.write("\n")

@@ -45,6 +45,7 @@ struct bi_devitem {
 
 struct bi_sv_asof {
 	uint64_t tree, first, last, as_of;
+	uint64_t reach; /* the furthest last of its tree's entries up to it (sorted by first) */
 };
 
 struct bi_sv_cut {

@@ -30,11 +30,11 @@
  *
  * The leaves taken become the children of a node synthesized at the
  * root's address, of level 1 (the root item's level overridden through
- * fs->salvage_roots); more than a node's worth of leaves, of level 2 over
- * level-1 nodes synthesized at addresses no chunk maps (SYNTH_BASE down),
- * which only the block cache, where they are pinned, holds. At most
- * RANGES_MAX key ranges are weighed: each insert moves the ranges after
- * it, so a hostile device's leaves cost at most that many squared.
+ * fs->salvage_roots); more than a node's worth of leaves, of as many
+ * levels as they take, over nodes synthesized at addresses no chunk maps
+ * (SYNTH_BASE down), which only the block cache, where they are pinned,
+ * holds. Which leaves are taken is the rule of salvage_decide.c, in
+ * O(n log n) of the leaves: no count of them is refused.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "btrfs/salvage.h"
+#include "btrfs/salvage_decide.h"
 #include "btrfs/salvage_scan.h"
 
 #include "base/err.h"
@@ -54,12 +55,9 @@
 #include "btrfs/root.h"
 #include "btrfs/tree.h"
 
-/* Key ranges weighed at most (taken and blocked): 32,768 leaves are 512
- * MiB of a tree at 16 KiB nodes. */
-#define RANGES_MAX 32768u
-/* The synthesized level-1 nodes' addresses count down from here (aligned
- * to the node size): far above any chunk mkfs or the kernel makes; one
- * that a chunk maps is refused. */
+/* The synthesized nodes' addresses (all but the root's) count down from
+ * here (aligned to the node size): far above any chunk mkfs or the kernel
+ * makes; one that a chunk maps is refused. */
 #define SYNTH_BASE ((uint64_t)1 << 62)
 
 /* free space tree items (btrfs_tree.h): per block group an INFO, then its
@@ -103,16 +101,11 @@ struct leaves {
 	struct cand *c;
 	size_t nc, ccap;
 	struct range *r;
-	size_t nr, rcap;
+	size_t nr;
 	size_t newer, stale, same, ambiguous, named;
 	struct named_root *roots;
 	size_t nroots, roots_cap;
 };
-
-static bool overlap(const bi_key *a0, const bi_key *a1, const bi_key *b0, const bi_key *b1)
-{
-	return bi_key_cmp(a0, b1) <= 0 && bi_key_cmp(b0, a1) <= 0;
-}
 
 /* The first and last key of the block in @l->buf. */
 static void block_keys(const struct leaves *l, bi_key *first, bi_key *last)
@@ -331,7 +324,20 @@ static int cand_by_age(const void *pa, const void *pb)
 		return a->allocated ? -1 : 1;
 	if (a->as_of != b->as_of)
 		return a->as_of > b->as_of ? -1 : 1;
-	return bi_key_cmp(&a->first, &b->first);
+	int k = bi_key_cmp(&a->first, &b->first);
+	if (k)
+		return k;
+	/* one order however qsort goes: which of two twins of one first key
+	 * comes first decides only which of two alike copies is read and
+	 * what is counted */
+	return a->b->bytenr < b->b->bytenr ? -1 : a->b->bytenr > b->b->bytenr;
+}
+
+/* Of one rank: what cand_by_age weighs before the keys. */
+static bool same_age(const struct cand *a, const struct cand *b)
+{
+	return a->b->generation == b->b->generation && a->rooted == b->rooted &&
+	       a->allocated == b->allocated && a->as_of == b->as_of;
 }
 
 /* Whether leaves @a and @b hold the same items (both reread). */
@@ -348,71 +354,6 @@ static int same_items(struct btrfsimg_fs *fs, struct leaves *l, const struct can
 		memcmp(l->buf + HDR_SIZE, other + HDR_SIZE, l->nodesize - HDR_SIZE) == 0;
 	free(other);
 	return rc == -ENOMEM ? rc : 0;
-}
-
-/* The first range whose last key is at or after @k. */
-static size_t range_at(const struct leaves *l, const bi_key *k)
-{
-	size_t lo = 0, hi = l->nr;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (bi_key_cmp(&l->r[mid].last, k) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* Ranges [@i, @j) replaced by one: @c's, or blocked over them all. */
-static int range_put(struct btrfsimg_fs *fs, struct leaves *l, size_t i, size_t j,
-		     const struct cand *c, bool block)
-{
-	struct range n = { c->first, c->last, block ? NULL : c };
-	if (i < j && bi_key_cmp(&l->r[i].first, &n.first) < 0)
-		n.first = l->r[i].first;
-	if (i < j && bi_key_cmp(&l->r[j - 1].last, &n.last) > 0)
-		n.last = l->r[j - 1].last;
-	if (i == j && bi_grow((void **)&l->r, &l->rcap, l->nr + 1, sizeof(*l->r)))
-		return bi_err(fs, -ENOMEM, "salvage: out of memory");
-	size_t keep = i == j ? i : i + 1;
-	memmove(&l->r[keep], &l->r[j], (l->nr - j) * sizeof(*l->r));
-	l->nr -= j - keep;
-	l->nr += i == j;
-	if (i == j)
-		memmove(&l->r[i + 1], &l->r[i], (l->nr - 1 - i) * sizeof(*l->r));
-	l->r[i] = n;
-	return 0;
-}
-
-/* Candidate @c against the ranges already decided (all as new or newer). */
-static int decide(struct btrfsimg_fs *fs, struct leaves *l, const struct cand *c)
-{
-	size_t i = range_at(l, &c->first), j = i;
-	bool newer = false, tie = false, dup = false;
-	for (; j < l->nr && overlap(&c->first, &c->last, &l->r[j].first, &l->r[j].last); j++) {
-		const struct cand *o = l->r[j].c;
-		if (!o || o->b->generation > c->b->generation || o->rooted > c->rooted ||
-		    o->allocated > c->allocated || o->as_of > c->as_of) {
-			newer = true;
-			continue;
-		}
-		bool same;
-		int rc = same_items(fs, l, o, c, &same);
-		if (rc < 0)
-			return rc;
-		tie |= !same;
-		dup |= same; /* the same leaf written twice: one is enough */
-	}
-	if (i == j)
-		return range_put(fs, l, i, i, c, false);
-	if (tie) {
-		l->ambiguous++;
-		return range_put(fs, l, i, j, c, true);
-	}
-	l->stale += newer;
-	l->same += dup && !newer;
-	return 0;
 }
 
 /* A node of @level at @bytenr of tree @r, its header bytes (fsid, chunk
@@ -442,7 +383,8 @@ static void ptr_put(uint8_t *buf, size_t slot, const bi_key *k, uint64_t bytenr,
 	bi_put_le64(kp + KP_GENERATION, gen);
 }
 
-/* The address of synthesized level-1 node @i, or 0 where a chunk maps it. */
+/* The address of synthesized node @i (counted from the first level-1
+ * node, level by level), or 0 where a chunk maps it. */
 static uint64_t synth_addr(struct btrfsimg_fs *fs, uint32_t nodesize, size_t i)
 {
 	uint64_t a = SYNTH_BASE - (uint64_t)(i + 1) * nodesize;
@@ -450,60 +392,114 @@ static uint64_t synth_addr(struct btrfsimg_fs *fs, uint32_t nodesize, size_t i)
 	return c && a >= c->logical && a - c->logical < c->length ? 0 : a;
 }
 
-/* The tree that was at @r over the @n leaves taken: one level-1 node at its
- * address, or a level-2 node there over level-1 nodes pinned at synth_addr
- * (each as full as the others). Its level in *level. 0, or a negative
- * errno (the message on @fs). */
+/* What a synthesized node names: a child's first key and where it is. */
+struct ptr {
+	bi_key first;
+	uint64_t bytenr, generation;
+};
+
+static uint8_t *node_of(const struct leaves *l, const struct bi_root *r, uint64_t bytenr,
+			uint8_t level, const struct ptr *kids, size_t n)
+{
+	uint8_t *buf = node_new(l, r, l->buf, bytenr, level, n);
+	for (size_t j = 0; buf && j < n; j++)
+		ptr_put(buf, j, &kids[j].first, kids[j].bytenr, kids[j].generation);
+	return buf;
+}
+
+/* Nodes of @level over @kids[0..*@n), each as full as the others, pinned
+ * at synth_addr from *@made on; their pointers replace @kids in place
+ * (node k is written once its children, from k * per on, are read), their
+ * count in *@n. */
+static int synth_layer(struct btrfsimg_fs *fs, const struct bi_root *r, const struct leaves *l,
+		       struct ptr *kids, size_t *n, uint8_t level, size_t *made)
+{
+	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
+	size_t nodes = (*n + max - 1) / max, per = (*n + nodes - 1) / nodes;
+	nodes = (*n + per - 1) / per; /* none left empty */
+	for (size_t k = 0; k < nodes; k++, (*made)++) {
+		size_t at = k * per, here = *n - at < per ? *n - at : per;
+		uint64_t a = synth_addr(fs, l->nodesize, *made);
+		if (!a)
+			return bi_err(fs, -EEXIST, "salvage: a chunk maps logical %" PRIu64
+				      ", where a node would be synthesized",
+				      SYNTH_BASE - (uint64_t)(*made + 1) * l->nodesize);
+		uint8_t *buf = node_of(l, r, a, level, kids + at, here);
+		if (!buf)
+			return bi_err(fs, -ENOMEM, "salvage: out of memory");
+		int rc = bi_block_pin_synthetic(fs, buf, l->nodesize);
+		if (rc < 0)
+			return rc;
+		kids[k] = (struct ptr){ kids[at].first, a, r->generation };
+	}
+	*n = nodes;
+	return 0;
+}
+
+/* The tree that was at @r over the @n leaves taken: a node at its address
+ * over them, or, more than a node holds, over as many levels of nodes
+ * pinned at synth_addr as it takes (each level's nodes as full as each
+ * other). Its level in *level. Beside the nodes pinned, a pointer per leaf
+ * (41 bytes). 0, or a negative errno (the message on @fs). */
 static int synthesize(struct btrfsimg_fs *fs, const struct bi_root *r, struct leaves *l,
 		      size_t n, uint8_t *level)
 {
-	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
-	size_t nodes = n <= max ? 0 : (n + max - 1) / max, per = nodes ? (n + nodes - 1) / nodes : n;
-	const struct range *first = NULL;
+	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE, made = 0, k = 0;
+	const struct cand *first = NULL;
 	for (size_t i = 0; i < l->nr && !first; i++)
-		first = l->r[i].c ? &l->r[i] : NULL;
-	if (bi_sv_scan_reread(fs, l->s, first->c->b, l->buf) < 0)
+		first = l->r[i].c;
+	if (bi_sv_scan_reread(fs, l->s, first->b, l->buf) < 0) /* its header for the nodes' */
 		return bi_err(fs, -EIO, "salvage: tree %" PRIu64 ": leaf at logical %" PRIu64
 			      " (generation %" PRIu64 ") no longer reads as the scan found it",
-			      r->id, first->c->b->bytenr, first->c->b->generation);
-	*level = nodes ? 2 : 1;
-	uint8_t *root = node_new(l, r, l->buf, r->bytenr, *level, nodes ? nodes : n);
-	uint8_t *cur = nodes ? NULL : root;
-	size_t slot = 0, made = 0;
-	int rc = root ? 0 : -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < l->nr; i++) {
-		const struct cand *c = l->r[i].c;
-		if (!c)
-			continue;
-		if (nodes && !cur) { /* the next level-1 node, named by the root */
-			uint64_t a = synth_addr(fs, l->nodesize, made);
-			size_t left = n - made * per, here = left < per ? left : per;
-			if (!a) {
-				rc = bi_err(fs, -EEXIST, "salvage: a chunk maps logical %" PRIu64
-					    ", where a node would be synthesized",
-					    SYNTH_BASE - (uint64_t)(made + 1) * l->nodesize);
-				break;
-			}
-			cur = node_new(l, r, l->buf, a, 1, here);
-			if (!cur) {
-				rc = -ENOMEM;
-				break;
-			}
-			ptr_put(root, made++, &c->first, a, r->generation);
-			slot = 0;
-		}
-		ptr_put(cur, slot++, &c->first, c->b->bytenr, c->b->generation);
-		if (nodes && slot == bi_le32(cur + HDR_NRITEMS)) {
-			rc = bi_block_pin_synthetic(fs, cur, l->nodesize);
-			cur = NULL;
-		}
-	}
-	if (nodes)
-		free(cur); /* NULL unless it failed midway */
-	if (rc == 0)
-		return bi_block_pin_synthetic(fs, root, l->nodesize);
-	free(root);
-	return rc == -ENOMEM ? bi_err(fs, -ENOMEM, "salvage: out of memory") : rc;
+			      r->id, first->b->bytenr, first->b->generation);
+	struct ptr *kids = malloc(n * sizeof(*kids));
+	if (!kids)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->r[i].c)
+			kids[k++] = (struct ptr){ l->r[i].c->first, l->r[i].c->b->bytenr,
+						  l->r[i].c->b->generation };
+	int rc = 0;
+	for (*level = 1; rc == 0 && n > max; (*level)++)
+		rc = *level + 1 >= MAX_LEVEL
+			? bi_err(fs, -E2BIG, "salvage: tree %" PRIu64 ": %zu leaves found by "
+				 "scanning, more than %d levels of nodes hold", r->id, k, MAX_LEVEL)
+			: synth_layer(fs, r, l, kids, &n, *level, &made);
+	uint8_t *root = rc == 0 ? node_of(l, r, r->bytenr, *level, kids, n) : NULL;
+	free(kids);
+	if (rc == 0 && !root)
+		rc = bi_err(fs, -ENOMEM, "salvage: out of memory");
+	return rc == 0 ? bi_block_pin_synthetic(fs, root, l->nodesize) : rc;
+}
+
+static int asof_order(const void *pa, const void *pb)
+{
+	const struct bi_sv_asof *a = pa, *b = pb;
+	if (a->tree != b->tree)
+		return a->tree < b->tree ? -1 : 1;
+	return (a->first > b->first) - (a->first < b->first);
+}
+
+static int cut_order(const void *pa, const void *pb)
+{
+	const struct bi_sv_cut *a = pa, *b = pb;
+	if (a->tree != b->tree)
+		return a->tree < b->tree ? -1 : 1;
+	return (a->objectid > b->objectid) - (a->objectid < b->objectid);
+}
+
+/* The marks sorted by (tree, first), each with the furthest last of its
+ * tree up to it: bi_salvage_as_of, asked once per record, searches them
+ * instead of reading every one (a tree of 46,056 leaves made that a third
+ * of a walk). */
+static void index_as_of(struct btrfsimg_fs *fs)
+{
+	struct bi_sv_asof *a = fs->salvage_asof;
+	if (fs->nsalvage_asof > 1)
+		qsort(a, fs->nsalvage_asof, sizeof(*a), asof_order);
+	for (size_t i = 0; i < fs->nsalvage_asof; i++)
+		a[i].reach = i && a[i - 1].tree == a[i].tree && a[i - 1].reach > a[i].last
+				     ? a[i - 1].reach : a[i].last;
 }
 
 /* What the walk marks: per leaf taken, its keys and the generation it is
@@ -527,8 +523,9 @@ static int keep_as_of(struct btrfsimg_fs *fs, const struct bi_root *r, const str
 		if (as_of >= r->generation)
 			continue; /* live at the tree's own generation: certain */
 		fs->salvage_asof[fs->nsalvage_asof++] = (struct bi_sv_asof){
-			r->id, c->first.objectid, c->last.objectid, as_of };
+			r->id, c->first.objectid, c->last.objectid, as_of, 0 };
 	}
+	index_as_of(fs);
 	return 0;
 }
 
@@ -567,6 +564,8 @@ static int keep_cuts(struct btrfsimg_fs *fs, const struct bi_root *r, const stru
 		prev = c;
 	}
 	*ncut = fs->nsalvage_cut - *ncut;
+	if (fs->nsalvage_cut > 1) /* for bi_salvage_cut's search */
+		qsort(fs->salvage_cut, fs->nsalvage_cut, sizeof(*fs->salvage_cut), cut_order);
 	return rc;
 }
 
@@ -588,6 +587,54 @@ static int override_root(struct btrfsimg_fs *fs, const struct bi_root *r, uint8_
 	return 0;
 }
 
+struct weigh_ctx {
+	struct btrfsimg_fs *fs;
+	struct leaves *l;
+};
+
+static int twins_alike(void *ctx, size_t a, size_t b, bool *same)
+{
+	struct weigh_ctx *w = ctx;
+	return same_items(w->fs, w->l, &w->l->c[a], &w->l->c[b], same);
+}
+
+/* The candidates, in age order, weighed (salvage_decide.h): the key
+ * ranges decided in @l->r. */
+static int weigh(struct btrfsimg_fs *fs, struct leaves *l)
+{
+	struct bi_sv_span *sp = l->nc ? malloc(l->nc * sizeof(*sp)) : NULL;
+	struct bi_sv_kept *kept = NULL;
+	struct bi_sv_tally t;
+	struct weigh_ctx w = { fs, l };
+	size_t nk = 0;
+	if (l->nc && !sp)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	for (size_t i = 0; i < l->nc; i++)
+		sp[i] = (struct bi_sv_span){ l->c[i].first, l->c[i].last,
+			!i ? 0 : sp[i - 1].rank + !same_age(&l->c[i - 1], &l->c[i]) };
+	int rc = bi_sv_decide(sp, l->nc, twins_alike, &w, &kept, &nk, &t);
+	free(sp);
+	l->r = rc == 0 && nk ? malloc(nk * sizeof(*l->r)) : NULL;
+	if (rc == 0 && nk && !l->r)
+		rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < nk; i++)
+		l->r[i] = (struct range){ kept[i].first, kept[i].last,
+			kept[i].leaf == BI_SV_BLOCKED ? NULL : &l->c[kept[i].leaf] };
+	free(kept);
+	if (rc == -ENOMEM)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	if (rc == -EINVAL) /* cand_by_age is the order weighed: not reached */
+		return bi_err(fs, -EINVAL, "salvage: tree %" PRIu64 ": leaves weighed out of "
+			      "order", l->tree);
+	if (rc < 0)
+		return rc;
+	l->nr = nk;
+	l->stale = t.stale;
+	l->same = t.same;
+	l->ambiguous = t.ambiguous;
+	return 0;
+}
+
 static int assemble(struct btrfsimg_fs *fs, const struct bi_root *r, struct leaves *l,
 		    size_t *taken)
 {
@@ -600,15 +647,7 @@ static int assemble(struct btrfsimg_fs *fs, const struct bi_root *r, struct leav
 	mark_allocated(fs, l);
 	if (l->nc > 1)
 		qsort(l->c, l->nc, sizeof(*l->c), cand_by_age);
-	size_t max = (l->nodesize - HDR_SIZE) / KP_SIZE;
-	for (size_t i = 0; i < l->nc && rc == 0; i++) {
-		rc = decide(fs, l, &l->c[i]);
-		/* stop before the inserts cost the square of a hostile
-		 * device's leaves */
-		if (rc == 0 && l->nr > RANGES_MAX)
-			return bi_err(fs, -E2BIG, "more than %u key ranges of leaves found by "
-				      "scanning, more than are weighed", RANGES_MAX);
-	}
+	rc = weigh(fs, l);
 	*taken = 0;
 	for (size_t i = 0; i < l->nr; i++) {
 		*taken += l->r[i].c != NULL;
@@ -617,9 +656,6 @@ static int assemble(struct btrfsimg_fs *fs, const struct bi_root *r, struct leav
 	if (rc == 0 && !*taken)
 		rc = bi_err(fs, -ENOENT, "no leaf of it found by scanning (%zu newer than "
 			    "generation %" PRIu64 ")", l->newer, r->generation);
-	if (rc == 0 && *taken > max * max)
-		rc = bi_err(fs, -E2BIG, "%zu leaves found by scanning, more than the %zu two "
-			    "levels of nodes hold", *taken, max * max);
 	return rc;
 }
 
@@ -671,20 +707,26 @@ int bi_salvage_leaves(struct btrfsimg_fs *fs, const struct bi_root *r, const cha
 
 bool bi_salvage_cut(const struct btrfsimg_fs *fs, uint64_t tree, uint64_t objectid)
 {
-	for (size_t i = 0; i < fs->nsalvage_cut; i++)
-		if (fs->salvage_cut[i].tree == tree && fs->salvage_cut[i].objectid == objectid)
-			return true;
-	return false;
+	struct bi_sv_cut want = { tree, objectid };
+	return fs->nsalvage_cut && bsearch(&want, fs->salvage_cut, fs->nsalvage_cut,
+					   sizeof(want), cut_order) != NULL;
 }
 
 uint64_t bi_salvage_as_of(const struct btrfsimg_fs *fs, uint64_t tree, uint64_t objectid)
 {
-	uint64_t as_of = 0;
-	for (size_t i = 0; i < fs->nsalvage_asof; i++) {
-		const struct bi_sv_asof *a = &fs->salvage_asof[i];
-		if (a->tree == tree && a->first <= objectid && objectid <= a->last &&
-		    (!as_of || a->as_of < as_of))
-			as_of = a->as_of;
+	const struct bi_sv_asof *a = fs->salvage_asof;
+	size_t lo = 0, hi = fs->nsalvage_asof;
+	while (lo < hi) { /* past the last entry at or before (tree, objectid) */
+		size_t mid = lo + (hi - lo) / 2;
+		if (a[mid].tree < tree || (a[mid].tree == tree && a[mid].first <= objectid))
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	uint64_t as_of = 0;
+	/* back while an entry at or before can still reach @objectid */
+	for (size_t i = lo; i-- > 0 && a[i].tree == tree && a[i].reach >= objectid;)
+		if (a[i].last >= objectid && (!as_of || a[i].as_of < as_of))
+			as_of = a[i].as_of;
 	return as_of;
 }
