@@ -129,19 +129,26 @@ static const struct bi_sv_blk *pick_of_gen(struct btrfsimg_fs *fs, uint64_t id, 
 	return nok == 1 ? ok : pick;
 }
 
-static int keep_root(struct btrfsimg_fs *fs, uint64_t id, uint64_t named,
-		     const struct bi_sv_blk *b)
+static int push_root(struct btrfsimg_fs *fs, uint64_t id, const struct bi_sv_blk *b)
 {
 	struct bi_root *v = realloc(fs->salvage_roots, (fs->nsalvage_roots + 1) * sizeof(*v));
 	if (!v)
 		return bi_err(fs, -ENOMEM, "salvage: out of memory");
 	fs->salvage_roots = v;
 	v[fs->nsalvage_roots++] = (struct bi_root){ id, b->bytenr, b->generation, b->level };
-	bi_damage(fs,
-		  "root tree of generation %" PRIu64 " names tree %" PRIu64 " of generation %" PRIu64
-		  "; its root of generation %" PRIu64 " found by scanning is read instead",
-		  fs->root_tree.generation, id, named, b->generation);
 	return 0;
+}
+
+static int keep_root(struct btrfsimg_fs *fs, uint64_t id, uint64_t named,
+		     const struct bi_sv_blk *b)
+{
+	int rc = push_root(fs, id, b);
+	if (rc == 0)
+		bi_damage(fs,
+			  "root tree of generation %" PRIu64 " names tree %" PRIu64 " of generation %"
+			  PRIu64 "; its root of generation %" PRIu64 " found by scanning is read "
+			  "instead", fs->root_tree.generation, id, named, b->generation);
+	return rc;
 }
 
 /* Tree @id's newest root the scan found that verifies, newer than the
@@ -222,16 +229,40 @@ static int extent_root(struct btrfsimg_fs *fs, const struct bi_root *rt, uint64_
 	const struct bi_sv_blk *b = scanned_root(fs, OBJ_EXTENT_TREE, 0, newest);
 	if (!b)
 		return bi_err(fs, -ENOENT, "no root of the extent tree found by scanning verifies");
-	struct bi_root *v = realloc(fs->salvage_roots, (fs->nsalvage_roots + 1) * sizeof(*v));
-	if (!v)
-		return bi_err(fs, -ENOMEM, "salvage: out of memory");
-	fs->salvage_roots = v;
 	*ext = (struct bi_root){ OBJ_EXTENT_TREE, b->bytenr, b->generation, b->level };
-	v[fs->nsalvage_roots++] = *ext;
-	bi_damage(fs, "root tree: the extent tree's ROOT_ITEM unreadable; its root of generation %"
-		  PRIu64 " at logical %" PRIu64 " found by scanning is read instead", b->generation,
-		  b->bytenr);
-	return 0;
+	int rc = push_root(fs, OBJ_EXTENT_TREE, b);
+	if (rc == 0)
+		bi_damage(fs, "root tree: the extent tree's ROOT_ITEM unreadable; its root of "
+			  "generation %" PRIu64 " at logical %" PRIu64 " found by scanning is read "
+			  "instead", b->generation, b->bytenr);
+	return rc;
+}
+
+/* A ROOT_ITEM taken from a scanned leaf (@i of @res): the root it names
+ * must verify (a forged leaf names what does not), else the tree's newest
+ * root the scan found that verifies is read; one known only as of an
+ * older generation than its lost leaf's, a newer root the scan found. */
+static int check_taken(struct btrfsimg_fs *fs, const struct bi_rt_result *res, size_t i,
+		       uint64_t newest)
+{
+	uint64_t id = res->taken[i].id, named = res->taken[i].generation;
+	struct bi_expect e = { .owner = id, .generation = named, .level = res->taken[i].level };
+	struct bi_block *blk;
+	int rc = bi_block_read(fs, res->taken[i].bytenr, &e, &blk);
+	if (rc == 0 && blk->owner != id) /* the reader leaves owners to the walks */
+		rc = bi_err(fs, -EUCLEAN, "owner: have %" PRIu64 " expect %" PRIu64, blk->owner, id);
+	if (blk)
+		bi_block_put(fs, blk);
+	if (rc == 0)
+		return res->taken[i].as_of < res->taken[i].lost ? newer_root(fs, id, named, newest)
+								 : 0;
+	const struct bi_sv_blk *b = scanned_root(fs, id, 0, newest);
+	bi_damage(fs, "root tree: the ROOT_ITEM of tree %" PRIu64 " taken from a scanned leaf "
+		  "names a root at logical %" PRIu64 " (generation %" PRIu64 ") that does not "
+		  "verify (%s); %s", id, res->taken[i].bytenr, named, fs->err,
+		  b ? "its newest root found by scanning that verifies is read instead" :
+		      "no root of it found by scanning verifies");
+	return b ? push_root(fs, id, b) : 0;
 }
 
 /* The newest root tree (the superblock's; none when it was rebuilt) with
@@ -274,8 +305,8 @@ static int rebuilt_root_tree(struct btrfsimg_fs *fs, uint64_t newest)
 		  "nodes and %zu leaves rebuilt (%zu ROOT_ITEMs known only from older leaves), not "
 		  "rolled back to an older root tree", res->root.generation, res->root.bytenr,
 		  res->nodes, res->leaves, res->nolder);
-	for (size_t i = 0; rc >= 0 && i < res->nolder && i < BI_RT_OLDER; i++)
-		rc = newer_root(fs, res->older[i].id, res->older[i].generation, newest);
+	for (size_t i = 0; rc >= 0 && i < res->ntaken && i < BI_RT_TAKEN; i++)
+		rc = check_taken(fs, res, i, newest);
 	free(res);
 	return rc < 0 ? rc : 1;
 }

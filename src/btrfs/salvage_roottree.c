@@ -404,26 +404,32 @@ static int pin_leaf(struct rt *t, const struct leaf_build *lb, uint64_t bytenr, 
 	return bi_block_pin_synthetic(t->fs, buf, t->fs->nodesize);
 }
 
-/* The ROOT_ITEMs of @lb taken from a leaf older than the lost one (of
- * @gen): said, and kept for the caller's scan for a newer root. */
-static void say_older(struct rt *t, const struct leaf_build *lb, uint64_t bytenr, uint64_t gen)
+/* The ROOT_ITEMs of @lb, kept for the caller to check the roots they
+ * name; one from a leaf older than the lost one (of @gen) said. */
+static void note_roots(struct rt *t, const struct leaf_build *lb, uint64_t bytenr, uint64_t gen)
 {
+	struct bi_rt_result *o = t->out;
 	for (size_t i = 0; i < lb->n; i++) {
 		const struct rt_item *it = &lb->v[i];
-		if (it->key.type != KT_ROOT_ITEM || it->as_of >= gen || it->size < RI_LEVEL + 1)
+		if (it->key.type != KT_ROOT_ITEM || it->size < RI_LEVEL + 1)
 			continue;
 		uint64_t named = bi_le64(it->data + RI_GENERATION);
+		if (o->ntaken < BI_RT_TAKEN) {
+			o->taken[o->ntaken].id = it->key.objectid;
+			o->taken[o->ntaken].bytenr = bi_le64(it->data + RI_BYTENR);
+			o->taken[o->ntaken].generation = named;
+			o->taken[o->ntaken].level = it->data[RI_LEVEL];
+			o->taken[o->ntaken].as_of = it->as_of;
+			o->taken[o->ntaken].lost = gen;
+		}
+		o->ntaken++;
+		if (it->as_of >= gen)
+			continue;
+		o->nolder++;
 		bi_damage(t->fs, "root tree: ROOT_ITEM of tree %" PRIu64 " (its root of generation "
 			  "%" PRIu64 ") known only as of generation %" PRIu64 " (leaf at logical %"
 			  PRIu64 "), older than the lost leaf at logical %" PRIu64 " (generation %"
 			  PRIu64 ")", it->key.objectid, named, it->as_of, it->from, bytenr, gen);
-		struct bi_rt_result *o = t->out;
-		if (o->nolder < BI_RT_OLDER) {
-			o->older[o->nolder].id = it->key.objectid;
-			o->older[o->nolder].generation = named;
-			o->older[o->nolder].as_of = it->as_of;
-		}
-		o->nolder++;
 	}
 }
 
@@ -458,7 +464,7 @@ static int rebuild_leaf(struct rt *t, uint64_t bytenr, uint64_t gen, const struc
 				  "scan found (generations %" PRIu64 "..%" PRIu64 "), newer copies "
 				  "shadowing older; %zu leaves newer than it not used",
 				  bytenr, gen, why, lb.n, lb.leaves, lb.oldest, lb.newest, lb.newer);
-			say_older(t, &lb, bytenr, gen);
+			note_roots(t, &lb, bytenr, gen);
 			*first = lb.v[0].key;
 			t->out->leaves++;
 			rc = (int)(lb.n > INT32_MAX ? INT32_MAX : lb.n);

@@ -22,14 +22,17 @@ int bi_salvage_root_tree_whole(struct btrfsimg_fs *fs, const struct bi_root *r);
 struct bi_rt_result {
 	struct bi_root root;	/* the root tree to read (its lost blocks pinned) */
 	size_t nodes, leaves;	/* rebuilt */
-	/* trees whose ROOT_ITEM came from a leaf older than the lost one (at
-	 * most BI_RT_OLDER are kept; @nolder counts them all): their newest
-	 * root is then found by scanning */
-#define BI_RT_OLDER 256
+	/* the ROOT_ITEMs taken from scanned leaves (at most BI_RT_TAKEN are
+	 * kept; @ntaken counts them all): the caller checks the root each
+	 * names, and for one known only as of an older generation than its
+	 * lost leaf's (said here) looks for a newer root by scanning */
+#define BI_RT_TAKEN 256
 	struct {
-		uint64_t id, generation, as_of;
-	} older[BI_RT_OLDER];
-	size_t nolder;
+		uint64_t id, bytenr, generation, as_of, lost;
+		uint8_t level;
+	} taken[BI_RT_TAKEN];
+	size_t ntaken;
+	size_t nolder;	/* of them older than their lost leaf */
 };
 
 /* Rebuild root tree @rt (NULL: no superblock names one, the root is then

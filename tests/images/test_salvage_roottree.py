@@ -19,9 +19,12 @@ On every copy of the blocks named, zeros (or a forgery):
      of reach: its root found by scanning)
   c  a and b together, and every superblock (the salvage open): the root
      taken from the extent tree's records
-  d  as a, and a forged root-tree leaf of a newer generation holding the
-     lost leaf's keys with other roots (checksummed, owner 1, at a free
-     address): never used, counted
+  d  as a, and three forged leaves holding the lost leaf's keys with other
+     roots (checksummed, at free addresses): one of a newer generation
+     (never used, counted), one of the lost leaf's own generation (taken,
+     but the roots it names do not verify: each tree's newest root found
+     by scanning is read instead, said) and one of another tree (owner 5:
+     never weighed)
 Each must exit 1, say what was rebuilt and from what, never roll back to
 an older root tree, give every file of every subvolume exactly as the
 kernel's record (walk --json --hash, every field), and `subvols --json`
@@ -76,16 +79,15 @@ class Image:
                 img[p:p + self.ns] = bytes(self.ns)
         return img
 
-    def forge(self, img, like):
-        """A leaf like @like (its first copy, from the base image) with a
-        generation past the filesystem's and every ROOT_ITEM's root
-        pointing at the tree's own root item's bytenr + nodesize, written
-        checksummed into the first zeroed block of the metadata area after
-        the root tree's blocks: where it lies, and its generation."""
+    def forge(self, img, like, gen, owner=1, skip=0):
+        """A leaf like @like (its first copy, from the base image) of
+        generation @gen and @owner, every ROOT_ITEM's root pointing one
+        node further (where no root of that tree is), written checksummed
+        into the (@skip+1)th zeroed block of the metadata area after the
+        root tree's blocks: where it lies."""
         src = self.block(like)["physical"][0]
         leaf = bytearray(self.base[src:src + self.ns])
-        gen = self.truth["generation"] + 5
-        struct.pack_into("<Q", leaf, GEN_OFF, gen)
+        struct.pack_into("<QQ", leaf, GEN_OFF, gen, owner)
         nitems, = struct.unpack_from("<I", leaf, 0x60)
         for i in range(nitems):
             it = 0x65 + 25 * i
@@ -94,14 +96,17 @@ class Image:
                 p = 0x65 + off + 176
                 b, = struct.unpack_from("<Q", leaf, p)
                 struct.pack_into("<Q", leaf, p, b + self.ns)
-        phys = max(p for b in self.rt["blocks"].values() for p in b["physical"][:1])
+        phys = max(b["physical"][0] for b in self.rt["blocks"].values())
         for at in range(phys + self.ns, len(img) - self.ns, self.ns):
             if not any(img[at:at + self.ns]):
-                logical = at - self.block(like)["physical"][0] + like
+                if skip:
+                    skip -= 1
+                    continue
+                logical = at - src + like
                 struct.pack_into("<Q", leaf, BYTENR_OFF, logical)
                 img[at:at + self.ns] = leaf
                 img[at:at + 4] = struct.pack("<I", imgtest.crc32c(bytes(img[at + 32:at + self.ns])))
-                return at, gen
+                return at
         raise RuntimeError("no zeroed block to forge a leaf in")
 
 
@@ -171,16 +176,22 @@ def cases(img):
              lambda e: b"known only as of generation" in e)
     ext = ("the extent tree's root found by scanning",
            lambda e: b"the extent tree's ROOT_ITEM unreadable" in e)
-    d = img.copy([leaf])
-    at, gen = img.forge(d, leaf)
+    d, lgen = img.copy([leaf]), img.block(leaf)["generation"]
+    gen = img.truth["generation"] + 5
+    img.forge(d, leaf, gen)
+    img.forge(d, leaf, lgen, skip=1)  # as new as the lost leaf itself
+    img.forge(d, leaf, lgen + 1, owner=5, skip=2)  # another tree's
     return [
         ("a: a root-tree leaf lost", img.copy([leaf]), [said_leaf(leaf), older], []),
         ("b: the root-tree root node lost", img.copy([root]), [said_root(root, n), ext], []),
         ("c: root node and a leaf lost, no superblock", img.copy([root, leaf], supers=True),
          [said_root(root, n), said_leaf(leaf), ext], []),
-        ("d: a leaf lost and a newer forged one holding its keys", d,
-         [said_leaf(leaf), ("the forged leaf counted as newer, not used",
-                            lambda e: b"1 leaves newer than it not used" in e)],
+        ("d: a leaf lost; forged leaves with its keys, newer, as new and of another tree", d,
+         [said_leaf(leaf), ("the newer forged leaf counted, not used",
+                            lambda e: b"1 leaves newer than it not used" in e),
+          ("the roots the forged leaf as new as the lost one names do not verify",
+           lambda e: b"taken from a scanned leaf names a root" in e and
+           b"its newest root found by scanning that verifies is read instead" in e)],
          [("the forged generation %d" % gen, lambda e: b"generation %d" % gen in e)]),
     ]
 
