@@ -219,8 +219,8 @@ static int newer_tree_roots(struct btrfsimg_fs *fs, uint64_t newest)
 /* ------------------------------------------------------------ its lost blocks */
 
 /* The extent tree's root for the rebuild of root tree @rt (NULL: none
- * known): its ROOT_ITEM when that reads, else the newest root the scan
- * found that verifies and records itself, kept in fs->salvage_roots. */
+ * known): its ROOT_ITEM when that reads (0), else the newest root the scan
+ * found that verifies and records itself, kept in fs->salvage_roots (1). */
 static int extent_root(struct btrfsimg_fs *fs, const struct bi_root *rt, uint64_t newest,
 		       struct bi_root *ext)
 {
@@ -231,11 +231,7 @@ static int extent_root(struct btrfsimg_fs *fs, const struct bi_root *rt, uint64_
 		return bi_err(fs, -ENOENT, "no root of the extent tree found by scanning verifies");
 	*ext = (struct bi_root){ OBJ_EXTENT_TREE, b->bytenr, b->generation, b->level };
 	int rc = push_root(fs, OBJ_EXTENT_TREE, b);
-	if (rc == 0)
-		bi_damage(fs, "root tree: the extent tree's ROOT_ITEM unreadable; its root of "
-			  "generation %" PRIu64 " at logical %" PRIu64 " found by scanning is read "
-			  "instead", b->generation, b->bytenr);
-	return rc;
+	return rc < 0 ? rc : 1;
 }
 
 /* A ROOT_ITEM taken from a scanned leaf (@i of @res): the root it names
@@ -265,37 +261,16 @@ static int check_taken(struct btrfsimg_fs *fs, const struct bi_rt_result *res, s
 	return b ? push_root(fs, id, b) : 0;
 }
 
-/* The newest root tree (the superblock's; none when it was rebuilt) with
- * its lost blocks rebuilt (salvage_roottree.c), so that the open is not
- * rolled back to an older root tree: 1 when it reads whole then, 0 when
- * not (the older candidates are tried), or -ENOMEM. */
-static int rebuilt_root_tree(struct btrfsimg_fs *fs, uint64_t newest)
+/* Rebuilt root tree @res read from now on: said, and the roots its
+ * ROOT_ITEMs from scanned leaves name checked. */
+static int use_rebuilt(struct btrfsimg_fs *fs, const struct bi_rt_result *res,
+		       const struct bi_root *ext, bool ext_scanned, uint64_t newest)
 {
-	struct bi_root sb = { OBJ_ROOT_TREE, fs->sb.info.root, fs->sb.info.generation,
-			      fs->sb.info.root_level }, ext, was = fs->root_tree;
-	const struct bi_root *rt = fs->salvage_super ? NULL : &sb;
-	size_t nroots = fs->nsalvage_roots;
-	struct bi_rt_result *res = calloc(1, sizeof(*res));
-	if (!res)
-		return bi_err(fs, -ENOMEM, "salvage: out of memory");
-	if (rt)
-		fs->root_tree = *rt;
-	int rc = extent_root(fs, rt, newest, &ext);
-	if (rc == 0)
-		rc = bi_salvage_roottree(fs, rt, &ext, res);
-	if (rc > 0 && bi_salvage_root_tree_whole(fs, &res->root) < 0) {
-		bi_damage(fs, "root tree of generation %" PRIu64 " at logical %" PRIu64 ": still "
-			  "not whole after its lost blocks were rebuilt: %s", res->root.generation,
-			  res->root.bytenr, fs->err);
-		rc = 0;
-	}
-	if (rc <= 0) {
-		fs->root_tree = was;
-		fs->nsalvage_roots = nroots;
-		free(res);
-		return rc == -ENOMEM ? rc : 0;
-	}
 	fs->root_tree = res->root;
+	if (ext_scanned)
+		bi_damage(fs, "root tree: the extent tree's ROOT_ITEM unreadable; its root of "
+			  "generation %" PRIu64 " at logical %" PRIu64 " found by scanning is read "
+			  "instead", ext->generation, ext->bytenr);
 	if (fs->salvage_super) {
 		fs->sb.info.generation = res->root.generation;
 		fs->sb.info.root = res->root.bytenr;
@@ -305,10 +280,49 @@ static int rebuilt_root_tree(struct btrfsimg_fs *fs, uint64_t newest)
 		  "nodes and %zu leaves rebuilt (%zu ROOT_ITEMs known only from older leaves), not "
 		  "rolled back to an older root tree", res->root.generation, res->root.bytenr,
 		  res->nodes, res->leaves, res->nolder);
+	int rc = 0;
 	for (size_t i = 0; rc >= 0 && i < res->ntaken && i < BI_RT_TAKEN; i++)
 		rc = check_taken(fs, res, i, newest);
+	return rc;
+}
+
+/* The newest root tree (the superblock's; none when it was rebuilt) of two
+ * or more levels with its lost blocks rebuilt (salvage_roottree.c), so
+ * that the open is not rolled back to an older root tree: 1 when it reads
+ * whole then, 0 when not (the older candidates are tried), or -ENOMEM. */
+static int rebuilt_root_tree(struct btrfsimg_fs *fs, uint64_t newest)
+{
+	struct bi_root sb = { OBJ_ROOT_TREE, fs->sb.info.root, fs->sb.info.generation,
+			      fs->sb.info.root_level }, ext, was = fs->root_tree;
+	const struct bi_root *rt = fs->salvage_super ? NULL : &sb;
+	if (rt && !rt->level)
+		return 0; /* one leaf: nothing above it to rebuild from */
+	size_t nroots = fs->nsalvage_roots;
+	struct bi_rt_result *res = calloc(1, sizeof(*res));
+	if (!res)
+		return bi_err(fs, -ENOMEM, "salvage: out of memory");
+	if (rt)
+		fs->root_tree = *rt; /* where the extent tree's ROOT_ITEM is looked up */
+	int rc = extent_root(fs, rt, newest, &ext);
+	bool ext_scanned = rc == 1;
+	if (rc >= 0)
+		rc = bi_salvage_roottree(fs, rt, &ext, res);
+	if (rc > 0 && bi_salvage_root_tree_whole(fs, &res->root) < 0) {
+		bi_damage(fs, "root tree of generation %" PRIu64 " at logical %" PRIu64 ": still "
+			  "not whole after its lost blocks were rebuilt: %s", res->root.generation,
+			  res->root.bytenr, fs->err);
+		rc = 0;
+	}
+	bool ok = rc > 0;
+	if (ok) {
+		rc = use_rebuilt(fs, res, &ext, ext_scanned, newest);
+	} else {
+		fs->root_tree = was;
+		fs->nsalvage_roots = nroots;
+		rc = rc == -ENOMEM ? rc : 0;
+	}
 	free(res);
-	return rc < 0 ? rc : 1;
+	return rc < 0 ? rc : ok;
 }
 
 int bi_salvage_root(struct btrfsimg_fs *fs)

@@ -780,6 +780,10 @@ int bi_salvage_roottree(struct btrfsimg_fs *fs, const struct bi_root *rt, const 
 		rc = root_of_records(&t, &out->root);
 	if (rc == 0 && out->root.level >= MAX_LEVEL)
 		rc = bi_err(fs, -EUCLEAN, "root tree level %u", out->root.level);
+	if (rc == 0 && !out->root.level) { /* one leaf: the older root trees are tried */
+		free(t.rec);
+		return 0;
+	}
 	if (rc == 0)
 		rc = visit(&t, out->root.bytenr, out->root.level, out->root.generation, &all);
 	free(t.rec);
