@@ -28,7 +28,8 @@
  * scanning (salvage_roots.c).
  *
  * Work is bounded: levels only go down, a node is walked once, a recorded
- * block is a child once, and at most RT_READS scanned leaves are read.
+ * block is a child once, at most RT_READS scanned leaves are read for
+ * their key spans and at most RT_OVERLAP of them weighed per lost leaf.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -59,8 +60,11 @@
 #define XREF_TREE_BLOCK 176
 #define XREF_SHARED_BLOCK 182
 #define XREF_OWNER 172
-/* scanned leaves read at most, over all the lost leaves of one open */
-#define RT_READS 16384u
+/* scanned leaves read at most to index their key spans */
+#define RT_READS 65536u
+/* of them, holding keys of one lost leaf's range, weighed at most (newest
+ * first): each item is checked against the spans of those before it */
+#define RT_OVERLAP 256u
 /* recorded root-tree blocks at most (a root tree of 2^20 blocks is 16 GiB
  * of ROOT_ITEMs at 16 KiB nodes) */
 #define RT_RECS (1u << 20)
@@ -83,6 +87,12 @@ struct span {
 	bi_key lo, hi;		/* inclusive */
 };
 
+/* A root-tree leaf the scan found that reads: where, and its keys. */
+struct sleaf {
+	uint64_t bytenr, generation;
+	bi_key first, last;
+};
+
 struct rt {
 	struct btrfsimg_fs *fs;
 	struct bi_root ext;
@@ -92,7 +102,9 @@ struct rt {
 	size_t nseen, seen_cap;
 	uint8_t ids[HDR_GENERATION - HDR_FSID];	/* fsid .. chunk tree uuid */
 	bool have_ids;
-	uint32_t reads;
+	struct sleaf *sl;	/* the scan's root-tree leaves, newest first */
+	size_t nsl, sl_cap;
+	bool indexed;
 	struct bi_rt_result *out;
 };
 
@@ -284,6 +296,7 @@ struct leaf_build {
 	struct span *spans;
 	size_t nspans, spans_cap;
 	size_t leaves, newer, full;
+	bool capped;		/* more leaves held its keys than were weighed */
 	uint64_t oldest, newest;
 };
 
@@ -351,40 +364,78 @@ static int item_cmp(const void *pa, const void *pb)
 	return bi_key_cmp(&a->key, &b->key);
 }
 
-/* The scanned root-tree leaves no newer than @gen, newest first, over @r. */
-static int gather_items(struct rt *t, struct leaf_build *lb, uint64_t lost, uint64_t gen,
-			const struct krange *r)
+/* The root-tree leaves the scan found, read once for their key spans
+ * (at most RT_READS). */
+static int index_leaves(struct rt *t)
 {
 	size_t lo, hi;
 	bi_salvage_owner_range(t->fs->scan, t->fs->salvage_fsidx, OBJ_ROOT_TREE, &lo, &hi);
 	const struct bi_sv_blk *v = t->fs->scan->blk;
+	uint32_t reads = 0;
+	t->indexed = true;
 	for (size_t i = lo; i < hi; i++) {
-		if (v[i].level || v[i].bytenr == lost)
-			continue;
-		if (v[i].generation > gen) {
-			lb->newer++;
-			continue;
-		}
-		if (i > lo && v[i - 1].bytenr == v[i].bytenr && v[i - 1].generation == v[i].generation)
-			continue; /* another copy of one just taken */
-		if (t->reads >= RT_READS)
-			return bi_err(t->fs, -E2BIG, "more than %u scanned root-tree leaves weighed",
-				      RT_READS);
-		t->reads++;
+		if (v[i].level || (t->nsl && t->sl[t->nsl - 1].bytenr == v[i].bytenr &&
+				   t->sl[t->nsl - 1].generation == v[i].generation))
+			continue; /* a node, or another copy of the leaf just read */
+		if (reads++ >= RT_READS)
+			return bi_err(t->fs, -E2BIG, "more than %u root-tree leaves found by "
+				      "scanning", RT_READS);
 		struct bi_expect e = { .owner = OBJ_ROOT_TREE, .generation = v[i].generation,
 				       .level = 0 };
 		struct bi_block *b;
 		if (bi_block_read(t->fs, v[i].bytenr, &e, &b) < 0)
 			continue;
+		struct sleaf l = { .bytenr = v[i].bytenr, .generation = v[i].generation };
+		bool ok = b->nritems && b->owner == OBJ_ROOT_TREE;
+		if (ok)
+			block_keys(b, &l.first, &l.last);
 		keep_ids(t, b);
-		int rc = b->nritems && b->owner == OBJ_ROOT_TREE ? take_leaf(t, lb, b, r) : 0;
 		bi_block_put(t->fs, b);
-		if (rc < 0)
-			return rc;
+		if (!ok)
+			continue;
+		if (bi_grow((void **)&t->sl, &t->sl_cap, t->nsl + 1, sizeof(*t->sl)))
+			return bi_err(t->fs, -ENOMEM, "salvage: out of memory");
+		t->sl[t->nsl++] = l;
 	}
-	if (lb->n > 1)
-		qsort(lb->v, lb->n, sizeof(*lb->v), item_cmp);
 	return 0;
+}
+
+static bool overlaps(const struct sleaf *l, const struct krange *r)
+{
+	return bi_key_cmp(&l->last, &r->lo) >= 0 &&
+	       (!r->bounded || bi_key_cmp(&l->first, &r->hi) < 0);
+}
+
+/* The scanned root-tree leaves no newer than @gen holding keys of @r,
+ * newest first (at most RT_OVERLAP). */
+static int gather_items(struct rt *t, struct leaf_build *lb, uint64_t lost, uint64_t gen,
+			const struct krange *r)
+{
+	int rc = t->indexed ? 0 : index_leaves(t);
+	size_t weighed = 0;
+	for (size_t i = 0; rc == 0 && i < t->nsl; i++) {
+		const struct sleaf *l = &t->sl[i];
+		if (l->bytenr == lost || !overlaps(l, r))
+			continue;
+		if (l->generation > gen) {
+			lb->newer++;
+			continue;
+		}
+		if (weighed++ >= RT_OVERLAP) {
+			lb->capped = true;
+			break;
+		}
+		struct bi_expect e = { .owner = OBJ_ROOT_TREE, .generation = l->generation,
+				       .level = 0 };
+		struct bi_block *b;
+		if (bi_block_read(t->fs, l->bytenr, &e, &b) < 0)
+			continue;
+		rc = take_leaf(t, lb, b, r);
+		bi_block_put(t->fs, b);
+	}
+	if (rc == 0 && lb->n > 1)
+		qsort(lb->v, lb->n, sizeof(*lb->v), item_cmp);
+	return rc;
 }
 
 static int pin_leaf(struct rt *t, const struct leaf_build *lb, uint64_t bytenr, uint64_t gen)
@@ -462,8 +513,9 @@ static int rebuild_leaf(struct rt *t, uint64_t bytenr, uint64_t gen, const struc
 			bi_damage(t->fs, "root tree: leaf at logical %" PRIu64 " (generation %" PRIu64
 				  ") lost (%s); rebuilt from %zu items of %zu root-tree leaves a "
 				  "scan found (generations %" PRIu64 "..%" PRIu64 "), newer copies "
-				  "shadowing older; %zu leaves newer than it not used",
-				  bytenr, gen, why, lb.n, lb.leaves, lb.oldest, lb.newest, lb.newer);
+				  "shadowing older%s; %zu leaves newer than it holding its keys not "
+				  "used", bytenr, gen, why, lb.n, lb.leaves, lb.oldest, lb.newest,
+				  lb.capped ? " (only the newest that hold its keys)" : "", lb.newer);
 			note_roots(t, &lb, bytenr, gen);
 			*first = lb.v[0].key;
 			t->out->leaves++;
@@ -788,6 +840,7 @@ int bi_salvage_roottree(struct btrfsimg_fs *fs, const struct bi_root *rt, const 
 		rc = visit(&t, out->root.bytenr, out->root.level, out->root.generation, &all);
 	free(t.rec);
 	free(t.seen);
+	free(t.sl);
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc < 0) {

@@ -188,7 +188,7 @@ def cases(img):
          [said_root(root, n), said_leaf(leaf), ext], []),
         ("d: a leaf lost; forged leaves with its keys, newer, as new and of another tree", d,
          [said_leaf(leaf), ("the newer forged leaf counted, not used",
-                            lambda e: b"1 leaves newer than it not used" in e),
+                            lambda e: b"1 leaves newer than it holding its keys not used" in e),
           ("the roots the forged leaf as new as the lost one names do not verify",
            lambda e: b"taken from a scanned leaf names a root" in e and
            b"its newest root found by scanning that verifies is read instead" in e)],
