@@ -372,7 +372,9 @@ int bi_salvage_root(struct btrfsimg_fs *fs)
 			bi_damage(fs, "root tree of generation %" PRIu64 " at logical %" PRIu64
 				  " (the newest found)", r.generation, r.bytenr);
 		}
-		rc = r.generation < newest ? newer_tree_roots(fs, newest) : 0;
+		/* an older root tree, or another of the newest generation (one the
+		 * commit wrote and freed): its trees may have newer roots */
+		rc = r.generation < newest || tried > 1 ? newer_tree_roots(fs, newest) : 0;
 		return rc < 0 ? rc : bi_salvage_rebuild_lost(fs);
 	}
 	return bi_err(fs, -EUCLEAN,

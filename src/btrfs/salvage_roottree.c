@@ -332,13 +332,13 @@ static int take_item(struct rt *t, struct leaf_build *lb, const struct bi_block 
 }
 
 /* Scanned leaf @b: its items in @r that no newer leaf spans; then its
- * own span (within @r) shadows the older leaves'. */
+ * whole span shadows the older leaves' keys. */
 static int take_leaf(struct rt *t, struct leaf_build *lb, const struct bi_block *b,
 		     const struct krange *r)
 {
 	bi_key first, last;
 	block_keys(b, &first, &last);
-	struct span s = { first, last }; /* shadows older leaves' keys, in @r or not */
+	struct span s = { first, last };
 	if (bi_key_cmp(&last, &r->lo) < 0 || (r->bounded && bi_key_cmp(&first, &r->hi) >= 0))
 		return 0; /* none of its keys in the range */
 	size_t before = lb->n;
