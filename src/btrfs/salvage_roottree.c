@@ -805,8 +805,8 @@ static int lost_block(struct rt *t, uint64_t bytenr, uint8_t level, uint64_t gen
 static int visit(struct rt *t, uint64_t bytenr, uint8_t level, uint64_t gen,
 		 const struct krange *r)
 {
-	bool seen;
-	int rc = seen_before(t, bytenr, &seen);
+	bool seen = false;
+	int rc = level ? seen_before(t, bytenr, &seen) : 0; /* nodes only: a leaf has no walk */
 	if (rc < 0 || seen)
 		return rc;
 	struct bi_expect e = { .owner = OBJ_ROOT_TREE, .generation = gen, .level = level };
