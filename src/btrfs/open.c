@@ -28,6 +28,7 @@
 #include "btrfs/tree_checker.h"
 #include "btrfs/chunk.h"
 #include "btrfs/salvage.h"
+#include "btrfs/salvage_roottree.h"
 #include "btrfs/salvage_scan.h"
 #include "btrfs/super.h"
 #include "btrfs/tree.h"
@@ -219,6 +220,8 @@ static int open_roots(struct btrfsimg_fs *fs)
 	int rc = open_generation(fs);
 	if (rc == 0)
 		rc = open_root_tree(fs);
+	if (rc == 0 && fs->root_tree.level && !fs->want_gen && salvageable(fs))
+		rc = bi_salvage_root_tree_whole(fs, &fs->root_tree); /* a lost leaf: salvaged */
 	if (rc < 0 && rc != -ENOMEM && !fs->want_gen && salvageable(fs))
 		rc = bi_salvage_root(fs);
 	return rc;
