@@ -6,7 +6,7 @@
 
 - `meson install --destdir D` of the build: the installed btrfsimg runs
   from there with a clean environment (no LD_LIBRARY_PATH, its library
-  not in the linker's cache): it finds libbtrfsimg.so.1 by its rpath,
+  not in the linker's cache): it finds libbtrfsimg.so.2 by its rpath,
   relative to itself, for any prefix but /usr.
 - with --pip, as README says: `pip install --no-build-isolation` of the
   source into a target directory (no network: no build isolation), then
