@@ -132,8 +132,11 @@ KEY_TYPES = {"INODE_ITEM": 1, "INODE_REF": 12, "XATTR_ITEM": 24, "DIR_ITEM": 84,
              "DIR_INDEX": 96, "EXTENT_DATA": 108, "ROOT_ITEM": 132}
 
 
-def tree_shape(img_path, img, tree):
-    """Every block of tree @tree as btrfs-progs' dump-tree prints it."""
+def dump_tree_blocks(img_path, img, tree, leaf_lists, on_line):
+    """Every block of tree @tree as btrfs-progs' dump-tree prints it: level,
+    generation, physical address, and "ptrs" (a node) or the lists named
+    @leaf_lists (a leaf, each sorted without repeats at the end), which
+    @on_line(block, line) fills from the block's other lines."""
     f = gs.facts(img)
     chunks = gs._leaf_chunks(img, f["chunk_root_physical"][0], f["nodesize"])
     text = gs.sh("btrfs", "inspect-internal", "dump-tree", "-t", str(tree), img_path).decode()
@@ -144,29 +147,34 @@ def tree_shape(img_path, img, tree):
         if h:
             cur = {"level": int(h.group(3) or 0), "generation": int(h.group(5)),
                    "physical": gs._map(chunks, int(h.group(2)))}
-            if cur["level"]:
-                cur["ptrs"] = []
-            else:
-                cur["objectids"], cur["dirents"] = [], []
+            for name in ("ptrs",) if cur["level"] else leaf_lists:
+                cur[name] = []
             blocks[int(h.group(2))] = cur
             root = int(h.group(2)) if root is None else root
-            continue
+        elif cur is not None:
+            on_line(cur, s)
+    for b in blocks.values():
+        for name in () if b["level"] else leaf_lists:
+            b[name] = sorted(set(b[name]))
+    return {"root": root, "level": blocks[root]["level"], "blocks": blocks}
+
+
+def tree_shape(img_path, img, tree):
+    """Tree @tree's blocks: a node's pointers (key, block, generation), a
+    leaf's inode numbers and the inodes its directory entries name."""
+    def on_line(cur, s):
         p = PTR.search(s)
-        if p and cur is not None and cur["level"]:
+        if p and cur["level"]:
             cur["ptrs"].append([int(p.group(1)), KEY_TYPES.get(p.group(2), -1), int(p.group(3)),
                                 int(p.group(4)), int(p.group(5))])
-            continue
+            return
         i = ITEM.match(s)
-        if i and cur is not None and i.group(1).isdigit():
+        if i and i.group(1).isdigit():
             cur["objectids"].append(int(i.group(1)))
         loc = LOCATION.search(s)
-        if loc and cur is not None and not cur["level"]:
+        if loc and not cur["level"]:
             cur["dirents"].append(int(loc.group(1)))
-    for b in blocks.values():
-        if not b["level"]:
-            b["objectids"] = sorted(set(b["objectids"]))
-            b["dirents"] = sorted(set(b["dirents"]))
-    return {"root": root, "level": blocks[root]["level"], "blocks": blocks}
+    return dump_tree_blocks(img_path, img, tree, ("objectids", "dirents"), on_line)
 
 
 def main():
@@ -184,12 +192,7 @@ def main():
     gs.sh("mkfs.btrfs", "-q", "-f", "-n", "4096", "-m", "dup", "-d", "single", img)
     steps = (populate_deep, after_deep) if deep else \
         ((lambda m: populate(m, False)) if flat else populate, after_snapshot)
-    for step in steps:
-        gs.sh("mount", "-o", "noatime,loop", img, mnt)
-        try:
-            step(mnt)
-        finally:
-            gs.sh("umount", mnt)
+    gs.mounted_steps(img, mnt, steps)
     data = open(img, "rb").read()
     gs.sh("cp", "--sparse=always", img, copy)
     gs.record(copy, mnt, os.path.join(work, "view.jsonl"))

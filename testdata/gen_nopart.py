@@ -108,12 +108,8 @@ def main():
               disk).decode().strip()
     try:
         sh("mkfs.btrfs", "-q", "-f", "-m", "dup", "-d", "single", loop)
-        for step in (gen_salvage.populate, gen_salvage.last_changes):
-            sh("mount", "-o", "noatime", loop, mnt)
-            try:
-                step(mnt)
-            finally:
-                sh("umount", mnt)
+        gen_salvage.mounted_steps(loop, mnt, (gen_salvage.populate, gen_salvage.last_changes),
+                                  "noatime")
     finally:
         sh("losetup", "-d", loop)
     loop = sh("losetup", "-f", "--show", "-r", "-o", str(START * SECTOR), "--sizelimit",

@@ -41,6 +41,7 @@ import tempfile
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import gen_levels  # noqa: E402  (dump_tree_blocks)
 import gen_salvage as gs  # noqa: E402  (facts, chunk map, sh, put)
 from genlib import record_view  # noqa: E402
 
@@ -76,7 +77,6 @@ def later(m):
     gs.put(m, "late/x", 100)
 
 
-HEAD = re.compile(r"^(node|leaf) (\d+) (?:level (\d+) )?items (\d+) free.* generation (\d+) owner")
 PTR = re.compile(r"key \((\d+|[A-Z_]+) (\S+) (\d+)\) block (\d+) gen (\d+)")
 ITEM = re.compile(r"item \d+ key \((\d+|[A-Z_]+) (\S+) (-?\d+)\)")
 
@@ -86,32 +86,17 @@ def objectid(s):
 
 
 def root_tree_shape(img_path, img):
-    """Every block of the root tree as btrfs-progs' dump-tree prints it."""
-    f = gs.facts(img)
-    chunks = gs._leaf_chunks(img, f["chunk_root_physical"][0], f["nodesize"])
-    text = gs.sh("btrfs", "inspect-internal", "dump-tree", "-t", "1", img_path).decode()
-    blocks, cur, root = {}, None, None
-    for line in text.splitlines():
-        s = line.strip()
-        h = HEAD.match(s)
-        if h:
-            cur = {"level": int(h.group(3) or 0), "generation": int(h.group(5)),
-                   "physical": gs._map(chunks, int(h.group(2)))}
-            cur["ptrs" if cur["level"] else "objectids"] = []
-            blocks[int(h.group(2))] = cur
-            root = int(h.group(2)) if root is None else root
-            continue
+    """The root tree's blocks: a node's pointers (objectid, block,
+    generation), a leaf's objectids."""
+    def on_line(cur, s):
         p = PTR.search(s)
-        if p and cur is not None and cur["level"]:
+        if p and cur["level"]:
             cur["ptrs"].append([objectid(p.group(1)), int(p.group(4)), int(p.group(5))])
-            continue
+            return
         i = ITEM.match(s)
-        if i and cur is not None and not cur["level"]:
+        if i and not cur["level"]:
             cur["objectids"].append(objectid(i.group(1)))
-    for b in blocks.values():
-        if not b["level"]:
-            b["objectids"] = sorted(set(b["objectids"]))
-    return {"root": root, "level": blocks[root]["level"], "blocks": blocks}
+    return gen_levels.dump_tree_blocks(img_path, img, 1, ("objectids",), on_line)
 
 
 LIST = re.compile(r"^ID (\d+) gen (\d+) cgen (\d+) parent (\d+) top level (\d+) "
@@ -142,12 +127,7 @@ def main():
     os.mkdir(mnt)
     gs.sh("truncate", "-s", "128M", img)
     gs.sh("mkfs.btrfs", "-q", "-f", "-n", "4096", "-m", "dup", "-d", "single", img)
-    for step in (populate, later):
-        gs.sh("mount", "-o", "noatime,loop", img, mnt)
-        try:
-            step(mnt)
-        finally:
-            gs.sh("umount", mnt)
+    gs.mounted_steps(img, mnt, (populate, later))
     data = open(img, "rb").read()
     copy = os.path.join(work, "copy.img")
     gs.sh("cp", "--sparse=always", img, copy)

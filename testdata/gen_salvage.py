@@ -165,6 +165,17 @@ def sh(*args, **kw):
     return subprocess.run(list(args), check=True, stdout=subprocess.PIPE, **kw).stdout
 
 
+def mounted_steps(dev, mnt, steps, opts="noatime,loop"):
+    """Each of @steps(mnt) run on its own mount of @dev, so that each ends
+    with a commit and an unmount, as a user's sessions do."""
+    for step in steps:
+        sh("mount", "-o", opts, dev, mnt)
+        try:
+            step(mnt)
+        finally:
+            sh("umount", mnt)
+
+
 def put(mnt, rel, size, tag=""):
     with open(os.path.join(mnt, rel), "wb") as f:
         f.write(content(rel + tag, size))
@@ -393,12 +404,7 @@ def main():
     os.mkdir(mnt)
     sh("truncate", "-s", "256M", img)
     sh("mkfs.btrfs", "-q", "-f", "-m", "dup", "-d", "single", img)
-    for step in (populate, last_changes):
-        sh("mount", "-o", "noatime,loop", img, mnt)
-        try:
-            step(mnt)
-        finally:
-            sh("umount", mnt)
+    mounted_steps(img, mnt, (populate, last_changes))
     data = open(img, "rb").read()
     sh("cp", "--sparse=always", img, copy)
     record(copy, mnt, os.path.join(out, "view.jsonl"))

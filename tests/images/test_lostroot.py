@@ -388,10 +388,7 @@ def main():
     kv = imgtest.import_kview(testdata)
     res = imgtest.Tally()
     d = os.path.join(testdata, "levels")
-    truth = imgtest.load_json(os.path.join(d, "truth.json"))
-    view = [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
-        os.path.join(d, "view.jsonl.zst")).decode().splitlines() if line.strip()]
-    img = imgtest.genlib.unzstd_bytes(os.path.join(d, "levels.img.zst"))
+    truth, view, img = imgtest.load_recorded(d, "levels.img.zst")
     with tempfile.TemporaryDirectory(prefix="lostroot.") as work:
         for name, tree, top in (("top", 5, ""), ("snap", 256, "snap")):
             case = levels_case(img, truth, tree)

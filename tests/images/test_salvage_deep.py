@@ -20,7 +20,6 @@ surviving node names one after the other (at most two per level-1 node of
 the kernel's tree) and give every other file exactly as the kernel's
 record, every field, and nothing the kernel does not show.
 """
-import json
 import os
 import sys
 import tempfile
@@ -44,10 +43,8 @@ def main():
     res = imgtest.Tally()
     kv = imgtest.import_kview(testdata)
     d = os.path.join(testdata, "levels-deep")
-    img = Image(imgtest.genlib.unzstd_bytes(os.path.join(d, "levels.img.zst")),
-                imgtest.load_json(os.path.join(d, "truth.json")))
-    view = [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
-        os.path.join(d, "view.jsonl.zst")).decode().splitlines() if line.strip()]
+    truth, view, raw = imgtest.load_recorded(d, "levels.img.zst")
+    img = Image(raw, truth)
     t5 = img.tree(5)
     max_ptrs = (img.ns - 101) // 33
     data = img.copy([(5, t5["root"])])

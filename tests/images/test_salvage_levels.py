@@ -41,7 +41,6 @@ without content (named on stderr), never shown other than the kernel's. stderr n
 each rebuilt node (tree, level, how many children, by which references)
 and the count of unreadable recorded blocks; exit 1.
 """
-import json
 import os
 import struct
 import sys
@@ -330,17 +329,11 @@ def main():
     res = imgtest.Tally()
     kv = imgtest.import_kview(testdata)
     d = os.path.join(testdata, "levels")
-    truth = imgtest.load_json(os.path.join(d, "truth.json"))
-    view = [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
-        os.path.join(d, "view.jsonl.zst")).decode().splitlines() if line.strip()]
-    base = imgtest.genlib.unzstd_bytes(os.path.join(d, "levels.img.zst"))
+    truth, view, base = imgtest.load_recorded(d, "levels.img.zst")
     res.check("the top-level tree and the snapshot have three levels (the truth)",
               truth["trees"]["5"]["level"] == 2 and truth["trees"]["256"]["level"] == 2)
     flat = os.path.join(testdata, "levels-flat")
-    flat_base = imgtest.genlib.unzstd_bytes(os.path.join(flat, "levels.img.zst"))
-    flat_truth = imgtest.load_json(os.path.join(flat, "truth.json"))
-    flat_view = [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
-        os.path.join(flat, "view.jsonl.zst")).decode().splitlines() if line.strip()]
+    flat_truth, flat_view, flat_base = imgtest.load_recorded(flat, "levels.img.zst")
     with tempfile.TemporaryDirectory(prefix="levels.") as work:
         # the same damage in a salvage open and in an ordinary one (the
         # superblocks and the root tree intact: nodes rebuilt as reads meet

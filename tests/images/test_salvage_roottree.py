@@ -31,7 +31,6 @@ kernel's record (walk --json --hash, every field), and `subvols --json`
 as `btrfs subvolume list` (id, parent, path, uuids, generation, cgen, and
 the read-only ones).
 """
-import json
 import os
 import struct
 import sys
@@ -204,10 +203,8 @@ def main():
     res = imgtest.Tally()
     kv = imgtest.import_kview(testdata)
     d = os.path.join(testdata, "roottree")
-    truth = imgtest.load_json(os.path.join(d, "truth.json"))
-    view = [json.loads(line) for line in imgtest.genlib.unzstd_bytes(
-        os.path.join(d, "view.jsonl.zst")).decode().splitlines() if line.strip()]
-    img = Image(imgtest.genlib.unzstd_bytes(os.path.join(d, "roottree.img.zst")), truth)
+    truth, view, raw = imgtest.load_recorded(d, "roottree.img.zst")
+    img = Image(raw, truth)
     res.check("the root tree has two levels, its root several leaves (the truth)",
               img.rt["level"] == 1 and len(img.leaves()) > 2, img.rt["level"])
     res.check("more than 40 subvolumes (the truth)", len(truth["subvols"]) > 40)

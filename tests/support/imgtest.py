@@ -163,6 +163,16 @@ def load_json(path):
         return json.load(f)
 
 
+def load_recorded(d, image):
+    """A committed kernel-made image of directory @d (a testdata generator's
+    output): its truth.json, the kernel's view recorded before any damage
+    (view.jsonl.zst, one record a line) and the image file @image's bytes."""
+    truth = load_json(os.path.join(d, "truth.json"))
+    view = [json.loads(line) for line in genlib.unzstd_bytes(
+        os.path.join(d, "view.jsonl.zst")).decode().splitlines() if line.strip()]
+    return truth, view, genlib.unzstd_bytes(os.path.join(d, image))
+
+
 SAFE_MAX = 2**53 - 1  # what a double holds exactly (JavaScript's MAX_SAFE_INTEGER)
 
 
