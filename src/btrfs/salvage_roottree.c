@@ -33,6 +33,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@
 #include "base/grow.h"
 #include "base/key.h"
 #include "base/ondisk.h"
+#include "base/search.h"
 #include "btrfs/block.h"
 #include "btrfs/salvage.h"
 #include "btrfs/salvage_scan.h"
@@ -198,14 +200,8 @@ static int load_records(struct rt *t)
 
 static struct rt_rec *rec_at(struct rt *t, uint64_t bytenr)
 {
-	size_t a = 0, b = t->nrec;
-	while (a < b) {
-		size_t m = a + (b - a) / 2;
-		if (t->rec[m].bytenr < bytenr)
-			a = m + 1;
-		else
-			b = m;
-	}
+	size_t a = bi_lower_bound_field(t->rec, t->nrec, sizeof(*t->rec),
+					offsetof(struct rt_rec, bytenr), bytenr);
 	return a < t->nrec && t->rec[a].bytenr == bytenr ? &t->rec[a] : NULL;
 }
 
